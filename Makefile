@@ -1,0 +1,47 @@
+# Two commands do all the set-up: `make train` and `make test` (see `make help`).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help setup data train test test-slow lint format tensorboard clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(STAMP)  ## create .venv and install the pinned dependencies
+
+data: $(STAMP)  ## generate the demo data in data/demo (skipped when up to date)
+	$(BIN)/python -m src.data.demo --out data/demo
+
+train: data  ## train with the default config; pass overrides as ARGS="dataset=csv ..."
+	$(BIN)/python train.py $(ARGS)
+
+test: data lint  ## lint, then the test suite (offline, a few minutes on 2 cores)
+	$(BIN)/python -m pytest -m "not slow" $(ARGS)
+
+test-slow: data  ## the longer end-to-end checks (full demo training runs)
+	$(BIN)/python -m pytest -m slow $(ARGS)
+
+lint: $(STAMP)  ## ruff lint and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)  ## apply ruff's fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+tensorboard: $(STAMP)  ## serve TensorBoard over every run in outputs/
+	$(BIN)/tensorboard --logdir outputs
+
+clean:  ## remove run outputs, caches and the demo data (keeps .venv)
+	find outputs -mindepth 1 ! -name .gitkeep -exec rm -rf {} +
+	rm -rf data/demo .pytest_cache .ruff_cache
+	find . -name __pycache__ -not -path './$(VENV)/*' -exec rm -rf {} +
