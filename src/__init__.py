@@ -1,0 +1,1 @@
+"""Hydra-configured PyTorch data-pipeline template."""

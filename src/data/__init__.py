@@ -1,0 +1,1 @@
+"""Datasets, transforms, samplers and loaders."""

@@ -1,0 +1,1 @@
+"""One module per dataset kind: imagefolder, csv, tensor file, tar shards."""

@@ -1,0 +1,144 @@
+"""Streaming WebDataset-style tar shards (`KEY.jpg|png` + `KEY.cls`) as an IterableDataset."""
+
+from __future__ import annotations
+
+import glob
+import logging
+import random
+import tarfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import IterableDataset, get_worker_info
+
+from src.data.datasets.files import Transform
+from src.data.decode import IMAGE_SUFFIXES, SampleError, decode_image_bytes
+
+log = logging.getLogger(__name__)
+
+Sample = tuple[str, bytes, int]  # (member name, encoded image, label)
+
+
+def expand_shards(patterns: str | Sequence[str], key: str) -> list[str]:
+    """Sorted shard paths matched by one glob pattern or a list of them."""
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+    shards = sorted({p for pattern in patterns for p in glob.glob(str(pattern))})
+    if not shards:
+        raise FileNotFoundError(f"dataset.{key}: no tar shards match {patterns}.")
+    return shards
+
+
+def read_shard(path: str) -> Iterator[Sample]:
+    """Samples of one shard in stored order, named `SHARD::MEMBER`; each KEY needs an image and a `.cls`."""
+    images: dict[str, tuple[str, bytes]] = {}
+    labels: dict[str, int] = {}
+    with tarfile.open(path, mode="r|") as tar:
+        for member in tar:
+            if not member.isfile():
+                continue
+            head, _, base = member.name.rpartition("/")
+            stem, _, suffix = base.partition(".")
+            key = f"{head}/{stem}"
+            data = tar.extractfile(member).read()  # type: ignore[union-attr]
+            if suffix == "cls":
+                labels[key] = int(data.decode().strip())
+            elif f".{suffix.lower()}" in IMAGE_SUFFIXES:
+                images[key] = (f"{path}::{member.name}", data)
+            if key in labels and key in images:
+                name, image = images.pop(key)
+                yield name, image, labels.pop(key)
+    if images or labels:
+        raise ValueError(f"{path}: samples without both an image and a .cls: "
+                         f"{sorted({*images, *labels})[:5]}")
+
+
+def shuffle_buffer(samples: Iterator[Sample], size: int, rng: random.Random) -> Iterator[Sample]:
+    """Approximate shuffle of a stream: yield a random element of a buffer of `size` items."""
+    buffer: list[Sample] = []
+    for sample in samples:
+        buffer.append(sample)
+        if len(buffer) >= size:
+            i = rng.randrange(len(buffer))
+            buffer[i], buffer[-1] = buffer[-1], buffer[i]
+            yield buffer.pop()
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+class TarShardDataset(IterableDataset):
+    """One split of tar shards, split across DataLoader workers so each sample is read once.
+
+    With `shuffle`, the shard order is reshuffled every epoch (same order in every worker, so
+    the split stays exact) and samples pass through a `shuffle_buffer` per worker.
+    """
+
+    def __init__(
+        self,
+        split: str,
+        train_shards: str | Sequence[str],
+        val_shards: str | Sequence[str],
+        shuffle_buffer: int = 1000,
+        seed: int = 0,
+        classes_file: str | None = None,
+        transform: Transform | None = None,
+        classes: Sequence[str] | None = None,
+    ) -> None:
+        key = f"{split}_shards"
+        self.shards = expand_shards(train_shards if split == "train" else val_shards, key)
+        self.split = split
+        self.shuffle = split == "train"
+        self.shuffle_buffer = shuffle_buffer
+        self.seed = seed
+        self.transform = transform
+        self.targets = np.array([label for s in self.shards for _, _, label in read_shard(s)])
+        if classes is None:
+            classes = self._read_classes(classes_file) or [
+                str(i) for i in range(int(self.targets.max()) + 1)
+            ]
+        self.classes = list(classes)
+        if int(self.targets.max()) >= len(self.classes) or int(self.targets.min()) < 0:
+            raise ValueError(
+                f"dataset.{key}: labels span {self.targets.min()}..{self.targets.max()} but "
+                f"there are {len(self.classes)} classes; check dataset.classes_file."
+            )
+        self._epoch = 0
+        self._iterations_since_set = 0
+
+    def _read_classes(self, classes_file: str | None) -> list[str] | None:
+        path = Path(classes_file) if classes_file else Path(self.shards[0]).parent / "classes.txt"
+        if not path.is_file():
+            if classes_file:
+                raise FileNotFoundError(f"dataset.classes_file: {path} does not exist.")
+            return None
+        return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Seed the next pass; persistent workers keep counting passes on their own copy."""
+        self._epoch, self._iterations_since_set = epoch, 0
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, int]]:
+        epoch = self._epoch + self._iterations_since_set
+        self._iterations_since_set += 1
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        shards = list(self.shards)
+        if self.shuffle:
+            random.Random(f"{self.seed}-{epoch}").shuffle(shards)
+        samples = (s for shard in shards[worker::workers] for s in read_shard(shard))
+        if self.shuffle and self.shuffle_buffer > 1:
+            rng = random.Random(f"{self.seed}-{epoch}-{worker}")
+            samples = shuffle_buffer(samples, self.shuffle_buffer, rng)
+        for name, data, label in samples:
+            try:
+                image = decode_image_bytes(data, name)
+            except Exception as err:
+                raise SampleError(
+                    f"cannot decode {name} (class {self.classes[label]!r}) from "
+                    f"dataset.{self.split}_shards: {err}"
+                ) from err
+            yield (self.transform(image) if self.transform else image), label

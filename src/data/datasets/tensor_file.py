@@ -1,0 +1,103 @@
+"""In-memory tensors from a `.pt` (dict of `inputs`, `labels`) or `.npz` file; fetched by slicing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from src.data.datasets.files import Transform
+
+
+def load_tensor_file(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, list[str] | None]:
+    """(inputs, labels, classes or None) from a `.pt` or `.npz` file, without running pickles."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist (dataset.path / dataset.val_path).")
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as data:
+            content = {key: data[key] for key in data.files}
+        classes = content.pop("classes", None)
+        content = {k: torch.from_numpy(v) for k, v in content.items()}
+        classes = [str(c) for c in classes] if classes is not None else None
+    else:
+        content = torch.load(path, map_location="cpu", weights_only=True)
+        classes = content.get("classes") if isinstance(content, dict) else None
+    if not isinstance(content, dict) or not {"inputs", "labels"} <= content.keys():
+        found = sorted(content) if isinstance(content, dict) else type(content).__name__
+        raise ValueError(f"{path}: expected a dict with 'inputs' and 'labels', found {found}.")
+    inputs, labels = content["inputs"], content["labels"]
+    if labels.ndim != 1 or labels.dtype.is_floating_point or len(labels) != len(inputs):
+        raise ValueError(
+            f"{path}: 'labels' must be integers of shape (N,) with N = len(inputs) = "
+            f"{len(inputs)}; got dtype {labels.dtype}, shape {tuple(labels.shape)}."
+        )
+    if inputs.dtype == torch.uint8 and inputs.ndim != 4:
+        raise ValueError(f"{path}: uint8 'inputs' must be images N x C x H x W, got {inputs.shape}")
+    return inputs, labels.long(), classes
+
+
+class TensorFileDataset(Dataset):
+    """One split of a tensor file; uint8 images (N x C x H x W) or float features (N x D).
+
+    The val split is a second file (`val_path`) or a seeded fraction (`val_fraction`).
+    `__getitems__` slices whole batches, so the DataLoader skips per-item collation.
+    """
+
+    returns_batches = True
+
+    def __init__(
+        self,
+        split: str,
+        path: str,
+        val_path: str | None = None,
+        val_fraction: float | None = None,
+        split_seed: int = 0,
+        transform: Transform | None = None,
+        classes: Sequence[str] | None = None,
+    ) -> None:
+        if (val_path is None) == (val_fraction is None):
+            raise ValueError(
+                "dataset: set exactly one of dataset.val_path (a second file) or "
+                f"dataset.val_fraction (0 < f < 1); got {val_path=}, {val_fraction=}."
+            )
+        file = val_path if split == "val" and val_path is not None else path
+        self.inputs, self.labels, file_classes = load_tensor_file(file)
+        if val_fraction is not None:
+            if not 0 < val_fraction < 1:
+                raise ValueError(f"dataset.val_fraction must be in (0, 1), got {val_fraction}.")
+            order = torch.randperm(len(self.labels), generator=torch.Generator().manual_seed(split_seed))
+            n_val = max(1, round(len(order) * val_fraction))
+            keep = order[:n_val] if split == "val" else order[n_val:]
+            self.inputs, self.labels = self.inputs[keep], self.labels[keep]
+        if transform is not None and self.inputs.dtype != torch.uint8:
+            raise ValueError(
+                f"{file}: holds {self.inputs.dtype} features {tuple(self.inputs.shape)}; image "
+                "transforms do not apply. Use transforms=none for feature vectors."
+            )
+        n_classes = int(self.labels.max()) + 1
+        self.classes = list(classes or file_classes or [str(i) for i in range(n_classes)])
+        if n_classes > len(self.classes) or int(self.labels.min()) < 0:
+            raise ValueError(
+                f"{file}: labels span {int(self.labels.min())}..{n_classes - 1}, but there are "
+                f"{len(self.classes)} classes {self.classes}."
+            )
+        self.targets = self.labels.numpy()
+        self.transform = transform
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        x = self.inputs[index]
+        return (self.transform(x) if self.transform else x), int(self.labels[index])
+
+    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        x = self.inputs.index_select(0, idx)
+        if self.transform is not None:
+            x = torch.stack([self.transform(item) for item in x])
+        return x, self.labels.index_select(0, idx)

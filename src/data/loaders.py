@@ -1,0 +1,142 @@
+"""The one place that turns `loader.*` into train and val DataLoaders."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from torch.utils.data import (
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+)
+
+from src.data.collate import already_batched
+
+log = logging.getLogger(__name__)
+
+START_METHODS = (None, "fork", "spawn", "forkserver")
+
+
+@dataclass(frozen=True)
+class LoaderSettings:
+    """The `loader` config group: DataLoader knobs for the train loader (see conf/loader)."""
+
+    batch_size: int
+    shuffle: bool
+    num_workers: int
+    collate_fn: Callable | None
+    pin_memory: bool
+    drop_last: bool
+    prefetch_factor: int | None
+    persistent_workers: bool
+    timeout: float
+    multiprocessing_context: str | None
+
+    def __post_init__(self) -> None:
+        checks = {
+            "batch_size": isinstance(self.batch_size, int) and self.batch_size >= 1,
+            "num_workers": isinstance(self.num_workers, int) and self.num_workers >= 0,
+            "prefetch_factor": self.prefetch_factor is None or self.prefetch_factor >= 1,
+            "timeout": self.timeout >= 0,
+            "multiprocessing_context": self.multiprocessing_context in START_METHODS,
+        }
+        for key, ok in checks.items():
+            if not ok:
+                raise ValueError(
+                    f"loader.{key}={getattr(self, key)!r} is invalid: batch_size >= 1, "
+                    "num_workers >= 0, prefetch_factor >= 1 or null, timeout >= 0 seconds, "
+                    f"multiprocessing_context one of {START_METHODS}."
+                )
+
+    def normalized(self, pin_memory_ok: bool) -> tuple[LoaderSettings, list[str]]:
+        """Drop settings torch rejects or ignores here, with a note for each."""
+        notes, changes = [], {}
+        if self.num_workers == 0:
+            for key, off in (("prefetch_factor", None), ("persistent_workers", False),
+                             ("multiprocessing_context", None), ("timeout", 0)):
+                if getattr(self, key) != off:
+                    changes[key] = off
+                    notes.append(f"loader.{key}={getattr(self, key)} needs num_workers > 0: unset")
+        if self.pin_memory and not pin_memory_ok:
+            changes["pin_memory"] = False
+            notes.append("loader.pin_memory=true only helps CUDA copies: off on this device")
+        return replace(self, **changes), notes
+
+
+def _train_order(
+    dataset: Dataset, sampler: Sampler, shuffle: bool, notes: list[str]
+) -> Sampler | None:
+    """Reconcile `sampler` with `loader.shuffle`: random order only when both ask for it."""
+    name = type(sampler).__name__
+    if isinstance(sampler, RandomSampler) and not shuffle:
+        notes.append("loader.shuffle=false: train order is sequential (sampler=random not used)")
+        sampler = SequentialSampler(dataset)  # type: ignore[arg-type]
+    elif isinstance(sampler, SequentialSampler) and shuffle:
+        notes.append("sampler=sequential: train order is sequential, loader.shuffle=true unused")
+    elif not isinstance(sampler, (RandomSampler, SequentialSampler)) and shuffle:
+        notes.append(f"loader.shuffle=true unused: the {name} sets the train order")
+    if isinstance(dataset, IterableDataset):
+        if not isinstance(sampler, (RandomSampler, SequentialSampler)):
+            raise ValueError(
+                f"sampler: a {name} needs a map-style dataset, but {type(dataset).__name__} "
+                "streams its samples; use sampler=random or sampler=sequential."
+            )
+        dataset.shuffle = isinstance(sampler, RandomSampler)  # type: ignore[attr-defined]
+        return None
+    return sampler
+
+
+def _worker_notes(dataset: Dataset, settings: LoaderSettings, notes: list[str]) -> None:
+    shards = getattr(dataset, "shards", None)
+    if shards is not None and settings.num_workers > len(shards):
+        notes.append(
+            f"loader.num_workers={settings.num_workers} > {len(shards)} shards: "
+            f"{settings.num_workers - len(shards)} workers stay idle"
+        )
+
+
+def build_loaders(
+    train_set: Dataset,
+    val_set: Dataset,
+    settings: LoaderSettings,
+    sampler_factory: Callable[[Dataset], Sampler],
+    pin_memory_ok: bool,
+) -> tuple[DataLoader, DataLoader]:
+    """Train loader from `settings` and `sampler`; val loader: same knobs, in order, no drop."""
+    settings, notes = settings.normalized(pin_memory_ok)
+    sampler = _train_order(train_set, sampler_factory(train_set), settings.shuffle, notes)
+    _worker_notes(train_set, settings, notes)
+    per_epoch = len(sampler) if sampler is not None else len(train_set)  # type: ignore[arg-type]
+    if settings.drop_last and per_epoch < settings.batch_size:
+        raise ValueError(
+            f"loader.batch_size={settings.batch_size} exceeds the {per_epoch} train samples per "
+            "epoch, and loader.drop_last=true would drop them all: lower the batch size."
+        )
+    if notes:
+        log.info("Loader settings adjusted: %s.", "; ".join(notes))
+
+    def make(dataset: Dataset, sampler: Sampler | None, drop_last: bool) -> DataLoader:
+        collate = settings.collate_fn
+        if collate is None and getattr(dataset, "returns_batches", False):
+            collate = already_batched
+        return DataLoader(
+            dataset,
+            batch_size=settings.batch_size,
+            sampler=sampler,
+            num_workers=settings.num_workers,
+            collate_fn=collate,
+            pin_memory=settings.pin_memory,
+            drop_last=drop_last,
+            prefetch_factor=settings.prefetch_factor,
+            persistent_workers=settings.persistent_workers,
+            timeout=settings.timeout,
+            multiprocessing_context=settings.multiprocessing_context,
+        )
+
+    val_order = None if isinstance(val_set, IterableDataset) else SequentialSampler(val_set)
+    return make(train_set, sampler, settings.drop_last), make(val_set, val_order, False)

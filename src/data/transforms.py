@@ -1,0 +1,60 @@
+"""Train/val transform pipelines (uint8 in, uint8 out) and the one per-batch normalisation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torchvision.transforms import v2
+
+
+class Normalizer:
+    """Turns a batch into model inputs: uint8 -> float in [0, 1], then (x - mean) / std.
+
+    Applied once per batch after the copy to the device, so workers ship compact uint8
+    batches and the arithmetic runs where it is cheapest. Float batches (features) are only
+    standardised when `mean`/`std` are given.
+    """
+
+    def __init__(self, mean: Sequence[float] | None, std: Sequence[float] | None) -> None:
+        if (mean is None) != (std is None):
+            raise ValueError("transforms.mean and transforms.std must be set together.")
+        self.mean = torch.tensor(mean, dtype=torch.float32) if mean is not None else None
+        self.std = torch.tensor(std, dtype=torch.float32) if std is not None else None
+        if self.std is not None and bool((self.std <= 0).any()):
+            raise ValueError(f"transforms.std must be positive, got {list(std)}.")
+
+    def _stats(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        assert self.mean is not None and self.std is not None
+        shape = (1, -1, *([1] * (x.ndim - 2)))
+        return self.mean.to(x.device).view(shape), self.std.to(x.device).view(shape)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dtype == torch.uint8:
+            x = x.float().div_(255.0)
+        if self.mean is None:
+            return x
+        mean, std = self._stats(x)
+        return (x - mean) / std
+
+    def denormalize(self, x: torch.Tensor) -> torch.Tensor:
+        """Map normalised model inputs back to [0, 1] pixels (for image grids)."""
+        if self.mean is not None:
+            mean, std = self._stats(x)
+            x = x * std + mean
+        return x.clamp(0.0, 1.0)
+
+
+class Pipelines:
+    """The `transforms` config group: train and val pipelines plus the normaliser."""
+
+    def __init__(
+        self,
+        train: Sequence[Callable],
+        val: Sequence[Callable],
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+    ) -> None:
+        self.train = v2.Compose(list(train)) if train else None
+        self.val = v2.Compose(list(val)) if val else None
+        self.normalizer = Normalizer(mean, std)
