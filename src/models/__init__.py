@@ -1,0 +1,1 @@
+"""Small models; torchvision models are used as plain `_target_`s."""

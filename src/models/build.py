@@ -1,0 +1,29 @@
+"""Instantiate the `model` group, filling in what the data decides."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+
+def build_model(cfg: DictConfig, **from_data: Any) -> nn.Module:
+    """Instantiate `cfg`, passing each key of `from_data` (num_classes, input_shape) it declares.
+
+    Keys left as `???` take the data's value; a key the user set must agree with the data.
+    """
+    fills = {}
+    for key, value in from_data.items():
+        if key not in cfg:  # (`in` is False for keys that are still ???)
+            continue
+        if not OmegaConf.is_missing(cfg, key):
+            given = OmegaConf.to_object(cfg[key]) if OmegaConf.is_config(cfg[key]) else cfg[key]
+            if given != (list(value) if isinstance(value, tuple) else value):
+                raise ValueError(
+                    f"model.{key}={given} disagrees with the data ({value}); "
+                    f"leave model.{key} as ??? to take it from the dataset."
+                )
+        fills[key] = value
+    return instantiate(cfg, **fills)

@@ -1,0 +1,54 @@
+"""Device and numeric precision: `trainer.device` and `trainer.precision`."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+PRECISIONS = {"32": None, "bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
+
+
+def resolve_device(name: str) -> torch.device:
+    """`auto` picks cuda > mps > cpu; an explicit device must exist."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    device = torch.device(name)
+    available = {
+        "cuda": torch.cuda.is_available(),
+        "mps": torch.backends.mps.is_available(),
+        "cpu": True,
+    }
+    if not available.get(device.type, False):
+        raise ValueError(f"trainer.device={name!r} is not available here; use trainer.device=auto.")
+    return device
+
+
+@dataclass
+class Precision:
+    """Autocast dtype (None = fp32) and a GradScaler for fp16."""
+
+    device: torch.device
+    dtype: torch.dtype | None
+    scaler: torch.amp.GradScaler | None
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """Context for the forward pass and loss."""
+        if self.dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.dtype)
+
+
+def resolve_precision(precision: str | int, device: torch.device) -> Precision:
+    """`32`, `bf16-mixed` or `16-mixed` (the last with loss scaling)."""
+    key = str(precision)
+    if key not in PRECISIONS:
+        raise ValueError(f"trainer.precision={precision!r}; expected one of {list(PRECISIONS)}.")
+    dtype = PRECISIONS[key]
+    scaler = torch.amp.GradScaler(device.type) if dtype is torch.float16 else None
+    return Precision(device, dtype, scaler)

@@ -1,0 +1,229 @@
+"""The training loop: fit = epochs of train_epoch + evaluate, with metrics out."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from src.training.device import Precision
+from src.training.meters import LoaderTimer
+from src.training.tensorboard import TensorBoardLogger
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """The `trainer` config group (see conf/trainer/default.yaml)."""
+
+    max_epochs: int
+    seed: int
+    device: str
+    precision: str
+    grad_accum: int
+    log_every_n_steps: int
+    limit_train_batches: int | None
+    limit_val_batches: int | None
+    channels_last: bool
+
+    def __post_init__(self) -> None:
+        for key in ("max_epochs", "grad_accum", "log_every_n_steps"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"trainer.{key} must be >= 1, got {getattr(self, key)}.")
+        for key in ("limit_train_batches", "limit_val_batches"):
+            if getattr(self, key) is not None and getattr(self, key) < 1:
+                raise ValueError(f"trainer.{key} must be >= 1 or null, got {getattr(self, key)}.")
+
+
+class BatchMover:
+    """Moves a (inputs, labels) batch to the device and normalises the inputs there, once."""
+
+    def __init__(self, device: torch.device, normalize: Callable, channels_last: bool) -> None:
+        self.device = device
+        self.normalize = normalize
+        self.channels_last = channels_last
+
+    def __call__(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs, labels = batch[0], batch[1]
+        inputs = self.normalize(inputs.to(self.device, non_blocking=True))
+        if self.channels_last and inputs.ndim == 4:
+            inputs = inputs.contiguous(memory_format=torch.channels_last)
+        return inputs, labels.to(self.device, non_blocking=True)
+
+
+def _batches_per_epoch(loader: DataLoader, limit: int | None) -> int | None:
+    try:
+        n = len(loader)
+    except TypeError:  # an iterable dataset without __len__
+        return limit
+    return n if limit is None else min(n, limit)
+
+
+def optimizer_steps_per_epoch(loader: DataLoader, settings: TrainerSettings) -> int:
+    """Optimizer steps in one epoch (what the LR schedule counts), at least 1."""
+    batches = _batches_per_epoch(loader, settings.limit_train_batches) or 1
+    return max(1, math.ceil(batches / settings.grad_accum))
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    loader: DataLoader,
+    move: BatchMover,
+    precision: Precision,
+    limit: int | None = None,
+) -> dict[str, float]:
+    """Mean loss and accuracy over every sample of `loader` (or its first `limit` batches)."""
+    model.eval()
+    loss_sum = torch.zeros((), device=move.device)
+    correct = torch.zeros((), device=move.device, dtype=torch.long)
+    seen = 0
+    timer = LoaderTimer()
+    for batch in timer.iterate(loader, limit):
+        inputs, labels = move(batch)
+        with precision.autocast():
+            logits = model(inputs)
+        loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
+        correct += (logits.argmax(1) == labels).sum()
+        seen += len(labels)
+    timer.stop(seen)
+    if seen == 0:
+        raise RuntimeError("the val loader yielded no samples; check the val split and limits.")
+    return {
+        "val/loss": loss_sum.item() / seen,
+        "val/acc": correct.item() / seen,
+        "val/samples_per_s": timer.samples_per_s,
+    }
+
+
+class Fitter:
+    """Runs the epochs: forward, backward (with grad accumulation and AMP), logging."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        move: BatchMover,
+        precision: Precision,
+        settings: TrainerSettings,
+        tb: TensorBoardLogger,
+        denormalize: Callable[[torch.Tensor], torch.Tensor],
+    ) -> None:
+        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
+        self.move, self.precision, self.settings, self.tb = move, precision, settings, tb
+        self.denormalize = denormalize
+        self.step = 0
+
+    def train_epoch(self, loader: DataLoader, epoch: int) -> dict[str, float]:
+        """One pass over the train loader; returns the epoch's train/* metrics."""
+        s, model = self.settings, self.model
+        model.train()
+        timer = LoaderTimer()
+        limit = s.limit_train_batches
+        total = _batches_per_epoch(loader, limit)
+        loss_sum = torch.zeros((), device=self.move.device)
+        correct = torch.zeros((), device=self.move.device, dtype=torch.long)
+        window_loss, window_batches, seen = torch.zeros((), device=self.move.device), 0, 0
+        bar = tqdm(total=total, desc=f"epoch {epoch}/{s.max_epochs}", leave=False, disable=None)
+        self.optimizer.zero_grad(set_to_none=True)
+        for i, batch in enumerate(timer.iterate(loader, limit)):
+            inputs, labels = self.move(batch)
+            if epoch == 1 and i == 0 and inputs.ndim == 4 and inputs.shape[1] in (1, 3):
+                self.tb.images("train/first_batch", self.denormalize(inputs[:64]))
+            with self.precision.autocast():
+                logits = model(inputs)
+                loss = nn.functional.cross_entropy(logits.float(), labels)
+            scaled = loss / s.grad_accum
+            (self.precision.scaler.scale(scaled) if self.precision.scaler else scaled).backward()
+            if (i + 1) % s.grad_accum == 0:
+                self._optimizer_step()
+            detached = loss.detach()
+            loss_sum += detached * len(labels)
+            correct += (logits.detach().argmax(1) == labels).sum()
+            window_loss += detached
+            window_batches += 1
+            seen += len(labels)
+            bar.update(1)
+            if window_batches and (i + 1) % (s.log_every_n_steps * s.grad_accum) == 0:
+                mean_loss = window_loss.item() / window_batches
+                self.tb.scalars(
+                    {"train/loss": mean_loss, "train/lr": self.optimizer.param_groups[0]["lr"]},
+                    self.step,
+                )
+                bar.set_postfix(
+                    loss=f"{mean_loss:.4f}", samples_s=f"{seen / timer.running_s():.0f}"
+                )
+                window_loss.zero_()
+                window_batches = 0
+        if timer.batches % s.grad_accum:
+            self._optimizer_step()  # the last, partial accumulation group
+        if self.move.device.type == "cuda":
+            torch.cuda.synchronize()
+        timer.stop(seen)
+        bar.close()
+        if seen == 0:
+            raise RuntimeError(
+                "the train loader yielded no batches; check the data and "
+                "loader.batch_size / loader.drop_last."
+            )
+        return {
+            "train/loss": loss_sum.item() / seen,
+            "train/acc": correct.item() / seen,
+            "train/samples_per_s": timer.samples_per_s,
+            "train/data_wait_frac": timer.data_wait_frac,
+            "train/first_batch_s": timer.first_batch_s,
+            "train/epoch_s": timer.elapsed_s,
+            "train/samples": seen,
+        }
+
+    def _optimizer_step(self) -> None:
+        scaler = self.precision.scaler
+        if scaler is not None:
+            scaler.step(self.optimizer)
+            scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.step += 1
+
+    def fit(
+        self,
+        train_loader: DataLoader,
+        val_loader: DataLoader,
+        on_epoch_end: Callable[[int, dict[str, float]], None],
+    ) -> list[dict[str, float]]:
+        """All epochs; `on_epoch_end(epoch, metrics)` runs after each (checkpointing)."""
+        history = []
+        for epoch in range(1, self.settings.max_epochs + 1):
+            for obj in (train_loader.sampler, train_loader.dataset):
+                if hasattr(obj, "set_epoch"):
+                    obj.set_epoch(epoch)
+            metrics = self.train_epoch(train_loader, epoch)
+            metrics |= evaluate(
+                self.model, val_loader, self.move, self.precision, self.settings.limit_val_batches
+            )
+            self.tb.scalars({k: v for k, v in metrics.items() if k != "train/samples"}, epoch)
+            log.info(
+                "epoch %d/%d  train/loss %.4f  val/loss %.4f  val/acc %.4f  %.0f samples/s  "
+                "data wait %.0f%%",
+                epoch,
+                self.settings.max_epochs,
+                metrics["train/loss"],
+                metrics["val/loss"],
+                metrics["val/acc"],
+                metrics["train/samples_per_s"],
+                100 * metrics["train/data_wait_frac"],
+            )
+            history.append(metrics)
+            on_epoch_end(epoch, metrics)
+        return history
