@@ -1,0 +1,145 @@
+"""The four dataset kinds read the demo formats, trace samples to files and name bad input."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from src.data.collate import already_batched
+from src.data.datasets.csv_table import CsvDataset
+from src.data.datasets.imagefolder import ImageFolderDataset
+from src.data.datasets.tensor_file import TensorFileDataset
+from src.data.demo import CLASSES
+
+
+def test_imagefolder_classes_and_files(demo_dir: Path) -> None:
+    train = ImageFolderDataset(str(demo_dir / "imagefolder"), "train")
+    val = ImageFolderDataset(str(demo_dir / "imagefolder"), "val", classes=train.classes)
+    assert train.classes == list(CLASSES)
+    assert train.class_to_idx == {name: i for i, name in enumerate(CLASSES)}
+    assert len(train) == 48 and len(val) == 30
+    image, label = train[5]
+    assert image.dtype == torch.uint8 and image.shape[0] == 3
+    assert Path(train.get_filename(5)).parent.name == train.classes[label]
+    assert isinstance(train._paths, np.ndarray) and train.targets.dtype == np.int64
+
+
+def test_imagefolder_refuses_val_class_unknown_to_train(demo_dir: Path, tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    shutil.copytree(demo_dir / "imagefolder", root)
+    (root / "val" / "hexagon").mkdir()
+    with pytest.raises(ValueError, match="hexagon"):
+        ImageFolderDataset(str(root), "val", classes=list(CLASSES))
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list[str]]) -> None:
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows(rows)
+
+
+def test_csv_relative_paths_custom_columns_and_integer_labels(demo_dir: Path, tmp_path: Path):
+    listing = tmp_path / "lists" / "all.csv"
+    listing.parent.mkdir()
+    with open(demo_dir / "samples.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    _write_csv(
+        listing,
+        ["file", "y", "subset"],
+        [[r["path"], str(CLASSES.index(r["label"])), r["split"]] for r in rows],
+    )
+    kwargs = dict(
+        csv=str(listing),
+        split_column="subset",
+        path_column="file",
+        label_column="y",
+        root=str(demo_dir),
+    )
+    train = CsvDataset("train", **kwargs)
+    val = CsvDataset("val", classes=train.classes, **kwargs)
+    assert train.classes == ["0", "1", "2", "3", "4"]
+    assert len(train) == 48 and len(val) == 30
+    assert Path(train.get_filename(0)) == demo_dir / rows[0]["path"]
+    assert train[0][1] == CLASSES.index(rows[0]["label"])
+
+
+def test_csv_paths_default_to_the_csv_folder(demo_dir: Path) -> None:
+    train = CsvDataset(
+        "train", train_csv=str(demo_dir / "train.csv"), val_csv=str(demo_dir / "val.csv")
+    )
+    assert train.classes == list(CLASSES)
+    assert Path(train.get_filename(0)).is_file()
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        (
+            ["imagefolder/train/circle/nope.jpg", "circle"],
+            r"all\.csv:3: .*nope\.jpg does not exist",
+        ),
+        (["imagefolder/train/circle/circle_00000.jpg", ""], r"all\.csv:3: empty 'label'"),
+    ],
+)
+def test_csv_errors_name_the_line(demo_dir: Path, row: list[str], message: str) -> None:
+    listing = demo_dir / "all.csv"
+    _write_csv(
+        listing, ["path", "label"], [["imagefolder/train/circle/circle_00000.jpg", "circle"], row]
+    )
+    try:
+        with pytest.raises((ValueError, FileNotFoundError), match=message):
+            CsvDataset("train", train_csv=str(listing), val_csv=str(listing))
+    finally:
+        listing.unlink()
+
+
+def test_csv_missing_column_lists_the_columns_found(demo_dir: Path) -> None:
+    with pytest.raises(ValueError, match=r"no column 'file'.*\['path', 'label'\]"):
+        CsvDataset(
+            "train",
+            train_csv=str(demo_dir / "train.csv"),
+            val_csv=str(demo_dir / "val.csv"),
+            path_column="file",
+        )
+
+
+def test_csv_val_label_unknown_to_train(demo_dir: Path) -> None:
+    with pytest.raises(ValueError, match=r"val\.csv:2: label 'circle' is not a train class"):
+        CsvDataset(
+            "val",
+            train_csv=str(demo_dir / "train.csv"),
+            val_csv=str(demo_dir / "val.csv"),
+            classes=["square"],
+        )
+
+
+def test_tensor_file_batches_are_slices(demo_dir: Path) -> None:
+    path = str(demo_dir / "tensors" / "train.pt")
+    data = TensorFileDataset("train", path, val_path=str(demo_dir / "tensors" / "val.pt"))
+    assert data.classes == list(CLASSES)
+    loader = DataLoader(data, batch_size=8, collate_fn=already_batched)
+    inputs, labels = next(iter(loader))
+    assert inputs.shape == (8, 3, 48, 48) and inputs.dtype == torch.uint8
+    expected = torch.stack([data[i][0] for i in range(8)])
+    assert torch.equal(inputs, expected)
+    assert labels.tolist() == [data[i][1] for i in range(8)]
+
+
+def test_tensor_npz_features_with_val_fraction(tmp_path: Path) -> None:
+    features = np.random.default_rng(0).normal(size=(100, 12)).astype(np.float32)
+    labels = np.arange(100) % 4
+    np.savez(tmp_path / "f.npz", inputs=features, labels=labels)
+    train = TensorFileDataset("train", str(tmp_path / "f.npz"), val_fraction=0.2)
+    val = TensorFileDataset("val", str(tmp_path / "f.npz"), val_fraction=0.2, classes=train.classes)
+    assert len(train) == 80 and len(val) == 20 and train.classes == ["0", "1", "2", "3"]
+    seen = {tuple(x.tolist()) for x in train.inputs} | {tuple(x.tolist()) for x in val.inputs}
+    assert len(seen) == 100  # disjoint and complete
+    with pytest.raises(ValueError, match="transforms=none"):
+        TensorFileDataset("train", str(tmp_path / "f.npz"), val_fraction=0.2, transform=lambda x: x)

@@ -1,0 +1,123 @@
+"""Loader knobs: inapplicable settings are normalised, samplers and shuffle reconciled."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from torch.utils.data import Dataset, RandomSampler, SequentialSampler, WeightedRandomSampler
+
+from src.data.datasets.tensor_file import TensorFileDataset
+from src.data.loaders import LoaderSettings, build_loaders
+from src.data.samplers import random_sampler, sequential_sampler, weighted_sampler
+
+
+class Labels(Dataset):
+    """A dataset of (index, label) pairs with the given labels."""
+
+    def __init__(self, labels: list[int], classes: int) -> None:
+        self.targets = np.array(labels)
+        self.classes = [str(i) for i in range(classes)]
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return torch.tensor([i], dtype=torch.float32), int(self.targets[i])
+
+
+def _settings(make_cfg, *overrides: str) -> LoaderSettings:
+    return instantiate(make_cfg(*overrides).loader)
+
+
+def test_knobs_that_need_workers_are_unset_with_one_note(make_cfg, caplog) -> None:
+    settings = _settings(
+        make_cfg,
+        "loader.num_workers=0",
+        "loader.prefetch_factor=4",
+        "loader.persistent_workers=true",
+        "loader.multiprocessing_context=spawn",
+        "loader.pin_memory=true",
+    )
+    data = Labels([0, 1] * 20, 2)
+    with caplog.at_level(logging.INFO, logger="src.data.loaders"):
+        train, val = build_loaders(data, data, settings, random_sampler, pin_memory_ok=False)
+    notes = [r.getMessage() for r in caplog.records if "adjusted" in r.getMessage()]
+    assert len(notes) == 1
+    for key in ("prefetch_factor", "persistent_workers", "multiprocessing_context", "pin_memory"):
+        assert f"loader.{key}" in notes[0]
+    assert train.prefetch_factor is None and not train.persistent_workers and not train.pin_memory
+    assert len(list(train)) == 40 // 16  # drop_last on train
+    assert sum(len(y) for _, y in val) == 40  # val keeps every sample, in order
+
+
+def test_val_loader_is_sequential_and_keeps_last_batch(make_cfg) -> None:
+    data = Labels([0, 1, 2] * 11, 3)
+    train, val = build_loaders(data, data, _settings(make_cfg), random_sampler, False)
+    assert isinstance(train.sampler, RandomSampler) and train.drop_last
+    assert isinstance(val.sampler, SequentialSampler) and not val.drop_last
+    assert torch.cat([x for x, _ in val]).flatten().tolist() == list(range(33))
+
+
+@pytest.mark.parametrize(
+    ("factory", "shuffle", "expected", "note"),
+    [
+        (random_sampler, True, RandomSampler, None),
+        (random_sampler, False, SequentialSampler, "loader.shuffle=false"),
+        (sequential_sampler, True, SequentialSampler, "sampler=sequential"),
+        (weighted_sampler, True, WeightedRandomSampler, "loader.shuffle=true unused"),
+    ],
+)
+def test_sampler_and_shuffle_never_collide(make_cfg, caplog, factory, shuffle, expected, note):
+    data = Labels([0, 1] * 20, 2)
+    settings = _settings(make_cfg, f"loader.shuffle={str(shuffle).lower()}")
+    with caplog.at_level(logging.INFO, logger="src.data.loaders"):
+        train, _ = build_loaders(data, data, settings, factory, False)
+    assert isinstance(train.sampler, expected)
+    if note:
+        assert note in caplog.text
+    else:
+        assert "shuffle" not in caplog.text and "sampler" not in caplog.text
+
+
+def test_weighted_sampler_balances_an_imbalanced_set() -> None:
+    labels = [0] * 900 + [1] * 90 + [2] * 10
+    torch.manual_seed(0)
+    sampler = weighted_sampler(Labels(labels, 3), replacement=True, num_samples=30000)
+    drawn = np.bincount(np.array(labels)[list(sampler)], minlength=3) / 30000
+    assert np.allclose(drawn, 1 / 3, atol=0.02), drawn
+    plain = np.bincount(np.array(labels)[list(RandomSampler(Labels(labels, 3)))]) / 1000
+    assert plain[0] == 0.9  # without it, the majority class dominates
+
+
+def test_invalid_knob_names_the_key(make_cfg) -> None:
+    with pytest.raises(InstantiationException, match=r"loader\.batch_size=0 is invalid"):
+        _settings(make_cfg, "loader.batch_size=0")
+
+
+def test_batch_larger_than_train_set_is_explained(make_cfg) -> None:
+    data = Labels([0, 1] * 4, 2)
+    with pytest.raises(ValueError, match=r"loader\.batch_size=16.*loader\.drop_last"):
+        build_loaders(data, data, _settings(make_cfg), random_sampler, False)
+
+
+def test_loader_runs_under_spawn(make_cfg, demo_dir: Path) -> None:
+    settings = replace(
+        _settings(make_cfg, "loader.num_workers=2", "loader.multiprocessing_context=spawn"),
+        batch_size=8,
+    )
+    data = TensorFileDataset(
+        "train",
+        str(demo_dir / "tensors" / "train.pt"),
+        val_path=str(demo_dir / "tensors" / "val.pt"),
+    )
+    train, _ = build_loaders(data, data, settings, sequential_sampler, False)
+    assert train.multiprocessing_context.get_start_method() == "spawn"
+    inputs = torch.cat([x for x, _ in train])
+    assert torch.equal(inputs, data.inputs[: len(inputs)])
