@@ -18,10 +18,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from src.data.loaders import build_loaders
+from src.data.splits import build_splits, input_shape
 from src.models.build import build_model
+from src.training.batches import BatchMover
 from src.training.checkpoint import save_checkpoint
 from src.training.device import resolve_device, resolve_precision
-from src.training.loop import BatchMover, Fitter, optimizer_steps_per_epoch
+from src.training.loop import Fitter, optimizer_steps_per_epoch
+from src.training.summary import summarize
 from src.training.tensorboard import TensorBoardLogger, hparams_of
 from src.utils.io import write_json
 from src.utils.resolvers import register_resolvers
@@ -34,20 +37,18 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     """Train and evaluate as `cfg` says; returns the final metrics (also in metrics.json)."""
     start = time.perf_counter()
     out = Path(cfg.paths.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
     settings = instantiate(cfg.trainer)
     seed_everything(settings.seed)
     device = resolve_device(settings.device)
     precision = resolve_precision(settings.precision, device)
 
     pipelines = instantiate(cfg.transforms)
-    train_set = instantiate(cfg.dataset, split="train", transform=pipelines.train)
-    val_set = instantiate(
-        cfg.dataset, split="val", transform=pipelines.val, classes=train_set.classes
-    )
-    input_shape = tuple(next(iter(val_set))[0].shape)
-    model = build_model(cfg.model, num_classes=len(train_set.classes), input_shape=input_shape)
-    memory_format = torch.channels_last if settings.channels_last else torch.preserve_format
-    model = model.to(device, memory_format=memory_format)
+    train_set, val_set = build_splits(cfg.dataset, pipelines)
+    shape, classes = input_shape(val_set), train_set.classes
+    model = build_model(cfg.model, num_classes=len(classes), input_shape=shape)
+    layout = torch.channels_last if settings.channels_last else torch.preserve_format
+    model = model.to(device, memory_format=layout)
     train_loader, val_loader = build_loaders(
         train_set,
         val_set,
@@ -64,59 +65,35 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         settings.precision,
         len(train_set),
         len(val_set),
-        len(train_set.classes),
-        input_shape,
+        len(classes),
+        shape,
     )
 
-    tb = TensorBoardLogger(out / "tensorboard")
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    tb.text("config", OmegaConf.to_yaml(resolved))
     (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(resolved))
-    fitter = Fitter(
-        model,
-        optimizer,
-        scheduler,
-        BatchMover(device, pipelines.normalizer, settings.channels_last),
-        precision,
-        settings,
-        tb,
-        pipelines.normalizer.denormalize,
-    )
-
-    def checkpoint(epoch: int, metrics: dict[str, float]) -> None:
-        save_checkpoint(
-            out / "checkpoints" / "last.pt",
-            {
-                "model": model.state_dict(),
-                "optimizer": optimizer.state_dict(),
-                "scheduler": scheduler.state_dict(),
-                "scaler": precision.scaler.state_dict() if precision.scaler else None,
-                "epoch": epoch,
-                "step": fitter.step,
-                "metrics": metrics,
-                "classes": train_set.classes,
-                "config": resolved,
-            },
+    with TensorBoardLogger(out / "tensorboard") as tb:
+        tb.text("config", OmegaConf.to_yaml(resolved))
+        move = BatchMover(device, pipelines.normalizer, settings.channels_last)
+        fitter = Fitter(
+            model,
+            optimizer,
+            scheduler,
+            move,
+            precision,
+            settings,
+            tb,
+            pipelines.normalizer.denormalize,
         )
-
-    history = fitter.fit(train_loader, val_loader, checkpoint)
-    last = history[-1]
-    total_samples = sum(h["train/samples"] for h in history)
-    train_s = sum(h["train/epoch_s"] for h in history)
-    metrics = {
-        "val/acc": last["val/acc"],
-        "val/loss": last["val/loss"],
-        "val/best_acc": max(h["val/acc"] for h in history),
-        "train/loss": last["train/loss"],
-        "train/samples_per_s": total_samples / train_s,
-        "train/data_wait_frac": sum(h["train/data_wait_frac"] * h["train/epoch_s"] for h in history)
-        / train_s,
-        "train/first_batch_s": history[0]["train/first_batch_s"],
-        "epochs": len(history),
-        "wall_s": time.perf_counter() - start,
-    }
-    tb.hparams(hparams_of(resolved), metrics)
-    tb.close()
+        history = fitter.fit(
+            train_loader,
+            val_loader,
+            on_epoch_end=lambda epoch, metrics: save_checkpoint(
+                out / "checkpoints" / "last.pt",
+                fitter.state(epoch) | {"metrics": metrics, "classes": classes, "config": resolved},
+            ),
+        )
+        metrics = summarize(history, wall_s=time.perf_counter() - start)
+        tb.hparams(hparams_of(resolved), metrics)
     write_json(out / "metrics.json", metrics)
     log.info("metrics: %s", ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
     return metrics

@@ -16,7 +16,7 @@ def build_model(cfg: DictConfig, **from_data: Any) -> nn.Module:
     """
     fills = {}
     for key, value in from_data.items():
-        if key not in cfg:  # (`in` is False for keys that are still ???)
+        if key not in cfg.keys():  # noqa: SIM118 (`key in cfg` is False while it is ???)
             continue
         if not OmegaConf.is_missing(cfg, key):
             given = OmegaConf.to_object(cfg[key]) if OmegaConf.is_config(cfg[key]) else cfg[key]

@@ -13,7 +13,9 @@ from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from src.training.batches import BatchMover, batches_per_epoch
 from src.training.device import Precision
+from src.training.evaluate import evaluate
 from src.training.meters import LoaderTimer
 from src.training.tensorboard import TensorBoardLogger
 
@@ -43,65 +45,10 @@ class TrainerSettings:
                 raise ValueError(f"trainer.{key} must be >= 1 or null, got {getattr(self, key)}.")
 
 
-class BatchMover:
-    """Moves a (inputs, labels) batch to the device and normalises the inputs there, once."""
-
-    def __init__(self, device: torch.device, normalize: Callable, channels_last: bool) -> None:
-        self.device = device
-        self.normalize = normalize
-        self.channels_last = channels_last
-
-    def __call__(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        inputs, labels = batch[0], batch[1]
-        inputs = self.normalize(inputs.to(self.device, non_blocking=True))
-        if self.channels_last and inputs.ndim == 4:
-            inputs = inputs.contiguous(memory_format=torch.channels_last)
-        return inputs, labels.to(self.device, non_blocking=True)
-
-
-def _batches_per_epoch(loader: DataLoader, limit: int | None) -> int | None:
-    try:
-        n = len(loader)
-    except TypeError:  # an iterable dataset without __len__
-        return limit
-    return n if limit is None else min(n, limit)
-
-
 def optimizer_steps_per_epoch(loader: DataLoader, settings: TrainerSettings) -> int:
     """Optimizer steps in one epoch (what the LR schedule counts), at least 1."""
-    batches = _batches_per_epoch(loader, settings.limit_train_batches) or 1
+    batches = batches_per_epoch(loader, settings.limit_train_batches) or 1
     return max(1, math.ceil(batches / settings.grad_accum))
-
-
-@torch.no_grad()
-def evaluate(
-    model: nn.Module,
-    loader: DataLoader,
-    move: BatchMover,
-    precision: Precision,
-    limit: int | None = None,
-) -> dict[str, float]:
-    """Mean loss and accuracy over every sample of `loader` (or its first `limit` batches)."""
-    model.eval()
-    loss_sum = torch.zeros((), device=move.device)
-    correct = torch.zeros((), device=move.device, dtype=torch.long)
-    seen = 0
-    timer = LoaderTimer()
-    for batch in timer.iterate(loader, limit):
-        inputs, labels = move(batch)
-        with precision.autocast():
-            logits = model(inputs)
-        loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum")
-        correct += (logits.argmax(1) == labels).sum()
-        seen += len(labels)
-    timer.stop(seen)
-    if seen == 0:
-        raise RuntimeError("the val loader yielded no samples; check the val split and limits.")
-    return {
-        "val/loss": loss_sum.item() / seen,
-        "val/acc": correct.item() / seen,
-        "val/samples_per_s": timer.samples_per_s,
-    }
 
 
 class Fitter:
@@ -129,7 +76,7 @@ class Fitter:
         model.train()
         timer = LoaderTimer()
         limit = s.limit_train_batches
-        total = _batches_per_epoch(loader, limit)
+        total = batches_per_epoch(loader, limit)
         loss_sum = torch.zeros((), device=self.move.device)
         correct = torch.zeros((), device=self.move.device, dtype=torch.long)
         window_loss, window_batches, seen = torch.zeros((), device=self.move.device), 0, 0
@@ -183,6 +130,18 @@ class Fitter:
             "train/first_batch_s": timer.first_batch_s,
             "train/epoch_s": timer.elapsed_s,
             "train/samples": seen,
+        }
+
+    def state(self, epoch: int) -> dict[str, Any]:
+        """What a checkpoint needs to continue training after `epoch`."""
+        scaler = self.precision.scaler
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "epoch": epoch,
+            "step": self.step,
         }
 
     def _optimizer_step(self) -> None:

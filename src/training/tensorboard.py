@@ -60,3 +60,9 @@ class TensorBoardLogger:
     def close(self) -> None:
         """Flush and close the event file."""
         self.writer.close()
+
+    def __enter__(self) -> TensorBoardLogger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,22 @@
+"""Instantiate the `dataset` group once per split."""
+
+from __future__ import annotations
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch.utils.data import Dataset
+
+from src.data.transforms import Pipelines
+
+
+def build_splits(cfg: DictConfig, pipelines: Pipelines) -> tuple[Dataset, Dataset]:
+    """Train and val datasets; val takes the train split's class list so labels agree."""
+    train = instantiate(cfg, split="train", transform=pipelines.train)
+    val = instantiate(cfg, split="val", transform=pipelines.val, classes=train.classes)
+    return train, val
+
+
+def input_shape(dataset: Dataset) -> tuple[int, ...]:
+    """Shape of one model input, read off the first sample (after its transform)."""
+    sample = next(iter(dataset))  # map-style datasets iterate through __getitem__
+    return tuple(sample[0].shape)
