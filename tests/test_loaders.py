@@ -97,7 +97,7 @@ def test_weighted_sampler_balances_an_imbalanced_set() -> None:
 
 
 def test_invalid_knob_names_the_key(make_cfg) -> None:
-    with pytest.raises(InstantiationException, match=r"loader\.batch_size=0 is invalid"):
+    with pytest.raises(InstantiationException, match=r"loader\.batch_size=0: expected int >= 1"):
         _settings(make_cfg, "loader.batch_size=0")
 
 
@@ -121,3 +121,14 @@ def test_loader_runs_under_spawn(make_cfg, demo_dir: Path) -> None:
     assert train.multiprocessing_context.get_start_method() == "spawn"
     inputs = torch.cat([x for x, _ in train])
     assert torch.equal(inputs, data.inputs[: len(inputs)])
+
+
+def test_collate_fn_from_config_is_used(make_cfg) -> None:
+    settings = _settings(
+        make_cfg, "loader.collate_fn={_target_:src.data.collate.already_batched,_partial_:true}"
+    )
+    data = Labels([0, 1] * 20, 2)
+    train, _ = build_loaders(data, data, settings, sequential_sampler, False)
+    batch = next(iter(train))
+    assert isinstance(batch, list) and len(batch) == 16  # samples left unstacked
+    assert batch[3][1] == 1

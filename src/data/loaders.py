@@ -39,26 +39,28 @@ class LoaderSettings:
 
     def __post_init__(self) -> None:
         checks = {
-            "batch_size": isinstance(self.batch_size, int) and self.batch_size >= 1,
-            "num_workers": isinstance(self.num_workers, int) and self.num_workers >= 0,
-            "prefetch_factor": self.prefetch_factor is None or self.prefetch_factor >= 1,
-            "timeout": self.timeout >= 0,
-            "multiprocessing_context": self.multiprocessing_context in START_METHODS,
-        }
-        for key, ok in checks.items():
+            "batch_size": (isinstance(self.batch_size, int) and self.batch_size >= 1, "int >= 1"),
+            "num_workers": (isinstance(self.num_workers, int) and self.num_workers >= 0, "int >= 0"),
+            "prefetch_factor": (self.prefetch_factor is None or self.prefetch_factor >= 1,
+                                "int >= 1 or null"),
+            "timeout": (self.timeout >= 0, "seconds >= 0"),
+            "multiprocessing_context": (self.multiprocessing_context in START_METHODS,
+                                        f"one of {START_METHODS}"),
+        }  # fmt: skip
+        for key, (ok, expected) in checks.items():
             if not ok:
-                raise ValueError(
-                    f"loader.{key}={getattr(self, key)!r} is invalid: batch_size >= 1, "
-                    "num_workers >= 0, prefetch_factor >= 1 or null, timeout >= 0 seconds, "
-                    f"multiprocessing_context one of {START_METHODS}."
-                )
+                raise ValueError(f"loader.{key}={getattr(self, key)!r}: expected {expected}.")
 
     def normalized(self, pin_memory_ok: bool) -> tuple[LoaderSettings, list[str]]:
         """Drop settings torch rejects or ignores here, with a note for each."""
         notes, changes = [], {}
         if self.num_workers == 0:
-            for key, off in (("prefetch_factor", None), ("persistent_workers", False),
-                             ("multiprocessing_context", None), ("timeout", 0)):
+            for key, off in (
+                ("prefetch_factor", None),
+                ("persistent_workers", False),
+                ("multiprocessing_context", None),
+                ("timeout", 0),
+            ):
                 if getattr(self, key) != off:
                     changes[key] = off
                     notes.append(f"loader.{key}={getattr(self, key)} needs num_workers > 0: unset")

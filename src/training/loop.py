@@ -16,7 +16,7 @@ from tqdm import tqdm
 from src.training.batches import BatchMover, batches_per_epoch
 from src.training.device import Precision
 from src.training.evaluate import evaluate
-from src.training.meters import LoaderTimer
+from src.training.meters import ClassificationTotals, LoaderTimer
 from src.training.tensorboard import TensorBoardLogger
 
 log = logging.getLogger(__name__)
@@ -77,9 +77,8 @@ class Fitter:
         timer = LoaderTimer()
         limit = s.limit_train_batches
         total = batches_per_epoch(loader, limit)
-        loss_sum = torch.zeros((), device=self.move.device)
-        correct = torch.zeros((), device=self.move.device, dtype=torch.long)
-        window_loss, window_batches, seen = torch.zeros((), device=self.move.device), 0, 0
+        totals = ClassificationTotals(self.move.device)
+        window_loss, window_batches = torch.zeros((), device=self.move.device), 0
         bar = tqdm(total=total, desc=f"epoch {epoch}/{s.max_epochs}", leave=False, disable=None)
         self.optimizer.zero_grad(set_to_none=True)
         for i, batch in enumerate(timer.iterate(loader, limit)):
@@ -93,12 +92,9 @@ class Fitter:
             (self.precision.scaler.scale(scaled) if self.precision.scaler else scaled).backward()
             if (i + 1) % s.grad_accum == 0:
                 self._optimizer_step()
-            detached = loss.detach()
-            loss_sum += detached * len(labels)
-            correct += (logits.detach().argmax(1) == labels).sum()
-            window_loss += detached
+            totals.add(loss, logits, labels)
+            window_loss += loss.detach()
             window_batches += 1
-            seen += len(labels)
             bar.update(1)
             if window_batches and (i + 1) % (s.log_every_n_steps * s.grad_accum) == 0:
                 mean_loss = window_loss.item() / window_batches
@@ -107,7 +103,7 @@ class Fitter:
                     self.step,
                 )
                 bar.set_postfix(
-                    loss=f"{mean_loss:.4f}", samples_s=f"{seen / timer.running_s():.0f}"
+                    loss=f"{mean_loss:.4f}", samples_s=f"{totals.samples / timer.running_s():.0f}"
                 )
                 window_loss.zero_()
                 window_batches = 0
@@ -115,21 +111,15 @@ class Fitter:
             self._optimizer_step()  # the last, partial accumulation group
         if self.move.device.type == "cuda":
             torch.cuda.synchronize()
-        timer.stop(seen)
+        timer.stop(totals.samples)
         bar.close()
-        if seen == 0:
-            raise RuntimeError(
-                "the train loader yielded no batches; check the data and "
-                "loader.batch_size / loader.drop_last."
-            )
-        return {
-            "train/loss": loss_sum.item() / seen,
-            "train/acc": correct.item() / seen,
+        metrics = totals.means("train", "check the data, loader.batch_size and loader.drop_last.")
+        return metrics | {
             "train/samples_per_s": timer.samples_per_s,
             "train/data_wait_frac": timer.data_wait_frac,
             "train/first_batch_s": timer.first_batch_s,
             "train/epoch_s": timer.elapsed_s,
-            "train/samples": seen,
+            "train/samples": totals.samples,
         }
 
     def state(self, epoch: int) -> dict[str, Any]:

@@ -6,6 +6,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
+import torch
+
 T = TypeVar("T")
 
 
@@ -57,3 +59,27 @@ class LoaderTimer:
     @property
     def data_wait_frac(self) -> float:
         return self.data_wait_s / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+class ClassificationTotals:
+    """Summed loss and correct predictions, kept on the device so no batch forces a sync."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.loss_sum = torch.zeros((), device=device)
+        self.correct = torch.zeros((), device=device, dtype=torch.long)
+        self.samples = 0
+
+    def add(self, mean_loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        """Account one batch (`mean_loss` is the batch's mean cross-entropy)."""
+        self.loss_sum += mean_loss.detach() * len(labels)
+        self.correct += (logits.detach().argmax(1) == labels).sum()
+        self.samples += len(labels)
+
+    def means(self, prefix: str, empty_hint: str) -> dict[str, float]:
+        """`{prefix}/loss` and `{prefix}/acc`; an epoch without samples is an error."""
+        if self.samples == 0:
+            raise RuntimeError(f"the {prefix} loader yielded no samples; {empty_hint}")
+        return {
+            f"{prefix}/loss": self.loss_sum.item() / self.samples,
+            f"{prefix}/acc": self.correct.item() / self.samples,
+        }

@@ -54,6 +54,16 @@ def read_shard(path: str) -> Iterator[Sample]:
                          f"{sorted({*images, *labels})[:5]}")
 
 
+def shard_labels(path: str) -> list[int]:
+    """The `.cls` labels of one shard in stored order, reading only those small members."""
+    with tarfile.open(path, mode="r:") as tar:
+        return [
+            int(tar.extractfile(m).read().decode().strip())  # type: ignore[union-attr]
+            for m in tar.getmembers()
+            if m.isfile() and m.name.endswith(".cls")
+        ]
+
+
 def shuffle_buffer(samples: Iterator[Sample], size: int, rng: random.Random) -> Iterator[Sample]:
     """Approximate shuffle of a stream: yield a random element of a buffer of `size` items."""
     buffer: list[Sample] = []
@@ -92,7 +102,7 @@ class TarShardDataset(IterableDataset):
         self.shuffle_buffer = shuffle_buffer
         self.seed = seed
         self.transform = transform
-        self.targets = np.array([label for s in self.shards for _, _, label in read_shard(s)])
+        self.targets = np.array([label for shard in self.shards for label in shard_labels(shard)])
         if classes is None:
             classes = self._read_classes(classes_file) or [
                 str(i) for i in range(int(self.targets.max()) + 1)
