@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup data train test test-slow lint format tensorboard clean
+.PHONY: help setup data train sweep test test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -23,6 +23,9 @@ data: $(STAMP)  ## generate the demo data in data/demo (skipped when up to date)
 
 train: data  ## train with the default config; pass overrides as ARGS="dataset=csv ..."
 	$(BIN)/python train.py $(ARGS)
+
+sweep: data  ## benchmark 24 loader settings on the demo data and print them ranked
+	$(BIN)/python train.py +sweep=loader $(ARGS)
 
 test: data lint  ## lint, then the test suite (offline, a few minutes on 2 cores)
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)

@@ -9,6 +9,7 @@ from torch import nn
 from src.data.loaders import LoaderSettings
 from src.data.transforms import Pipelines
 from src.models.build import build_model
+from src.modes.benchmark import BenchmarkSettings
 from src.training.loop import TrainerSettings
 from tests.conftest import CONF_DIR
 
@@ -32,6 +33,9 @@ def test_every_group_has_options() -> None:
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS)
 def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> None:
+    if group == "sweep":  # presets are appended, not chosen, and set global keys
+        assert make_cfg(f"+sweep={option}").mode == "benchmark"
+        return
     cfg = make_cfg(f"{group}={option}")
     node = cfg[group]
     assert "_target_" in node, f"{group}/{option}.yaml has no _target_"
@@ -49,7 +53,8 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
         instantiate(node)(optimizer, total_steps=10)
     else:
         obj = instantiate(node)
-        expected = {"loader": LoaderSettings, "transforms": Pipelines, "trainer": TrainerSettings}
+        expected = {"loader": LoaderSettings, "transforms": Pipelines, "trainer": TrainerSettings,
+                    "benchmark": BenchmarkSettings}  # fmt: skip
         if group in expected:
             assert isinstance(obj, expected[group])
         else:  # sampler: a factory taking the train dataset

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from typing import Any
 
 from torch.utils.data import (
     DataLoader,
@@ -28,7 +29,7 @@ class LoaderSettings:
 
     batch_size: int
     shuffle: bool
-    num_workers: int
+    num_workers: int | str  # "auto" until src.data.autotune measures it
     collate_fn: Callable | None
     pin_memory: bool
     drop_last: bool
@@ -40,7 +41,11 @@ class LoaderSettings:
     def __post_init__(self) -> None:
         checks = {
             "batch_size": (isinstance(self.batch_size, int) and self.batch_size >= 1, "int >= 1"),
-            "num_workers": (isinstance(self.num_workers, int) and self.num_workers >= 0, "int >= 0"),
+            "num_workers": (
+                self.num_workers == "auto"
+                or (isinstance(self.num_workers, int) and self.num_workers >= 0),
+                "int >= 0 or auto",
+            ),
             "prefetch_factor": (self.prefetch_factor is None or self.prefetch_factor >= 1,
                                 "int >= 1 or null"),
             "timeout": (self.timeout >= 0, "seconds >= 0"),
@@ -122,23 +127,41 @@ def build_loaders(
     if notes:
         log.info("Loader settings adjusted: %s.", "; ".join(notes))
 
-    def make(dataset: Dataset, sampler: Sampler | None, drop_last: bool) -> DataLoader:
-        collate = settings.collate_fn
-        if collate is None and getattr(dataset, "returns_batches", False):
-            collate = already_batched
-        return DataLoader(
-            dataset,
-            batch_size=settings.batch_size,
-            sampler=sampler,
-            num_workers=settings.num_workers,
-            collate_fn=collate,
-            pin_memory=settings.pin_memory,
-            drop_last=drop_last,
-            prefetch_factor=settings.prefetch_factor,
-            persistent_workers=settings.persistent_workers,
-            timeout=settings.timeout,
-            multiprocessing_context=settings.multiprocessing_context,
-        )
-
     val_order = None if isinstance(val_set, IterableDataset) else SequentialSampler(val_set)
-    return make(train_set, sampler, settings.drop_last), make(val_set, val_order, False)
+    return (
+        make_loader(train_set, settings, sampler, settings.drop_last),
+        make_loader(val_set, settings, val_order, drop_last=False),
+    )
+
+
+def make_loader(
+    dataset: Dataset, settings: LoaderSettings, sampler: Sampler | None, drop_last: bool
+) -> DataLoader:
+    """One DataLoader from already-normalised `settings`; batched datasets skip collation."""
+    collate = settings.collate_fn
+    if collate is None and getattr(dataset, "returns_batches", False):
+        collate = already_batched
+    return DataLoader(
+        dataset,
+        batch_size=settings.batch_size,
+        sampler=sampler,
+        num_workers=settings.num_workers,
+        collate_fn=collate,
+        pin_memory=settings.pin_memory,
+        drop_last=drop_last,
+        prefetch_factor=settings.prefetch_factor,
+        persistent_workers=settings.persistent_workers,
+        timeout=settings.timeout,
+        multiprocessing_context=settings.multiprocessing_context,
+    )
+
+
+def endless(loader: DataLoader) -> Iterator[Any]:
+    """Batches across epoch boundaries, so a short loader can be timed for many batches."""
+    while True:
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            raise RuntimeError("the train loader yielded no batches; check loader.batch_size.")

@@ -6,18 +6,23 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from src.training.batches import BatchMover, batches_per_epoch
-from src.training.device import Precision
+from src.training.diagnosis import gpu_stats, starvation_hint
 from src.training.evaluate import evaluate
 from src.training.meters import ClassificationTotals, LoaderTimer
 from src.training.tensorboard import TensorBoardLogger
+
+if TYPE_CHECKING:
+    from src.assemble import Parts
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,7 @@ class TrainerSettings:
     limit_train_batches: int | None
     limit_val_batches: int | None
     channels_last: bool
+    starvation_threshold: float
 
     def __post_init__(self) -> None:
         for key in ("max_epochs", "grad_accum", "log_every_n_steps"):
@@ -51,24 +57,35 @@ def optimizer_steps_per_epoch(loader: DataLoader, settings: TrainerSettings) -> 
     return max(1, math.ceil(batches / settings.grad_accum))
 
 
+def build_optimization(
+    optimizer_cfg: DictConfig, scheduler_cfg: DictConfig, parts: Parts
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
+    """The `optimizer` over the model's parameters and the `scheduler` over the whole run."""
+    optimizer = instantiate(optimizer_cfg)(parts.model.parameters())
+    steps = parts.settings.max_epochs * optimizer_steps_per_epoch(
+        parts.train_loader, parts.settings
+    )
+    return optimizer, instantiate(scheduler_cfg)(optimizer, total_steps=steps)
+
+
 class Fitter:
     """Runs the epochs: forward, backward (with grad accumulation and AMP), logging."""
 
     def __init__(
         self,
-        model: nn.Module,
+        parts: Parts,
         optimizer: torch.optim.Optimizer,
         scheduler: torch.optim.lr_scheduler.LRScheduler,
-        move: BatchMover,
-        precision: Precision,
-        settings: TrainerSettings,
         tb: TensorBoardLogger,
-        denormalize: Callable[[torch.Tensor], torch.Tensor],
     ) -> None:
-        self.model, self.optimizer, self.scheduler = model, optimizer, scheduler
-        self.move, self.precision, self.settings, self.tb = move, precision, settings, tb
-        self.denormalize = denormalize
+        self.parts, self.model, self.settings = parts, parts.model, parts.settings
+        self.optimizer, self.scheduler, self.tb = optimizer, scheduler, tb
+        self.precision = parts.precision
+        normalizer = parts.pipelines.normalizer
+        self.move = BatchMover(parts.device, normalizer, parts.settings.channels_last)
+        self.denormalize = normalizer.denormalize
         self.step = 0
+        self._hinted = False
 
     def train_epoch(self, loader: DataLoader, epoch: int) -> dict[str, float]:
         """One pass over the train loader; returns the epoch's train/* metrics."""
@@ -145,13 +162,9 @@ class Fitter:
         self.scheduler.step()
         self.step += 1
 
-    def fit(
-        self,
-        train_loader: DataLoader,
-        val_loader: DataLoader,
-        on_epoch_end: Callable[[int, dict[str, float]], None],
-    ) -> list[dict[str, float]]:
+    def fit(self, on_epoch_end: Callable[[int, dict[str, float]], None]) -> list[dict[str, float]]:
         """All epochs; `on_epoch_end(epoch, metrics)` runs after each (checkpointing)."""
+        train_loader, val_loader = self.parts.train_loader, self.parts.val_loader
         history = []
         for epoch in range(1, self.settings.max_epochs + 1):
             for obj in (train_loader.sampler, train_loader.dataset):
@@ -161,6 +174,7 @@ class Fitter:
             metrics |= evaluate(
                 self.model, val_loader, self.move, self.precision, self.settings.limit_val_batches
             )
+            metrics |= gpu_stats(self.parts.device)
             self.tb.scalars({k: v for k, v in metrics.items() if k != "train/samples"}, epoch)
             log.info(
                 "epoch %d/%d  train/loss %.4f  val/loss %.4f  val/acc %.4f  %.0f samples/s  "
@@ -173,6 +187,17 @@ class Fitter:
                 metrics["train/samples_per_s"],
                 100 * metrics["train/data_wait_frac"],
             )
+            self._diagnose(epoch, metrics["train/data_wait_frac"])
             history.append(metrics)
             on_epoch_end(epoch, metrics)
         return history
+
+    def _diagnose(self, epoch: int, wait_frac: float) -> None:
+        """Log the starvation hint once; epoch 1 (worker start-up) only judges 1-epoch runs."""
+        if self._hinted or (epoch == 1 and self.settings.max_epochs > 1):
+            return
+        hint = starvation_hint(wait_frac, self.settings.starvation_threshold,
+                               self.parts.train_loader)  # fmt: skip
+        if hint is not None:
+            log.warning("epoch %d: %s", epoch, hint)
+            self._hinted = True

@@ -2,6 +2,18 @@
 
 from __future__ import annotations
 
+METRIC_KEYS = (
+    "val/acc",
+    "val/loss",
+    "val/best_acc",
+    "train/loss",
+    "train/samples_per_s",
+    "train/data_wait_frac",
+    "train/first_batch_s",
+    "epochs",
+    "wall_s",
+)
+
 
 def summarize(history: list[dict[str, float]], wall_s: float) -> dict[str, float]:
     """Last-epoch losses and accuracy, best val/acc, and throughput over all epochs.

@@ -1,0 +1,69 @@
+"""Build every part a run needs from the composed config (shared by all modes)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from src.data.autotune import resolve_auto_workers
+from src.data.loaders import build_loaders
+from src.data.splits import build_splits, input_shape
+from src.data.transforms import Pipelines
+from src.models.build import build_model
+from src.training.device import Precision, resolve_device, resolve_precision
+from src.training.loop import TrainerSettings
+from src.utils.seeding import seed_everything
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Parts:
+    """What `assemble` built: settings, device, data, loaders and the model."""
+
+    settings: TrainerSettings
+    device: torch.device
+    precision: Precision
+    pipelines: Pipelines
+    train_set: Dataset
+    val_set: Dataset
+    classes: list[str]
+    input_shape: tuple[int, ...]
+    model: nn.Module
+    train_loader: DataLoader
+    val_loader: DataLoader
+
+
+def assemble(cfg: DictConfig) -> Parts:
+    """Seed, pick the device, instantiate datasets, model and loaders; log a one-line header."""
+    settings = instantiate(cfg.trainer)
+    seed_everything(settings.seed)
+    device = resolve_device(settings.device)
+    precision = resolve_precision(settings.precision, device)
+    pipelines = instantiate(cfg.transforms)
+    train_set, val_set = build_splits(cfg.dataset, pipelines)
+    shape, classes = input_shape(val_set), train_set.classes
+    model = build_model(cfg.model, num_classes=len(classes), input_shape=shape)
+    layout = torch.channels_last if settings.channels_last else torch.preserve_format
+    model = model.to(device, memory_format=layout)
+    sampler = instantiate(cfg.sampler)
+    loader_settings = resolve_auto_workers(instantiate(cfg.loader), train_set, sampler)
+    train_loader, val_loader = build_loaders(
+        train_set, val_set, loader_settings, sampler, pin_memory_ok=device.type == "cuda"
+    )
+    log.info(
+        "device %s | precision %s | %d train / %d val samples | %d classes | input %s | "
+        "batch %d | workers %d",
+        device, settings.precision, len(train_set), len(val_set), len(classes), shape,
+        loader_settings.batch_size, loader_settings.num_workers,
+    )  # fmt: skip
+    return Parts(
+        settings, device, precision, pipelines, train_set, val_set, list(classes), shape, model,
+        train_loader, val_loader,
+    )  # fmt: skip

@@ -1,0 +1,132 @@
+"""`mode=benchmark`: how fast the configured train loader delivers batches, and at what cost."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch import nn
+from torch.utils.data import DataLoader
+
+from src.assemble import Parts, assemble
+from src.data.loaders import endless
+from src.outputs import finish_run, save_resolved_config
+from src.training.batches import BatchMover
+from src.training.resources import ProcessTreeMonitor
+from src.training.tensorboard import TensorBoardLogger
+
+log = logging.getLogger(__name__)
+
+METRIC_KEYS = (
+    "loader/samples_per_s",
+    "loader/batches_per_s",
+    "loader/first_batch_s",
+    "loader/data_wait_frac",
+    "loader/cpu_ms_per_sample",
+    "loader/peak_rss_mb",
+)
+COMPUTE = ("none", "model")
+RSS_EVERY = 10  # batches between memory samples
+
+
+@dataclass(frozen=True)
+class BenchmarkSettings:
+    """The `benchmark` config group (see conf/benchmark/default.yaml)."""
+
+    batches: int
+    warmup: int
+    compute: str
+
+    def __post_init__(self) -> None:
+        if self.batches < 1 or self.warmup < 0:
+            raise ValueError(
+                f"benchmark.batches must be >= 1 and benchmark.warmup >= 0, got "
+                f"{self.batches} and {self.warmup}."
+            )
+        if self.compute not in COMPUTE:
+            raise ValueError(f"benchmark.compute={self.compute!r}; expected one of {COMPUTE}.")
+
+
+def time_loader(
+    loader: DataLoader, settings: BenchmarkSettings, step: Callable[[Any], None] | None = None
+) -> dict[str, float]:
+    """Time `settings.batches` batches after `settings.warmup`, running `step` on each."""
+    monitor = ProcessTreeMonitor()
+    start = time.perf_counter()
+    batches = endless(loader)
+    first_batch_s = waited = 0.0
+    samples = measured_samples = 0
+    window_start = start
+    for i in range(settings.warmup + settings.batches):
+        if i == settings.warmup:
+            window_start, waited, measured_samples = time.perf_counter(), 0.0, 0
+        t0 = time.perf_counter()
+        batch = next(batches)
+        waited += time.perf_counter() - t0
+        if i == 0:
+            first_batch_s = time.perf_counter() - start
+        if step is not None:
+            step(batch)
+        samples += len(batch[1])
+        measured_samples += len(batch[1])
+        if i % RSS_EVERY == 0:
+            monitor.sample()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - window_start
+    monitor.sample()
+    cpu_s = monitor.cpu_seconds()
+    del batches  # stop the workers
+    return {
+        "loader/samples_per_s": measured_samples / elapsed,
+        "loader/batches_per_s": settings.batches / elapsed,
+        "loader/first_batch_s": first_batch_s,
+        "loader/data_wait_frac": waited / elapsed,
+        "loader/cpu_ms_per_sample": 1000.0 * cpu_s / samples,
+        "loader/peak_rss_mb": monitor.peak_rss_bytes / 2**20,
+    }
+
+
+def train_step(parts: Parts, optimizer: torch.optim.Optimizer) -> Callable[[Any], None]:
+    """One real optimisation step per batch (move, normalise, forward, backward, step)."""
+    move = BatchMover(parts.device, parts.pipelines.normalizer, parts.settings.channels_last)
+    parts.model.train()
+
+    def step(batch: Any) -> None:
+        inputs, labels = move(batch)
+        with parts.precision.autocast():
+            loss = nn.functional.cross_entropy(parts.model(inputs).float(), labels)
+        optimizer.zero_grad(set_to_none=True)
+        scaler = parts.precision.scaler
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+
+    return step
+
+
+def benchmark(cfg: DictConfig) -> dict[str, float]:
+    """Benchmark the train loader as configured; writes metrics.json and TensorBoard."""
+    out = Path(cfg.paths.output_dir)
+    resolved = save_resolved_config(cfg, out)
+    settings: BenchmarkSettings = instantiate(cfg.benchmark)
+    parts = assemble(cfg)
+    step = None
+    if settings.compute == "model":
+        step = train_step(parts, instantiate(cfg.optimizer)(parts.model.parameters()))
+    metrics = time_loader(parts.train_loader, settings, step)
+    with TensorBoardLogger(out / "tensorboard") as tb:
+        tb.scalars(metrics, 0)
+        finish_run(out, tb, resolved, metrics)
+    return metrics

@@ -1,0 +1,1 @@
+"""Hydra callbacks for multirun sweeps."""

@@ -1,0 +1,122 @@
+"""Hydra callback: one summary.csv row per finished sweep job, kept ranked as it goes.
+
+Each job's row is appended the moment the job ends (ok or failed, with the error's first
+line), and summary.md and summary.png are rebuilt from the CSV each time, so a job that
+crashes, or a sweep that is killed, loses nobody else's results.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from src.modes import METRICS_BY_MODE
+from src.sweeps.plot import plot_sweep
+from src.sweeps.table import BASE_COLUMNS, append_row, rank, read_rows, to_markdown
+
+log = logging.getLogger(__name__)
+
+SUMMARY_CSV, SUMMARY_MD, SUMMARY_PNG = "summary.csv", "summary.md", "summary.png"
+
+
+def rank_metric(config: DictConfig) -> str:
+    """`summary.rank_by`, or the mode's headline metric when it is null."""
+    return config.summary.rank_by or METRICS_BY_MODE[config.mode][0]
+
+
+def completed_overrides(sweep_dir: Path) -> set[str]:
+    """Override strings of the jobs that already finished ok in this sweep dir."""
+    return {r["overrides"] for r in read_rows(sweep_dir / SUMMARY_CSV) if r["status"] == "ok"}
+
+
+def job_overrides(overrides: list[str] | None) -> str:
+    """A job's overrides as stored in the CSV: sorted, space-separated, without the keys that
+    job directory names leave out (hydra.job.config.override_dirname.exclude_keys)."""
+    excluded = set(HydraConfig.get().job.config.override_dirname.exclude_keys)
+    kept = [o for o in overrides or [] if o.lstrip("+~").partition("=")[0] not in excluded]
+    return " ".join(sorted(kept))
+
+
+def error_line(error: BaseException) -> str:
+    """`Type: first line` of the innermost cause (Hydra wraps errors from `_target_`s)."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first}"
+
+
+class SweepSummary(Callback):
+    """Writes summary.csv / summary.md / summary.png into the sweep dir (multirun only)."""
+
+    def __init__(self) -> None:
+        self._started: dict[int, float] = {}
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        hydra_cfg = HydraConfig.get()
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            self._started[hydra_cfg.job.num] = time.perf_counter()
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        hydra_cfg = HydraConfig.get()
+        if hydra_cfg.mode != RunMode.MULTIRUN:
+            return
+        sweep_dir = Path(hydra_cfg.sweep.dir)
+        overrides = job_overrides(job_return.overrides)
+        if config.summary.skip_completed and overrides in completed_overrides(sweep_dir):
+            return  # train.py skipped it: its earlier row stands
+        metric_keys = METRICS_BY_MODE[config.mode]
+        row: dict[str, Any] = {
+            "job": hydra_cfg.job.num,
+            "job_s": f"{time.perf_counter() - self._started.pop(hydra_cfg.job.num):.2f}",
+            "overrides": overrides,
+        }
+        if job_return.status == JobStatus.COMPLETED:
+            metrics = json.loads((Path(hydra_cfg.runtime.output_dir) / "metrics.json").read_text())
+            row |= {"status": "ok", "error": ""} | {k: metrics.get(k, "") for k in metric_keys}
+        else:
+            # the exception; Hydra re-raises it after the sweep
+            row |= {"status": "failed", "error": error_line(job_return._return_value)}
+        append_row(sweep_dir / SUMMARY_CSV, [*BASE_COLUMNS, *metric_keys], row)
+        self._rewrite_reports(config, sweep_dir)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        rows = rank(read_rows(sweep_dir / SUMMARY_CSV), rank_metric(config))
+        columns = ["job", "status", rank_metric(config), "overrides"]
+        log.info(
+            "Sweep summary (%s), best first; all rows in %s:\n%s",
+            rank_metric(config), sweep_dir / SUMMARY_MD,
+            to_markdown(rows[: config.summary.top], columns),
+        )  # fmt: skip
+
+    def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
+        metric = rank_metric(config)
+        rows = rank(read_rows(sweep_dir / SUMMARY_CSV), metric)
+        columns = [*BASE_COLUMNS[:3], *METRICS_BY_MODE[config.mode], "overrides", "error"]
+        header = f"# Sweep summary\n\nRanked by `{metric}`; failed jobs last.\n\n"
+        (sweep_dir / SUMMARY_MD).write_text(header + to_markdown(rows, columns))
+        plot_sweep(rows, metric, sweep_dir / SUMMARY_PNG)
+
+
+def previous_result(config: DictConfig) -> dict[str, float] | None:
+    """With summary.skip_completed, the metrics of this sweep job if it already finished ok."""
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode != RunMode.MULTIRUN or not config.summary.skip_completed:
+        return None
+    if job_overrides(list(hydra_cfg.overrides.task)) not in completed_overrides(
+        Path(hydra_cfg.sweep.dir)
+    ):
+        return None
+    metrics_file = Path(hydra_cfg.runtime.output_dir) / "metrics.json"
+    log.info("summary.skip_completed: job %d already finished ok; reusing %s",
+             hydra_cfg.job.num, metrics_file)  # fmt: skip
+    return json.loads(metrics_file.read_text())

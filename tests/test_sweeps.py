@@ -1,0 +1,122 @@
+"""Sweeps: per-job summary rows that survive failures, benchmark metrics, hints, auto-tuning."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra.utils import instantiate
+
+from src.data.autotune import choose_workers, resolve_auto_workers, worker_candidates
+from src.data.samplers import sequential_sampler
+from src.modes.benchmark import METRIC_KEYS, benchmark
+from src.sweeps.plot import parse_overrides
+from src.utils.resolvers import job_dir
+from train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+SLOW = ["dataset=tensor", "dataset._target_=tests.slow_dataset.SlowTensorFile"]
+
+
+def _sweep(demo_dir: Path, sweep_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [
+        sys.executable, str(ROOT / "train.py"), "-m", "mode=benchmark", "benchmark.batches=3",
+        "benchmark.warmup=1", f"paths.demo_dir={demo_dir}", f"hydra.sweep.dir={sweep_dir}", *args,
+    ]  # fmt: skip
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def _rows(sweep_dir: Path) -> list[dict[str, str]]:
+    with open(sweep_dir / "summary.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_sweep_summary_has_one_row_per_job(demo_dir: Path, tmp_path: Path) -> None:
+    result = _sweep(demo_dir, tmp_path, "loader.num_workers=0,1", "loader.batch_size=8,16")
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = _rows(tmp_path)
+    assert sorted(int(r["job"]) for r in rows) == [0, 1, 2, 3]
+    assert {r["status"] for r in rows} == {"ok"}
+    assert all(float(r["loader/samples_per_s"]) > 0 for r in rows)
+    assert (tmp_path / "summary.md").read_text().count("| ok |") == 4
+    assert (tmp_path / "summary.png").stat().st_size > 0
+    assert "Sweep summary (loader/samples_per_s)" in result.stderr + result.stdout
+    (job3,) = tmp_path.glob("3_*")  # short, readable job dirs: 3_...batch_size=16,num_workers=1
+    assert "batch_size=16,num_workers=1" in job3.name and (job3 / "metrics.json").exists()
+
+
+def test_failed_job_is_recorded_and_others_kept(demo_dir: Path, tmp_path: Path) -> None:
+    result = _sweep(demo_dir, tmp_path, "loader.batch_size=8,0")
+    assert result.returncode != 0  # the sweep still fails
+    rows = {parse_overrides(r["overrides"])["loader.batch_size"]: r for r in _rows(tmp_path)}
+    assert rows["8"]["status"] == "ok"
+    failed = rows["0"]
+    assert (
+        failed["status"] == "failed" and "loader.batch_size=0: expected int >= 1" in failed["error"]
+    )
+    assert "failed" in (tmp_path / "summary.md").read_text()
+
+    rerun = _sweep(demo_dir, tmp_path, "loader.batch_size=8,16", "summary.skip_completed=true")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "job 0 already finished ok" in rerun.stderr + rerun.stdout
+    statuses = [(parse_overrides(r["overrides"])["loader.batch_size"], r["status"])
+                for r in _rows(tmp_path)]  # fmt: skip
+    assert statuses == [("8", "ok"), ("0", "failed"), ("16", "ok")]
+
+
+def test_benchmark_mode_writes_loader_metrics(make_cfg) -> None:
+    cfg = make_cfg("mode=benchmark", "benchmark.batches=4", "benchmark.warmup=1")
+    metrics = benchmark(cfg)
+    assert set(metrics) == set(METRIC_KEYS)
+    written = json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())
+    assert written == pytest.approx(metrics)
+    assert metrics["loader/samples_per_s"] > 0 and metrics["loader/peak_rss_mb"] > 10
+    assert 0 < metrics["loader/data_wait_frac"] <= 1 and metrics["loader/cpu_ms_per_sample"] > 0
+
+
+def test_benchmark_with_model_steps(make_cfg) -> None:
+    cfg = make_cfg("mode=benchmark", "benchmark.batches=3", "benchmark.warmup=0",
+                   "benchmark.compute=model")  # fmt: skip
+    metrics = benchmark(cfg)
+    assert metrics["loader/data_wait_frac"] < 0.9  # the model step takes real time
+
+
+@pytest.mark.parametrize(("delay_s", "hinted"), [(0.3, True), (0.0, False)])
+def test_starved_loop_logs_a_hint(make_cfg, caplog, delay_s: float, hinted: bool) -> None:
+    cfg = make_cfg(*SLOW, f"+dataset.delay_s={delay_s}", "trainer.max_epochs=1",
+                   "trainer.limit_train_batches=4", "trainer.limit_val_batches=1")  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="src.training.loop"):
+        train(cfg)
+    hint = "loader is the bottleneck" in caplog.text
+    assert hint is hinted
+    if hinted:
+        assert "loader.num_workers (now 0)" in caplog.text and "prefetch_factor" not in caplog.text
+
+
+def test_auto_workers_pick_the_faster_candidate(make_cfg, caplog) -> None:
+    cfg = make_cfg(*SLOW, "+dataset.delay_s=0.05", "loader.num_workers=auto")
+    dataset = instantiate(cfg.dataset, split="train")
+    with caplog.at_level(logging.INFO, logger="src.data.autotune"):
+        settings = resolve_auto_workers(instantiate(cfg.loader), dataset, sequential_sampler,
+                                        candidates=[0, 2])  # fmt: skip
+    assert settings.num_workers == 2  # two workers sleep in parallel
+    assert "measured samples/s per worker count {0:" in caplog.text
+
+
+def test_worker_candidates_and_ties() -> None:
+    assert worker_candidates(1) == [0, 1]
+    assert worker_candidates(6) == [0, 1, 2, 4, 6]
+    assert choose_workers({0: 100.0, 1: 180.0, 2: 185.0}) == 1  # within 5%: fewer workers
+
+
+def test_job_dir_names_are_short() -> None:
+    assert (
+        job_dir(3, "loader.batch_size=64,loader.num_workers=2") == "3_batch_size=64,num_workers=2"
+    )
+    assert job_dir(0, "") == "0"
+    assert "/" not in job_dir(1, "dataset.root=/data/x")
