@@ -152,14 +152,19 @@ class Fitter:
         }
 
     def _optimizer_step(self) -> None:
+        """Step the optimizer, then the schedule, unless fp16 loss scaling skipped the step."""
         scaler = self.precision.scaler
+        stepped = True
         if scaler is not None:
+            scale = scaler.get_scale()
             scaler.step(self.optimizer)
             scaler.update()
+            stepped = scaler.get_scale() >= scale  # the scale drops when grads had inf/NaN
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
+        if stepped:
+            self.scheduler.step()
         self.step += 1
 
     def fit(self, on_epoch_end: Callable[[int, dict[str, float]], None]) -> list[dict[str, float]]:
