@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 
 from src.assemble import assemble
 from src.modes.benchmark import benchmark
+from src.modes.inspect import inspect
 from src.outputs import finish_run, save_resolved_config
 from src.sweeps.summary import previous_result, rank_metric
 from src.training.checkpoint import save_checkpoint
@@ -50,7 +51,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     return metrics
 
 
-MODES: dict[str, Callable[[DictConfig], dict[str, Any]]] = {"train": train, "benchmark": benchmark}
+MODES: dict[str, Callable[[DictConfig], dict[str, Any]]] = {
+    "train": train,
+    "benchmark": benchmark,
+    "inspect": inspect,
+}
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
