@@ -10,6 +10,7 @@ from src.data.loaders import LoaderSettings
 from src.data.transforms import Pipelines
 from src.models.build import build_model
 from src.modes.benchmark import BenchmarkSettings
+from src.modes.inspect import InspectSettings
 from src.training.loop import TrainerSettings
 from tests.conftest import CONF_DIR
 
@@ -54,7 +55,7 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
     else:
         obj = instantiate(node)
         expected = {"loader": LoaderSettings, "transforms": Pipelines, "trainer": TrainerSettings,
-                    "benchmark": BenchmarkSettings}  # fmt: skip
+                    "benchmark": BenchmarkSettings, "inspect": InspectSettings}  # fmt: skip
         if group in expected:
             assert isinstance(obj, expected[group])
         else:  # sampler: a factory taking the train dataset
