@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from src.assemble import assemble
 from src.modes.benchmark import benchmark
 from src.modes.inspect import inspect
-from src.outputs import finish_run, save_resolved_config
+from src.outputs import finish_run, log_config_tree, save_resolved_config
 from src.sweeps.summary import previous_result, rank_metric
 from src.training.checkpoint import save_checkpoint
 from src.training.loop import Fitter, build_optimization
@@ -63,6 +63,7 @@ def main(cfg: DictConfig) -> float:
     """Hydra entry point; returns the ranking metric (summary.rank_by) for sweepers."""
     if cfg.mode not in MODES:
         raise ValueError(f"mode={cfg.mode!r}; expected one of {sorted(MODES)}.")
+    log_config_tree()
     metrics = previous_result(cfg) or MODES[cfg.mode](cfg)
     return metrics[rank_metric(cfg)]
 

@@ -59,9 +59,10 @@ def assemble(cfg: DictConfig) -> Parts:
     )
     log.info(
         "device %s | precision %s | %d train / %d val samples | %d classes | input %s | "
-        "batch %d | workers %d",
+        "batch %d x grad_accum %d = %d per step | workers %d",
         device, settings.precision, len(train_set), len(val_set), len(classes), shape,
-        loader_settings.batch_size, loader_settings.num_workers,
+        loader_settings.batch_size, settings.grad_accum,
+        loader_settings.batch_size * settings.grad_accum, loader_settings.num_workers,
     )  # fmt: skip
     return Parts(
         settings, device, precision, pipelines, train_set, val_set, list(classes), shape, model,

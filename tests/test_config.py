@@ -11,6 +11,7 @@ from src.data.transforms import Pipelines
 from src.models.build import build_model
 from src.modes.benchmark import BenchmarkSettings
 from src.modes.inspect import InspectSettings
+from src.outputs import config_tree
 from src.training.loop import TrainerSettings
 from tests.conftest import CONF_DIR
 
@@ -36,6 +37,9 @@ def test_every_group_has_options() -> None:
 def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> None:
     if group == "sweep":  # presets are appended, not chosen, and set global keys
         assert make_cfg(f"+sweep={option}").mode == "benchmark"
+        return
+    if group in ("experiment", "debug"):  # global bundles: exercised in test_experiments.py
+        assert make_cfg(f"{group}={option}").trainer.max_epochs >= 1
         return
     cfg = make_cfg(f"{group}={option}")
     node = cfg[group]
@@ -87,3 +91,16 @@ def test_every_yaml_key_has_a_comment() -> None:
                 continue  # the file's header comment says what is instantiated
             above = lines[number - 2].strip() if number > 1 else ""
             assert "#" in line or above.startswith("#"), f"{path.name}:{number}: {line!r}"
+
+
+def test_config_tree_shows_choices_and_changed_values() -> None:
+    tree = config_tree(
+        {"dataset": "csv", "loader": "default", "debug": None, "hydra/launcher": "basic"},
+        ["loader.num_workers=2", "mode=benchmark"],
+    )
+    assert tree.splitlines() == [
+        "config",
+        "├── dataset: csv",
+        "├── loader: default  (loader.num_workers=2)",
+        "└── overrides: mode=benchmark",
+    ]

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import torch
-from torch.utils.data import Dataset, RandomSampler, SequentialSampler, WeightedRandomSampler
+from torch.utils.data import (
+    Dataset,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    WeightedRandomSampler,
+)
 
 
 def random_sampler(dataset: Dataset) -> RandomSampler:
@@ -17,6 +25,24 @@ def sequential_sampler(dataset: Dataset) -> SequentialSampler:
     return SequentialSampler(dataset)  # type: ignore[arg-type]
 
 
+class FixedOrderSampler(Sampler[int]):
+    """One random order drawn from `seed`, repeated identically every epoch."""
+
+    def __init__(self, size: int, seed: int) -> None:
+        self.order = torch.randperm(size, generator=torch.Generator().manual_seed(seed)).tolist()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.order)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+
+def fixed_order_sampler(dataset: Dataset, seed: int) -> FixedOrderSampler:
+    """A shuffled order that never changes (debug=overfit: the same mixed batch every epoch)."""
+    return FixedOrderSampler(len(dataset), seed)  # type: ignore[arg-type]
+
+
 def class_balance_weights(targets: np.ndarray, num_classes: int) -> torch.Tensor:
     """Per-sample weights 1 / count(class): every class is drawn equally often on average."""
     counts = np.bincount(targets, minlength=num_classes)
@@ -26,7 +52,7 @@ def class_balance_weights(targets: np.ndarray, num_classes: int) -> torch.Tensor
 def weighted_sampler(
     dataset: Dataset, replacement: bool = True, num_samples: int | None = None
 ) -> WeightedRandomSampler:
-    """WeightedRandomSampler with class-balancing weights; `num_samples` defaults to len(dataset)."""
+    """Class-balancing WeightedRandomSampler; `num_samples` defaults to len(dataset)."""
     targets = getattr(dataset, "targets", None)
     if targets is None:
         raise ValueError(

@@ -1,0 +1,32 @@
+"""Experiment bundles and debug presets compose and run; debug=overfit memorises its batch."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import CONF_DIR
+from train import train
+
+EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+
+
+def test_one_experiment_per_dataset_kind(make_cfg) -> None:
+    kinds = {make_cfg(f"experiment={name}").dataset._target_ for name in EXPERIMENTS}
+    assert len(kinds) == 4
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_runs_a_few_batches(make_cfg, name: str) -> None:
+    metrics = train(make_cfg(f"experiment={name}", "debug=fast"))
+    assert metrics["epochs"] == 1
+
+
+def test_debug_fast_is_one_short_epoch_in_process(make_cfg) -> None:
+    cfg = make_cfg("debug=fast", "loader.num_workers=2")  # command-line values still win
+    assert cfg.loader.num_workers == 2 and cfg.trainer.max_epochs == 1
+    assert make_cfg("debug=fast").trainer.limit_train_batches == 5
+
+
+def test_debug_overfit_memorises_one_batch(make_cfg) -> None:
+    metrics = train(make_cfg("debug=overfit"))
+    assert metrics["train/loss"] < 0.05, metrics
