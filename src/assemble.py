@@ -49,7 +49,12 @@ def assemble(cfg: DictConfig) -> Parts:
     pipelines = instantiate(cfg.transforms)
     train_set, val_set = build_splits(cfg.dataset, pipelines)
     shape, classes = input_shape(val_set), train_set.classes
-    model = build_model(cfg.model, num_classes=len(classes), input_shape=shape)
+    model = build_model(
+        cfg.model,
+        num_classes=len(classes),
+        input_shape=shape,
+        vocab_size=getattr(train_set, "vocab_size", None),
+    )
     layout = torch.channels_last if settings.channels_last else torch.preserve_format
     model = model.to(device, memory_format=layout)
     sampler = instantiate(cfg.sampler)

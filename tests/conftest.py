@@ -19,12 +19,13 @@ register_resolvers()
 
 @pytest.fixture(scope="session")
 def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small demo set in all four formats (5 classes, ~50 train / 30 val images)."""
+    """A small demo set: 48 train / 30 val images in all four formats, 900 / 180 sequences."""
     return make_demo_data(
         tmp_path_factory.mktemp("demo"),
         train_per_class=(12, 10, 10, 8, 8),
         val_per_class=6,
         shard_size=16,
+        sequences=900,
     )
 
 

@@ -23,11 +23,18 @@ import torch
 from PIL import Image, ImageDraw, ImageFilter
 from torchvision.transforms.v2 import functional as F
 
+from src.data.demo_sequences import write_sequences
+
 CLASSES: tuple[str, ...] = ("circle", "cross", "square", "star", "triangle")
 
-_FORMAT_VERSION = 1
-_SMALL = {"train_per_class": (12, 10, 10, 8, 8), "val_per_class": 6, "shard_size": 16}
-_OUTPUTS = ("imagefolder", "tensors", "shards", "train.csv", "val.csv", "samples.csv")
+_FORMAT_VERSION = 2
+_SMALL = {
+    "train_per_class": (12, 10, 10, 8, 8),
+    "val_per_class": 6,
+    "shard_size": 16,
+    "sequences": 90,
+}
+_OUTPUTS = ("imagefolder", "tensors", "shards", "sequences", "train.csv", "val.csv", "samples.csv")
 _MIN_SIDE, _MAX_SIDE = 40, 96  # independent width/height range in pixels
 _SUPERSAMPLE = 4  # masks are drawn this much larger, then box-filtered (anti-aliased edges)
 _MIN_CONTRAST = 70.0  # minimum luma distance between the shape and every background colour
@@ -201,9 +208,10 @@ def make_demo_data(
     val_per_class: int = 90,
     tensor_size: int = 48,
     shard_size: int = 256,
+    sequences: int = 3000,
     seed: int = 0,
 ) -> Path:
-    """Write the demo set under `out` (all four dataset formats) and return `out`."""
+    """Write the demo set under `out` (all four image formats + token sequences); return `out`."""
     if len(train_per_class) != len(CLASSES) or shard_size < 1:
         raise ValueError(f"need {len(CLASSES)} train counts and shard_size >= 1")
     out = Path(out)
@@ -213,6 +221,7 @@ def make_demo_data(
         val_per_class=val_per_class,
         tensor_size=tensor_size,
         shard_size=shard_size,
+        sequences=sequences,
         seed=seed,
     )
     _clear(out)
@@ -235,6 +244,7 @@ def make_demo_data(
     rows = [(s.path, CLASSES[s.label], s.split) for samples in splits.values() for s in samples]
     _write_csv(out / "samples.csv", ("path", "label", "split"), rows)
     (out / "shards" / "classes.txt").write_text("".join(f"{c}\n" for c in CLASSES), "utf-8")
+    write_sequences(out / "sequences", sequences, sequences // 5, rng)
     (out / ".complete").write_text(fingerprint, "utf-8")
     return out
 

@@ -10,9 +10,12 @@ from src.data.transforms import Pipelines
 
 
 def build_splits(cfg: DictConfig, pipelines: Pipelines) -> tuple[Dataset, Dataset]:
-    """Train and val datasets; val takes the train split's class list so labels agree."""
+    """Train and val datasets; val takes the train split's classes (and vocabulary) so they agree."""
     train = instantiate(cfg, split="train", transform=pipelines.train)
-    val = instantiate(cfg, split="val", transform=pipelines.val, classes=train.classes)
+    shared = {"classes": train.classes}
+    if hasattr(train, "vocab_size"):  # token datasets: val ids must fit the train vocabulary
+        shared["vocab_size"] = train.vocab_size
+    val = instantiate(cfg, split="val", transform=pipelines.val, **shared)
     return train, val
 
 

@@ -100,9 +100,9 @@ def train_step(parts: Parts, optimizer: torch.optim.Optimizer) -> Callable[[Any]
     parts.model.train()
 
     def step(batch: Any) -> None:
-        inputs, labels = move(batch)
+        inputs, labels, extras = move(batch)
         with parts.precision.autocast():
-            loss = nn.functional.cross_entropy(parts.model(inputs).float(), labels)
+            loss = nn.functional.cross_entropy(parts.model(inputs, *extras).float(), labels)
         optimizer.zero_grad(set_to_none=True)
         scaler = parts.precision.scaler
         if scaler is not None:

@@ -44,23 +44,29 @@ def split_report(name: str, loader: DataLoader, move: BatchMover, batches: int) 
     for i, batch in enumerate(loader):
         if i == batches:
             break
-        x, y = move(batch)
+        x, y, _ = move(batch)
+        dtype = str(x.dtype)  # what the model receives (before the float copy for statistics)
         inputs.append(x.float().cpu())
         labels.append(y.cpu())
     if not inputs:
         raise RuntimeError(f"the {name} loader yielded no batches to inspect.")
-    x, y = torch.cat(inputs), torch.cat(labels)
-    channels = x.transpose(0, 1).reshape(x.shape[1], -1) if x.ndim == 4 else x.reshape(1, -1)
+    y = torch.cat(labels)
+    if x_is_images := all(b.ndim == 4 and b.shape[1:] == inputs[0].shape[1:] for b in inputs):
+        x = torch.cat(inputs)
+        channels = x.transpose(0, 1).reshape(x.shape[1], -1)
+    else:  # features, or padded sequences whose length varies by batch: one "channel"
+        x = torch.cat([b.reshape(-1) for b in inputs])
+        channels = x.reshape(1, -1)
     return {
         "batch_shape": list(inputs[0].shape),
-        "dtype_in_model": str(inputs[0].dtype),
+        "dtype_in_model": dtype,
         "min": float(x.min()),
         "max": float(x.max()),
         "channel_mean": [round(float(c.mean()), 4) for c in channels],
         "channel_std": [round(float(c.std()), 4) for c in channels],
         "labels_in_batch_order": y.tolist()[:32],
         "label_counts": dict(sorted(Counter(y.tolist()).items())),
-        "inputs": x,
+        "inputs": x if x_is_images else None,
     }
 
 
@@ -142,7 +148,7 @@ def inspect(cfg: DictConfig) -> dict[str, float]:
     for split, loader in (("train", parts.train_loader), ("val", parts.val_loader)):
         report = split_report(split, loader, move, settings.batches)
         inputs = report.pop("inputs")
-        if inputs.ndim == 4 and inputs.shape[1] in (1, 3):
+        if inputs is not None and inputs.shape[1] in (1, 3):
             grid = out / f"inspect_{split}.png"
             save_image(parts.pipelines.normalizer.denormalize(inputs[: settings.images]), grid)
             report["grid"] = str(grid)

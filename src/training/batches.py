@@ -3,26 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch.utils.data import DataLoader
 
 
+class DeviceBatch(NamedTuple):
+    """A batch on the device: model inputs, labels, and any extra model arguments."""
+
+    inputs: torch.Tensor
+    labels: torch.Tensor
+    extras: tuple[torch.Tensor, ...]  # e.g. lengths and mask from collate=pad
+
+
 class BatchMover:
-    """Moves a (inputs, labels) batch to the device and normalises the inputs there, once."""
+    """Moves a (inputs, labels, *extras) batch to the device; normalises the inputs there, once.
+
+    Extras (such as sequence lengths and masks) follow the inputs into `model(inputs, *extras)`.
+    """
 
     def __init__(self, device: torch.device, normalize: Callable, channels_last: bool) -> None:
         self.device = device
         self.normalize = normalize
         self.channels_last = channels_last
 
-    def __call__(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        inputs, labels = batch[0], batch[1]
+    def __call__(self, batch: Any) -> DeviceBatch:
+        inputs, labels, *extras = batch
         inputs = self.normalize(inputs.to(self.device, non_blocking=True))
         if self.channels_last and inputs.ndim == 4:
             inputs = inputs.contiguous(memory_format=torch.channels_last)
-        return inputs, labels.to(self.device, non_blocking=True)
+        return DeviceBatch(
+            inputs,
+            labels.to(self.device, non_blocking=True),
+            tuple(e.to(self.device, non_blocking=True) for e in extras),
+        )
 
 
 def batches_per_epoch(loader: DataLoader, limit: int | None) -> int | None:

@@ -24,9 +24,9 @@ def evaluate(
     totals = ClassificationTotals(move.device)
     timer = LoaderTimer()
     for batch in timer.iterate(loader, limit):
-        inputs, labels = move(batch)
+        inputs, labels, extras = move(batch)
         with precision.autocast():
-            logits = model(inputs)
+            logits = model(inputs, *extras)
         totals.add(nn.functional.cross_entropy(logits.float(), labels), logits, labels)
     timer.stop(totals.samples)
     metrics = totals.means("val", "check the val split and trainer.limit_val_batches.")

@@ -99,11 +99,11 @@ class Fitter:
         bar = tqdm(total=total, desc=f"epoch {epoch}/{s.max_epochs}", leave=False, disable=None)
         self.optimizer.zero_grad(set_to_none=True)
         for i, batch in enumerate(timer.iterate(loader, limit)):
-            inputs, labels = self.move(batch)
+            inputs, labels, extras = self.move(batch)
             if epoch == 1 and i == 0 and inputs.ndim == 4 and inputs.shape[1] in (1, 3):
                 self.tb.images("train/first_batch", self.denormalize(inputs[:64]))
             with self.precision.autocast():
-                logits = model(inputs)
+                logits = model(inputs, *extras)
                 loss = nn.functional.cross_entropy(logits.float(), labels)
             scaled = loss / s.grad_accum
             (self.precision.scaler.scale(scaled) if self.precision.scaler else scaled).backward()

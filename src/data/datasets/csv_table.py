@@ -30,7 +30,7 @@ def _read_rows(
         return [(reader.line_num, row) for row in reader]
 
 
-def _class_list(labels: list[tuple[str, str]]) -> list[str]:
+def class_list(labels: list[tuple[str, str]]) -> list[str]:
     """Class names from (location, label) pairs: integer labels keep their value as index."""
     values = [label for _, label in labels]
     if all(v.lstrip("-").isdigit() for v in values):
@@ -96,7 +96,7 @@ class CsvDataset(LabelledImageFiles):
                     f"{base}; set dataset.root if the paths are relative to another folder)."
                 )
             paths.append(os.fspath(path))
-        classes = list(classes) if classes is not None else _class_list(labels)
+        classes = list(classes) if classes is not None else class_list(labels)
         index = {name: i for i, name in enumerate(classes)}
         targets = []
         for where, label in labels:

@@ -1,0 +1,51 @@
+"""Variable-length sequences: padding collate, the JSONL dataset, the GRU learning the demo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from src.data.collate import pad_collate
+from src.data.datasets.sequences import JsonlSequences
+from src.data.demo_sequences import SEQUENCE_CLASSES
+from train import train
+
+
+def test_pad_collate_pads_to_the_longest_and_reports_lengths_and_mask() -> None:
+    batch = [(torch.tensor([5, 6, 7]), 1), (torch.tensor([8]), 0), (torch.tensor([9, 4]), 2)]
+    padded, labels, lengths, mask = pad_collate(batch, padding_value=-1)
+    assert padded.tolist() == [[5, 6, 7], [8, -1, -1], [9, 4, -1]]
+    assert padded.dtype == torch.long and labels.dtype == torch.long
+    assert labels.tolist() == [1, 0, 2] and lengths.tolist() == [3, 1, 2]
+    assert mask.dtype == torch.bool and mask.tolist() == [
+        [True, True, True], [True, False, False], [True, True, False]
+    ]  # fmt: skip
+
+
+def _sequences(demo_dir: Path, split: str, **kwargs) -> JsonlSequences:
+    root = demo_dir / "sequences"
+    return JsonlSequences(split, str(root / "train.jsonl"), str(root / "val.jsonl"),
+                          tokens_key="tokens", label_key="label", **kwargs)  # fmt: skip
+
+
+def test_jsonl_sequences_keep_tokens_compact(demo_dir: Path) -> None:
+    train_set = _sequences(demo_dir, "train")
+    assert train_set.classes == sorted(SEQUENCE_CLASSES) and len(train_set) == 900
+    tokens, label = train_set[4]
+    first = json.loads((demo_dir / "sequences" / "train.jsonl").read_text().splitlines()[4])
+    assert tokens.tolist() == first["tokens"] and train_set.classes[label] == first["label"]
+    assert train_set.tokens.ndim == 1 and train_set.vocab_size == int(train_set.tokens.max()) + 1
+
+
+def test_token_outside_the_train_vocabulary_is_named(demo_dir: Path) -> None:
+    with pytest.raises(ValueError, match=r"val\.jsonl: token id \d+ is outside the train"):
+        _sequences(demo_dir, "val", vocab_size=5)
+
+
+def test_gru_learns_the_demo_sequences(make_cfg) -> None:
+    metrics = train(make_cfg("experiment=sequence_demo", "loader.batch_size=32",
+                             "trainer.max_epochs=6"))  # fmt: skip
+    assert metrics["val/acc"] > 0.85, metrics
