@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from torch import nn
 
@@ -48,7 +49,10 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
     cfg = make_cfg(f"{group}={option}")
     node = cfg[group]
     assert "_target_" in node, f"{group}/{option}.yaml has no _target_"
-    if group == "dataset":
+    if group == "dataset" and option in ("cifar10", "mnist", "fashion_mnist"):
+        with pytest.raises(InstantiationException, match=r"dataset\.download=true"):  # no files
+            instantiate(node, split="train", transform=None)
+    elif group == "dataset":
         dataset = instantiate(node, split="train", transform=None)
         assert len(dataset) > 0 and len(dataset.classes) == (3 if option == "sequences" else 5)
     elif group == "model":
