@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.conftest import CONF_DIR
@@ -34,3 +36,10 @@ def test_debug_fast_is_one_short_epoch_in_process(make_cfg) -> None:
 def test_debug_overfit_memorises_one_batch(make_cfg) -> None:
     metrics = train(make_cfg("debug=overfit"))
     assert metrics["train/loss"] < 0.05, metrics
+
+
+def test_debug_profile_writes_a_trace(make_cfg) -> None:
+    cfg = make_cfg("debug=profile")
+    train(cfg)
+    traces = list((Path(cfg.paths.output_dir) / "tensorboard").rglob("*.pt.trace.json"))
+    assert len(traces) == 1 and traces[0].stat().st_size > 1000

@@ -6,6 +6,7 @@ import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -19,6 +20,7 @@ from src.training.batches import BatchMover, batches_per_epoch
 from src.training.diagnosis import gpu_stats, starvation_hint
 from src.training.evaluate import evaluate
 from src.training.meters import ClassificationTotals, LoaderTimer
+from src.training.profiling import batch_profiler
 from src.training.tensorboard import TensorBoardLogger
 
 if TYPE_CHECKING:
@@ -40,6 +42,7 @@ class TrainerSettings:
     limit_train_batches: int | None
     limit_val_batches: int | None
     channels_last: bool
+    profile: bool
     starvation_threshold: float
 
     def __post_init__(self) -> None:
@@ -86,44 +89,27 @@ class Fitter:
         self.denormalize = normalizer.denormalize
         self.step = 0
         self._hinted = False
+        self._window_loss = torch.zeros((), device=parts.device)  # train/loss since last point
+        self._window_batches = 0
 
     def train_epoch(self, loader: DataLoader, epoch: int) -> dict[str, float]:
         """One pass over the train loader; returns the epoch's train/* metrics."""
-        s, model = self.settings, self.model
-        model.train()
+        s = self.settings
+        self.model.train()
         timer = LoaderTimer()
-        limit = s.limit_train_batches
-        total = batches_per_epoch(loader, limit)
         totals = ClassificationTotals(self.move.device)
-        window_loss, window_batches = torch.zeros((), device=self.move.device), 0
+        total = batches_per_epoch(loader, s.limit_train_batches)
         bar = tqdm(total=total, desc=f"epoch {epoch}/{s.max_epochs}", leave=False, disable=None)
+        trace_dir = Path(self.tb.writer.log_dir) / "plugins" / "profile"
         self.optimizer.zero_grad(set_to_none=True)
-        for i, batch in enumerate(timer.iterate(loader, limit)):
-            inputs, labels, extras = self.move(batch)
-            if epoch == 1 and i == 0 and inputs.ndim == 4 and inputs.shape[1] in (1, 3):
-                self.tb.images("train/first_batch", self.denormalize(inputs[:64]))
-            with self.precision.autocast():
-                logits = model(inputs, *extras)
-                loss = nn.functional.cross_entropy(logits.float(), labels)
-            scaled = loss / s.grad_accum
-            (self.precision.scaler.scale(scaled) if self.precision.scaler else scaled).backward()
-            if (i + 1) % s.grad_accum == 0:
-                self._optimizer_step()
-            totals.add(loss, logits, labels)
-            window_loss += loss.detach()
-            window_batches += 1
-            bar.update(1)
-            if window_batches and (i + 1) % (s.log_every_n_steps * s.grad_accum) == 0:
-                mean_loss = window_loss.item() / window_batches
-                self.tb.scalars(
-                    {"train/loss": mean_loss, "train/lr": self.optimizer.param_groups[0]["lr"]},
-                    self.step,
-                )
-                bar.set_postfix(
-                    loss=f"{mean_loss:.4f}", samples_s=f"{totals.samples / timer.running_s():.0f}"
-                )
-                window_loss.zero_()
-                window_batches = 0
+        with batch_profiler(s.profile and epoch == 1, trace_dir) as prof:
+            for i, batch in enumerate(timer.iterate(loader, s.limit_train_batches)):
+                self._train_step(batch, epoch, i, totals)
+                if prof is not None:
+                    prof.step()
+                bar.update(1)
+                if (i + 1) % (s.log_every_n_steps * s.grad_accum) == 0:
+                    self._log_window(bar, totals, timer)
         if timer.batches % s.grad_accum:
             self._optimizer_step()  # the last, partial accumulation group
         if self.move.device.type == "cuda":
@@ -138,6 +124,33 @@ class Fitter:
             "train/epoch_s": timer.elapsed_s,
             "train/samples": totals.samples,
         }
+
+    def _train_step(self, batch: Any, epoch: int, i: int, totals: ClassificationTotals) -> None:
+        """Forward, backward and (every grad_accum batches) an optimizer step."""
+        inputs, labels, extras = self.move(batch)
+        if epoch == 1 and i == 0 and inputs.ndim == 4 and inputs.shape[1] in (1, 3):
+            self.tb.images("train/first_batch", self.denormalize(inputs[:64]))
+        with self.precision.autocast():
+            logits = self.model(inputs, *extras)
+            loss = nn.functional.cross_entropy(logits.float(), labels)
+        scaled = loss / self.settings.grad_accum
+        (self.precision.scaler.scale(scaled) if self.precision.scaler else scaled).backward()
+        if (i + 1) % self.settings.grad_accum == 0:
+            self._optimizer_step()
+        totals.add(loss, logits, labels)
+        self._window_loss += loss.detach()
+        self._window_batches += 1
+
+    def _log_window(self, bar: tqdm, totals: ClassificationTotals, timer: LoaderTimer) -> None:
+        """train/loss (mean since the last point) and train/lr at the current optimizer step."""
+        mean_loss = self._window_loss.item() / self._window_batches
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.tb.scalars({"train/loss": mean_loss, "train/lr": lr}, self.step)
+        bar.set_postfix(
+            loss=f"{mean_loss:.4f}", samples_s=f"{totals.samples / timer.running_s():.0f}"
+        )
+        self._window_loss.zero_()
+        self._window_batches = 0
 
     def state(self, epoch: int) -> dict[str, Any]:
         """What a checkpoint needs to continue training after `epoch`."""
