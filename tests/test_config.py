@@ -18,6 +18,8 @@ from tests.conftest import CONF_DIR
 
 GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir())
 OPTIONS = [(g, y.stem) for g in GROUPS for y in sorted((CONF_DIR / g).glob("*.yaml"))]
+# datasets the test demo set provides files for; ones you add are composed, not loaded, here
+DEMO_DATASETS = {"imagefolder", "csv", "tensor", "iterable", "sequences"}
 
 
 def test_every_group_has_options() -> None:
@@ -53,6 +55,8 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
         with pytest.raises(InstantiationException, match=r"dataset\.download=true"):  # no files
             instantiate(node, split="train", transform=None)
     elif group == "dataset":
+        if option not in DEMO_DATASETS:  # no files for it in the demo set: composing is the test
+            return
         dataset = instantiate(node, split="train", transform=None)
         assert len(dataset) > 0 and len(dataset.classes) == (3 if option == "sequences" else 5)
     elif group == "model":
