@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from hydra.utils import instantiate
 from torchvision.transforms import v2
@@ -34,3 +35,9 @@ def test_train_pipeline_keeps_uint8_and_val_is_deterministic(make_cfg) -> None:
     out = pipelines.train(image)
     assert out.dtype == torch.uint8 and out.shape == (3, 48, 48)
     assert torch.equal(pipelines.val(image), pipelines.val(image))
+
+
+def test_channel_count_mismatch_names_the_fix() -> None:
+    grey = torch.zeros(2, 1, 4, 4, dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"3 values but the inputs have 1 channels.*transforms="):
+        Normalizer([0.5] * 3, [0.2] * 3)(grey)

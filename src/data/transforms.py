@@ -26,6 +26,12 @@ class Normalizer:
 
     def _stats(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         assert self.mean is not None and self.std is not None
+        if x.ndim >= 2 and x.shape[1] != len(self.mean):
+            raise ValueError(
+                f"transforms.mean/std have {len(self.mean)} values but the inputs have "
+                f"{x.shape[1]} channels: pick transforms that match the data (e.g. "
+                "transforms=mnist for grey images, transforms=none for features)."
+            )
         shape = (1, -1, *([1] * (x.ndim - 2)))
         return self.mean.to(x.device).view(shape), self.std.to(x.device).view(shape)
 
