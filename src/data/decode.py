@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from PIL import Image, ImageOps
 from torchvision.io import ImageReadMode, decode_image
+from torchvision.transforms.v2.functional import to_dtype
 
 # torchvision 0.29 marks its decoders deprecated in favour of TorchCodec, but they stay in the
 # pinned release and decode 1.6-2.4x faster than Pillow here (BENCHMARKS.md), so keep them quiet.
@@ -29,7 +30,9 @@ def decode_image_bytes(data: bytes | np.ndarray, name: str) -> torch.Tensor:
     """Decode encoded image bytes to a uint8 RGB tensor (3, H, W); `name` picks the decoder."""
     if name.lower().endswith(_NATIVE_SUFFIXES):
         buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        return decode_image(buf, mode=ImageReadMode.RGB, apply_exif_orientation=True)
+        image = decode_image(buf, mode=ImageReadMode.RGB, apply_exif_orientation=True)
+        # 16-bit PNGs decode to uint16: scale to 8 bits like every other image
+        return to_dtype(image, torch.uint8, scale=True) if image.dtype != torch.uint8 else image
     with Image.open(io.BytesIO(bytes(data))) as img:
         rgb = ImageOps.exif_transpose(img).convert("RGB")
         return torch.from_numpy(np.asarray(rgb).copy()).permute(2, 0, 1).contiguous()
