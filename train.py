@@ -8,8 +8,10 @@ python train.py +sweep=loader
 
 from __future__ import annotations
 
+import gc
 import os
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ import hydra
 from omegaconf import DictConfig
 
 from src.assemble import assemble
+from src.modes import METRICS_BY_MODE
 from src.modes.benchmark import benchmark
 from src.modes.inspect import inspect
 from src.outputs import finish_run, log_config_tree, save_resolved_config
@@ -63,8 +66,21 @@ def main(cfg: DictConfig) -> float:
     """Hydra entry point; returns the ranking metric (summary.rank_by) for sweepers."""
     if cfg.mode not in MODES:
         raise ValueError(f"mode={cfg.mode!r}; expected one of {sorted(MODES)}.")
+    if rank_metric(cfg) not in METRICS_BY_MODE[cfg.mode]:
+        choices = list(METRICS_BY_MODE[cfg.mode])
+        raise ValueError(
+            f"summary.rank_by={cfg.summary.rank_by!r} is not a metric of mode={cfg.mode}: "
+            f"use one of {choices}."
+        )
     log_config_tree()
-    metrics = previous_result(cfg) or MODES[cfg.mode](cfg)
+    try:
+        metrics = previous_result(cfg) or MODES[cfg.mode](cfg)
+    except BaseException as err:
+        # Hydra keeps a failed job's exception until the sweep ends; drop the frames' locals
+        # so the job's DataLoader workers shut down now instead of piling up.
+        traceback.clear_frames(err.__traceback__)
+        gc.collect()
+        raise
     return metrics[rank_metric(cfg)]
 
 

@@ -143,3 +143,9 @@ def test_tensor_npz_features_with_val_fraction(tmp_path: Path) -> None:
     assert len(seen) == 100  # disjoint and complete
     with pytest.raises(ValueError, match="transforms=none"):
         TensorFileDataset("train", str(tmp_path / "f.npz"), val_fraction=0.2, transform=lambda x: x)
+
+
+def test_float64_features_become_float32(tmp_path: Path) -> None:
+    np.savez(tmp_path / "f.npz", inputs=np.ones((10, 3)), labels=np.arange(10) % 2)  # float64
+    data = TensorFileDataset("train", str(tmp_path / "f.npz"), val_fraction=0.2)
+    assert data.inputs.dtype == torch.float32

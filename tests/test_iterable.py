@@ -6,9 +6,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hydra.utils import instantiate
 from torch.utils.data import DataLoader
+from torchvision.transforms import v2
 
 from src.data.datasets.tar_shards import TarShardDataset
+from src.data.loaders import build_loaders
+from src.data.samplers import random_sampler
 
 
 def _shards(demo_dir: Path, split: str = "train") -> TarShardDataset:
@@ -54,3 +58,12 @@ def test_val_stream_keeps_its_order(demo_dir: Path) -> None:
 def test_classes_come_from_classes_txt(demo_dir: Path) -> None:
     data = _shards(demo_dir)
     assert data.classes == (demo_dir / "shards" / "classes.txt").read_text().split()
+
+
+def test_workers_keep_every_sample_of_the_stream_with_drop_last(make_cfg, demo_dir: Path) -> None:
+    data = _shards(demo_dir)
+    data.transform = v2.Resize((16, 16))  # batches need equal sizes
+    settings = instantiate(make_cfg("loader.num_workers=2", "loader.drop_last=true").loader)
+    train, _ = build_loaders(data, data, settings, random_sampler, pin_memory_ok=False)
+    assert not train.drop_last  # each worker's last partial batch is kept
+    assert sum(len(labels) for _, labels in train) == len(data)

@@ -25,10 +25,10 @@ def test_pad_collate_pads_to_the_longest_and_reports_lengths_and_mask() -> None:
     ]  # fmt: skip
 
 
-def _sequences(demo_dir: Path, split: str, **kwargs) -> JsonlSequences:
+def _sequences(demo_dir: Path, split: str, label_key: str = "label", **kwargs) -> JsonlSequences:
     root = demo_dir / "sequences"
     return JsonlSequences(split, str(root / "train.jsonl"), str(root / "val.jsonl"),
-                          tokens_key="tokens", label_key="label", **kwargs)  # fmt: skip
+                          tokens_key="tokens", label_key=label_key, **kwargs)  # fmt: skip
 
 
 def test_jsonl_sequences_keep_tokens_compact(demo_dir: Path) -> None:
@@ -49,3 +49,8 @@ def test_gru_learns_the_demo_sequences(make_cfg) -> None:
     metrics = train(make_cfg("experiment=sequence_demo", "loader.batch_size=32",
                              "trainer.max_epochs=6"))  # fmt: skip
     assert metrics["val/acc"] > 0.85, metrics
+
+
+def test_missing_label_field_is_named(demo_dir: Path) -> None:
+    with pytest.raises(ValueError, match=r"train\.jsonl:1: no or empty 'y' \(dataset\.label_key\)"):
+        _sequences(demo_dir, "train", label_key="y")

@@ -15,7 +15,8 @@ from hydra.utils import instantiate
 from src.data.autotune import choose_workers, resolve_auto_workers, worker_candidates
 from src.data.samplers import sequential_sampler
 from src.modes.benchmark import METRIC_KEYS, benchmark
-from src.sweeps.plot import parse_overrides
+from src.sweeps.plot import parse_overrides, plot_sweep
+from src.training.resources import ProcessTreeMonitor
 from src.utils.resolvers import job_dir
 from train import train
 
@@ -61,9 +62,10 @@ def test_failed_job_is_recorded_and_others_kept(demo_dir: Path, tmp_path: Path) 
     )
     assert "failed" in (tmp_path / "summary.md").read_text()
 
-    rerun = _sweep(demo_dir, tmp_path, "loader.batch_size=8,16", "summary.skip_completed=true")
+    # batch 8 was job 0 and is job 1 now: its earlier result is found by overrides, not number
+    rerun = _sweep(demo_dir, tmp_path, "loader.batch_size=16,8", "summary.skip_completed=true")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
-    assert "job 0 already finished ok" in rerun.stderr + rerun.stdout
+    assert "job 1 already finished ok" in rerun.stderr + rerun.stdout
     statuses = [(parse_overrides(r["overrides"])["loader.batch_size"], r["status"])
                 for r in _rows(tmp_path)]  # fmt: skip
     assert statuses == [("8", "ok"), ("0", "failed"), ("16", "ok")]
@@ -120,3 +122,39 @@ def test_job_dir_names_are_short() -> None:
     )
     assert job_dir(0, "") == "0"
     assert "/" not in job_dir(1, "dataset.root=/data/x")
+
+
+def test_unknown_rank_metric_fails_before_any_work(demo_dir: Path, tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "train.py"), f"paths.demo_dir={demo_dir}",
+               f"hydra.run.dir={tmp_path}", "summary.rank_by=val/accuracy"]  # fmt: skip
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "summary.rank_by='val/accuracy' is not a metric" in (
+        result.stderr
+    )
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_plot_takes_non_numeric_worker_counts(tmp_path: Path) -> None:
+    rows = [
+        {"status": "ok", "job": "0", "overrides": "loader.num_workers=auto", "m": "5"},
+        {"status": "ok", "job": "1", "overrides": "loader.num_workers=2", "m": "4"},
+        {"status": "failed", "job": "2", "overrides": "loader.num_workers=10", "m": ""},
+    ]
+    plot_sweep(rows, "m", tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 0
+
+
+def test_cpu_time_counts_workers_that_already_exited() -> None:
+    monitor = ProcessTreeMonitor()
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    assert monitor.cpu_seconds() >= 0.3
+
+
+def test_failed_jobs_do_not_leave_loader_workers_behind(demo_dir: Path, tmp_path: Path) -> None:
+    # 2-value mean/std on 3-channel images: every job fails inside the training loop
+    result = _sweep(demo_dir, tmp_path, "mode=train", "loader.num_workers=2",
+                    "transforms.mean=[0.5,0.5],[0.4,0.4]", "transforms.std=[0.25,0.25]",
+                    "+hydra.callbacks.children._target_=tests.worker_probe.ChildCount")  # fmt: skip
+    assert result.returncode != 0
+    assert (tmp_path / "children.txt").read_text().split() == ["0", "0"]

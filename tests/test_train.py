@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from hydra.utils import instantiate
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+from torch.utils.data import DataLoader, IterableDataset
 
 from src.training.checkpoint import load_checkpoint
+from src.training.loop import optimizer_steps_per_epoch
 from train import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,6 +67,8 @@ def test_train_each_dataset_kind(make_cfg, dataset: str) -> None:
     tags = board.Tags()
     assert set(tags["scalars"]) >= SCALARS
     assert len(board.Scalars("val/acc")) == 2  # one point per epoch
+    steps = [e.step for e in board.Scalars("train/loss")]  # one x-axis: optimizer steps
+    assert steps == sorted(set(steps))
     assert "train/first_batch" in tags["images"] and "config/text_summary" in tags["tensors"]
     hparams = board.PluginTagToContent("hparams")
     start = HParamsPluginData.FromString(hparams["_hparams_/session_start_info"])
@@ -168,3 +173,13 @@ def test_default_training_learns_the_demo_set(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads(next(tmp_path.glob("runs/*/*/metrics.json")).read_text())
     assert metrics["val/acc"] >= 0.90, metrics
+
+
+def test_unsized_stream_asks_for_a_length(make_cfg) -> None:
+    class Stream(IterableDataset):
+        def __iter__(self):
+            yield from ((torch.zeros(3), 0) for _ in range(4))
+
+    settings = instantiate(make_cfg().trainer)
+    with pytest.raises(ValueError, match=r"has no __len__.*trainer\.limit_train_batches"):
+        optimizer_steps_per_epoch(DataLoader(Stream(), batch_size=2), settings)

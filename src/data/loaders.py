@@ -98,6 +98,18 @@ def _train_order(
     return sampler
 
 
+def _stream_settings(
+    dataset: Dataset, settings: LoaderSettings, notes: list[str]
+) -> LoaderSettings:
+    """Streams are batched inside each worker, so drop_last would drop every worker's last
+    partial batch (up to num_workers x (batch_size - 1) samples): keep them all instead."""
+    if isinstance(dataset, IterableDataset) and settings.num_workers > 0 and settings.drop_last:
+        notes.append("loader.drop_last=true would drop each worker's last partial batch of the "
+                     "stream: off, so every sample is used once per epoch")  # fmt: skip
+        return replace(settings, drop_last=False)
+    return settings
+
+
 def _worker_notes(dataset: Dataset, settings: LoaderSettings, notes: list[str]) -> None:
     shards = getattr(dataset, "shards", None)
     if shards is not None and settings.num_workers > len(shards):
@@ -117,6 +129,7 @@ def build_loaders(
     """Train loader from `settings` and `sampler`; val loader: same knobs, in order, no drop."""
     settings, notes = settings.normalized(pin_memory_ok)
     sampler = _train_order(train_set, sampler_factory(train_set), settings.shuffle, notes)
+    settings = _stream_settings(train_set, settings, notes)
     _worker_notes(train_set, settings, notes)
     per_epoch = len(sampler) if sampler is not None else len(train_set)  # type: ignore[arg-type]
     if settings.drop_last and per_epoch < settings.batch_size:

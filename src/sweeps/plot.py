@@ -20,24 +20,34 @@ def parse_overrides(text: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in text.split() if "=" in item)
 
 
+def _axis_order(value: str) -> tuple[bool, int, str]:
+    return (not value.isdigit(), int(value) if value.isdigit() else 0, value)
+
+
 def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
     """Lines of `metric` over loader.num_workers when swept, else one bar per job."""
     ok = [r for r in rows if r["status"] == "ok" and r.get(metric)]
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     swept = [parse_overrides(r["overrides"]) for r in ok]
     if ok and all(X_KEY in s for s in swept):
-        lines: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        # numbers in numeric order, anything else (e.g. "auto") after them, as categories
+        xs = sorted(
+            {s[X_KEY] for s in swept},
+            key=lambda v: (not v.isdigit(), int(v) if v.isdigit() else 0, v),
+        )
+        lines: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
         for row, settings in zip(ok, swept, strict=True):
             series = f"batch_size={settings[SERIES_KEY]}" if SERIES_KEY in settings else "all"
-            lines[series][int(settings[X_KEY])].append(float(row[metric]))
+            lines[series][settings[X_KEY]].append(float(row[metric]))
         best = min if metric in LOWER_IS_BETTER else max
         for series, points in sorted(lines.items()):
-            xs = sorted(points)
+            present = [x for x in xs if x in points]
             # several jobs share a point when other keys were swept too: plot their best
-            ax.plot(xs, [best(points[x]) for x in xs], marker="o", label=series)
+            ax.plot([xs.index(x) for x in present], [best(points[x]) for x in present],
+                    marker="o", label=series)  # fmt: skip
+        ax.set_xticks(range(len(xs)), xs)
         ax.set_xlabel(X_KEY)
         ax.set_ylabel(f"{metric} (best job per point)")
-        ax.set_xticks(sorted({int(s[X_KEY]) for s in swept}))
         ax.legend()
     else:
         ax.barh([f"#{r['job']}" for r in ok], [float(r[metric]) for r in ok])

@@ -33,9 +33,10 @@ def rank_metric(config: DictConfig) -> str:
     return config.summary.rank_by or METRICS_BY_MODE[config.mode][0]
 
 
-def completed_overrides(sweep_dir: Path) -> set[str]:
-    """Override strings of the jobs that already finished ok in this sweep dir."""
-    return {r["overrides"] for r in read_rows(sweep_dir / SUMMARY_CSV) if r["status"] == "ok"}
+def completed_jobs(sweep_dir: Path) -> dict[str, Path]:
+    """Override string -> output dir of the jobs that already finished ok in this sweep dir."""
+    rows = read_rows(sweep_dir / SUMMARY_CSV)
+    return {r["overrides"]: Path(r["dir"]) for r in rows if r["status"] == "ok"}
 
 
 def job_overrides(overrides: list[str] | None) -> str:
@@ -66,18 +67,27 @@ class SweepSummary(Callback):
             self._started[hydra_cfg.job.num] = time.perf_counter()
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        try:
+            self._record(config, job_return)
+        except Exception:
+            # Hydra turns callback errors into a warning; make sure the log says it loudly
+            log.exception("sweep summary: recording this job failed; summary.* is incomplete")
+            raise
+
+    def _record(self, config: DictConfig, job_return: JobReturn) -> None:
         hydra_cfg = HydraConfig.get()
         if hydra_cfg.mode != RunMode.MULTIRUN:
             return
         sweep_dir = Path(hydra_cfg.sweep.dir)
         overrides = job_overrides(job_return.overrides)
-        if config.summary.skip_completed and overrides in completed_overrides(sweep_dir):
+        if config.summary.skip_completed and overrides in completed_jobs(sweep_dir):
             return  # train.py skipped it: its earlier row stands
         metric_keys = METRICS_BY_MODE[config.mode]
         row: dict[str, Any] = {
             "job": hydra_cfg.job.num,
             "job_s": f"{time.perf_counter() - self._started.pop(hydra_cfg.job.num):.2f}",
             "overrides": overrides,
+            "dir": hydra_cfg.runtime.output_dir,
         }
         if job_return.status == JobStatus.COMPLETED:
             metrics = json.loads((Path(hydra_cfg.runtime.output_dir) / "metrics.json").read_text())
@@ -112,11 +122,10 @@ def previous_result(config: DictConfig) -> dict[str, float] | None:
     hydra_cfg = HydraConfig.get()
     if hydra_cfg.mode != RunMode.MULTIRUN or not config.summary.skip_completed:
         return None
-    if job_overrides(list(hydra_cfg.overrides.task)) not in completed_overrides(
-        Path(hydra_cfg.sweep.dir)
-    ):
-        return None
-    metrics_file = Path(hydra_cfg.runtime.output_dir) / "metrics.json"
+    done = completed_jobs(Path(hydra_cfg.sweep.dir))
+    earlier = done.get(job_overrides(list(hydra_cfg.overrides.task)))
+    if earlier is None or not (earlier / "metrics.json").is_file():
+        return None  # not finished before (or its directory is gone): run it
     log.info("summary.skip_completed: job %d already finished ok; reusing %s",
-             hydra_cfg.job.num, metrics_file)  # fmt: skip
-    return json.loads(metrics_file.read_text())
+             hydra_cfg.job.num, earlier / "metrics.json")  # fmt: skip
+    return json.loads((earlier / "metrics.json").read_text())

@@ -8,12 +8,13 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-BASE_COLUMNS = ("job", "status", "job_s", "overrides", "error")  # job_s: wall time incl. set-up
+# job_s: wall time incl. set-up; dir: the job's output directory
+BASE_COLUMNS = ("job", "status", "job_s", "overrides", "error", "dir")
 # Metrics where smaller is better; every other metric ranks largest first.
 LOWER_IS_BETTER = {
     "val/loss", "train/loss", "train/data_wait_frac", "train/first_batch_s", "wall_s",
     "loader/first_batch_s", "loader/data_wait_frac", "loader/cpu_ms_per_sample",
-    "loader/peak_rss_mb",
+    "loader/peak_rss_mb", "inspect/warnings",
 }  # fmt: skip
 
 

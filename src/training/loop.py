@@ -56,7 +56,13 @@ class TrainerSettings:
 
 def optimizer_steps_per_epoch(loader: DataLoader, settings: TrainerSettings) -> int:
     """Optimizer steps in one epoch (what the LR schedule counts), at least 1."""
-    batches = batches_per_epoch(loader, settings.limit_train_batches) or 1
+    batches = batches_per_epoch(loader, settings.limit_train_batches)
+    if batches is None:
+        raise ValueError(
+            f"the train dataset ({type(loader.dataset).__name__}) has no __len__, so the "
+            "learning-rate schedule cannot know the run's length: give the dataset a __len__ "
+            "or set trainer.limit_train_batches."
+        )
     return max(1, math.ceil(batches / settings.grad_accum))
 
 
@@ -193,7 +199,11 @@ class Fitter:
                 self.model, val_loader, self.move, self.precision, self.settings.limit_val_batches
             )
             metrics |= gpu_stats(self.parts.device)
-            self.tb.scalars({k: v for k, v in metrics.items() if k != "train/samples"}, epoch)
+            # train/loss is the per-step curve; the epoch mean gets its own tag (same x-axis rule)
+            per_epoch = {
+                k: v for k, v in metrics.items() if k not in ("train/samples", "train/loss")
+            }
+            self.tb.scalars(per_epoch | {"train/epoch_loss": metrics["train/loss"]}, epoch)
             log.info(
                 "epoch %d/%d  train/loss %.4f  val/loss %.4f  val/acc %.4f  %.0f samples/s  "
                 "data wait %.0f%%",

@@ -18,8 +18,9 @@ class ProcessTreeMonitor:
         self._cpu_start = self._root_cpu()
 
     def _root_cpu(self) -> float:
+        """This process's CPU plus that of its children already reaped (workers that exited)."""
         times = self.root.cpu_times()
-        return times.user + times.system
+        return times.user + times.system + times.children_user + times.children_system
 
     def sample(self) -> None:
         """Record the current summed RSS (call it while the workers are alive)."""
@@ -32,7 +33,7 @@ class ProcessTreeMonitor:
         self.peak_rss_bytes = max(self.peak_rss_bytes, total)
 
     def cpu_seconds(self) -> float:
-        """CPU seconds of this process since construction plus those of its live children."""
+        """CPU seconds since construction: this process, exited workers and live workers."""
         total = self._root_cpu() - self._cpu_start
         for child in self.root.children(recursive=True):
             try:

@@ -46,9 +46,13 @@ class JsonlSequences(Dataset):
                 if not isinstance(seq, list) or not seq or min(seq) < 1:
                     raise ValueError(f"{where}: {tokens_key!r} must be a non-empty list of "
                                      "token ids >= 1 (0 is padding).")  # fmt: skip
+                label = str(record.get(label_key, "")).strip()
+                if not label:
+                    raise ValueError(f"{where}: no or empty {label_key!r} (dataset.label_key); "
+                                     f"fields found: {sorted(record)}.")  # fmt: skip
                 tokens += seq
                 offsets.append(len(tokens))
-                labels.append((where, str(record.get(label_key, "")).strip()))
+                labels.append((where, label))
         self.tokens = np.asarray(tokens, dtype=np.int64)
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.classes = list(classes) if classes is not None else class_list(labels)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,6 +11,8 @@ import torch
 from torch.utils.data import Dataset
 
 from src.data.datasets.files import Transform
+
+log = logging.getLogger(__name__)
 
 
 def load_tensor_file(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, list[str] | None]:
@@ -37,6 +40,9 @@ def load_tensor_file(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, list
         )
     if inputs.dtype == torch.uint8 and inputs.ndim != 4:
         raise ValueError(f"{path}: uint8 'inputs' must be images N x C x H x W, got {inputs.shape}")
+    if inputs.dtype not in (torch.uint8, torch.float32):
+        log.info("%s: %s inputs converted to float32 (the model's dtype)", path, inputs.dtype)
+        inputs = inputs.float()
     return inputs, labels.long(), classes
 
 
