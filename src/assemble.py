@@ -17,7 +17,7 @@ from src.data.splits import build_splits, input_shape
 from src.data.transforms import Pipelines
 from src.models.build import build_model
 from src.training.device import Precision, resolve_device, resolve_precision
-from src.training.loop import TrainerSettings
+from src.training.settings import TrainerSettings
 from src.utils.seeding import seed_everything
 
 log = logging.getLogger(__name__)

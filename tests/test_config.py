@@ -13,7 +13,7 @@ from src.models.build import build_model
 from src.modes.benchmark import BenchmarkSettings
 from src.modes.inspect import InspectSettings
 from src.outputs import config_tree
-from src.training.loop import TrainerSettings
+from src.training.settings import TrainerSettings
 from tests.conftest import CONF_DIR
 
 GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir())

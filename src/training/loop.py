@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,37 +20,13 @@ from src.training.diagnosis import gpu_stats, starvation_hint
 from src.training.evaluate import evaluate
 from src.training.meters import ClassificationTotals, LoaderTimer
 from src.training.profiling import batch_profiler
+from src.training.settings import TrainerSettings
 from src.training.tensorboard import TensorBoardLogger
 
 if TYPE_CHECKING:
     from src.assemble import Parts
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TrainerSettings:
-    """The `trainer` config group (see conf/trainer/default.yaml)."""
-
-    max_epochs: int
-    seed: int
-    device: str
-    precision: str
-    grad_accum: int
-    log_every_n_steps: int
-    limit_train_batches: int | None
-    limit_val_batches: int | None
-    channels_last: bool
-    profile: bool
-    starvation_threshold: float
-
-    def __post_init__(self) -> None:
-        for key in ("max_epochs", "grad_accum", "log_every_n_steps"):
-            if getattr(self, key) < 1:
-                raise ValueError(f"trainer.{key} must be >= 1, got {getattr(self, key)}.")
-        for key in ("limit_train_batches", "limit_val_batches"):
-            if getattr(self, key) is not None and getattr(self, key) < 1:
-                raise ValueError(f"trainer.{key} must be >= 1 or null, got {getattr(self, key)}.")
 
 
 def optimizer_steps_per_epoch(loader: DataLoader, settings: TrainerSettings) -> int:
