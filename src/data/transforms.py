@@ -36,12 +36,13 @@ class Normalizer:
         return self.mean.to(x.device).view(shape), self.std.to(x.device).view(shape)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if x.dtype == torch.uint8:
-            x = x.float().div_(255.0)
+        pixels = x.dtype == torch.uint8
         if self.mean is None:
-            return x
+            return x.float().div_(255.0) if pixels else x
         mean, std = self._stats(x)
-        return (x - mean) / std
+        # one float copy, then two in-place passes: x * (1 / (255 std)) - mean / std
+        scale = 1.0 / (std * 255.0) if pixels else 1.0 / std
+        return x.to(torch.float32, copy=True).mul_(scale).sub_(mean / std)
 
     def denormalize(self, x: torch.Tensor) -> torch.Tensor:
         """Map normalised model inputs back to [0, 1] pixels (for image grids)."""
