@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from src.assemble import assemble
 from src.modes import METRICS_BY_MODE
@@ -41,7 +41,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     optimizer, scheduler = build_optimization(cfg.optimizer, cfg.scheduler, parts)
     with TensorBoardLogger(out / "tensorboard") as tb:
         fitter = Fitter(parts, optimizer, scheduler, tb)
-        tb.text("config", Path(out / "config_resolved.yaml").read_text())
+        tb.text("config", OmegaConf.to_yaml(resolved))
         history = fitter.fit(
             on_epoch_end=lambda epoch, metrics: save_checkpoint(
                 out / "checkpoints" / "last.pt",
