@@ -1,4 +1,4 @@
-"""`loader.num_workers=auto`: time a few batches at each candidate worker count, keep the fastest."""
+"""`loader.num_workers=auto`: time a few batches per candidate worker count, keep the fastest."""
 
 from __future__ import annotations
 

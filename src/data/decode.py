@@ -15,7 +15,9 @@ from torchvision.transforms.v2.functional import to_dtype
 # torchvision 0.29 marks its decoders deprecated in favour of TorchCodec, but they stay in the
 # pinned release and decode 1.6-2.4x faster than Pillow here (BENCHMARKS.md), so keep them quiet.
 TORCHVISION_DECODE_DEPRECATION = "The image decoding and encoding capabilities of TorchVision"
-warnings.filterwarnings("ignore", message=TORCHVISION_DECODE_DEPRECATION, category=DeprecationWarning)
+warnings.filterwarnings(
+    "ignore", message=TORCHVISION_DECODE_DEPRECATION, category=DeprecationWarning
+)
 
 # Formats torchvision.io decodes natively (libjpeg-turbo / libpng / libwebp); others go via Pillow.
 _NATIVE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")

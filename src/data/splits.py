@@ -10,7 +10,7 @@ from src.data.transforms import Pipelines
 
 
 def build_splits(cfg: DictConfig, pipelines: Pipelines) -> tuple[Dataset, Dataset]:
-    """Train and val datasets; val takes the train split's classes (and vocabulary) so they agree."""
+    """Train and val datasets; val takes the train split's classes (and vocabulary) to agree."""
     train = instantiate(cfg, split="train", transform=pipelines.train)
     shared = {"classes": train.classes}
     if hasattr(train, "vocab_size"):  # token datasets: val ids must fit the train vocabulary

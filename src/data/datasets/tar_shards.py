@@ -31,7 +31,7 @@ def expand_shards(patterns: str | Sequence[str], key: str) -> list[str]:
 
 
 def read_shard(path: str) -> Iterator[Sample]:
-    """Samples of one shard in stored order, named `SHARD::MEMBER`; each KEY needs an image and a `.cls`."""
+    """One shard's samples in stored order, named `SHARD::MEMBER` (KEY needs image + `.cls`)."""
     images: dict[str, tuple[str, bytes]] = {}
     labels: dict[str, int] = {}
     with tarfile.open(path, mode="r|") as tar:
@@ -50,8 +50,9 @@ def read_shard(path: str) -> Iterator[Sample]:
                 name, image = images.pop(key)
                 yield name, image, labels.pop(key)
     if images or labels:
-        raise ValueError(f"{path}: samples without both an image and a .cls: "
-                         f"{sorted({*images, *labels})[:5]}")
+        raise ValueError(
+            f"{path}: samples without both an image and a .cls: {sorted({*images, *labels})[:5]}"
+        )
 
 
 def shard_labels(path: str) -> list[int]:

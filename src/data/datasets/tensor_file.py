@@ -1,4 +1,4 @@
-"""In-memory tensors from a `.pt` (dict of `inputs`, `labels`) or `.npz` file; fetched by slicing."""
+"""In-memory tensors from a `.pt` (dict of `inputs`, `labels`) or `.npz` file, sliced per batch."""
 
 from __future__ import annotations
 
@@ -75,7 +75,8 @@ class TensorFileDataset(Dataset):
         if val_fraction is not None:
             if not 0 < val_fraction < 1:
                 raise ValueError(f"dataset.val_fraction must be in (0, 1), got {val_fraction}.")
-            order = torch.randperm(len(self.labels), generator=torch.Generator().manual_seed(split_seed))
+            generator = torch.Generator().manual_seed(split_seed)
+            order = torch.randperm(len(self.labels), generator=generator)
             n_val = max(1, round(len(order) * val_fraction))
             keep = order[:n_val] if split == "val" else order[n_val:]
             self.inputs, self.labels = self.inputs[keep], self.labels[keep]
