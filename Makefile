@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup data train sweep inspect new-project test test-slow lint format tensorboard clean
+.PHONY: help setup data train sweep inspect validate new-project test test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ sweep: data  ## benchmark 24 loader settings on the demo data and print them ran
 
 inspect: data  ## report shapes, ranges, labels and pitfalls of the first batches (no training)
 	$(BIN)/python train.py mode=inspect $(ARGS)
+
+validate: data  ## decode every train/val file once, list unreadable ones in bad_samples.csv (no training)
+	$(BIN)/python train.py mode=validate $(ARGS)
 
 new-project:  ## copy the template to DEST=../my-project (no outputs, data, caches, git history)
 	$(PYTHON) -m src.utils.new_project "$(DEST)"

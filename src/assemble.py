@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from hydra.utils import instantiate
@@ -12,7 +13,9 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from src.data.autotune import resolve_auto_workers
+from src.data.limits import check_worker_limits
 from src.data.loaders import build_loaders
+from src.data.seeded import seeded
 from src.data.splits import build_splits, input_shape
 from src.data.transforms import Pipelines
 from src.models.build import build_model
@@ -47,7 +50,7 @@ def assemble(cfg: DictConfig) -> Parts:
     device = resolve_device(settings.device)
     precision = resolve_precision(settings.precision, device)
     pipelines = instantiate(cfg.transforms)
-    train_set, val_set = build_splits(cfg.dataset, pipelines)
+    train_set, val_set = (seeded(d, settings.seed) for d in build_splits(cfg.dataset, pipelines))
     shape, classes = input_shape(val_set), train_set.classes
     model = build_model(
         cfg.model,
@@ -58,10 +61,12 @@ def assemble(cfg: DictConfig) -> Parts:
     layout = torch.channels_last if settings.channels_last else torch.preserve_format
     model = model.to(device, memory_format=layout)
     sampler = instantiate(cfg.sampler)
-    loader_settings = resolve_auto_workers(instantiate(cfg.loader), train_set, sampler)
+    loader_settings = check_worker_limits(instantiate(cfg.loader), val_set)  # before any worker
+    loader_settings = resolve_auto_workers(loader_settings, train_set, sampler)
     train_loader, val_loader = build_loaders(
-        train_set, val_set, loader_settings, sampler, pin_memory_ok=device.type == "cuda"
-    )
+        train_set, val_set, loader_settings, sampler, pin_memory_ok=device.type == "cuda",
+        report_dir=Path(cfg.paths.output_dir),
+    )  # fmt: skip
     log.info(
         "device %s | precision %s | %d train / %d val samples | %d classes | input %s | "
         "batch %d x grad_accum %d = %d per step | workers %d",

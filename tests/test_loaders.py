@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -11,11 +12,20 @@ import pytest
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from torch.utils.data import Dataset, RandomSampler, SequentialSampler, WeightedRandomSampler
+from torch.utils.data import Dataset, RandomSampler, SequentialSampler
 
 from src.data.datasets.tensor_file import TensorFileDataset
 from src.data.loaders import LoaderSettings, build_loaders
-from src.data.samplers import random_sampler, sequential_sampler, weighted_sampler
+from src.data.samplers import (
+    BalancedSampler,
+    SequentialOrder,
+    ShuffledSampler,
+    random_sampler,
+    sequential_sampler,
+    weighted_sampler,
+)
+
+shuffled = partial(random_sampler, seed=0)
 
 
 class Labels(Dataset):
@@ -47,7 +57,7 @@ def test_knobs_that_need_workers_are_unset_with_one_note(make_cfg, caplog) -> No
     )
     data = Labels([0, 1] * 20, 2)
     with caplog.at_level(logging.INFO, logger="src.data.loaders"):
-        train, val = build_loaders(data, data, settings, random_sampler, pin_memory_ok=False)
+        train, val = build_loaders(data, data, settings, shuffled, pin_memory_ok=False)
     notes = [r.getMessage() for r in caplog.records if "adjusted" in r.getMessage()]
     assert len(notes) == 1
     for key in ("prefetch_factor", "persistent_workers", "multiprocessing_context", "pin_memory"):
@@ -59,8 +69,8 @@ def test_knobs_that_need_workers_are_unset_with_one_note(make_cfg, caplog) -> No
 
 def test_val_loader_is_sequential_and_keeps_last_batch(make_cfg) -> None:
     data = Labels([0, 1, 2] * 11, 3)
-    train, val = build_loaders(data, data, _settings(make_cfg), random_sampler, False)
-    assert isinstance(train.sampler, RandomSampler) and train.drop_last
+    train, val = build_loaders(data, data, _settings(make_cfg), shuffled, False)
+    assert isinstance(train.sampler, ShuffledSampler) and train.drop_last
     assert isinstance(val.sampler, SequentialSampler) and not val.drop_last
     assert torch.cat([x for x, _ in val]).flatten().tolist() == list(range(33))
 
@@ -68,10 +78,10 @@ def test_val_loader_is_sequential_and_keeps_last_batch(make_cfg) -> None:
 @pytest.mark.parametrize(
     ("factory", "shuffle", "expected", "note"),
     [
-        (random_sampler, True, RandomSampler, None),
-        (random_sampler, False, SequentialSampler, "loader.shuffle=false"),
-        (sequential_sampler, True, SequentialSampler, "sampler=sequential"),
-        (weighted_sampler, True, WeightedRandomSampler, "loader.shuffle=true unused"),
+        (shuffled, True, ShuffledSampler, None),
+        (shuffled, False, SequentialOrder, "loader.shuffle=false"),
+        (sequential_sampler, True, SequentialOrder, "sampler=sequential"),
+        (partial(weighted_sampler, seed=0), True, BalancedSampler, "loader.shuffle=true unused"),
     ],
 )
 def test_sampler_and_shuffle_never_collide(make_cfg, caplog, factory, shuffle, expected, note):
@@ -88,8 +98,7 @@ def test_sampler_and_shuffle_never_collide(make_cfg, caplog, factory, shuffle, e
 
 def test_weighted_sampler_balances_an_imbalanced_set() -> None:
     labels = [0] * 900 + [1] * 90 + [2] * 10
-    torch.manual_seed(0)
-    sampler = weighted_sampler(Labels(labels, 3), replacement=True, num_samples=30000)
+    sampler = weighted_sampler(Labels(labels, 3), seed=0, replacement=True, num_samples=30000)
     drawn = np.bincount(np.array(labels)[list(sampler)], minlength=3) / 30000
     assert np.allclose(drawn, 1 / 3, atol=0.02), drawn
     plain = np.bincount(np.array(labels)[list(RandomSampler(Labels(labels, 3)))]) / 1000
@@ -104,7 +113,7 @@ def test_invalid_knob_names_the_key(make_cfg) -> None:
 def test_batch_larger_than_train_set_is_explained(make_cfg) -> None:
     data = Labels([0, 1] * 4, 2)
     with pytest.raises(ValueError, match=r"loader\.batch_size=16.*loader\.drop_last"):
-        build_loaders(data, data, _settings(make_cfg), random_sampler, False)
+        build_loaders(data, data, _settings(make_cfg), shuffled, False)
 
 
 def test_loader_runs_under_spawn(make_cfg, demo_dir: Path) -> None:

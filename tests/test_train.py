@@ -16,7 +16,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.data import DataLoader, IterableDataset
 
 from src.training.checkpoint import load_checkpoint
-from src.training.loop import optimizer_steps_per_epoch
+from src.training.optimization import optimizer_steps_per_epoch
 from train import train
 
 ROOT = Path(__file__).resolve().parents[1]

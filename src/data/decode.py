@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import warnings
 
 import numpy as np
@@ -24,12 +25,25 @@ _NATIVE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 IMAGE_SUFFIXES = (*_NATIVE_SUFFIXES, ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff")
 
 
+# torchvision's C++ errors start with "function, /build/path/file.cpp:171, ": noise to a user.
+_CPP_LOCATION = re.compile(r"^\S+, \S+\.(?:cpp|h):\d+, ")
+
+
 class SampleError(RuntimeError):
     """A sample could not be read; the message names the file and the sample index."""
 
 
+def describe_error(err: BaseException) -> str:
+    """The first two sentences of `err`'s first line, without torchvision's source location."""
+    text = str(err).strip()
+    first = _CPP_LOCATION.sub("", text.splitlines()[0]) if text else type(err).__name__
+    return ". ".join(first.split(". ")[:2]).rstrip(".")
+
+
 def decode_image_bytes(data: bytes | np.ndarray, name: str) -> torch.Tensor:
     """Decode encoded image bytes to a uint8 RGB tensor (3, H, W); `name` picks the decoder."""
+    if len(data) == 0:
+        raise ValueError("the file is empty (0 bytes)")
     if name.lower().endswith(_NATIVE_SUFFIXES):
         buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         image = decode_image(buf, mode=ImageReadMode.RGB, apply_exif_orientation=True)
@@ -52,8 +66,8 @@ def load_sample(path: str, index: int, label: str) -> torch.Tensor:
     try:
         return read_image(path)
     except Exception as err:  # re-raised with the context the user needs
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise SampleError(
-            f"cannot decode sample {index} (class {label!r}) from {path}: {first}. "
-            "Fix or remove the file, or drop it from the dataset listing."
+            f"cannot decode sample {index} (class {label!r}) from {path}: {describe_error(err)}. "
+            "Fix or remove the file, drop it from the dataset listing, or set "
+            "dataset.on_error=skip to leave unreadable files out (listed in bad_samples.csv)."
         ) from err

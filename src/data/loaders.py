@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from torch.utils.data import (
@@ -16,11 +17,17 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
+from src.data.bad_samples import REPORT_NAME, BadSampleLedger, SkipBadCollate, SkippingLoader
 from src.data.collate import already_batched
+from src.data.samplers import SequentialOrder, ShuffledSampler
+
+RANDOM_ORDERS = (ShuffledSampler, RandomSampler)
+SEQUENTIAL_ORDERS = (SequentialOrder, SequentialSampler)
 
 log = logging.getLogger(__name__)
 
 START_METHODS = (None, "fork", "spawn", "forkserver")
+SHARING_STRATEGIES = (None, "file_descriptor", "file_system")  # None = torch's default
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,7 @@ class LoaderSettings:
     persistent_workers: bool
     timeout: float
     multiprocessing_context: str | None
+    sharing_strategy: str | None = None  # applied by src.data.limits
 
     def __post_init__(self) -> None:
         checks = {
@@ -51,6 +59,8 @@ class LoaderSettings:
             "timeout": (self.timeout >= 0, "seconds >= 0"),
             "multiprocessing_context": (self.multiprocessing_context in START_METHODS,
                                         f"one of {START_METHODS}"),
+            "sharing_strategy": (self.sharing_strategy in SHARING_STRATEGIES,
+                                 f"one of {SHARING_STRATEGIES}"),
         }  # fmt: skip
         for key, (ok, expected) in checks.items():
             if not ok:
@@ -80,20 +90,20 @@ def _train_order(
 ) -> Sampler | None:
     """Reconcile `sampler` with `loader.shuffle`: random order only when both ask for it."""
     name = type(sampler).__name__
-    if isinstance(sampler, RandomSampler) and not shuffle:
+    if isinstance(sampler, RANDOM_ORDERS) and not shuffle:
         notes.append("loader.shuffle=false: train order is sequential (sampler=random not used)")
-        sampler = SequentialSampler(dataset)  # type: ignore[arg-type]
-    elif isinstance(sampler, SequentialSampler) and shuffle:
+        sampler = SequentialOrder(len(sampler), seed=0)
+    elif isinstance(sampler, SEQUENTIAL_ORDERS) and shuffle:
         notes.append("sampler=sequential: train order is sequential, loader.shuffle=true unused")
-    elif not isinstance(sampler, (RandomSampler, SequentialSampler)) and shuffle:
+    elif not isinstance(sampler, RANDOM_ORDERS + SEQUENTIAL_ORDERS) and shuffle:
         notes.append(f"loader.shuffle=true unused: the {name} sets the train order")
     if isinstance(dataset, IterableDataset):
-        if not isinstance(sampler, (RandomSampler, SequentialSampler)):
+        if not isinstance(sampler, RANDOM_ORDERS + SEQUENTIAL_ORDERS):
             raise ValueError(
                 f"sampler: a {name} needs a map-style dataset, but {type(dataset).__name__} "
                 "streams its samples; use sampler=random or sampler=sequential."
             )
-        dataset.shuffle = isinstance(sampler, RandomSampler)  # type: ignore[attr-defined]
+        dataset.shuffle = isinstance(sampler, RANDOM_ORDERS)  # type: ignore[attr-defined]
         return None
     return sampler
 
@@ -125,8 +135,10 @@ def build_loaders(
     settings: LoaderSettings,
     sampler_factory: Callable[[Dataset], Sampler],
     pin_memory_ok: bool,
+    report_dir: Path | None = None,
 ) -> tuple[DataLoader, DataLoader]:
-    """Train loader from `settings` and `sampler`; val loader: same knobs, in order, no drop."""
+    """Train loader from `settings` and `sampler`; val loader: same knobs, in order, no drop.
+    With dataset.on_error=skip, unreadable samples are listed in `report_dir`/bad_samples.csv."""
     settings, notes = settings.normalized(pin_memory_ok)
     sampler = _train_order(train_set, sampler_factory(train_set), settings.shuffle, notes)
     settings = _stream_settings(train_set, settings, notes)
@@ -142,24 +154,34 @@ def build_loaders(
 
     val_order = None if isinstance(val_set, IterableDataset) else SequentialSampler(val_set)
     return (
-        make_loader(train_set, settings, sampler, settings.drop_last),
-        make_loader(val_set, settings, val_order, drop_last=False),
+        make_loader(train_set, settings, sampler, settings.drop_last, "train", report_dir),
+        make_loader(val_set, settings, val_order, False, "val", report_dir),
     )
 
 
 def make_loader(
-    dataset: Dataset, settings: LoaderSettings, sampler: Sampler | None, drop_last: bool
+    dataset: Dataset,
+    settings: LoaderSettings,
+    sampler: Sampler | None,
+    drop_last: bool,
+    split: str = "train",
+    report_dir: Path | None = None,
 ) -> DataLoader:
-    """One DataLoader from already-normalised `settings`; batched datasets skip collation."""
+    """One DataLoader from already-normalised `settings`; batched datasets skip collation.
+
+    A dataset with on_error=skip gets a `SkippingLoader`: clean batches only, the bad samples
+    go to its `bad_samples` ledger (reported in `report_dir`/bad_samples.csv).
+    """
     collate = settings.collate_fn
     if collate is None and getattr(dataset, "returns_batches", False):
         collate = already_batched
-    return DataLoader(
+    skip = getattr(dataset, "on_error", "raise") == "skip"
+    loader = (SkippingLoader if skip else DataLoader)(
         dataset,
         batch_size=settings.batch_size,
         sampler=sampler,
         num_workers=settings.num_workers,
-        collate_fn=collate,
+        collate_fn=SkipBadCollate(collate) if skip else collate,
         pin_memory=settings.pin_memory,
         drop_last=drop_last,
         prefetch_factor=settings.prefetch_factor,
@@ -167,6 +189,12 @@ def make_loader(
         timeout=settings.timeout,
         multiprocessing_context=settings.multiprocessing_context,
     )
+    if skip:
+        report = report_dir / REPORT_NAME if report_dir is not None else None
+        fraction = dataset.max_bad_fraction  # type: ignore[attr-defined]
+        ledger = BadSampleLedger(split, len(dataset), fraction, report)  # type: ignore[arg-type]
+        loader.bad_samples = ledger  # type: ignore[union-attr]
+    return loader
 
 
 def endless(loader: DataLoader) -> Iterator[Any]:

@@ -1,41 +1,97 @@
-"""Train-order samplers for the `sampler` config group (each takes the train dataset)."""
+"""Train-order samplers for the `sampler` config group (each takes the train dataset).
+
+Every order is a pure function of (seed, epoch): runs repeat exactly whatever the worker count,
+and a resumed run can start the interrupted epoch at the batch where it stopped.
+"""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
 import numpy as np
 import torch
-from torch.utils.data import (
-    Dataset,
-    RandomSampler,
-    Sampler,
-    SequentialSampler,
-    WeightedRandomSampler,
-)
+from torch.utils.data import Dataset, Sampler
+
+from src.utils.seeding import derive_seed
 
 
-def random_sampler(dataset: Dataset) -> RandomSampler:
-    """Uniform random order without replacement, reshuffled every epoch."""
-    return RandomSampler(dataset)  # type: ignore[arg-type]
+class EpochSampler(Sampler[int], ABC):
+    """Draws each epoch's order from (seed, epoch); `skip` starts the next pass part-way."""
 
+    def __init__(self, num_samples: int, seed: int) -> None:
+        self.num_samples = num_samples
+        self.seed = seed
+        self.epoch = 0
+        self._skip = 0
 
-def sequential_sampler(dataset: Dataset) -> SequentialSampler:
-    """The dataset's own order, every epoch."""
-    return SequentialSampler(dataset)  # type: ignore[arg-type]
+    @abstractmethod
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        """The full order of one epoch (indices into the dataset) drawn from `generator`."""
 
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose order the next pass yields (called by the loop)."""
+        self.epoch = epoch
 
-class FixedOrderSampler(Sampler[int]):
-    """One random order drawn from `seed`, repeated identically every epoch."""
-
-    def __init__(self, size: int, seed: int) -> None:
-        self.order = torch.randperm(size, generator=torch.Generator().manual_seed(seed)).tolist()
+    def skip(self, samples: int) -> None:
+        """Make the next pass (only) begin `samples` positions in: resuming mid-epoch."""
+        if not 0 <= samples <= self.num_samples:
+            raise ValueError(f"cannot skip {samples} of {self.num_samples} samples")
+        self._skip = samples
 
     def __iter__(self) -> Iterator[int]:
-        return iter(self.order)
+        generator = torch.Generator().manual_seed(derive_seed(self.seed, self.epoch))
+        start, self._skip = self._skip, 0
+        return iter(self.order(generator)[start:].tolist())
 
     def __len__(self) -> int:
-        return len(self.order)
+        return self.num_samples - self._skip
+
+
+class ShuffledSampler(EpochSampler):
+    """Uniform random order without replacement, a new one every epoch."""
+
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        return torch.randperm(self.num_samples, generator=generator)
+
+
+class SequentialOrder(EpochSampler):
+    """The dataset's own order, every epoch."""
+
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        return torch.arange(self.num_samples)
+
+
+class FixedOrderSampler(EpochSampler):
+    """One random order drawn from `seed`, repeated identically every epoch."""
+
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        return torch.randperm(self.num_samples, generator=torch.Generator().manual_seed(self.seed))
+
+
+class BalancedSampler(EpochSampler):
+    """Draws `num_samples` indices per epoch with probability proportional to `weights`."""
+
+    def __init__(
+        self, weights: torch.Tensor, num_samples: int, replacement: bool, seed: int
+    ) -> None:
+        super().__init__(num_samples, seed)
+        self.weights = weights.double()
+        self.replacement = replacement
+
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        return torch.multinomial(self.weights, self.num_samples, self.replacement,
+                                 generator=generator)  # fmt: skip
+
+
+def random_sampler(dataset: Dataset, seed: int) -> ShuffledSampler:
+    """Uniform random order without replacement, reshuffled every epoch."""
+    return ShuffledSampler(len(dataset), seed)  # type: ignore[arg-type]
+
+
+def sequential_sampler(dataset: Dataset) -> SequentialOrder:
+    """The dataset's own order, every epoch."""
+    return SequentialOrder(len(dataset), seed=0)  # type: ignore[arg-type]
 
 
 def fixed_order_sampler(dataset: Dataset, seed: int) -> FixedOrderSampler:
@@ -50,9 +106,9 @@ def class_balance_weights(targets: np.ndarray, num_classes: int) -> torch.Tensor
 
 
 def weighted_sampler(
-    dataset: Dataset, replacement: bool = True, num_samples: int | None = None
-) -> WeightedRandomSampler:
-    """Class-balancing WeightedRandomSampler; `num_samples` defaults to len(dataset)."""
+    dataset: Dataset, seed: int, replacement: bool = True, num_samples: int | None = None
+) -> BalancedSampler:
+    """Class-balancing weighted sampler; `num_samples` defaults to len(dataset)."""
     targets = getattr(dataset, "targets", None)
     if targets is None:
         raise ValueError(
@@ -67,4 +123,4 @@ def weighted_sampler(
             f"sampler.num_samples={n} exceeds the {len(targets)} samples, which "
             "sampler.replacement=false cannot draw; lower it or set replacement=true."
         )
-    return WeightedRandomSampler(weights, num_samples=n, replacement=replacement)
+    return BalancedSampler(weights, n, replacement, seed)

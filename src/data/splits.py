@@ -6,6 +6,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch.utils.data import Dataset
 
+from src.data.bad_samples import BadSample
 from src.data.transforms import Pipelines
 
 
@@ -20,6 +21,8 @@ def build_splits(cfg: DictConfig, pipelines: Pipelines) -> tuple[Dataset, Datase
 
 
 def input_shape(dataset: Dataset) -> tuple[int, ...]:
-    """Shape of one model input, read off the first sample (after its transform)."""
-    sample = next(iter(dataset))  # map-style datasets iterate through __getitem__
-    return tuple(sample[0].shape)
+    """Shape of one model input, read off the first readable sample (after its transform)."""
+    for sample in dataset:  # type: ignore[attr-defined]  # map-style: through __getitem__
+        if not isinstance(sample, BadSample):  # dataset.on_error=skip: an unreadable file
+            return tuple(sample[0].shape)
+    raise ValueError("dataset: no sample could be read to find the input shape (all unreadable).")

@@ -8,6 +8,10 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+# The model keys taken from the data (a YAML leaves them `???`); src.config exempts exactly
+# these from its "required value" check.
+FILLED_FROM_DATA = ("num_classes", "input_shape", "vocab_size")
+
 
 def build_model(cfg: DictConfig, **from_data: Any) -> nn.Module:
     """Instantiate `cfg`, passing each key of `from_data` it declares (num_classes, input_shape,
@@ -17,6 +21,8 @@ def build_model(cfg: DictConfig, **from_data: Any) -> nn.Module:
     """
     fills = {}
     for key, value in from_data.items():
+        if key not in FILLED_FROM_DATA:
+            raise TypeError(f"build_model fills only {FILLED_FROM_DATA}, not {key!r}.")
         if key not in cfg.keys():  # noqa: SIM118 (`key in cfg` is False while it is ???)
             continue
         if value is None:  # the dataset has no such property (e.g. no vocabulary)

@@ -2,6 +2,7 @@
 
 from src.modes.benchmark import METRIC_KEYS as BENCHMARK_METRICS
 from src.modes.inspect import METRIC_KEYS as INSPECT_METRICS
+from src.modes.validate import METRIC_KEYS as VALIDATE_METRICS
 from src.training.summary import METRIC_KEYS as TRAIN_METRICS
 
 # The first key of each mode ranks sweeps by default (summary.rank_by: null).
@@ -9,4 +10,5 @@ METRICS_BY_MODE = {
     "train": TRAIN_METRICS,
     "benchmark": BENCHMARK_METRICS,
     "inspect": INSPECT_METRICS,
+    "validate": VALIDATE_METRICS,
 }

@@ -16,11 +16,12 @@ from typing import Any
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from torch.utils.data import DataLoader, RandomSampler
+from torch.utils.data import DataLoader
 from torchvision.transforms import v2
 from torchvision.utils import save_image
 
 from src.assemble import Parts, assemble
+from src.data.loaders import RANDOM_ORDERS
 from src.outputs import save_resolved_config
 from src.training.batches import BatchMover
 from src.utils.io import write_json
@@ -100,7 +101,7 @@ def find_mistakes(parts: Parts, reports: dict[str, dict[str, Any]]) -> list[str]
     """The classic data-pipeline mistakes visible from the config and the first batches."""
     warnings = []
     train_loader, val_loader = parts.train_loader, parts.val_loader
-    random_order = isinstance(train_loader.sampler, RandomSampler) or getattr(
+    random_order = isinstance(train_loader.sampler, RANDOM_ORDERS) or getattr(
         train_loader.dataset, "shuffle", False
     )
     first = reports["train"]["labels_in_batch_order"]

@@ -1,27 +1,29 @@
-"""The training loop: fit = epochs of train_epoch + evaluate, with metrics out."""
+"""The training loop: fit = epochs of train_epoch + evaluate, checkpointed and resumable."""
 
 from __future__ import annotations
 
+import itertools
 import logging
-import math
-from collections.abc import Callable
+import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from hydra.utils import instantiate
-from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from src.data.samplers import EpochSampler
 from src.training.batches import BatchMover, batches_per_epoch
+from src.training.checkpoint import Checkpoints
 from src.training.diagnosis import gpu_stats, starvation_hint
 from src.training.evaluate import evaluate
+from src.training.interrupts import StopRequest
 from src.training.meters import ClassificationTotals, LoaderTimer
 from src.training.profiling import batch_profiler
-from src.training.settings import TrainerSettings
 from src.training.tensorboard import TensorBoardLogger
+from src.utils.seeding import restore_rng_states, rng_states
 
 if TYPE_CHECKING:
     from src.assemble import Parts
@@ -29,31 +31,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def optimizer_steps_per_epoch(loader: DataLoader, settings: TrainerSettings) -> int:
-    """Optimizer steps in one epoch (what the LR schedule counts), at least 1."""
-    batches = batches_per_epoch(loader, settings.limit_train_batches)
-    if batches is None:
-        raise ValueError(
-            f"the train dataset ({type(loader.dataset).__name__}) has no __len__, so the "
-            "learning-rate schedule cannot know the run's length: give the dataset a __len__ "
-            "or set trainer.limit_train_batches."
-        )
-    return max(1, math.ceil(batches / settings.grad_accum))
-
-
-def build_optimization(
-    optimizer_cfg: DictConfig, scheduler_cfg: DictConfig, parts: Parts
-) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
-    """The `optimizer` over the model's parameters and the `scheduler` over the whole run."""
-    optimizer = instantiate(optimizer_cfg)(parts.model.parameters())
-    steps = parts.settings.max_epochs * optimizer_steps_per_epoch(
-        parts.train_loader, parts.settings
-    )
-    return optimizer, instantiate(scheduler_cfg)(optimizer, total_steps=steps)
-
-
 class Fitter:
-    """Runs the epochs: forward, backward (with grad accumulation and AMP), logging."""
+    """Runs the epochs: forward, backward (grad accumulation, AMP), logging, checkpoints."""
 
     def __init__(
         self,
@@ -61,41 +40,67 @@ class Fitter:
         optimizer: torch.optim.Optimizer,
         scheduler: torch.optim.lr_scheduler.LRScheduler,
         tb: TensorBoardLogger,
+        checkpoints: Checkpoints,
+        run_info: dict[str, Any],
     ) -> None:
         self.parts, self.model, self.settings = parts, parts.model, parts.settings
         self.optimizer, self.scheduler, self.tb = optimizer, scheduler, tb
+        self.checkpoints, self.run_info = checkpoints, run_info
         self.precision = parts.precision
         normalizer = parts.pipelines.normalizer
         self.move = BatchMover(parts.device, normalizer, parts.settings.channels_last)
         self.denormalize = normalizer.denormalize
+        self.stop = StopRequest()
         self.step = 0
+        self.nonfinite = 0
+        self.history: list[dict[str, float]] = []
+        self.start_epoch, self.start_batch = 1, 0
+        self._resumed_totals: dict[str, Any] | None = None
         self._hinted = False
+        self._base_samples = 0  # samples counted before this pass (a resumed epoch's first part)
+        self._last_save = time.monotonic()
         self._window_loss = torch.zeros((), device=parts.device)  # train/loss since last point
         self._window_batches = 0
 
-    def train_epoch(self, loader: DataLoader, epoch: int) -> dict[str, float]:
-        """One pass over the train loader; returns the epoch's train/* metrics."""
+    # -- one epoch -----------------------------------------------------------------------
+    def train_epoch(self, loader: DataLoader, epoch: int, start: int = 0) -> dict[str, float]:
+        """The rest of one pass over the train loader from batch `start`; its train/* metrics."""
         s = self.settings
         self.model.train()
         timer = LoaderTimer()
         totals = ClassificationTotals(self.move.device)
-        total = batches_per_epoch(loader, s.limit_train_batches)
-        bar = tqdm(total=total, desc=f"epoch {epoch}/{s.max_epochs}", leave=False, disable=None)
+        if start and self._resumed_totals is not None:
+            totals.load_state_dict(self._resumed_totals)
+        limit = None if s.limit_train_batches is None else max(0, s.limit_train_batches - start)
+        batches = self._batches_from(loader, start)
+        bar = tqdm(total=batches_per_epoch(loader, limit), desc=f"epoch {epoch}/{s.max_epochs}",
+                   leave=False, disable=None)  # fmt: skip
         trace_dir = Path(self.tb.writer.log_dir) / "plugins" / "profile"
         self.optimizer.zero_grad(set_to_none=True)
-        with batch_profiler(s.profile and epoch == 1, trace_dir) as prof:
-            for i, batch in enumerate(timer.iterate(loader, s.limit_train_batches)):
-                self._train_step(batch, epoch, i, totals)
-                if prof is not None:
-                    prof.step()
-                bar.update(1)
-                if (i + 1) % (s.log_every_n_steps * s.grad_accum) == 0:
-                    self._log_window(bar, totals, timer)
+        self._base_samples = totals.samples
+        done = start  # batches of this epoch behind the last optimizer step
+        try:
+            with batch_profiler(s.profile and epoch == 1, trace_dir) as prof:
+                for i, batch in enumerate(timer.iterate(batches, limit), start=start):
+                    self._train_step(batch, epoch, i, totals)
+                    if prof is not None:
+                        prof.step()
+                    bar.update(1)
+                    if (i + 1) % s.grad_accum == 0:
+                        done = i + 1
+                        if done % (s.log_every_n_steps * s.grad_accum) == 0:
+                            self._log_window(bar, totals, timer)
+                        self._after_step(epoch, done, totals)
+        except Exception:
+            if self.stop.signum is None or done != start + timer.batches:
+                raise
+            # the stop signal also reached the loader workers: save where the loop got to
+            self._after_step(epoch, done, totals)
         if timer.batches % s.grad_accum:
             self._optimizer_step()  # the last, partial accumulation group
         if self.move.device.type == "cuda":
             torch.cuda.synchronize()
-        timer.stop(totals.samples)
+        timer.stop(totals.samples - self._base_samples)
         bar.close()
         metrics = totals.means("train", "check the data, loader.batch_size and loader.drop_last.")
         return metrics | {
@@ -103,8 +108,20 @@ class Fitter:
             "train/data_wait_frac": timer.data_wait_frac,
             "train/first_batch_s": timer.first_batch_s,
             "train/epoch_s": timer.elapsed_s,
-            "train/samples": totals.samples,
+            "train/samples": timer.samples,
         }
+
+    @staticmethod
+    def _batches_from(loader: DataLoader, start: int) -> Iterable[Any]:
+        """The loader positioned at batch `start`: the sampler skips ahead where it can, other
+        orders are replayed and the first `start` batches dropped (same batches, slower)."""
+        if start == 0:
+            return loader
+        if isinstance(loader.sampler, EpochSampler) and loader.batch_size is not None:
+            loader.sampler.skip(start * loader.batch_size)
+            return loader
+        log.info("resuming mid-epoch: replaying %d batches of this order", start)
+        return itertools.islice(loader, start, None)
 
     def _train_step(self, batch: Any, epoch: int, i: int, totals: ClassificationTotals) -> None:
         """Forward, backward and (every grad_accum batches) an optimizer step."""
@@ -114,36 +131,41 @@ class Fitter:
         with self.precision.autocast():
             logits = self.model(inputs, *extras)
             loss = nn.functional.cross_entropy(logits.float(), labels)
-        scaled = loss / self.settings.grad_accum
-        (self.precision.scaler.scale(scaled) if self.precision.scaler else scaled).backward()
+        if not torch.isfinite(loss):
+            self._skip_nonfinite(loss, epoch, i)
+        else:
+            scaled = loss / self.settings.grad_accum
+            (self.precision.scaler.scale(scaled) if self.precision.scaler else scaled).backward()
+            totals.add(loss, logits, labels)
+            self._window_loss += loss.detach()
+            self._window_batches += 1
         if (i + 1) % self.settings.grad_accum == 0:
             self._optimizer_step()
-        totals.add(loss, logits, labels)
-        self._window_loss += loss.detach()
-        self._window_batches += 1
+
+    def _skip_nonfinite(self, loss: torch.Tensor, epoch: int, i: int) -> None:
+        """Drop the step of a NaN/inf loss, or stop once trainer.max_nonfinite_steps is used."""
+        self.nonfinite += 1
+        self.optimizer.zero_grad(set_to_none=True)
+        allowed = self.settings.max_nonfinite_steps
+        where = f"train loss is {loss.item()} at epoch {epoch}, batch {i} (step {self.step})"
+        if self.nonfinite > allowed:
+            raise FloatingPointError(
+                f"{where}: stopping ({self.nonfinite} non-finite losses, "
+                f"trainer.max_nonfinite_steps={allowed}). Lower optimizer.lr, look at the "
+                "inputs with mode=inspect, try trainer.precision=32, or allow N skipped steps "
+                "with trainer.max_nonfinite_steps=N."
+            )
+        log.warning("%s: step skipped (%d of %d allowed)", where, self.nonfinite, allowed)
 
     def _log_window(self, bar: tqdm, totals: ClassificationTotals, timer: LoaderTimer) -> None:
         """train/loss (mean since the last point) and train/lr at the current optimizer step."""
-        mean_loss = self._window_loss.item() / self._window_batches
+        mean_loss = self._window_loss.item() / max(1, self._window_batches)
         lr = self.optimizer.param_groups[0]["lr"]
         self.tb.scalars({"train/loss": mean_loss, "train/lr": lr}, self.step)
-        bar.set_postfix(
-            loss=f"{mean_loss:.4f}", samples_s=f"{totals.samples / timer.running_s():.0f}"
-        )
+        rate = (totals.samples - self._base_samples) / timer.running_s()
+        bar.set_postfix(loss=f"{mean_loss:.4f}", samples_s=f"{rate:.0f}")
         self._window_loss.zero_()
         self._window_batches = 0
-
-    def state(self, epoch: int) -> dict[str, Any]:
-        """What a checkpoint needs to continue training after `epoch`."""
-        scaler = self.precision.scaler
-        return {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "scaler": scaler.state_dict() if scaler is not None else None,
-            "epoch": epoch,
-            "step": self.step,
-        }
 
     def _optimizer_step(self) -> None:
         """Step the optimizer, then the schedule, unless fp16 loss scaling skipped the step."""
@@ -161,46 +183,104 @@ class Fitter:
             self.scheduler.step()
         self.step += 1
 
-    def fit(self, on_epoch_end: Callable[[int, dict[str, float]], None]) -> list[dict[str, float]]:
-        """All epochs; `on_epoch_end(epoch, metrics)` runs after each (checkpointing)."""
-        train_loader, val_loader = self.parts.train_loader, self.parts.val_loader
-        history = []
-        for epoch in range(1, self.settings.max_epochs + 1):
-            for obj in (train_loader.sampler, train_loader.dataset):
-                if hasattr(obj, "set_epoch"):
-                    obj.set_epoch(epoch)
-            metrics = self.train_epoch(train_loader, epoch)
-            metrics |= evaluate(
-                self.model, val_loader, self.move, self.precision, self.settings.limit_val_batches
-            )
-            metrics |= gpu_stats(self.parts.device)
-            # train/loss is the per-step curve; the epoch mean gets its own tag (same x-axis rule)
-            per_epoch = {
-                k: v for k, v in metrics.items() if k not in ("train/samples", "train/loss")
-            }
-            self.tb.scalars(per_epoch | {"train/epoch_loss": metrics["train/loss"]}, epoch)
-            log.info(
-                "epoch %d/%d  train/loss %.4f  val/loss %.4f  val/acc %.4f  %.0f samples/s  "
-                "data wait %.0f%%",
-                epoch,
-                self.settings.max_epochs,
-                metrics["train/loss"],
-                metrics["val/loss"],
-                metrics["val/acc"],
-                metrics["train/samples_per_s"],
-                100 * metrics["train/data_wait_frac"],
-            )
-            self._diagnose(epoch, metrics["train/data_wait_frac"])
-            history.append(metrics)
-            on_epoch_end(epoch, metrics)
-        return history
+    # -- checkpoints and resume ----------------------------------------------------------
+    def _after_step(self, epoch: int, batches_done: int, totals: ClassificationTotals) -> None:
+        """At an optimizer-step boundary: obey a stop signal, or save when one is due."""
+        if self.stop.signum is not None:
+            self.save(epoch, batches_done, totals)
+            log.warning("stopped at epoch %d, batch %d; continue with trainer.resume=auto",
+                        epoch, batches_done)  # fmt: skip
+            raise SystemExit(self.stop.exit_code)
+        every = self.settings.checkpoint
+        minutes = (time.monotonic() - self._last_save) / 60
+        if (every.every_n_steps and self.step % every.every_n_steps == 0) or (
+            every.every_minutes and minutes >= every.every_minutes
+        ):
+            self.save(epoch, batches_done, totals)
 
-    def _diagnose(self, epoch: int, wait_frac: float) -> None:
-        """Log the starvation hint once; epoch 1 (worker start-up) only judges 1-epoch runs."""
+    def save(
+        self,
+        epoch: int,
+        batches_done: int | None,
+        totals: ClassificationTotals | None = None,
+        metrics: dict[str, float] | None = None,
+    ) -> None:
+        """Checkpoint everything needed to continue: mid-epoch, or (batches_done None) after
+        the epoch and its validation."""
+        scaler = self.precision.scaler
+        state = self.run_info | {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "epoch": epoch,
+            "batches_done": batches_done,
+            "totals": totals.state_dict() if totals is not None else None,
+            "step": self.step,
+            "nonfinite": self.nonfinite,
+            "window": (self._window_loss, self._window_batches),
+            "history": self.history,
+            "rng": rng_states(),
+        }
+        self.checkpoints.save(state, metrics)
+        self._last_save = time.monotonic()
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpoint `save` wrote (weights, optimizer, position, RNG)."""
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.precision.scaler is not None and state["scaler"] is not None:
+            self.precision.scaler.load_state_dict(state["scaler"])
+        self.step, self.nonfinite = state["step"], state["nonfinite"]
+        self.history = list(state["history"])
+        self._window_loss.copy_(state["window"][0])
+        self._window_batches = state["window"][1]
+        self.checkpoints.best = state["best"]
+        if state["batches_done"] is None:
+            self.start_epoch, self.start_batch = state["epoch"] + 1, 0
+        else:
+            self.start_epoch, self.start_batch = state["epoch"], state["batches_done"]
+            self._resumed_totals = state["totals"]
+        restore_rng_states(state["rng"])
+
+    # -- all epochs ----------------------------------------------------------------------
+    def fit(self) -> list[dict[str, float]]:
+        """The remaining epochs; a checkpoint after each. Returns every epoch's metrics."""
+        train_loader, val_loader = self.parts.train_loader, self.parts.val_loader
+        with self.stop.installed():
+            for epoch in range(self.start_epoch, self.settings.max_epochs + 1):
+                for obj in (train_loader.sampler, train_loader.dataset):
+                    if hasattr(obj, "set_epoch"):
+                        obj.set_epoch(epoch)
+                start = self.start_batch if epoch == self.start_epoch else 0
+                metrics = self.train_epoch(train_loader, epoch, start)
+                metrics |= evaluate(self.model, val_loader, self.move, self.precision,
+                                    self.settings.limit_val_batches)  # fmt: skip
+                metrics |= gpu_stats(self.parts.device)
+                self._report(epoch, metrics)
+                self.history.append(metrics)
+                self.save(epoch, None, metrics=metrics)
+                if self.stop.signum is not None:
+                    raise SystemExit(self.stop.exit_code)
+        return self.history
+
+    def _report(self, epoch: int, metrics: dict[str, float]) -> None:
+        """TensorBoard points and the log line of one epoch; the starvation hint once."""
+        # train/loss is the per-step curve; the epoch mean gets its own tag (same x-axis rule)
+        per_epoch = {k: v for k, v in metrics.items() if k not in ("train/samples", "train/loss")}
+        self.tb.scalars(per_epoch | {"train/epoch_loss": metrics["train/loss"]}, epoch)
+        log.info(
+            "epoch %d/%d  train/loss %.4f  val/loss %.4f  val/acc %.4f  %.0f samples/s  "
+            "data wait %.0f%%",
+            epoch, self.settings.max_epochs, metrics["train/loss"], metrics["val/loss"],
+            metrics["val/acc"], metrics["train/samples_per_s"],
+            100 * metrics["train/data_wait_frac"],
+        )  # fmt: skip
         if self._hinted or (epoch == 1 and self.settings.max_epochs > 1):
-            return
-        hint = starvation_hint(wait_frac, self.settings.starvation_threshold,
-                               self.parts.train_loader)  # fmt: skip
+            return  # epoch 1 (worker start-up) only judges 1-epoch runs
+        wait, threshold = metrics["train/data_wait_frac"], self.settings.starvation_threshold
+        hint = starvation_hint(wait, threshold, self.parts.train_loader)
         if hint is not None:
             log.warning("epoch %d: %s", epoch, hint)
             self._hinted = True

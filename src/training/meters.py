@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -74,6 +74,16 @@ class ClassificationTotals:
         self.loss_sum += mean_loss.detach() * len(labels)
         self.correct += (logits.detach().argmax(1) == labels).sum()
         self.samples += len(labels)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The running sums, to continue a part-finished epoch after a resume."""
+        return {"loss_sum": self.loss_sum, "correct": self.correct, "samples": self.samples}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from `state_dict()`'s sums."""
+        self.loss_sum.copy_(state["loss_sum"])
+        self.correct.copy_(state["correct"])
+        self.samples = state["samples"]
 
     def means(self, prefix: str, empty_hint: str) -> dict[str, float]:
         """`{prefix}/loss` and `{prefix}/acc`; an epoch without samples is an error."""

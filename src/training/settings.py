@@ -6,6 +6,23 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class CheckpointSettings:
+    """`trainer.checkpoint`: when checkpoints are written and which are kept."""
+
+    keep_last: int
+    monitor: str
+    mode: str
+    every_n_steps: int
+    every_minutes: float
+
+    def __post_init__(self) -> None:
+        for key in ("every_n_steps", "every_minutes"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"trainer.checkpoint.{key} must be >= 0 (0 = off), "
+                                 f"got {getattr(self, key)}.")  # fmt: skip
+
+
+@dataclass(frozen=True)
 class TrainerSettings:
     """The `trainer` config group (see conf/trainer/default.yaml)."""
 
@@ -20,8 +37,14 @@ class TrainerSettings:
     channels_last: bool
     profile: bool
     starvation_threshold: float
+    checkpoint: CheckpointSettings
+    resume: str | None
+    max_nonfinite_steps: int
 
     def __post_init__(self) -> None:
+        if self.max_nonfinite_steps < 0:
+            raise ValueError(f"trainer.max_nonfinite_steps must be >= 0, got "
+                             f"{self.max_nonfinite_steps}.")  # fmt: skip
         for key in ("max_epochs", "grad_accum", "log_every_n_steps"):
             if getattr(self, key) < 1:
                 raise ValueError(f"trainer.{key} must be >= 1, got {getattr(self, key)}.")

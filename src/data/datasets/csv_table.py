@@ -12,9 +12,21 @@ from src.data.datasets.files import LabelledImageFiles, Transform
 SPLITS = ("train", "val")
 
 
-def _read_rows(
-    csv_path: Path, columns: dict[str, str]
-) -> list[tuple[int, dict[str, str]]]:
+def _inside(base: Path, raw: str, where: str, path_column: str) -> str:
+    """`raw` joined to `base`, lexically normalised; an error if it leaves `base` (`..`, an
+    absolute path elsewhere, `~`). Nothing is followed or read to decide."""
+    top = os.path.abspath(base)
+    path = os.path.normpath(os.path.join(top, raw))
+    if raw.startswith("~") or os.path.commonpath([top, path]) != top:
+        raise ValueError(
+            f"{where}: {raw!r} (column {path_column!r}) points outside the dataset root {top} "
+            "(dataset.root; null = the CSV's folder). List paths relative to the root, or set "
+            "dataset.root to a folder that contains every file."
+        )
+    return path
+
+
+def _read_rows(csv_path: Path, columns: dict[str, str]) -> list[tuple[int, dict[str, str]]]:
     """Rows of `csv_path` as (line number, row); checks that the `columns` (key -> name) exist."""
     if not csv_path.is_file():
         raise FileNotFoundError(f"{csv_path} does not exist (set by dataset.train_csv/val_csv/csv)")
@@ -60,6 +72,8 @@ class CsvDataset(LabelledImageFiles):
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
         check_files: bool = True,
+        on_error: str = "raise",
+        max_bad_fraction: float = 0.01,
     ) -> None:
         columns = {"path_column": path_column, "label_column": label_column}
         if csv is not None and train_csv is None and val_csv is None:
@@ -83,19 +97,29 @@ class CsvDataset(LabelledImageFiles):
         base = Path(root) if root is not None else csv_path.parent
         labels = []
         paths = []
+        first_line: dict[str, int] = {}
         for line, row in rows:
             where = f"{csv_path}:{line}"
             label = (row[label_column] or "").strip()
             if not label:
                 raise ValueError(f"{where}: empty {label_column!r} (dataset.label_column).")
             labels.append((where, label))
-            path = base / (row[path_column] or "").strip()
-            if check_files and not path.is_file():
+            raw = (row[path_column] or "").strip()
+            if not raw:
+                raise ValueError(f"{where}: empty {path_column!r} (dataset.path_column).")
+            path = _inside(base, raw, where, path_column)
+            if path in first_line:
+                raise ValueError(
+                    f"{where}: {raw!r} is listed twice for split {split!r} (lines "
+                    f"{first_line[path]} and {line}). Remove one of the rows."
+                )
+            first_line[path] = line
+            if check_files and not os.path.isfile(path):
                 raise FileNotFoundError(
                     f"{where}: {path} does not exist (column {path_column!r}, resolved against "
                     f"{base}; set dataset.root if the paths are relative to another folder)."
                 )
-            paths.append(os.fspath(path))
+            paths.append(path)
         classes = list(classes) if classes is not None else class_list(labels)
         index = {name: i for i, name in enumerate(classes)}
         targets = []
@@ -106,7 +130,7 @@ class CsvDataset(LabelledImageFiles):
                     "Fix the row, or add the class to the train split."
                 )
             targets.append(index[label])
-        super().__init__(paths, targets, classes, transform)
+        super().__init__(paths, targets, classes, transform, on_error, max_bad_fraction)
 
     @staticmethod
     def _split_rows(

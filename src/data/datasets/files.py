@@ -9,7 +9,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from src.data.decode import load_sample
+from src.data.bad_samples import BadSample, check_policy
+from src.data.decode import SampleError, describe_error, load_sample
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
@@ -19,6 +20,8 @@ class LabelledImageFiles(Dataset):
 
     Paths live in one fixed-width bytes array and targets in one int64 array, so forked
     workers share them without copy-on-read growth (no per-sample Python objects).
+    With `on_error="skip"` an unreadable file gives a `BadSample` record instead of an error
+    (see src/data/bad_samples.py); `max_bad_fraction` bounds how many a split may have.
     """
 
     def __init__(
@@ -27,7 +30,11 @@ class LabelledImageFiles(Dataset):
         targets: Sequence[int] | np.ndarray,
         classes: Sequence[str],
         transform: Transform | None = None,
+        on_error: str = "raise",
+        max_bad_fraction: float = 0.01,
     ) -> None:
+        check_policy(on_error, max_bad_fraction)
+        self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
         self._paths = np.array([os.fsencode(p) for p in paths], dtype=np.bytes_)
         self.targets = np.asarray(targets, dtype=np.int64)
         self.classes = list(classes)
@@ -41,9 +48,27 @@ class LabelledImageFiles(Dataset):
         """The file behind sample `index` (to trace a bad batch back to its images)."""
         return os.fsdecode(self._paths[index])
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+    def _bad(self, index: int, err: SampleError) -> BadSample:
+        label = self.classes[int(self.targets[index])]
+        reason = describe_error(err.__cause__ or err)
+        return BadSample(int(index), self.get_filename(index), label, reason)
+
+    def check_sample(self, index: int) -> BadSample | None:
+        """Decode sample `index` (no transform): None if it reads, else its `BadSample`."""
+        try:
+            load_sample(self.get_filename(index), index, self.classes[int(self.targets[index])])
+        except SampleError as err:
+            return self._bad(index, err)
+        return None
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int] | BadSample:
         label = int(self.targets[index])
-        image = load_sample(self.get_filename(index), index, self.classes[label])
+        try:
+            image = load_sample(self.get_filename(index), index, self.classes[label])
+        except SampleError as err:
+            if self.on_error != "skip":
+                raise
+            return self._bad(index, err)
         if self.transform is not None:
             image = self.transform(image)
         return image, label

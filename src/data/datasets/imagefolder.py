@@ -13,15 +13,55 @@ from src.data.decode import IMAGE_SUFFIXES
 log = logging.getLogger(__name__)
 
 
-def _list_images(class_dir: Path) -> tuple[list[str], list[str]]:
-    """Image files under `class_dir` (recursively, sorted) and the other files found."""
-    images, others = [], []
-    for dirpath, dirnames, filenames in os.walk(class_dir):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = os.path.join(dirpath, name)
-            (images if name.lower().endswith(IMAGE_SUFFIXES) else others).append(path)
-    return images, others
+class _Walk:
+    """Files below one split folder, sorted. Symlinks are followed only when they resolve
+    inside the split folder, and each real file and folder is visited once (no loops)."""
+
+    def __init__(self, split_dir: Path) -> None:
+        self.root = os.path.realpath(split_dir)
+        self.outside: list[str] = []  # links not followed: "link -> target"
+        self._dirs: set[str] = set()
+        self._files: set[str] = set()
+
+    def inside(self, path: str) -> bool:
+        """Whether `path` resolves inside the split folder (recorded as skipped if not)."""
+        real = os.path.realpath(path)
+        if os.path.commonpath([self.root, real]) == self.root:
+            return True
+        self.outside.append(f"{path} -> {real}")
+        return False
+
+    def list(self, directory: str) -> tuple[list[str], list[str]]:
+        """Image files under `directory` (recursively) and the other files found."""
+        images: list[str] = []
+        others: list[str] = []
+        self._visit(directory, images, others)
+        return images, others
+
+    def _visit(self, directory: str, images: list[str], others: list[str]) -> None:
+        real_dir = os.path.realpath(directory)
+        if real_dir in self._dirs:  # a loop, or a second link to the same folder
+            return
+        self._dirs.add(real_dir)
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        subdirs = []
+        for entry in entries:
+            if entry.is_symlink() and not self.inside(entry.path):
+                continue
+            if entry.is_dir():
+                subdirs.append(entry.path)
+                continue
+            real = (
+                os.path.realpath(entry.path)
+                if entry.is_symlink()
+                else os.path.join(real_dir, entry.name)
+            )
+            if real in self._files:  # the same file reached twice, through a link
+                continue
+            self._files.add(real)
+            (images if entry.name.lower().endswith(IMAGE_SUFFIXES) else others).append(entry.path)
+        for subdir in subdirs:
+            self._visit(subdir, images, others)
 
 
 class ImageFolderDataset(LabelledImageFiles):
@@ -33,6 +73,8 @@ class ImageFolderDataset(LabelledImageFiles):
         split: str,
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
+        on_error: str = "raise",
+        max_bad_fraction: float = 0.01,
     ) -> None:
         split_dir = Path(root) / split
         if not split_dir.is_dir():
@@ -40,7 +82,12 @@ class ImageFolderDataset(LabelledImageFiles):
                 f"dataset.root: {split_dir} is not a directory. An ImageFolder root holds "
                 f"train/<class>/*.jpg and val/<class>/*.jpg; set dataset.root to that folder."
             )
-        found = sorted(entry.name for entry in os.scandir(split_dir) if entry.is_dir())
+        walk = _Walk(split_dir)
+        found = sorted(
+            entry.name
+            for entry in os.scandir(split_dir)
+            if entry.is_dir() and (not entry.is_symlink() or walk.inside(entry.path))
+        )
         if classes is None:
             classes = found
         unknown = sorted(set(found) - set(classes))
@@ -56,7 +103,7 @@ class ImageFolderDataset(LabelledImageFiles):
             if name not in found:
                 log.warning("%s: no folder for class %r; it has no samples here", split_dir, name)
                 continue
-            images, others = _list_images(split_dir / name)
+            images, others = walk.list(os.path.join(split_dir, name))
             if not images and split == "train":
                 raise ValueError(
                     f"dataset.root: class folder {split_dir / name} holds no images with a "
@@ -71,5 +118,10 @@ class ImageFolderDataset(LabelledImageFiles):
             log.warning(
                 "%s: ignored %d files that are not images by suffix, e.g. %s",
                 split_dir, len(ignored), ignored[0],
-            )
-        super().__init__(paths, targets, classes, transform)
+            )  # fmt: skip
+        if walk.outside:
+            log.warning(
+                "%s: did not follow %d symlinks that lead outside it, e.g. %s",
+                split_dir, len(walk.outside), walk.outside[0],
+            )  # fmt: skip
+        super().__init__(paths, targets, classes, transform, on_error, max_bad_fraction)

@@ -1,0 +1,88 @@
+"""`validate_config`: refuse a bad composed config in one short message, before any work.
+
+In order: every value resolves (no `???`, no broken `${...}`); every `_target_` lies under
+`allowed_targets` (before anything is imported); each target imports; each node's keys are
+parameters of its target and its values fit their type hints; the settings dataclasses'
+own checks (`__post_init__`) pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from hydra._internal.utils import _locate  # what instantiate uses; get_object logs an ERROR
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from src.config.allowlist import disallowed_targets
+from src.config.errors import ConfigError
+from src.config.schema import node_problems
+from src.config.tree import child_key, resolve_tree, target_nodes
+from src.models.build import FILLED_FROM_DATA
+
+# `???` keys that src.models.build fills from the data
+EXEMPT_MISSING = {f"model.{key}" for key in FILLED_FROM_DATA}
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Raise one ConfigError listing what is wrong with `cfg` (one line per problem)."""
+    problems: list[str] = []
+    tree = resolve_tree(cfg, EXEMPT_MISSING, problems)
+    _raise_if(problems)
+    _raise_if(disallowed_targets(tree))
+    targets = {}
+    for path, node in target_nodes(tree):
+        obj = _import(path, node["_target_"], problems)
+        if obj is not None:
+            targets[path] = obj
+            problems += node_problems(path, node, node["_target_"], obj)
+    _raise_if(problems)
+    for path, node in target_nodes(tree):
+        if _is_settings(targets.get(path), node):
+            problems += _settings_problem(path, node)
+    _raise_if(problems)
+
+
+def _raise_if(problems: list[str]) -> None:
+    if problems:  # a nested settings node can fail twice (alone and inside its parent)
+        raise ConfigError("\n".join(dict.fromkeys(problems))) from None
+
+
+def _import(path: str, target: str, problems: list[str]) -> Any:
+    """The object `target` names, or None with a line in `problems`."""
+    try:
+        return _locate(target)
+    except Exception as err:
+        cause = err.__cause__ or err
+        reason = f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
+        problems.append(
+            f"{child_key(path, '_target_')}={target}: cannot be imported ({reason}); expected "
+            "the dotted path of a class or function: check the spelling and that its module "
+            f"imports (python -c 'import {target.rpartition('.')[0] or target}')."
+        )
+        return None
+
+
+def _is_settings(obj: Any, node: dict[str, Any]) -> bool:
+    """A dataclass with its own checks: cheap to build now, so its errors come early."""
+    return (
+        isinstance(obj, type)
+        and dataclasses.is_dataclass(obj)
+        and hasattr(obj, "__post_init__")
+        and not node.get("_partial_", False)
+    )
+
+
+def _settings_problem(path: str, node: dict[str, Any]) -> list[str]:
+    """The settings check's own message (not Hydra's InstantiationException around it)."""
+    try:
+        instantiate(node)
+    except InstantiationException as err:
+        cause: BaseException = err
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        message = str(cause).strip() or type(cause).__name__
+        return [message if message.startswith(f"{path}.") else f"{path}: {message}"]
+    return []

@@ -1,0 +1,75 @@
+"""Per-sample randomness that depends on (seed, epoch, index), not on which worker loads it.
+
+Random augmentations then repeat exactly under the same seed whatever loader.num_workers is,
+differ between samples, workers and epochs, and a resumed run draws the crops it would have.
+The wrapper also records which sample each worker is reading, so a hung or dead worker can be
+reported with the file it was on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+from src.utils.seeding import derive_seed
+
+_SLOTS = 256  # reading-slots: one per worker id (modulo), slot 0 also for the main process
+
+
+class SeededSamples(Dataset):
+    """Wraps a map-style dataset: every fetch runs under torch's RNG seeded from
+    (seed, epoch, index), restoring the caller's RNG afterwards. Attributes pass through."""
+
+    def __init__(self, dataset: Dataset, seed: int) -> None:
+        self.dataset = dataset
+        self.seed = seed
+        # shared memory: persistent workers see set_epoch without being restarted
+        self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
+        self._reading = torch.full((_SLOTS,), -1, dtype=torch.int64).share_memory_()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "dataset":  # unpickling looks these up early
+            raise AttributeError(name)
+        return getattr(self.dataset, name)
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose random draws the next fetches use."""
+        self._epoch.fill_(epoch)
+        if hasattr(self.dataset, "set_epoch"):
+            self.dataset.set_epoch(epoch)
+
+    def _fetch(self, key: Any, fetch: Any, first_index: int, *seed_parts: int) -> Any:
+        info = get_worker_info()
+        slot = info.id % _SLOTS if info is not None else 0
+        self._reading[slot] = first_index
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derive_seed(self.seed, int(self._epoch), *seed_parts))
+            item = fetch(key)
+        self._reading[slot] = -1  # left set when the fetch raised: that sample is the culprit
+        return item
+
+    def __getitem__(self, index: int) -> Any:
+        return self._fetch(index, self.dataset.__getitem__, index, index)
+
+    def __getitems__(self, indices: list[int]) -> Any:
+        batched = getattr(self.dataset, "__getitems__", None)
+        if batched is None:
+            return [self[i] for i in indices]
+        # one batch, one draw: seeded by its first index and size (the same batches every run)
+        return self._fetch(indices, batched, indices[0], indices[0], len(indices))
+
+    def in_flight(self) -> list[str]:
+        """The samples workers were reading and had not finished (file names where known)."""
+        names = getattr(self.dataset, "get_filename", None)
+        busy = [int(i) for i in self._reading.tolist() if i >= 0]
+        return [f"sample {i}" + (f" ({names(i)})" if names else "") for i in busy]
+
+
+def seeded(dataset: Dataset, seed: int) -> Dataset:
+    """`SeededSamples` around a map-style dataset; streams seed themselves per epoch."""
+    return dataset if isinstance(dataset, IterableDataset) else SeededSamples(dataset, seed)

@@ -1,0 +1,48 @@
+"""mode=train: fit the model (resuming when trainer.resume says so) and record the results."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from src.assemble import assemble
+from src.outputs import finish_run, save_resolved_config
+from src.training.checkpoint import Checkpoints
+from src.training.loop import Fitter
+from src.training.optimization import build_optimization
+from src.training.resume import KEY_FILE, config_key, find_resume_state
+from src.training.summary import summarize
+from src.training.tensorboard import TensorBoardLogger
+
+log = logging.getLogger(__name__)
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Train and evaluate as `cfg` says; returns the final metrics (also in metrics.json)."""
+    start = time.perf_counter()
+    out = Path(cfg.paths.output_dir)
+    resolved = save_resolved_config(cfg, out)
+    parts = assemble(cfg)
+    optimizer, scheduler = build_optimization(cfg.optimizer, cfg.scheduler, parts)
+    key = config_key(resolved)
+    every = parts.settings.checkpoint
+    checkpoints = Checkpoints(out / "checkpoints", every.keep_last, every.monitor, every.mode)
+    resume = find_resume_state(parts.settings.resume, key, Path(cfg.paths.log_dir), out)
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (out / "checkpoints" / KEY_FILE).write_text(key + "\n")
+    with TensorBoardLogger(out / "tensorboard") as tb:
+        run_info = {"classes": parts.classes, "config": resolved, "config_key": key}
+        fitter = Fitter(parts, optimizer, scheduler, tb, checkpoints, run_info)
+        if resume is not None:
+            fitter.restore(resume[1])
+            log.info("resumed from %s: epoch %d, batch %d", resume[0], fitter.start_epoch,
+                     fitter.start_batch)  # fmt: skip
+        tb.text("config", OmegaConf.to_yaml(resolved))
+        history = fitter.fit()
+        metrics = summarize(history, wall_s=time.perf_counter() - start)
+        finish_run(out, tb, resolved, metrics)
+    return metrics

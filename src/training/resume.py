@@ -1,0 +1,87 @@
+"""`trainer.resume`: find the checkpoint to continue from (auto = latest run of this config)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from src.training.checkpoint import load_checkpoint, load_newest
+
+log = logging.getLogger(__name__)
+
+KEY_FILE = "config_key"  # in each run's checkpoints/ folder: the fingerprint below
+# Keys that do not change what a run computes (placement, speed, bookkeeping): a run may be
+# resumed with other values of them, e.g. more loader workers.
+RESULT_NEUTRAL_KEYS = (
+    "paths",
+    "summary",
+    "trainer.resume",
+    "trainer.checkpoint",
+    "loader.num_workers",
+    "loader.pin_memory",
+    "loader.prefetch_factor",
+    "loader.persistent_workers",
+    "loader.timeout",
+    "loader.multiprocessing_context",
+    "loader.sharing_strategy",
+)
+
+
+def config_key(resolved: dict[str, Any]) -> str:
+    """A fingerprint of everything in the resolved config that changes the run's results."""
+    config = copy.deepcopy(resolved)
+    for dotted in RESULT_NEUTRAL_KEYS:
+        *parents, leaf = dotted.split(".")
+        node = config
+        for part in parents:
+            node = node.get(part, {})
+        node.pop(leaf, None)
+    text = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _runs_of(key: str, log_dir: Path, exclude: Path) -> list[Path]:
+    """Checkpoint folders under `log_dir` written by runs of `key`, newest last."""
+    found = []
+    for key_file in log_dir.glob(f"**/checkpoints/{KEY_FILE}"):
+        folder = key_file.parent
+        if folder.parent != exclude and key_file.read_text().strip() == key:
+            steps = list(folder.glob("step*.pt"))
+            if steps:
+                found.append((max(p.stat().st_mtime for p in steps), folder))
+    return [folder for _, folder in sorted(found)]
+
+
+def find_resume_state(
+    resume: str | None, key: str, log_dir: Path, run_dir: Path
+) -> tuple[Path, dict[str, Any]] | None:
+    """The checkpoint `trainer.resume` asks for: null = none; auto = the newest usable one of
+    an earlier run of this config (falling back past broken files); else a file or folder."""
+    if resume is None:
+        return None
+    if resume == "auto":
+        for folder in reversed(_runs_of(key, log_dir, exclude=run_dir)):
+            found = load_newest(folder)
+            if found is not None:
+                return found
+        log.info("trainer.resume=auto: no earlier run of this config under %s; starting fresh.",
+                 log_dir)  # fmt: skip
+        return None
+    path = Path(resume).expanduser()
+    if path.is_dir():
+        folder = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+        found = load_newest(folder)
+        if found is None:
+            raise FileNotFoundError(
+                f"trainer.resume={resume}: no usable step*.pt checkpoint in {folder}."
+            )
+        return found
+    state = load_checkpoint(path)
+    if state.get("config_key") != key:
+        log.warning("trainer.resume=%s: the checkpoint comes from a different config "
+                    "(results will not match an uninterrupted run of this one).", path)  # fmt: skip
+    return path, state

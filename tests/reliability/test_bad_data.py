@@ -1,0 +1,168 @@
+"""Unreadable images: on_error=raise stops naming the file; skip trains on, reports, bounds."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import json
+import logging
+import pickle
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.utils import instantiate
+from torch.utils.data import DataLoader, Dataset, SequentialSampler
+
+from src.data.bad_samples import (
+    REPORT_COLUMNS,
+    BadDataError,
+    BadSample,
+    BadSampleLedger,
+    SkipBadCollate,
+)
+from src.data.datasets.imagefolder import ImageFolderDataset
+from src.data.decode import SampleError
+from src.data.loaders import make_loader
+from tests.reliability.bad_files import corrupt_tree, run_train
+from train import train
+
+NAMED = r"cannot decode sample (\d+) \(class '(circle|cross|square)'\) from (\S+):"
+
+
+def _report(run: Path) -> list[dict[str, str]]:
+    with open(run / "bad_samples.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and list(rows[0]) == list(REPORT_COLUMNS)
+    return rows
+
+
+def test_raise_names_the_file_its_index_class_and_the_option(make_cfg, demo_dir, tmp_path):
+    root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
+    cfg = make_cfg(f"dataset.root={root}", "trainer.max_epochs=1")
+    with pytest.raises(SampleError) as caught:
+        train(cfg)
+    message = str(caught.value)
+    named = re.search(NAMED, message)
+    assert named and named.group(3) in bad
+    assert re.search(r"truncated|empty \(0 bytes\)|Unsupported image file", message)
+    assert "dataset.on_error=skip" in message
+
+
+def test_skip_trains_to_the_end_and_lists_each_bad_file_once(make_cfg, demo_dir, tmp_path, caplog):
+    root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
+    cfg = make_cfg(
+        f"dataset.root={root}",
+        "dataset.on_error=skip",
+        "dataset.max_bad_fraction=0.1",
+        "trainer.max_epochs=2",
+    )
+    with caplog.at_level(logging.WARNING, logger="src.data.bad_samples"):
+        metrics = train(cfg)
+    assert metrics["epochs"] == 2
+    rows = _report(Path(cfg.paths.output_dir))
+    assert sorted(r["path"] for r in rows) == sorted(bad)  # each once, across both epochs
+    assert {r["split"] for r in rows} == {"train"} and all(r["error"] for r in rows)
+    warned = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(warned) == 3 and all(any(p in w for p in bad) for w in warned)
+
+
+def test_more_bad_than_max_bad_fraction_stops_naming_the_key(make_cfg, demo_dir, tmp_path):
+    root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
+    cfg = make_cfg(f"dataset.root={root}", "dataset.on_error=skip", "trainer.max_epochs=1")
+    with pytest.raises(BadDataError, match=r"of 49 train samples.*dataset\.max_bad_fraction=0\.01"):
+        train(cfg)
+    run = Path(cfg.paths.output_dir)
+    assert {r["path"] for r in _report(run)} <= bad  # written before the stop
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [({"on_error": "ignore"}, "dataset.on_error"), ({"max_bad_fraction": 1.5}, "max_bad_fraction")],
+)
+def test_invalid_policy_names_the_key(demo_dir: Path, kwargs: dict, key: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(key)):
+        ImageFolderDataset(str(demo_dir / "imagefolder"), "train", **kwargs)
+
+
+class Flaky(Dataset):
+    """Six samples of a dataset with on_error=skip; samples 2 and 3 are unreadable."""
+
+    on_error, max_bad_fraction = "skip", 0.5
+
+    def __len__(self) -> int:
+        return 6
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int] | BadSample:
+        if i in (2, 3):
+            return BadSample(i, f"/x/{i}.jpg", "cat", "truncated")
+        return torch.full((2,), float(i)), i % 2
+
+
+def _loader(make_cfg, dataset: Dataset) -> DataLoader:
+    settings = replace(instantiate(make_cfg().loader), batch_size=2).normalized(False)[0]
+    return make_loader(dataset, settings, SequentialSampler(dataset), drop_last=False)
+
+
+def test_collate_sets_bad_records_apart_and_travels_to_workers() -> None:
+    bad = [BadSample(i, f"/x/{i}.jpg", "cat", "truncated") for i in range(3)]
+    good = [(torch.zeros(3, 2, 2), 1), (torch.ones(3, 2, 2), 0)]
+    collate = pickle.loads(pickle.dumps(SkipBadCollate()))  # as spawned workers receive it
+    mixed, all_bad = collate([good[0], bad[0], good[1]]), collate(bad[1:])
+    assert mixed.bad == [bad[0]] and mixed.batch[0].shape == (2, 3, 2, 2)
+    assert all_bad.batch is None and all_bad.bad == bad[1:]
+
+
+def test_skipping_loader_drops_an_all_bad_batch_and_logs_each_file_once(make_cfg, caplog):
+    loader = _loader(make_cfg, Flaky())
+    with caplog.at_level(logging.WARNING, logger="src.data.bad_samples"):
+        epochs = [list(loader), list(loader), list(itertools.islice(loader, 1, None))]
+    assert [len(e) for e in epochs] == [2, 2, 1]  # [0, 1], [4, 5]; [2, 3] was all bad
+    assert torch.equal(epochs[0][1][0], torch.tensor([[4.0, 4.0], [5.0, 5.0]]))
+    assert loader.bad_samples.count == 2 and len(caplog.records) == 2
+
+
+def test_raise_keeps_the_plain_loader_and_batches(make_cfg) -> None:
+    flaky = Flaky()
+    flaky.on_error = "raise"
+    loader = _loader(make_cfg, flaky)
+    assert type(loader) is DataLoader and not hasattr(loader, "bad_samples")
+    assert isinstance(next(iter(loader)), list)  # default_collate's batch, unwrapped
+
+
+def test_worker_reraise_keeps_the_message(demo_dir: Path, tmp_path: Path) -> None:
+    root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
+    result = run_train(
+        f"dataset.root={root}", "loader.num_workers=2", "loader.batch_size=16",
+        "sampler=sequential", "loader.shuffle=false", "trainer.max_epochs=1",
+        f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "DataLoader worker process" in result.stderr
+    named = re.search(NAMED, result.stderr)
+    assert named and named.group(3) in bad and "dataset.on_error=skip" in result.stderr
+
+
+def test_skip_with_two_workers_reports_exactly_the_bad_files(demo_dir: Path, tmp_path: Path):
+    root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
+    run = tmp_path / "run"
+    result = run_train(
+        f"dataset.root={root}", "dataset.on_error=skip", "dataset.max_bad_fraction=0.1",
+        "loader.num_workers=2", "loader.batch_size=16", "trainer.max_epochs=1",
+        f"hydra.run.dir={run}", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(r["path"] for r in _report(run)) == sorted(bad)
+    assert json.loads((run / "metrics.json").read_text())["epochs"] == 1
+
+
+def test_a_resumed_run_does_not_list_a_file_twice(tmp_path: Path) -> None:
+    report = tmp_path / "bad_samples.csv"
+    bad = BadSample(7, "/x/7.jpg", "cat", "the file is empty (0 bytes)")
+    for _ in range(2):  # the first run, then a run resumed in the same directory
+        BadSampleLedger("train", 100, 0.5, report).record([bad])
+    BadSampleLedger("val", 100, 0.5, report).record([bad])  # another split: its own row
+    rows = _report(tmp_path)
+    assert [(r["split"], r["index"]) for r in rows] == [("train", "7"), ("val", "7")]

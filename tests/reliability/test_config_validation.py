@@ -1,0 +1,106 @@
+"""A bad config stops the run before any work with one short message naming the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from omegaconf import open_dict
+
+from src.config.errors import ConfigError
+from src.config.validate import EXEMPT_MISSING, validate_config
+from src.models.build import FILLED_FROM_DATA
+from tests.conftest import CONF_DIR
+
+ROOT = Path(__file__).resolve().parents[2]
+GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir())
+OPTIONS = [(g, y.stem) for g in GROUPS for y in sorted((CONF_DIR / g).glob("*.yaml"))]
+
+
+def _refused(make_cfg, *overrides: str) -> str:
+    """The ConfigError message for `overrides`, checked to be short and unchained."""
+    with pytest.raises(ConfigError) as caught:
+        validate_config(make_cfg(*overrides))
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(("group", "option"), OPTIONS)
+def test_every_shipped_option_passes(make_cfg, group: str, option: str) -> None:
+    override = f"+{group}={option}" if group == "sweep" else f"{group}={option}"
+    validate_config(make_cfg(override))  # experiments and debug presets included
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("loader.batch_size=0", "loader.batch_size=0: expected int >= 1."),
+        ("loader.batch_size=-4", "loader.batch_size=-4: expected int >= 1."),
+        ("trainer.max_epochs=0", "trainer.max_epochs must be >= 1, got 0."),
+        ("loader.batch_size=abc", "loader.batch_size='abc': expected int, got str"),
+        ("trainer.max_epochs=1.5", "trainer.max_epochs=1.5: expected int, got float"),
+        ("loader.shuffle=[1,2]", "loader.shuffle=[1, 2]: expected bool, got list"),
+        ("loader.collate_fn=pad", "loader.collate_fn='pad': expected Callable | None, got str"),
+        ("+loader.batchsize=3", "loader.batchsize: unknown key (did you mean loader.batch_size?)"),
+        ("optimizer.lr=???", "optimizer.lr=??? is a required value that nothing set"),
+        ("dataset.root=${paths.nope}", "dataset.root=${paths.nope}: the interpolation cannot be "
+                                       "resolved (Interpolation key 'paths.nope' not found)"),
+        ("dataset._target_=src.data.nope.Reader", "dataset._target_=src.data.nope.Reader: cannot "
+                                                  "be imported (ModuleNotFoundError"),
+        ("model._target_=src.models.small_cnn.NoNet", "model._target_=src.models.small_cnn.NoNet:"
+                                                      " cannot be imported"),
+    ],
+)  # fmt: skip
+def test_bad_value_gives_one_short_message(make_cfg, override: str, message: str) -> None:
+    text = _refused(make_cfg, override)
+    assert text.startswith(message), text
+    assert len(text.splitlines()) == 1 and "Error in call to target" not in text
+
+
+def test_typo_in_an_experiment_yaml(make_cfg, tmp_path: Path) -> None:
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "typo.yaml").write_text(
+        "# @package _global_\nmodel:\n  widht: [8, 16]  # typo of widths\n"
+    )
+    text = _refused(make_cfg, f"hydra.searchpath=[file://{tmp_path}]", "experiment=typo")
+    assert text.startswith("model.widht: unknown key (did you mean model.widths?)")
+
+
+def test_typo_in_a_list_item_names_its_index(make_cfg) -> None:
+    cfg = make_cfg()
+    with open_dict(cfg):
+        cfg.transforms.train[0].sise = 32
+    with pytest.raises(ConfigError, match=r"^transforms\.train\[0\]\.sise: unknown key"):
+        validate_config(cfg)
+
+
+def test_kwargs_target_accepts_any_key(make_cfg) -> None:
+    validate_config(make_cfg("model=resnet18", "+model.zero_init_residual=true"))
+
+
+def test_ints_pass_for_floats_and_numbers_for_str(make_cfg) -> None:
+    validate_config(make_cfg("optimizer.lr=1", "trainer.precision=32", "loader.timeout=5"))
+
+
+def test_only_the_keys_the_model_builder_fills_may_stay_missing(make_cfg) -> None:
+    assert {f"model.{key}" for key in FILLED_FROM_DATA} == EXEMPT_MISSING
+    validate_config(make_cfg("model=gru"))  # num_classes and vocab_size are ???
+    assert _refused(make_cfg, "model.widths=???").startswith("model.widths=??? is a required")
+
+
+def test_every_problem_is_listed(make_cfg) -> None:
+    text = _refused(make_cfg, "+loader.batchsize=3", "trainer.max_epochs=1.5")
+    assert text.splitlines()[0].startswith("loader.batchsize: unknown key")
+    assert text.splitlines()[1].startswith("trainer.max_epochs=1.5: expected int")
+
+
+def test_console_shows_the_message_not_a_traceback(demo_dir: Path, tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "train.py"), f"paths.demo_dir={demo_dir}",
+               f"hydra.run.dir={tmp_path / 'run'}", "loader.batch_size=0"]  # fmt: skip
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "loader.batch_size=0: expected int >= 1." in result.stderr.splitlines()
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) <= 5
+    assert not (tmp_path / "run" / "metrics.json").exists()
