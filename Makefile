@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup data train sweep inspect validate new-project test test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache bench bench-peers new-project test test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml
 	touch $@
 
 setup: $(STAMP)  ## create .venv and install the pinned dependencies
+
+scale: $(STAMP)  ## install the SLURM launcher and Optuna sweeper plugins (the `scale` extra; `make test` has them)
+	$(BIN)/python -m pip install --quiet -e '.[scale]'
 
 data: $(STAMP)  ## generate the demo data in data/demo (skipped when up to date)
 	$(BIN)/python -m src.data.demo --out data/demo
@@ -32,6 +35,15 @@ inspect: data  ## report shapes, ranges, labels and pitfalls of the first batche
 
 validate: data  ## decode every train/val file once, list unreadable ones in bad_samples.csv (no training)
 	$(BIN)/python train.py mode=validate $(ARGS)
+
+cache: data  ## pre-resize every train/val image once into data/cache (resumable); train with dataset=cache
+	$(BIN)/python train.py mode=cache $(ARGS)
+
+bench: $(STAMP)  ## side-by-side input-pipeline benchmark vs the tutorial (and peers if installed); writes BENCHMARKS.md
+	$(BIN)/python -m bench $(ARGS)
+
+bench-peers: $(STAMP)  ## install timm and NVIDIA DALI (CPU-capable) into .venv for `make bench` (the `peers` extra)
+	$(BIN)/python -m pip install --quiet -e '.[peers]'
 
 new-project:  ## copy the template to DEST=../my-project (no outputs, data, caches, git history)
 	$(PYTHON) -m src.utils.new_project "$(DEST)"

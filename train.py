@@ -4,6 +4,7 @@ python train.py dataset=csv loader.num_workers=4
 python train.py mode=benchmark loader.num_workers=auto
 python train.py -m loader.num_workers=0,2 loader.batch_size=32,64
 python train.py +sweep=loader
+torchrun --standalone --nproc_per_node=2 train.py    # DDP: one process per device
 """
 
 from __future__ import annotations
@@ -18,14 +19,17 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
+from src.config.errors import ConfigError
 from src.config.validate import validate_config
 from src.modes import METRICS_BY_MODE
 from src.modes.benchmark import benchmark
+from src.modes.cache import cache
 from src.modes.inspect import inspect
 from src.modes.train import train
 from src.modes.validate import validate
 from src.outputs import log_config_tree
 from src.sweeps.summary import previous_result, rank_metric
+from src.training.distributed import distributed_job, init_distributed
 from src.utils.resolvers import register_resolvers
 
 MODES: dict[str, Callable[[DictConfig], dict[str, Any]]] = {
@@ -33,6 +37,7 @@ MODES: dict[str, Callable[[DictConfig], dict[str, Any]]] = {
     "benchmark": benchmark,
     "inspect": inspect,
     "validate": validate,
+    "cache": cache,
 }
 
 
@@ -41,10 +46,13 @@ def main(cfg: DictConfig) -> float:
     """Hydra entry point; returns the ranking metric (summary.rank_by) for sweepers."""
     validate_config(cfg)  # a bad config stops here, in a few lines, before any work
     if cfg.mode not in MODES:
-        raise ValueError(f"mode={cfg.mode!r}; expected one of {sorted(MODES)}.")
+        raise ConfigError(f"mode={cfg.mode!r}: expected one of {sorted(MODES)}.")
+    if cfg.mode != "train" and init_distributed().world_size > 1:
+        raise ValueError(f"mode={cfg.mode} runs in one process: start it with python train.py, "
+                         "not torchrun (or a launcher with several tasks).")  # fmt: skip
     if rank_metric(cfg) not in METRICS_BY_MODE[cfg.mode]:
         choices = list(METRICS_BY_MODE[cfg.mode])
-        raise ValueError(
+        raise ConfigError(
             f"summary.rank_by={cfg.summary.rank_by!r} is not a metric of mode={cfg.mode}: "
             f"use one of {choices}."
         )
@@ -62,5 +70,10 @@ def main(cfg: DictConfig) -> float:
 
 if __name__ == "__main__":  # required for spawn-started loader workers (Windows, macOS)
     os.environ.setdefault("PROJECT_ROOT", str(Path(__file__).resolve().parent))
+    # jobs that a launcher starts as new processes (submitit: SLURM or local) import src too
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [os.environ["PROJECT_ROOT"], os.environ.get("PYTHONPATH")])
+    )
     register_resolvers()
-    main()
+    with distributed_job():  # under torchrun: the process group and one run dir for all ranks
+        main()

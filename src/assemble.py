@@ -8,11 +8,11 @@ from pathlib import Path
 
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from src.data.autotune import resolve_auto_workers
+from src.data.autotune import in_memory_workers, resolve_auto_workers
 from src.data.limits import check_worker_limits
 from src.data.loaders import build_loaders
 from src.data.seeded import seeded
@@ -20,6 +20,7 @@ from src.data.splits import build_splits, input_shape
 from src.data.transforms import Pipelines
 from src.models.build import build_model
 from src.training.device import Precision, resolve_device, resolve_precision
+from src.training.distributed import init_distributed, rank_device, rank_seed, wrap_model
 from src.training.settings import TrainerSettings
 from src.utils.seeding import seed_everything
 
@@ -44,10 +45,12 @@ class Parts:
 
 
 def assemble(cfg: DictConfig) -> Parts:
-    """Seed, pick the device, instantiate datasets, model and loaders; log a one-line header."""
+    """Seed, pick the device, instantiate datasets, model and loaders; log a one-line header.
+    Under torchrun: this rank's seed, device, DDP model and share of the data."""
     settings = instantiate(cfg.trainer)
-    seed_everything(settings.seed)
-    device = resolve_device(settings.device)
+    ranks = init_distributed()
+    seed_everything(rank_seed(settings.seed, ranks.rank))
+    device = rank_device(resolve_device(settings.device), ranks)
     precision = resolve_precision(settings.precision, device)
     pipelines = instantiate(cfg.transforms)
     train_set, val_set = (seeded(d, settings.seed) for d in build_splits(cfg.dataset, pipelines))
@@ -59,20 +62,31 @@ def assemble(cfg: DictConfig) -> Parts:
         vocab_size=getattr(train_set, "vocab_size", None),
     )
     layout = torch.channels_last if settings.channels_last else torch.preserve_format
-    model = model.to(device, memory_format=layout)
+    model = wrap_model(model.to(device, memory_format=layout), device, ranks)
     sampler = instantiate(cfg.sampler)
-    loader_settings = check_worker_limits(instantiate(cfg.loader), val_set)  # before any worker
+    # a count the user set is a literal; the default is the ${cpu_half:} interpolation
+    explicit_workers = not OmegaConf.is_interpolation(cfg.loader, "num_workers")
+    loader_settings = in_memory_workers(instantiate(cfg.loader), train_set, explicit_workers)
+    loader_settings = check_worker_limits(loader_settings, val_set)  # before any worker
+    if ranks.world_size > 1 and loader_settings.num_workers == "auto":
+        raise ValueError(
+            "loader.num_workers=auto: the ranks of a distributed job would time each other; "
+            "measure in one process, then set loader.num_workers=N."
+        )
     loader_settings = resolve_auto_workers(loader_settings, train_set, sampler)
+    sizes = len(train_set), len(val_set)  # the whole splits (a stream's len becomes per rank)
     train_loader, val_loader = build_loaders(
         train_set, val_set, loader_settings, sampler, pin_memory_ok=device.type == "cuda",
-        report_dir=Path(cfg.paths.output_dir),
+        report_dir=Path(cfg.paths.output_dir) if ranks.is_main else None,
+        rank=ranks.rank, world_size=ranks.world_size,
     )  # fmt: skip
+    per_step = loader_settings.batch_size * settings.grad_accum * ranks.world_size
     log.info(
         "device %s | precision %s | %d train / %d val samples | %d classes | input %s | "
-        "batch %d x grad_accum %d = %d per step | workers %d",
-        device, settings.precision, len(train_set), len(val_set), len(classes), shape,
-        loader_settings.batch_size, settings.grad_accum,
-        loader_settings.batch_size * settings.grad_accum, loader_settings.num_workers,
+        "batch %d x grad_accum %d%s = %d per step | workers %d%s",
+        device, settings.precision, *sizes, len(classes), shape, loader_settings.batch_size,
+        settings.grad_accum, f" x {ranks.world_size} ranks" if ranks.world_size > 1 else "",
+        per_step, loader_settings.num_workers, " per rank" if ranks.world_size > 1 else "",
     )  # fmt: skip
     return Parts(
         settings, device, precision, pipelines, train_set, val_set, list(classes), shape, model,

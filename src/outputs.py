@@ -15,11 +15,13 @@ from src.utils.io import write_json
 log = logging.getLogger(__name__)
 
 
-def save_resolved_config(cfg: DictConfig, out: Path) -> dict[str, Any]:
-    """Write config_resolved.yaml (every interpolation resolved) and return it as a dict."""
-    out.mkdir(parents=True, exist_ok=True)
+def save_resolved_config(cfg: DictConfig, out: Path, write: bool = True) -> dict[str, Any]:
+    """Write config_resolved.yaml (every interpolation resolved; not with `write=False`, as on
+    the other ranks of a distributed job) and return it as a dict."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
-    (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(resolved))
+    if write:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(resolved))
     return resolved  # type: ignore[return-value]
 
 

@@ -1,4 +1,5 @@
-"""`loader.num_workers=auto`: time a few batches per candidate worker count, keep the fastest."""
+"""How many loader workers: `loader.num_workers=auto` times a few batches per candidate count and
+keeps the fastest; in-memory datasets get none unless the user set the count."""
 
 from __future__ import annotations
 
@@ -48,6 +49,20 @@ def choose_workers(rates: dict[int, float]) -> int:
     """The fewest workers whose rate is within TIE_TOLERANCE of the best."""
     best = max(rates.values())
     return min(n for n, rate in rates.items() if rate >= (1 - TIE_TOLERANCE) * best)
+
+
+def in_memory_workers(settings: LoaderSettings, dataset: Dataset, explicit: bool) -> LoaderSettings:
+    """`settings` with num_workers=0 for a dataset held in memory (`in_memory = True`) whose
+    count the user did not set (`explicit`): slicing batches in the main process beats shipping
+    them from workers 2-3x (BENCHMARKS.md)."""
+    if explicit or not getattr(dataset, "in_memory", False) or settings.num_workers == 0:
+        return settings
+    log.info(
+        "loader.num_workers=0 (not the default %s): %s is in memory and sliced per batch, "
+        "which workers only slow down; set loader.num_workers to use workers anyway.",
+        settings.num_workers, type(getattr(dataset, "dataset", dataset)).__name__,
+    )  # fmt: skip
+    return replace(settings, num_workers=0)
 
 
 def resolve_auto_workers(

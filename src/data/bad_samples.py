@@ -157,19 +157,24 @@ class BadSampleLedger:
         return f"{self.split}: {self.count} of {self.size} samples unreadable ({share}){listed}"
 
 
-def _filtered(deliveries: Iterable[Delivery], ledger: BadSampleLedger) -> Iterator[Any]:
+def _filtered(deliveries: Iterable[Delivery], loader: SkippingLoader) -> Iterator[Any]:
     for delivery in deliveries:
-        batch = ledger.take(delivery)
-        if batch is not None:
+        batch = loader.bad_samples.take(delivery)
+        if batch is None:
+            loader.dropped_batches += 1
+        else:
             yield batch
 
 
 class SkippingLoader(DataLoader):
     """DataLoader for on_error=skip (collate_fn a `SkipBadCollate`): every iteration, by any
     consumer, hands the bad records to `bad_samples` and yields only the clean batches; an
-    entirely bad batch is left out. `len()` still counts the batches the sampler makes."""
+    entirely bad batch is left out (counted in `dropped_batches`, so a checkpoint's position
+    in the epoch stays exact). `len()` still counts the batches the sampler makes."""
 
     bad_samples: BadSampleLedger
+    dropped_batches: int = 0  # entirely bad batches left out in the current pass
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
-        return _filtered(super().__iter__(), self.bad_samples)
+        self.dropped_batches = 0
+        return _filtered(super().__iter__(), self)

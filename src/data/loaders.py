@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch.utils.data import (
     DataLoader,
     Dataset,
@@ -20,6 +21,7 @@ from torch.utils.data import (
 from src.data.bad_samples import REPORT_NAME, BadSampleLedger, SkipBadCollate, SkippingLoader
 from src.data.collate import already_batched
 from src.data.samplers import SequentialOrder, ShuffledSampler
+from src.data.sharding import share_train, val_order
 
 RANDOM_ORDERS = (ShuffledSampler, RandomSampler)
 SEQUENTIAL_ORDERS = (SequentialOrder, SequentialSampler)
@@ -70,11 +72,11 @@ class LoaderSettings:
         """Drop settings torch rejects or ignores here, with a note for each."""
         notes, changes = [], {}
         if self.num_workers == 0:
+            changes["timeout"] = 0  # a limit on workers; the main process has none (see YAML)
             for key, off in (
                 ("prefetch_factor", None),
                 ("persistent_workers", False),
                 ("multiprocessing_context", None),
-                ("timeout", 0),
             ):
                 if getattr(self, key) != off:
                     changes[key] = off
@@ -121,7 +123,7 @@ def _stream_settings(
 
 
 def _worker_notes(dataset: Dataset, settings: LoaderSettings, notes: list[str]) -> None:
-    shards = getattr(dataset, "shards", None)
+    shards = getattr(dataset, "local_shards", None)  # this rank's
     if shards is not None and settings.num_workers > len(shards):
         notes.append(
             f"loader.num_workers={settings.num_workers} > {len(shards)} shards: "
@@ -136,11 +138,15 @@ def build_loaders(
     sampler_factory: Callable[[Dataset], Sampler],
     pin_memory_ok: bool,
     report_dir: Path | None = None,
+    rank: int = 0,
+    world_size: int = 1,
 ) -> tuple[DataLoader, DataLoader]:
     """Train loader from `settings` and `sampler`; val loader: same knobs, in order, no drop.
-    With dataset.on_error=skip, unreadable samples are listed in `report_dir`/bad_samples.csv."""
+    With dataset.on_error=skip, unreadable samples are listed in `report_dir`/bad_samples.csv.
+    In a distributed job both yield only rank `rank`'s share (src/data/sharding.py)."""
     settings, notes = settings.normalized(pin_memory_ok)
     sampler = _train_order(train_set, sampler_factory(train_set), settings.shuffle, notes)
+    share_train(train_set, sampler, rank, world_size)
     settings = _stream_settings(train_set, settings, notes)
     _worker_notes(train_set, settings, notes)
     per_epoch = len(sampler) if sampler is not None else len(train_set)  # type: ignore[arg-type]
@@ -152,11 +158,11 @@ def build_loaders(
     if notes:
         log.info("Loader settings adjusted: %s.", "; ".join(notes))
 
-    val_order = None if isinstance(val_set, IterableDataset) else SequentialSampler(val_set)
     return (
         make_loader(train_set, settings, sampler, settings.drop_last, "train", report_dir),
-        make_loader(val_set, settings, val_order, False, "val", report_dir),
-    )
+        make_loader(val_set, settings, val_order(val_set, rank, world_size), False, "val",
+                    report_dir),
+    )  # fmt: skip
 
 
 def make_loader(
@@ -188,6 +194,9 @@ def make_loader(
         persistent_workers=settings.persistent_workers,
         timeout=settings.timeout,
         multiprocessing_context=settings.multiprocessing_context,
+        # its own generator (worker base seeds) from the run's seed: iterating a loader never
+        # draws from the global RNG, so model randomness is the same in resumed runs
+        generator=torch.Generator().manual_seed(torch.initial_seed()),
     )
     if skip:
         report = report_dir / REPORT_NAME if report_dir is not None else None

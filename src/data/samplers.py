@@ -1,11 +1,13 @@
 """Train-order samplers for the `sampler` config group (each takes the train dataset).
 
 Every order is a pure function of (seed, epoch): runs repeat exactly whatever the worker count,
-and a resumed run can start the interrupted epoch at the batch where it stopped.
+and a resumed run can start the interrupted epoch at the batch where it stopped. In a distributed
+job every rank draws the same order and keeps its own share of it (`distribute`).
 """
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
@@ -17,13 +19,15 @@ from src.utils.seeding import derive_seed
 
 
 class EpochSampler(Sampler[int], ABC):
-    """Draws each epoch's order from (seed, epoch); `skip` starts the next pass part-way."""
+    """Draws each epoch's order from (seed, epoch); `skip` starts the next pass part-way;
+    `distribute` keeps one rank's share of every order."""
 
     def __init__(self, num_samples: int, seed: int) -> None:
         self.num_samples = num_samples
         self.seed = seed
         self.epoch = 0
         self._skip = 0
+        self.rank, self.world_size, self.pad = 0, 1, True
 
     @abstractmethod
     def order(self, generator: torch.Generator) -> torch.Tensor:
@@ -33,19 +37,44 @@ class EpochSampler(Sampler[int], ABC):
         """Select the epoch whose order the next pass yields (called by the loop)."""
         self.epoch = epoch
 
+    def distribute(self, rank: int, world_size: int, pad: bool = True) -> None:
+        """Yield only rank `rank`'s share of each order: every `world_size`-th position from
+        `rank`. With `pad` (training) the order is first extended by its own beginning to a
+        multiple of `world_size`, so every rank gets as many samples (and batches) as the
+        others; without (validation) each position lands in exactly one share."""
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is outside a world of {world_size} processes")
+        self.rank, self.world_size, self.pad = rank, world_size, pad
+
+    def share_size(self) -> int:
+        """Positions of each order this rank yields."""
+        if self.pad:
+            return math.ceil(self.num_samples / self.world_size)
+        return len(range(self.rank, self.num_samples, self.world_size))
+
     def skip(self, samples: int) -> None:
-        """Make the next pass (only) begin `samples` positions in: resuming mid-epoch."""
-        if not 0 <= samples <= self.num_samples:
-            raise ValueError(f"cannot skip {samples} of {self.num_samples} samples")
+        """Make the next pass (only) begin `samples` positions into this rank's share:
+        resuming mid-epoch (every rank skips the same number of its own batches)."""
+        if not 0 <= samples <= self.share_size():
+            raise ValueError(f"cannot skip {samples} of {self.share_size()} samples")
         self._skip = samples
+
+    def _share(self, order: torch.Tensor) -> torch.Tensor:
+        """This rank's positions of `order` (all of them in a single process)."""
+        if self.world_size == 1:
+            return order
+        total = self.share_size() * self.world_size
+        if self.pad and total > len(order):
+            order = order.repeat(math.ceil(total / len(order)))[:total]
+        return order[self.rank :: self.world_size]
 
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(derive_seed(self.seed, self.epoch))
         start, self._skip = self._skip, 0
-        return iter(self.order(generator)[start:].tolist())
+        return iter(self._share(self.order(generator))[start:].tolist())
 
     def __len__(self) -> int:
-        return self.num_samples - self._skip
+        return self.share_size() - self._skip
 
 
 class ShuffledSampler(EpochSampler):

@@ -32,7 +32,7 @@ METRIC_KEYS = (
     "loader/cpu_ms_per_sample",
     "loader/peak_rss_mb",
 )
-COMPUTE = ("none", "model")
+COMPUTE = ("none", "normalize", "model")
 RSS_EVERY = 10  # batches between memory samples
 
 
@@ -55,7 +55,7 @@ class BenchmarkSettings:
 
 
 def time_loader(
-    loader: DataLoader, settings: BenchmarkSettings, step: Callable[[Any], None] | None = None
+    loader: DataLoader, settings: BenchmarkSettings, step: Callable[[Any], Any] | None = None
 ) -> dict[str, float]:
     """Time `settings.batches` batches after `settings.warmup`, running `step` on each."""
     monitor = ProcessTreeMonitor()
@@ -125,6 +125,8 @@ def benchmark(cfg: DictConfig) -> dict[str, float]:
     step = None
     if settings.compute == "model":
         step = train_step(parts, instantiate(cfg.optimizer)(parts.model.parameters()))
+    elif settings.compute == "normalize":  # model-ready inputs: what the loop does before the model
+        step = BatchMover(parts.device, parts.pipelines.normalizer, parts.settings.channels_last)
     metrics = time_loader(parts.train_loader, settings, step)
     with TensorBoardLogger(out / "tensorboard") as tb:
         tb.scalars(metrics, 0)

@@ -12,37 +12,48 @@ from omegaconf import DictConfig, OmegaConf
 from src.assemble import assemble
 from src.outputs import finish_run, save_resolved_config
 from src.training.checkpoint import Checkpoints
+from src.training.distributed import check_resume_world, init_distributed, rank_seed
 from src.training.loop import Fitter
 from src.training.optimization import build_optimization
 from src.training.resume import KEY_FILE, config_key, find_resume_state
 from src.training.summary import summarize
 from src.training.tensorboard import TensorBoardLogger
+from src.utils.seeding import seed_everything
 
 log = logging.getLogger(__name__)
 
 
 def train(cfg: DictConfig) -> dict[str, Any]:
-    """Train and evaluate as `cfg` says; returns the final metrics (also in metrics.json)."""
+    """Train and evaluate as `cfg` says; returns the final metrics (also in metrics.json).
+    Under torchrun every rank trains; rank 0 alone writes the run's files."""
     start = time.perf_counter()
+    ranks = init_distributed()
     out = Path(cfg.paths.output_dir)
-    resolved = save_resolved_config(cfg, out)
+    resolved = save_resolved_config(cfg, out, write=ranks.is_main)
     parts = assemble(cfg)
     optimizer, scheduler = build_optimization(cfg.optimizer, cfg.scheduler, parts)
     key = config_key(resolved)
     every = parts.settings.checkpoint
-    checkpoints = Checkpoints(out / "checkpoints", every.keep_last, every.monitor, every.mode)
+    checkpoints = Checkpoints(out / "checkpoints", every.keep_last, every.monitor, every.mode,
+                              write=ranks.is_main)  # fmt: skip
     resume = find_resume_state(parts.settings.resume, key, Path(cfg.paths.log_dir), out)
-    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    (out / "checkpoints" / KEY_FILE).write_text(key + "\n")
-    with TensorBoardLogger(out / "tensorboard") as tb:
-        run_info = {"classes": parts.classes, "config": resolved, "config_key": key}
+    if ranks.is_main:
+        (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+        (out / "checkpoints" / KEY_FILE).write_text(key + "\n")
+    with TensorBoardLogger(out / "tensorboard", enabled=ranks.is_main) as tb:
+        run_info = {"classes": parts.classes, "config": resolved, "config_key": key,
+                    "world_size": ranks.world_size}  # fmt: skip
         fitter = Fitter(parts, optimizer, scheduler, tb, checkpoints, run_info)
         if resume is not None:
+            check_resume_world(resume[1], ranks)
             fitter.restore(resume[1])
+            if not ranks.is_main:  # the checkpoint holds rank 0's generators: derive our own
+                seed_everything(rank_seed(parts.settings.seed, ranks.rank, fitter.step))
             log.info("resumed from %s: epoch %d, batch %d", resume[0], fitter.start_epoch,
                      fitter.start_batch)  # fmt: skip
         tb.text("config", OmegaConf.to_yaml(resolved))
         history = fitter.fit()
         metrics = summarize(history, wall_s=time.perf_counter() - start)
-        finish_run(out, tb, resolved, metrics)
+        if ranks.is_main:
+            finish_run(out, tb, resolved, metrics)
     return metrics

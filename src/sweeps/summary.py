@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from src.modes import METRICS_BY_MODE
 from src.sweeps.plot import plot_sweep
 from src.sweeps.table import BASE_COLUMNS, append_row, rank, read_rows, to_markdown
+from src.utils.resolvers import launch_rank
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,8 @@ class SweepSummary(Callback):
 
     def _record(self, config: DictConfig, job_return: JobReturn) -> None:
         hydra_cfg = HydraConfig.get()
-        if hydra_cfg.mode != RunMode.MULTIRUN:
-            return
+        if hydra_cfg.mode != RunMode.MULTIRUN or launch_rank() != 0:
+            return  # one row per job: rank 0's when the job ran on several processes
         sweep_dir = Path(hydra_cfg.sweep.dir)
         overrides = job_overrides(job_return.overrides)
         if config.summary.skip_completed and overrides in completed_jobs(sweep_dir):

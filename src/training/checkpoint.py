@@ -63,15 +63,19 @@ def _link(target: Path, link: Path) -> None:
 
 class Checkpoints:
     """`step########.pt` files in `directory`, the newest `keep_last` kept; `last.pt` and
-    `best.pt` (by `monitor`, `mode` max|min) point at the latest and the best of them."""
+    `best.pt` (by `monitor`, `mode` max|min) point at the latest and the best of them. With
+    `write=False` (the other ranks of a distributed job) nothing is written, only `best` kept."""
 
-    def __init__(self, directory: Path, keep_last: int, monitor: str, mode: str) -> None:
+    def __init__(
+        self, directory: Path, keep_last: int, monitor: str, mode: str, write: bool = True
+    ) -> None:
         if keep_last < 1:
             raise ValueError(f"trainer.checkpoint.keep_last={keep_last}: expected int >= 1.")
         if mode not in ("max", "min"):
             raise ValueError(f"trainer.checkpoint.mode={mode!r}: expected max or min.")
         self.directory, self.keep_last = directory, keep_last
         self.monitor, self.mode = monitor, mode
+        self.write = write
         self.best: float | None = None
 
     def _improves(self, metrics: dict[str, float] | None) -> bool:
@@ -95,6 +99,8 @@ class Checkpoints:
         """Write `state` as the checkpoint of its step; `metrics` (epoch ends) may make it best."""
         improved = self._improves(metrics)
         path = self.directory / f"step{state['step']:08d}.pt"
+        if not self.write:
+            return path
         save_checkpoint(path, state | {"best": self.best})
         _link(path, self.directory / "last.pt")
         if improved:

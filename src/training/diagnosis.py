@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import torch
 from torch.utils.data import DataLoader
@@ -41,3 +42,21 @@ def gpu_stats(device: torch.device) -> dict[str, float]:
     if importlib.util.find_spec("pynvml") is not None:
         stats["gpu/utilization"] = float(torch.cuda.utilization(device))
     return stats
+
+
+def loader_failure(dataset: object, err: BaseException) -> RuntimeError | None:
+    """A stalled or dead loader worker explained with the samples it was reading, or None
+    when `err` is something else (sample errors already name their file)."""
+    text = str(err).strip()
+    if not isinstance(err, RuntimeError) or not text.startswith("DataLoader"):
+        return None
+    in_flight = getattr(dataset, "in_flight", None)
+    pids = re.search(r"pid(?:\(s\))? ([\d, ]+)", text)  # the workers that died, if named
+    dead = {int(pid) for pid in re.findall(r"\d+", pids.group(1))} if pids else set()
+    busy = in_flight(dead or None) if in_flight is not None else []
+    reading = f" while reading {', '.join(busy)}" if busy else " (sample being read: unknown)"
+    return RuntimeError(
+        f"{text.rstrip('.')}{reading}. Check that file (mode=validate scans them all), raise "
+        "loader.timeout for slow storage, or set loader.num_workers=0 to run the loading in "
+        "the main process and see where it stops."
+    )

@@ -1,4 +1,5 @@
-"""Validation: loss and accuracy over every val sample, counted exactly once."""
+"""Validation: loss and accuracy over every val sample, counted exactly once (also when the
+ranks of a distributed job each evaluate their share: the totals are summed over ranks)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from torch.utils.data import DataLoader
 
 from src.training.batches import BatchMover
 from src.training.device import Precision
+from src.training.diagnosis import loader_failure
+from src.training.distributed import broadcast_module, reduce_totals, unwrap
 from src.training.meters import ClassificationTotals, LoaderTimer
 
 
@@ -19,15 +22,25 @@ def evaluate(
     precision: Precision,
     limit: int | None = None,
 ) -> dict[str, float]:
-    """Mean loss and accuracy over every sample of `loader` (or its first `limit` batches)."""
+    """Mean loss and accuracy over every sample of `loader` (or its first `limit` batches;
+    per rank under DDP). All ranks evaluate rank 0's model: the one its checkpoint holds."""
+    model = unwrap(model)  # no DDP hooks: the ranks' shares may differ by a batch
+    broadcast_module(model)  # rank 0's BatchNorm statistics (the weights already agree)
     model.eval()
     totals = ClassificationTotals(move.device)
     timer = LoaderTimer()
-    for batch in timer.iterate(loader, limit):
-        inputs, labels, extras = move(batch)
-        with precision.autocast():
-            logits = model(inputs, *extras)
-        totals.add(nn.functional.cross_entropy(logits.float(), labels), logits, labels)
+    try:
+        for batch in timer.iterate(loader, limit):
+            inputs, labels, extras = move(batch)
+            with precision.autocast():
+                logits = model(inputs, *extras)
+            totals.add(nn.functional.cross_entropy(logits.float(), labels), logits, labels)
+    except RuntimeError as err:
+        failure = loader_failure(loader.dataset, err)
+        if failure is None:
+            raise
+        raise failure from err
+    reduce_totals(totals)
     timer.stop(totals.samples)
     metrics = totals.means("val", "check the val split and trainer.limit_val_batches.")
     return metrics | {"val/samples_per_s": timer.samples_per_s}

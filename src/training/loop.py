@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import itertools
 import logging
 import time
-from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -14,16 +11,17 @@ from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from src.data.samplers import EpochSampler
 from src.training.batches import BatchMover, batches_per_epoch
 from src.training.checkpoint import Checkpoints
-from src.training.diagnosis import gpu_stats, starvation_hint
+from src.training.diagnosis import gpu_stats, loader_failure, starvation_hint
+from src.training.distributed import reduce_totals
 from src.training.evaluate import evaluate
 from src.training.interrupts import StopRequest
 from src.training.meters import ClassificationTotals, LoaderTimer
 from src.training.profiling import batch_profiler
+from src.training.resumable import Resumable
 from src.training.tensorboard import TensorBoardLogger
-from src.utils.seeding import restore_rng_states, rng_states
+from src.training.uneven import UnevenRanks
 
 if TYPE_CHECKING:
     from src.assemble import Parts
@@ -31,7 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class Fitter:
+class Fitter(Resumable):
     """Runs the epochs: forward, backward (grad accumulation, AMP), logging, checkpoints."""
 
     def __init__(
@@ -75,31 +73,39 @@ class Fitter:
         batches = self._batches_from(loader, start)
         bar = tqdm(total=batches_per_epoch(loader, limit), desc=f"epoch {epoch}/{s.max_epochs}",
                    leave=False, disable=None)  # fmt: skip
-        trace_dir = Path(self.tb.writer.log_dir) / "plugins" / "profile"
+        trace_dir = self.tb.log_dir / "plugins" / "profile"
         self.optimizer.zero_grad(set_to_none=True)
         self._base_samples = totals.samples
-        done = start  # batches of this epoch behind the last optimizer step
+        done, at_boundary = start, True  # position in the epoch after the last optimizer step
+        uneven = UnevenRanks(self.model, loader)  # DDP ranks fed by a stream: Join, then align
         try:
-            with batch_profiler(s.profile and epoch == 1, trace_dir) as prof:
+            with uneven.joined(), batch_profiler(s.profile and epoch == 1, trace_dir) as prof:
                 for i, batch in enumerate(timer.iterate(batches, limit), start=start):
+                    at_boundary = False
                     self._train_step(batch, epoch, i, totals)
                     if prof is not None:
                         prof.step()
                     bar.update(1)
                     if (i + 1) % s.grad_accum == 0:
-                        done = i + 1
-                        if done % (s.log_every_n_steps * s.grad_accum) == 0:
+                        if (i + 1) % (s.log_every_n_steps * s.grad_accum) == 0:
                             self._log_window(bar, totals, timer)
+                        # on_error=skip leaves entirely bad batches out: they count as done
+                        done, at_boundary = i + 1 + getattr(loader, "dropped_batches", 0), True
                         self._after_step(epoch, done, totals)
-        except Exception:
-            if self.stop.signum is None or done != start + timer.batches:
+        except Exception as err:
+            if self.stop.signum is not None and at_boundary:
+                self._after_step(epoch, done, totals)  # the signal also hit the workers: save
+            failure = loader_failure(loader.dataset, err)
+            if failure is None:
                 raise
-            # the stop signal also reached the loader workers: save where the loop got to
-            self._after_step(epoch, done, totals)
+            raise failure from err
         if timer.batches % s.grad_accum:
             self._optimizer_step()  # the last, partial accumulation group
+        self.step = uneven.align(self.optimizer, self.scheduler, self.precision.scaler, self.step,
+                                 timer.batches)  # fmt: skip
         if self.move.device.type == "cuda":
             torch.cuda.synchronize()
+        reduce_totals(totals)  # train/* over every rank's samples
         timer.stop(totals.samples - self._base_samples)
         bar.close()
         metrics = totals.means("train", "check the data, loader.batch_size and loader.drop_last.")
@@ -110,18 +116,6 @@ class Fitter:
             "train/epoch_s": timer.elapsed_s,
             "train/samples": timer.samples,
         }
-
-    @staticmethod
-    def _batches_from(loader: DataLoader, start: int) -> Iterable[Any]:
-        """The loader positioned at batch `start`: the sampler skips ahead where it can, other
-        orders are replayed and the first `start` batches dropped (same batches, slower)."""
-        if start == 0:
-            return loader
-        if isinstance(loader.sampler, EpochSampler) and loader.batch_size is not None:
-            loader.sampler.skip(start * loader.batch_size)
-            return loader
-        log.info("resuming mid-epoch: replaying %d batches of this order", start)
-        return itertools.islice(loader, start, None)
 
     def _train_step(self, batch: Any, epoch: int, i: int, totals: ClassificationTotals) -> None:
         """Forward, backward and (every grad_accum batches) an optimizer step."""
@@ -182,67 +176,6 @@ class Fitter:
         if stepped:
             self.scheduler.step()
         self.step += 1
-
-    # -- checkpoints and resume ----------------------------------------------------------
-    def _after_step(self, epoch: int, batches_done: int, totals: ClassificationTotals) -> None:
-        """At an optimizer-step boundary: obey a stop signal, or save when one is due."""
-        if self.stop.signum is not None:
-            self.save(epoch, batches_done, totals)
-            log.warning("stopped at epoch %d, batch %d; continue with trainer.resume=auto",
-                        epoch, batches_done)  # fmt: skip
-            raise SystemExit(self.stop.exit_code)
-        every = self.settings.checkpoint
-        minutes = (time.monotonic() - self._last_save) / 60
-        if (every.every_n_steps and self.step % every.every_n_steps == 0) or (
-            every.every_minutes and minutes >= every.every_minutes
-        ):
-            self.save(epoch, batches_done, totals)
-
-    def save(
-        self,
-        epoch: int,
-        batches_done: int | None,
-        totals: ClassificationTotals | None = None,
-        metrics: dict[str, float] | None = None,
-    ) -> None:
-        """Checkpoint everything needed to continue: mid-epoch, or (batches_done None) after
-        the epoch and its validation."""
-        scaler = self.precision.scaler
-        state = self.run_info | {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
-            "scaler": scaler.state_dict() if scaler is not None else None,
-            "epoch": epoch,
-            "batches_done": batches_done,
-            "totals": totals.state_dict() if totals is not None else None,
-            "step": self.step,
-            "nonfinite": self.nonfinite,
-            "window": (self._window_loss, self._window_batches),
-            "history": self.history,
-            "rng": rng_states(),
-        }
-        self.checkpoints.save(state, metrics)
-        self._last_save = time.monotonic()
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Continue from a checkpoint `save` wrote (weights, optimizer, position, RNG)."""
-        self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        if self.precision.scaler is not None and state["scaler"] is not None:
-            self.precision.scaler.load_state_dict(state["scaler"])
-        self.step, self.nonfinite = state["step"], state["nonfinite"]
-        self.history = list(state["history"])
-        self._window_loss.copy_(state["window"][0])
-        self._window_batches = state["window"][1]
-        self.checkpoints.best = state["best"]
-        if state["batches_done"] is None:
-            self.start_epoch, self.start_batch = state["epoch"] + 1, 0
-        else:
-            self.start_epoch, self.start_batch = state["epoch"], state["batches_done"]
-            self._resumed_totals = state["totals"]
-        restore_rng_states(state["rng"])
 
     # -- all epochs ----------------------------------------------------------------------
     def fit(self) -> list[dict[str, float]]:

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import datetime
+from typing import Any
 
 from omegaconf import OmegaConf
+
+# Under torchrun: rank 0's launch time and run id, shared by every rank (one run dir per job)
+_shared_launch: dict[str, Any] = {}
 
 
 def available_cpus() -> int:
@@ -13,6 +18,33 @@ def available_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
+
+
+def cpu_half() -> int:
+    """Half the usable cores, shared among the ranks torchrun started on this node (at least 1).
+
+    A SLURM task already sees only its own cores (cpus_per_task), so nothing is divided there.
+    """
+    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    share = ranks_here if "TORCHELASTIC_RUN_ID" in os.environ else 1
+    return max(1, available_cpus() // 2 // share)
+
+
+def launch_rank() -> int:
+    """This process's global rank as its launcher says, before any process group exists:
+    torchrun's RANK, a submitit task's global rank, else 0."""
+    if "RANK" in os.environ:
+        return int(os.environ["RANK"])
+    if "SUBMITIT_EXECUTOR" in os.environ:  # a job started by hydra-submitit-launcher
+        import submitit
+
+        return submitit.JobEnvironment().global_rank
+    return 0
+
+
+def share_launch(time: datetime, run_id: str) -> None:
+    """Make `${launch_time:}` and `${run_id:}` return these (every rank of a torchrun job)."""
+    _shared_launch.update(time=time, run_id=run_id)
 
 
 def job_dir(number: int, override_dirname: str, max_len: int = 80) -> str:
@@ -26,12 +58,27 @@ def job_dir(number: int, override_dirname: str, max_len: int = 80) -> str:
 
 
 def register_resolvers() -> None:
-    """Register `${cpu_half:}`, `${run_id:}` and `${job_dir:...}`; safe to call again."""
-    # Half the usable cores: the seed's conservative starting point for loader.num_workers.
-    OmegaConf.register_new_resolver("cpu_half", lambda: max(1, available_cpus() // 2), replace=True)
-    # A random tag, fixed for the life of the process, that keeps run and sweep dirs
-    # unique when two runs start in the same second.
+    """Register `${cpu_half:}`, `${launch_time:FMT}`, `${run_id:}`, `${job_dir:...}` and
+    `${if_rank_zero:A,B}`; safe to call again."""
+    # The seed's conservative starting point for loader.num_workers (per rank, see cpu_half).
+    OmegaConf.register_new_resolver("cpu_half", cpu_half, replace=True)
+    # The launch time formatted by FMT (strftime); rank 0's under torchrun, like ${now:} otherwise.
     OmegaConf.register_new_resolver(
-        "run_id", lambda: secrets.token_hex(3), use_cache=True, replace=True
+        "launch_time",
+        lambda pattern: _shared_launch.get("time", datetime.now()).strftime(pattern),
+        use_cache=True,
+        replace=True,
+    )
+    # A random tag, fixed for the life of the config, that keeps run and sweep dirs unique
+    # when two runs start in the same second (rank 0's under torchrun).
+    OmegaConf.register_new_resolver(
+        "run_id",
+        lambda: _shared_launch.get("run_id") or secrets.token_hex(3),
+        use_cache=True,
+        replace=True,
     )
     OmegaConf.register_new_resolver("job_dir", job_dir, replace=True)
+    # A on global rank 0 (and in a single process), B on the other ranks of a distributed job.
+    OmegaConf.register_new_resolver(
+        "if_rank_zero", lambda a, b: a if launch_rank() == 0 else b, replace=True
+    )

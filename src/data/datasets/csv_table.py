@@ -74,6 +74,7 @@ class CsvDataset(LabelledImageFiles):
         check_files: bool = True,
         on_error: str = "raise",
         max_bad_fraction: float = 0.01,
+        reduced_decode: bool = True,
     ) -> None:
         columns = {"path_column": path_column, "label_column": label_column}
         if csv is not None and train_csv is None and val_csv is None:
@@ -130,7 +131,9 @@ class CsvDataset(LabelledImageFiles):
                     "Fix the row, or add the class to the train split."
                 )
             targets.append(index[label])
-        super().__init__(paths, targets, classes, transform, on_error, max_bad_fraction)
+        super().__init__(
+            paths, targets, classes, transform, on_error, max_bad_fraction, reduced_decode
+        )
 
     @staticmethod
     def _split_rows(

@@ -11,6 +11,7 @@ from torch.utils.data import Dataset
 
 from src.data.bad_samples import BadSample, check_policy
 from src.data.decode import SampleError, describe_error, load_sample
+from src.data.transforms import decode_min_side
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
@@ -22,6 +23,8 @@ class LabelledImageFiles(Dataset):
     workers share them without copy-on-read growth (no per-sample Python objects).
     With `on_error="skip"` an unreadable file gives a `BadSample` record instead of an error
     (see src/data/bad_samples.py); `max_bad_fraction` bounds how many a split may have.
+    With `reduced_decode`, JPEGs at least twice the size the transform's first Resize asks for
+    are decoded at 1/2, 1/4 or 1/8 scale (src/data/decode.py).
     """
 
     def __init__(
@@ -32,6 +35,7 @@ class LabelledImageFiles(Dataset):
         transform: Transform | None = None,
         on_error: str = "raise",
         max_bad_fraction: float = 0.01,
+        reduced_decode: bool = True,
     ) -> None:
         check_policy(on_error, max_bad_fraction)
         self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
@@ -40,6 +44,7 @@ class LabelledImageFiles(Dataset):
         self.classes = list(classes)
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self.transform = transform
+        self.decode_min_side = decode_min_side(transform) if reduced_decode else None
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -64,7 +69,9 @@ class LabelledImageFiles(Dataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int] | BadSample:
         label = int(self.targets[index])
         try:
-            image = load_sample(self.get_filename(index), index, self.classes[label])
+            image = load_sample(
+                self.get_filename(index), index, self.classes[label], self.decode_min_side
+            )
         except SampleError as err:
             if self.on_error != "skip":
                 raise

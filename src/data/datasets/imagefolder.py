@@ -75,6 +75,7 @@ class ImageFolderDataset(LabelledImageFiles):
         classes: Sequence[str] | None = None,
         on_error: str = "raise",
         max_bad_fraction: float = 0.01,
+        reduced_decode: bool = True,
     ) -> None:
         split_dir = Path(root) / split
         if not split_dir.is_dir():
@@ -124,4 +125,6 @@ class ImageFolderDataset(LabelledImageFiles):
                 "%s: did not follow %d symlinks that lead outside it, e.g. %s",
                 split_dir, len(walk.outside), walk.outside[0],
             )  # fmt: skip
-        super().__init__(paths, targets, classes, transform, on_error, max_bad_fraction)
+        super().__init__(
+            paths, targets, classes, transform, on_error, max_bad_fraction, reduced_decode
+        )

@@ -79,10 +79,11 @@ def shuffle_buffer(samples: Iterator[Sample], size: int, rng: random.Random) -> 
 
 
 class TarShardDataset(IterableDataset):
-    """One split of tar shards, split across DataLoader workers so each sample is read once.
+    """One split of tar shards, split across ranks (`distribute`), then across each rank's
+    DataLoader workers, so each sample is read once per epoch in the whole job.
 
-    With `shuffle`, the shard order is reshuffled every epoch (same order in every worker, so
-    the split stays exact) and samples pass through a `shuffle_buffer` per worker.
+    With `shuffle`, each rank's shard order is reshuffled every epoch (same order in every
+    worker, so the split stays exact) and samples pass through a `shuffle_buffer` per worker.
     """
 
     def __init__(
@@ -103,7 +104,10 @@ class TarShardDataset(IterableDataset):
         self.shuffle_buffer = shuffle_buffer
         self.seed = seed
         self.transform = transform
-        self.targets = np.array([label for shard in self.shards for label in shard_labels(shard)])
+        labels = [shard_labels(shard) for shard in self.shards]
+        self.shard_sizes = [len(shard) for shard in labels]
+        self.targets = np.array([label for shard in labels for label in shard])
+        self.rank, self.world_size = 0, 1
         if classes is None:
             classes = self._read_classes(classes_file) or [
                 str(i) for i in range(int(self.targets.max()) + 1)
@@ -125,8 +129,22 @@ class TarShardDataset(IterableDataset):
             return None
         return [line.strip() for line in path.read_text().splitlines() if line.strip()]
 
+    def distribute(self, rank: int, world_size: int) -> None:
+        """Read only this rank's shards: every `world_size`-th one from `rank`."""
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is outside a world of {world_size} processes")
+        self.rank, self.world_size = rank, world_size
+
+    @property
+    def local_shards(self) -> list[str]:
+        """The shards this rank reads (all of them in a single process)."""
+        return self.shards[self.rank :: self.world_size]
+
     def __len__(self) -> int:
-        return len(self.targets)
+        """Samples per epoch of the longest rank's share (all samples in a single process): the
+        same number on every rank, so all ranks plan the same learning-rate schedule."""
+        w = self.world_size
+        return max(sum(self.shard_sizes[r::w]) for r in range(w))
 
     def set_epoch(self, epoch: int) -> None:
         """Seed the next pass; persistent workers keep counting passes on their own copy."""
@@ -137,12 +155,12 @@ class TarShardDataset(IterableDataset):
         self._iterations_since_set += 1
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        shards = list(self.shards)
+        shards = self.local_shards
         if self.shuffle:
             random.Random(f"{self.seed}-{epoch}").shuffle(shards)
         samples = (s for shard in shards[worker::workers] for s in read_shard(shard))
         if self.shuffle and self.shuffle_buffer > 1:
-            rng = random.Random(f"{self.seed}-{epoch}-{worker}")
+            rng = random.Random(f"{self.seed}-{epoch}-{self.rank}-{worker}")
             samples = shuffle_buffer(samples, self.shuffle_buffer, rng)
         for name, data, label in samples:
             try:

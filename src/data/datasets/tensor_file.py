@@ -54,6 +54,7 @@ class TensorFileDataset(Dataset):
     """
 
     returns_batches = True
+    in_memory = True  # num_workers defaults to 0 (src/data/autotune.py)
 
     def __init__(
         self,

@@ -1,0 +1,152 @@
+"""The pre-resized image store of `mode=cache`: one split's uint8 pixels in one memory-mapped file.
+
+A split folder holds
+- `pixels.u8`: every image's HWC uint8 pixels, one after another;
+- `index.i64`: per image (offset into pixels.u8, height, width, label), int64;
+- `sources.npz`: each image's source path, size (bytes) and mtime (ns), in cache order;
+- `manifest.json`: the settings and classes it was built with;
+- `progress.json`: images committed so far and their pixel bytes (rewritten atomically).
+Entries are appended in source order and committed every few hundred images, so an
+interrupted build resumes from its last commit (bytes past it are cut off). A build or a
+reader whose settings or sources differ from the stored ones is refused, naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from src.utils.io import write_json
+
+FORMAT_VERSION = 1
+FIELDS = 4  # index.i64 columns: offset, height, width, label
+REBUILD_HINT = "run `make cache ARGS='cache.rebuild=true ...'` (or delete {dir}) to build it anew"
+
+
+class StaleCacheError(RuntimeError):
+    """The cache does not match its sources or settings any more."""
+
+
+def source_stats(paths: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(size in bytes, mtime in ns) of every path; a missing file gets (-1, -1)."""
+    sizes, mtimes = np.full(len(paths), -1, np.int64), np.full(len(paths), -1, np.int64)
+    for i, path in enumerate(paths):
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            continue
+        sizes[i], mtimes[i] = stat.st_size, stat.st_mtime_ns
+    return sizes, mtimes
+
+
+def _first_change(stored: dict[str, np.ndarray], paths: list[str]) -> str | None:
+    """A sentence naming the first stored source that differs from `paths` now, or None."""
+    stored_paths = [os.fsdecode(p) for p in stored["paths"]]
+    for i, (old, new) in enumerate(zip(stored_paths, paths, strict=False)):
+        if old != new:
+            return f"entry {i} was cached from {old}, but the dataset now lists {new} there"
+    if len(stored_paths) != len(paths):
+        return f"it holds {len(stored_paths)} sources, the dataset now lists {len(paths)}"
+    sizes, mtimes = source_stats(paths)
+    changed = np.flatnonzero((sizes != stored["sizes"]) | (mtimes != stored["mtimes"]))
+    if len(changed):
+        i = int(changed[0])
+        what = "is missing" if sizes[i] < 0 else "changed (size or modification time)"
+        return f"{len(changed)} sources changed since caching, e.g. entry {i}: {paths[i]} {what}"
+    return None
+
+
+class CacheWriter:
+    """Appends one split's images; resumes a compatible unfinished build, refuses a stale one."""
+
+    def __init__(
+        self, folder: Path, paths: list[str], settings: dict, classes: list[str], rebuild: bool
+    ) -> None:
+        self.folder = Path(folder)
+        if rebuild and self.folder.exists():
+            shutil.rmtree(self.folder)
+        manifest = {"format": FORMAT_VERSION, "settings": settings, "classes": list(classes)}
+        if (self.folder / "manifest.json").is_file():
+            self._check(manifest, paths)
+        else:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            sizes, mtimes = source_stats(paths)
+            encoded = np.array([os.fsencode(p) for p in paths], dtype=np.bytes_)
+            np.savez(self.folder / "sources.npz", paths=encoded, sizes=sizes, mtimes=mtimes)
+            write_json(self.folder / "progress.json", {"done": 0, "pixel_bytes": 0})
+            write_json(self.folder / "manifest.json", manifest)  # last: marks the folder a cache
+        progress = json.loads((self.folder / "progress.json").read_text())
+        self.done, self.pixel_bytes = progress["done"], progress["pixel_bytes"]
+        self._pixels = open(self.folder / "pixels.u8", "ab")  # noqa: SIM115 (closed in close())
+        self._index = open(self.folder / "index.i64", "ab")  # noqa: SIM115
+        for f, size in ((self._pixels, self.pixel_bytes), (self._index, self.done * FIELDS * 8)):
+            f.truncate(size)  # drop what an interrupted build wrote after its last commit
+
+    def _check(self, manifest: dict, paths: list[str]) -> None:
+        stored = json.loads((self.folder / "manifest.json").read_text())
+        hint = REBUILD_HINT.format(dir=self.folder)
+        if stored != manifest:
+            raise StaleCacheError(
+                f"cache {self.folder} was built with {stored['settings']} and classes "
+                f"{stored['classes']}, not {manifest['settings']} and {manifest['classes']}: "
+                f"{hint}, or set cache.dir to another folder."
+            )
+        with np.load(self.folder / "sources.npz") as sources:
+            change = _first_change(dict(sources), paths)
+        if change:
+            raise StaleCacheError(f"cache {self.folder} is stale: {change}. Not mixing: {hint}.")
+
+    def append(self, pixels: np.ndarray, label: int) -> None:
+        """Add the next image (HWC uint8)."""
+        height, width, _ = pixels.shape
+        self._pixels.write(np.ascontiguousarray(pixels, dtype=np.uint8).tobytes())
+        record = np.array([self.pixel_bytes, height, width, label], dtype=np.int64)
+        self._index.write(record.tobytes())
+        self.pixel_bytes += pixels.size
+        self.done += 1
+
+    def commit(self) -> None:
+        """Make everything appended so far survive a crash (fsync, then the progress file)."""
+        for f in (self._pixels, self._index):
+            f.flush()
+            os.fsync(f.fileno())
+        write_json(self.folder / "progress.json", {"done": self.done, "pixel_bytes": self.pixel_bytes})
+
+    def close(self) -> None:
+        self.commit()
+        self._pixels.close()
+        self._index.close()
+
+
+def open_cache(folder: Path, check_sources: bool) -> tuple[dict, np.ndarray, np.ndarray]:
+    """(manifest, index rows N x 4, source paths as fsencoded bytes) of a complete cache;
+    refuses an unfinished one, and with `check_sources` one whose sources changed since."""
+    folder = Path(folder)
+    if not (folder / "manifest.json").is_file():
+        raise FileNotFoundError(
+            f"dataset.root: {folder} holds no image cache (no manifest.json). Build it with "
+            "`make cache` (python train.py mode=cache cache.dir=...) and point dataset.root at "
+            "cache.dir."
+        )
+    manifest = json.loads((folder / "manifest.json").read_text())
+    with np.load(folder / "sources.npz") as sources:
+        stored = dict(sources)
+    done = json.loads((folder / "progress.json").read_text())["done"]
+    if done < len(stored["paths"]):
+        raise StaleCacheError(
+            f"cache {folder} is unfinished ({done} of {len(stored['paths'])} images): run "
+            "`make cache` again with the same settings to finish it (it resumes)."
+        )
+    if check_sources:
+        change = _first_change(stored, [os.fsdecode(p) for p in stored["paths"]])
+        if change:
+            raise StaleCacheError(
+                f"cache {folder} is stale: {change}. {REBUILD_HINT.format(dir=folder)}, or set "
+                "dataset.check_sources=false to train on the cached pixels as they are."
+            )
+    index = np.fromfile(folder / "index.i64", dtype=np.int64).reshape(-1, FIELDS)[:done]
+    return manifest, index, stored["paths"]

@@ -1,0 +1,53 @@
+"""Each rank's share of the data in a distributed job (one process per device).
+
+Train: every rank draws the same (seed, epoch) order and keeps every world_size-th position,
+padded with the order's beginning so all ranks run as many batches; a stream is split by shard.
+Val: the dataset's order split without padding, so each sample is evaluated exactly once in
+the job and the all-reduced totals equal a single process's.
+"""
+
+from __future__ import annotations
+
+from torch.utils.data import Dataset, IterableDataset, Sampler, SequentialSampler
+
+from src.data.samplers import EpochSampler, SequentialOrder
+
+
+def share_train(dataset: Dataset, sampler: Sampler | None, rank: int, world_size: int) -> None:
+    """Make the train `sampler` (or, for a stream, the `dataset`) yield only this rank's share."""
+    if world_size == 1:
+        return
+    if sampler is None:
+        _share_stream(dataset, rank, world_size, "train")
+    elif isinstance(sampler, EpochSampler):
+        sampler.distribute(rank, world_size, pad=True)
+    else:
+        raise ValueError(
+            f"sampler: a {type(sampler).__name__} cannot be split across the {world_size} ranks "
+            "of this job; use one of the sampler group's options (random, sequential, weighted, "
+            "fixed) or subclass src.data.samplers.EpochSampler."
+        )
+
+
+def val_order(dataset: Dataset, rank: int, world_size: int) -> Sampler | None:
+    """The val order: the dataset's own; in a distributed job this rank's disjoint share."""
+    if isinstance(dataset, IterableDataset):
+        if world_size > 1:
+            _share_stream(dataset, rank, world_size, "val")
+        return None
+    if world_size == 1:
+        return SequentialSampler(dataset)
+    order = SequentialOrder(len(dataset), seed=0)  # type: ignore[arg-type]
+    order.distribute(rank, world_size, pad=False)
+    return order
+
+
+def _share_stream(dataset: Dataset, rank: int, world_size: int, split: str) -> None:
+    distribute = getattr(dataset, "distribute", None)
+    if distribute is None:
+        raise ValueError(
+            f"dataset: {type(dataset).__name__} streams its {split} samples without a "
+            f"distribute(rank, world_size) method, so each of the {world_size} ranks would read "
+            "all of them; add one (as src/data/datasets/tar_shards.py does) or run one process."
+        )
+    distribute(rank, world_size)

@@ -1,0 +1,67 @@
+"""Randomness that repeats under a seed yet differs where it should (samples, workers, epochs)."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from src.data.samplers import BalancedSampler, ShuffledSampler
+from src.data.seeded import SeededSamples
+
+
+class RandomCrops(Dataset):
+    """Sample i = a random 'augmentation' drawn from torch's global RNG (like v2 transforms)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return torch.rand(4)
+
+
+def _epoch(data: SeededSamples, epoch: int, workers: int) -> torch.Tensor:
+    data.set_epoch(epoch)
+    loader = DataLoader(data, batch_size=4, num_workers=workers)
+    return torch.cat(list(loader))
+
+
+def test_augmentations_repeat_under_the_seed_whatever_the_worker_count() -> None:
+    data = SeededSamples(RandomCrops(), seed=0)
+    zero, two = _epoch(data, 1, workers=0), _epoch(data, 1, workers=2)
+    assert torch.equal(zero, two)  # the same draws in the main process and in 2 workers
+    assert len({tuple(row.tolist()) for row in zero}) == 8  # no two samples share a crop
+    assert not torch.equal(zero, _epoch(data, 2, workers=2))  # a new epoch, new crops
+    assert torch.equal(zero, _epoch(SeededSamples(RandomCrops(), seed=0), 1, workers=0))
+    assert not torch.equal(zero, _epoch(SeededSamples(RandomCrops(), seed=1), 1, workers=0))
+
+
+def test_sample_seeding_leaves_the_callers_rng_alone() -> None:
+    data = SeededSamples(RandomCrops(), seed=0)
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    data[3]
+    assert torch.equal(torch.rand(3), expected)
+
+
+def test_orders_differ_across_epochs_repeat_per_epoch_and_skip_exactly() -> None:
+    sampler = ShuffledSampler(20, seed=3)
+    sampler.set_epoch(1)
+    first = list(sampler)
+    sampler.set_epoch(2)
+    assert list(sampler) != first and sorted(list(sampler)) == list(range(20))
+    sampler.set_epoch(1)
+    assert list(sampler) == first
+    sampler.skip(8)
+    assert len(sampler) == 12 and list(sampler) == first[8:]
+    assert list(sampler) == first  # the skip applies to one pass only
+
+
+def test_weighted_draws_repeat_per_epoch() -> None:
+    weights = torch.tensor([1.0, 1.0, 8.0])
+    a, b = BalancedSampler(weights, 50, True, seed=0), BalancedSampler(weights, 50, True, seed=0)
+    a.set_epoch(4)
+    b.set_epoch(4)
+    assert list(a) == list(b)
+    b.set_epoch(5)
+    assert list(a) != list(b)

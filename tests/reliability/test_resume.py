@@ -1,0 +1,104 @@
+"""Stopping and resuming: the continued run ends with exactly the uninterrupted run's weights."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from src.training.checkpoint import load_checkpoint
+from src.training.loop import Fitter
+from train import train
+
+# 48 train images / batch 16 = 3 batches per epoch (drop_last), 3 epochs = 9 optimizer steps
+RUN = ("trainer.max_epochs=3", "trainer.log_every_n_steps=1")
+
+
+def _run(make_cfg, log_dir: Path, name: str, *overrides: str) -> dict:
+    cfg = make_cfg(
+        *RUN, f"paths.log_dir={log_dir}", f"paths.output_dir={log_dir / name}", *overrides
+    )
+    return train(cfg)
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(run / "checkpoints" / "last.pt")["model"]
+
+
+def _stop_at_step(monkeypatch: pytest.MonkeyPatch, step: int, signum: int) -> None:
+    """Send `signum` to this process right after optimizer step `step` (a pre-emption)."""
+    original = Fitter._optimizer_step
+
+    def stepping(self: Fitter) -> None:
+        original(self)
+        if self.step == step:
+            signal.raise_signal(signum)
+
+    monkeypatch.setattr(Fitter, "_optimizer_step", stepping)
+
+
+@pytest.mark.parametrize(
+    ("sampler", "workers"), [("random", 0), ("random", 2), ("weighted", 0), ("weighted", 2)]
+)
+def test_resume_mid_epoch_equals_the_uninterrupted_run(
+    make_cfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sampler: str, workers: int
+) -> None:
+    knobs = (f"sampler={sampler}", f"loader.num_workers={workers}")
+    whole = _run(make_cfg, tmp_path / "a", "run", *knobs)
+
+    _stop_at_step(monkeypatch, 4, signal.SIGTERM)  # epoch 2, after its first batch
+    with pytest.raises(SystemExit) as stopped:
+        _run(make_cfg, tmp_path / "b", "first", *knobs)
+    assert stopped.value.code == 128 + signal.SIGTERM
+    saved = load_checkpoint(tmp_path / "b" / "first" / "checkpoints" / "last.pt")
+    assert (saved["epoch"], saved["batches_done"], saved["step"]) == (2, 1, 4)
+    assert not (tmp_path / "b" / "first" / "metrics.json").exists()
+
+    monkeypatch.undo()
+    resumed = _run(make_cfg, tmp_path / "b", "second", *knobs, "trainer.resume=auto")
+    a, b = _weights(tmp_path / "a" / "run"), _weights(tmp_path / "b" / "second")
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-6), name
+    for key in ("val/acc", "val/loss", "train/loss", "val/best_acc", "epochs"):
+        assert resumed[key] == pytest.approx(whole[key], abs=1e-6), key
+
+
+def test_resume_between_epochs_and_after_ctrl_c(make_cfg, tmp_path: Path, monkeypatch) -> None:
+    whole = _run(make_cfg, tmp_path / "a", "run")
+    _stop_at_step(monkeypatch, 3, signal.SIGINT)  # the last step of epoch 1
+    with pytest.raises(SystemExit) as stopped:
+        _run(make_cfg, tmp_path / "b", "first")
+    assert stopped.value.code == 128 + signal.SIGINT
+    monkeypatch.undo()
+    resumed = _run(make_cfg, tmp_path / "b", "second", "trainer.resume=auto")
+    assert resumed["val/acc"] == pytest.approx(whole["val/acc"])
+    assert resumed["train/loss"] == pytest.approx(whole["train/loss"])
+    history = load_checkpoint(tmp_path / "b" / "second" / "checkpoints" / "last.pt")["history"]
+    assert [round(h["val/acc"], 6) for h in history] == [
+        round(h["val/acc"], 6)
+        for h in load_checkpoint(tmp_path / "a" / "run" / "checkpoints" / "last.pt")["history"]
+    ]
+
+
+def test_results_do_not_depend_on_num_workers(make_cfg, tmp_path: Path) -> None:
+    zero = _run(make_cfg, tmp_path / "a", "run", "loader.num_workers=0")
+    two = _run(make_cfg, tmp_path / "b", "run", "loader.num_workers=2")
+    a, b = _weights(tmp_path / "a" / "run"), _weights(tmp_path / "b" / "run")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert zero["val/acc"] == two["val/acc"] and zero["train/loss"] == two["train/loss"]
+
+
+def test_resume_auto_ignores_runs_of_another_config(make_cfg, tmp_path: Path, caplog) -> None:
+    _run(make_cfg, tmp_path, "other", "optimizer.lr=0.01", "trainer.max_epochs=1")
+    fresh = make_cfg(*RUN, f"paths.log_dir={tmp_path}", f"paths.output_dir={tmp_path / 'new'}",
+                     "trainer.resume=auto", "trainer.max_epochs=1")  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="src.training.resume"):
+        train(fresh)
+    assert "no earlier run of this config" in caplog.text
+    metrics = json.loads((tmp_path / "new" / "metrics.json").read_text())
+    assert metrics["epochs"] == 1

@@ -1,0 +1,112 @@
+"""DDP on CPU (gloo): a 2-process torchrun job writes one run dir from rank 0 whose val metrics
+equal a single-process evaluation of its checkpoint; uneven streams keep the ranks identical."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from omegaconf import OmegaConf
+
+from src.assemble import assemble
+from src.training.batches import BatchMover
+from src.training.checkpoint import load_checkpoint
+from src.training.evaluate import evaluate
+from tests import ddp_probe
+
+ROOT = Path(__file__).resolve().parents[1]
+LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                    "MASTER_PORT", "TORCHELASTIC_RUN_ID")  # fmt: skip
+
+
+def torchrun(*args: str, cwd: Path, nproc: int = 2) -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc_per_node=nproc train.py args` with a hard timeout."""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc_per_node={nproc}", str(ROOT / "train.py"), *args]  # fmt: skip
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+
+
+def single_process_eval(run: Path, out: Path) -> dict[str, float]:
+    """Val metrics of `run`'s last checkpoint, evaluated here in one process with its config."""
+    state = load_checkpoint(run / "checkpoints" / "last.pt")
+    cfg = OmegaConf.create(state["config"])
+    cfg.paths.output_dir = str(out)
+    parts = assemble(cfg)
+    parts.model.load_state_dict(state["model"])  # plain keys: no DDP `module.` prefix
+    move = BatchMover(parts.device, parts.pipelines.normalizer, parts.settings.channels_last)
+    return evaluate(parts.model, parts.val_loader, move, parts.precision)
+
+
+@pytest.fixture(scope="module")
+def csv_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A 2-epoch torchrun job on an odd-sized val split (29: shares of 15 and 14, no padding)."""
+    logs = tmp_path_factory.mktemp("ddp")
+    rows = (demo_dir / "val.csv").read_text().splitlines()
+    (logs / "val29.csv").write_text("\n".join(rows[:30]) + "\n")  # header + 29 samples
+    result = torchrun(
+        f"paths.demo_dir={demo_dir}", f"paths.log_dir={logs}", "dataset=csv",
+        f"dataset.val_csv={logs / 'val29.csv'}", f"dataset.root={demo_dir}",
+        "trainer.max_epochs=2", "loader.batch_size=8", "loader.num_workers=0", cwd=logs,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    return logs, result.stdout + result.stderr
+
+
+def test_torchrun_job_has_one_run_dir_written_by_rank_0(csv_job: tuple[Path, str]) -> None:
+    logs, output = csv_job
+    (run,) = (p.parent for p in logs.glob("runs/*/*/.hydra"))
+    assert [p.parent for p in logs.glob("runs/*/*/*") if p.name == "metrics.json"] == [run]
+    assert len(list((run / "tensorboard").glob("events.out.tfevents.*"))) == 1
+    assert output.count("epoch 2/2") == 1 and "x 2 ranks = 16 per step" in output
+    log = (run / "train.log").read_text()
+    assert log.count("epoch 1/2") == 1 and log.count("metrics:") == 1
+    state = load_checkpoint(run / "checkpoints" / "last.pt")
+    assert state["world_size"] == 2 and state["epoch"] == 2
+    assert not any(key.startswith("module.") for key in state["model"])
+    # 48 train samples: 24 per rank, 3 batches of 8, one optimizer step per batch
+    assert state["step"] == 6
+
+
+def test_torchrun_val_metrics_equal_single_process_eval(csv_job, tmp_path: Path) -> None:
+    logs, _ = csv_job
+    (metrics_file,) = logs.glob("runs/*/*/metrics.json")
+    metrics = json.loads(metrics_file.read_text())
+    alone = single_process_eval(metrics_file.parent, tmp_path)
+    assert alone["val/acc"] == metrics["val/acc"]  # 29 samples, each counted once
+    assert alone["val/loss"] == pytest.approx(metrics["val/loss"], rel=1e-6)
+
+
+def test_torchrun_stream_over_2_ranks_x_2_workers(demo_dir: Path, tmp_path: Path) -> None:
+    """3 train shards of 16: rank 0 reads 2, rank 1 one (4 vs 2 batches): Join, then align."""
+    result = torchrun(
+        f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}", "dataset=iterable",
+        "trainer.max_epochs=2", "loader.batch_size=8", "loader.num_workers=2", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-4000:]
+    (metrics_file,) = tmp_path.glob("runs/*/*/metrics.json")
+    metrics = json.loads(metrics_file.read_text())
+    state = load_checkpoint(metrics_file.parent / "checkpoints" / "last.pt")
+    assert state["step"] == 8  # the longer rank's 4 steps per epoch
+    alone = single_process_eval(metrics_file.parent, tmp_path / "eval")
+    assert alone["val/acc"] == metrics["val/acc"]
+    assert alone["val/loss"] == pytest.approx(metrics["val/loss"], rel=1e-6)
+
+
+def test_ranks_with_uneven_batches_end_the_epoch_identical(tmp_path: Path) -> None:
+    mp.spawn(ddp_probe.uneven_epoch, args=(2, str(tmp_path / "init"), str(tmp_path)), nprocs=2)
+    first, second = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
+    assert first["active"] and (first["own_step"], second["own_step"]) == ddp_probe.BATCHES
+    assert first["step"] == second["step"] == max(ddp_probe.BATCHES)
+    assert first["lr"] == second["lr"]
+    for key, tensor in first["model"].items():
+        assert torch.equal(tensor, second["model"][key]), key
+    for param, moments in first["optimizer"].items():
+        for name, value in moments.items():
+            assert torch.equal(value, second["optimizer"][param][name]), (param, name)
