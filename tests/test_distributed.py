@@ -3,6 +3,7 @@ equal a single-process evaluation of its checkpoint; uneven streams keep the ran
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -19,17 +20,20 @@ from src.training.batches import BatchMover
 from src.training.checkpoint import load_checkpoint
 from src.training.evaluate import evaluate
 from tests import ddp_probe
+from tests.reliability.bad_files import corrupt_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
                     "MASTER_PORT", "TORCHELASTIC_RUN_ID")  # fmt: skip
 
 
-def torchrun(*args: str, cwd: Path, nproc: int = 2) -> subprocess.CompletedProcess:
+def torchrun(
+    *args: str, cwd: Path, nproc: int = 2, script: Path = ROOT / "train.py", **env_vars: str
+) -> subprocess.CompletedProcess:
     """`torchrun --standalone --nproc_per_node=nproc train.py args` with a hard timeout."""
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES}
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES} | env_vars
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc_per_node={nproc}", str(ROOT / "train.py"), *args]  # fmt: skip
+               f"--nproc_per_node={nproc}", str(script), *args]  # fmt: skip
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
 
 
@@ -110,3 +114,42 @@ def test_ranks_with_uneven_batches_end_the_epoch_identical(tmp_path: Path) -> No
     for param, moments in first["optimizer"].items():
         for name, value in moments.items():
             assert torch.equal(value, second["optimizer"][param][name]), (param, name)
+
+
+FAULTS = ROOT / "tests" / "ddp_faults.py"
+
+
+def test_torchrun_stop_and_resume_equals_the_uninterrupted_job(demo_dir, tmp_path) -> None:
+    """Every rank's generators and running totals are checkpointed: the resumed job ends with
+    the uninterrupted job's weights, and a NaN on one rank is skipped by all (no hang)."""
+    run = (f"paths.demo_dir={demo_dir}", "loader.batch_size=8", "loader.num_workers=0",
+           "trainer.max_epochs=3")  # fmt: skip
+    whole = torchrun(*run, f"paths.log_dir={tmp_path / 'a'}", cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    stopped = torchrun(*run, f"paths.log_dir={tmp_path / 'b'}", cwd=tmp_path, script=FAULTS,
+                       STOP_AT_STEP="4")  # fmt: skip
+    assert stopped.returncode != 0
+    assert "stopped at epoch 2, batch 1" in stopped.stdout + stopped.stderr
+    resumed = torchrun(*run, f"paths.log_dir={tmp_path / 'b'}", "trainer.resume=auto",
+                       cwd=tmp_path)  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    a, b = (load_checkpoint(next((tmp_path / d).glob("runs/*/*/metrics.json")).parent
+                            / "checkpoints" / "last.pt")["model"]
+            for d in ("a", "b"))  # fmt: skip
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    nan = torchrun(*run, f"paths.log_dir={tmp_path / 'c'}", "trainer.max_nonfinite_steps=1",
+                   cwd=tmp_path, script=FAULTS, NAN_RANK="1")  # fmt: skip
+    assert nan.returncode == 0, nan.stderr[-3000:]
+    assert "not finite on another rank" in nan.stderr + nan.stdout
+
+
+def test_torchrun_bad_samples_report_pools_every_rank(demo_dir, tmp_path) -> None:
+    root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
+    result = torchrun(f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path / 'logs'}",
+                      f"dataset.root={root}", "dataset.on_error=skip", "loader.batch_size=8",
+                      "dataset.max_bad_fraction=0.1", "loader.num_workers=0",
+                      "trainer.max_epochs=1", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    (report,) = (tmp_path / "logs").glob("runs/*/*/bad_samples.csv")
+    with open(report, newline="") as f:
+        assert {row["path"] for row in csv.DictReader(f)} == bad  # both ranks' finds

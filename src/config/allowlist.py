@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Any
 
 from src.config.errors import ConfigError
 from src.config.tree import child_key, target_nodes
 
 ALLOWLIST_KEY = "allowed_targets"
+# Under the allowed packages yet able to run arbitrary code (unpickling, remote repos,
+# compilers): refused whatever allowed_targets says.
+DENIED = (
+    "torch.load",
+    "torch.serialization",
+    "torch.hub",
+    "torch.jit.load",
+    "torch.package",
+    "torch.utils.cpp_extension",
+    "torch.utils.model_zoo",
+)
 
 
 def is_allowed(target: str, prefixes: list[str]) -> bool:
@@ -18,6 +30,31 @@ def is_allowed(target: str, prefixes: list[str]) -> bool:
         if base and (target == base or target.startswith(base + ".")):
             return True
     return False
+
+
+def is_denied(name: str) -> bool:
+    """Whether dotted `name` is (under) one of the `DENIED` code-running entry points."""
+    return is_allowed(name, list(DENIED))
+
+
+def resolved_problem(key: str, target: str, obj: Any, prefixes: list[str]) -> str | None:
+    """A line when what `target` imports really lives outside the allowlist (a re-export such
+    as `src.x.os.system`) or is a denied entry point; None when it is fine."""
+    module = obj.__name__ if isinstance(obj, ModuleType) else getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", "")
+    real = f"{module}.{qualname}" if module and qualname else module
+    if is_denied(target) or (real and is_denied(real)):
+        return (
+            f"{key}={target}: refused, it can run arbitrary code (unpickling, remote or "
+            "compiled code); load such things in your own function under src/ instead."
+        )
+    if module and not is_allowed(module, prefixes):
+        return (
+            f"{key}={target}: refused, it is {real} from outside {ALLOWLIST_KEY}="
+            f"{prefixes}; name it by its own module, and add that to {ALLOWLIST_KEY} only "
+            "if you trust it."
+        )
+    return None
 
 
 def allowed_prefixes(tree: dict[str, Any]) -> list[str]:

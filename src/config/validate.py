@@ -16,7 +16,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from src.config.allowlist import disallowed_targets
+from src.config.allowlist import allowed_prefixes, disallowed_targets, resolved_problem
 from src.config.errors import ConfigError
 from src.config.schema import node_problems
 from src.config.tree import child_key, resolve_tree, target_nodes
@@ -32,10 +32,14 @@ def validate_config(cfg: DictConfig) -> None:
     tree = resolve_tree(cfg, EXEMPT_MISSING, problems)
     _raise_if(problems)
     _raise_if(disallowed_targets(tree))
+    prefixes = allowed_prefixes(tree)
     targets = {}
     for path, node in target_nodes(tree):
         obj = _import(path, node["_target_"], problems)
-        if obj is not None:
+        where = resolved_problem(child_key(path, "_target_"), node["_target_"], obj, prefixes)
+        if obj is not None and where is not None:
+            problems.append(where)
+        elif obj is not None:
             targets[path] = obj
             problems += node_problems(path, node, node["_target_"], obj)
     _raise_if(problems)

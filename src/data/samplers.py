@@ -18,9 +18,37 @@ from torch.utils.data import Dataset, Sampler
 from src.utils.seeding import derive_seed
 
 
+class Draw(int):
+    """An index drawn again within one epoch (sampling with replacement); `occurrence` (1, 2,
+    ...) gives each repeat its own augmentation seed (src.data.seeded) instead of a copy."""
+
+    occurrence: int
+
+    def __new__(cls, index: int, occurrence: int) -> Draw:
+        draw = super().__new__(cls, index)
+        draw.occurrence = occurrence
+        return draw
+
+    def __reduce__(self) -> tuple[type, tuple[int, int]]:  # keeps `occurrence` in workers
+        return (Draw, (int(self), self.occurrence))
+
+
+def _mark_repeats(order: list[int]) -> list[int]:
+    """`order` with every index after its first appearance replaced by a numbered `Draw`."""
+    seen: dict[int, int] = {}
+    marked: list[int] = []
+    for index in order:
+        count = seen.get(index, 0)
+        seen[index] = count + 1
+        marked.append(Draw(index, count) if count else index)
+    return marked
+
+
 class EpochSampler(Sampler[int], ABC):
     """Draws each epoch's order from (seed, epoch); `skip` starts the next pass part-way;
     `distribute` keeps one rank's share of every order."""
+
+    repeats = False  # whether an order may hold an index twice (draws with replacement)
 
     def __init__(self, num_samples: int, seed: int) -> None:
         self.num_samples = num_samples
@@ -71,7 +99,11 @@ class EpochSampler(Sampler[int], ABC):
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(derive_seed(self.seed, self.epoch))
         start, self._skip = self._skip, 0
-        return iter(self._share(self.order(generator))[start:].tolist())
+        order = self.order(generator)
+        if not self.repeats:
+            return iter(self._share(order)[start:].tolist())
+        drawn = _mark_repeats(order.tolist())  # counted over the whole epoch, before sharing
+        return iter([drawn[p] for p in self._share(torch.arange(len(order)))[start:].tolist()])
 
     def __len__(self) -> int:
         return self.share_size() - self._skip
@@ -107,6 +139,7 @@ class BalancedSampler(EpochSampler):
         super().__init__(num_samples, seed)
         self.weights = weights.double()
         self.replacement = replacement
+        self.repeats = replacement
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
         return torch.multinomial(self.weights, self.num_samples, self.replacement,

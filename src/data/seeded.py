@@ -14,14 +14,16 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
+from src.data.samplers import Draw
 from src.utils.seeding import derive_seed
 
-_SLOTS = 256  # reading-slots: one per worker id (modulo), slot 0 also for the main process
+_SLOTS = 256  # reading-slots: one per worker id (modulo)
 
 
 class SeededSamples(Dataset):
     """Wraps a map-style dataset: every fetch runs under torch's RNG seeded from
-    (seed, epoch, index), restoring the caller's RNG afterwards. Attributes pass through."""
+    (seed, epoch, index), restoring the caller's RNG afterwards. Attributes pass through.
+    A dataset with `draws_random = False` (no random transform) is fetched without the swap."""
 
     def __init__(self, dataset: Dataset, seed: int) -> None:
         self.dataset = dataset
@@ -47,21 +49,28 @@ class SeededSamples(Dataset):
 
     def _fetch(self, key: Any, fetch: Any, first_index: int, *seed_parts: int) -> Any:
         info = get_worker_info()
-        slot = info.id % _SLOTS if info is not None else 0
-        self._reading[slot] = first_index
-        self._pids[slot] = os.getpid()
-        with torch.random.fork_rng(devices=[]):
-            # the CPU generator only (what transforms draw from): torch.manual_seed would also
-            # reseed every CUDA device, unrestored, and costs 80 us a sample against 3 us
-            torch.default_generator.manual_seed(
-                derive_seed(self.seed, int(self._epoch), *seed_parts)
-            )
+        slot = info.id % _SLOTS if info is not None else -1
+        if slot >= 0:  # workers only: a fetch in the main process raises right where it fails
+            self._reading[slot] = first_index
+            self._pids[slot] = os.getpid()
+        if not getattr(self.dataset, "draws_random", True):  # nothing to seed: skip the swap
             item = fetch(key)
-        self._reading[slot] = -1  # left set when the fetch raised: that sample is the culprit
+        else:
+            with torch.random.fork_rng(devices=[]):
+                # the CPU generator only (what transforms draw from): torch.manual_seed would
+                # also reseed every CUDA device, unrestored, and costs 80 us against 3 us
+                torch.default_generator.manual_seed(
+                    derive_seed(self.seed, int(self._epoch), *seed_parts)
+                )
+                item = fetch(key)
+        if slot >= 0:  # left set when the fetch raised: that sample is the culprit
+            self._reading[slot] = -1
         return item
 
     def __getitem__(self, index: int) -> Any:
-        return self._fetch(index, self.dataset.__getitem__, index, index)
+        # a repeated draw (samplers.Draw) of the same index gets its own augmentation
+        repeat = (index.occurrence,) if isinstance(index, Draw) else ()
+        return self._fetch(index, self.dataset.__getitem__, index, index, *repeat)
 
     def __getitems__(self, indices: list[int]) -> Any:
         batched = getattr(self.dataset, "__getitems__", None)

@@ -12,13 +12,17 @@ from omegaconf import DictConfig, OmegaConf
 from src.assemble import assemble
 from src.outputs import finish_run, save_resolved_config
 from src.training.checkpoint import Checkpoints
-from src.training.distributed import check_resume_world, init_distributed, rank_seed
+from src.training.distributed import check_resume_world, init_distributed
 from src.training.loop import Fitter
 from src.training.optimization import build_optimization
-from src.training.resume import KEY_FILE, config_key, find_resume_state
+from src.training.resume import (
+    KEY_FILE,
+    check_stream_position,
+    config_key,
+    find_resume_state,
+)
 from src.training.summary import summarize
 from src.training.tensorboard import TensorBoardLogger
-from src.utils.seeding import seed_everything
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +46,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         (out / "checkpoints" / KEY_FILE).write_text(key + "\n")
     with TensorBoardLogger(out / "tensorboard", enabled=ranks.is_main) as tb:
         run_info = {"classes": parts.classes, "config": resolved, "config_key": key,
-                    "world_size": ranks.world_size}  # fmt: skip
+                    "world_size": ranks.world_size,
+                    "num_workers": parts.train_loader.num_workers}  # fmt: skip
         fitter = Fitter(parts, optimizer, scheduler, tb, checkpoints, run_info)
         if resume is not None:
             check_resume_world(resume[1], ranks)
+            check_stream_position(resume[1], parts.train_loader)
             fitter.restore(resume[1])
-            if not ranks.is_main:  # the checkpoint holds rank 0's generators: derive our own
-                seed_everything(rank_seed(parts.settings.seed, ranks.rank, fitter.step))
+            checkpoints.adopt_best(resume[0].parent / "best.pt")
             log.info("resumed from %s: epoch %d, batch %d", resume[0], fitter.start_epoch,
                      fitter.start_batch)  # fmt: skip
         tb.text("config", OmegaConf.to_yaml(resolved))

@@ -69,14 +69,17 @@ class Checkpoints:
     def __init__(
         self, directory: Path, keep_last: int, monitor: str, mode: str, write: bool = True
     ) -> None:
-        if keep_last < 1:
-            raise ValueError(f"trainer.checkpoint.keep_last={keep_last}: expected int >= 1.")
-        if mode not in ("max", "min"):
-            raise ValueError(f"trainer.checkpoint.mode={mode!r}: expected max or min.")
         self.directory, self.keep_last = directory, keep_last
         self.monitor, self.mode = monitor, mode
         self.write = write
         self.best: float | None = None
+
+    def adopt_best(self, previous: Path) -> None:
+        """Carry the best.pt of the run being resumed into this run's folder (until an epoch
+        here does better), so every run folder has its best checkpoint."""
+        if self.write and previous.is_file():
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _link(previous, self.directory / "best.pt")
 
     def _improves(self, metrics: dict[str, float] | None) -> bool:
         if metrics is None:

@@ -161,3 +161,36 @@ def reduce_totals(totals: ClassificationTotals) -> None:
     totals.loss_sum.copy_(packed[0])
     totals.correct.copy_(packed[1].round().long())
     totals.samples = int(packed[2].round())
+
+
+def any_rank(flags: list[bool], device: torch.device) -> list[bool]:
+    """Each flag true on at least one rank (one all-reduce for all of them; as is, alone).
+    Ranks must take the same branch around collectives: a NaN skip, a save, a stop."""
+    if not dist.is_initialized():
+        return flags
+    packed = torch.tensor([int(f) for f in flags], device=device)
+    dist.all_reduce(packed, op=dist.ReduceOp.MAX)
+    return [bool(v) for v in packed.tolist()]
+
+
+def gather_objects(obj: Any) -> list[Any]:
+    """`obj` from every rank, in rank order (a list of one outside a process group)."""
+    if not dist.is_initialized():
+        return [obj]
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
+def share_bad_samples(*loaders: Any) -> None:
+    """Under DDP with dataset.on_error=skip: every rank's unreadable samples into every
+    rank's ledger (rank 0 lists them in bad_samples.csv), then the split-wide limit check."""
+    if not dist.is_initialized():
+        return
+    for loader in loaders:
+        ledger = getattr(loader, "bad_samples", None)
+        if ledger is None:
+            continue
+        for records in gather_objects(list(ledger.seen.values())):
+            ledger.record(r for r in records if r.index not in ledger.seen)
+        ledger.check()

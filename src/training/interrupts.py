@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -19,8 +20,11 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self._owner = os.getpid()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != self._owner:  # a forked loader worker: the main process decides
+            return
         if self.signum is not None:  # asked twice: do not wait for the step to end
             raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
         self.signum = signum

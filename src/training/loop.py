@@ -14,7 +14,7 @@ from tqdm import tqdm
 from src.training.batches import BatchMover, batches_per_epoch
 from src.training.checkpoint import Checkpoints
 from src.training.diagnosis import gpu_stats, loader_failure, starvation_hint
-from src.training.distributed import reduce_totals
+from src.training.distributed import any_rank, reduce_totals, share_bad_samples
 from src.training.evaluate import evaluate
 from src.training.interrupts import StopRequest
 from src.training.meters import ClassificationTotals, LoaderTimer
@@ -56,6 +56,7 @@ class Fitter(Resumable):
         self._resumed_totals: dict[str, Any] | None = None
         self._hinted = False
         self._base_samples = 0  # samples counted before this pass (a resumed epoch's first part)
+        self._lockstep = True  # False while DDP ranks run a stream's uneven batches (Join)
         self._last_save = time.monotonic()
         self._window_loss = torch.zeros((), device=parts.device)  # train/loss since last point
         self._window_batches = 0
@@ -78,6 +79,7 @@ class Fitter(Resumable):
         self._base_samples = totals.samples
         done, at_boundary = start, True  # position in the epoch after the last optimizer step
         uneven = UnevenRanks(self.model, loader)  # DDP ranks fed by a stream: Join, then align
+        self._lockstep = not uneven.active  # all ranks at the same step: they can agree
         try:
             with uneven.joined(), batch_profiler(s.profile and epoch == 1, trace_dir) as prof:
                 for i, batch in enumerate(timer.iterate(batches, limit), start=start):
@@ -125,7 +127,11 @@ class Fitter(Resumable):
         with self.precision.autocast():
             logits = self.model(inputs, *extras)
             loss = nn.functional.cross_entropy(logits.float(), labels)
-        if not torch.isfinite(loss):
+        # every DDP rank must skip together, or their gradient all-reduces fall out of step
+        nonfinite = not bool(torch.isfinite(loss))
+        if self._lockstep:  # (under Join, extra collectives would not be matched)
+            (nonfinite,) = any_rank([nonfinite], loss.device)
+        if nonfinite:
             self._skip_nonfinite(loss, epoch, i)
         else:
             scaled = loss / self.settings.grad_accum
@@ -141,7 +147,8 @@ class Fitter(Resumable):
         self.nonfinite += 1
         self.optimizer.zero_grad(set_to_none=True)
         allowed = self.settings.max_nonfinite_steps
-        where = f"train loss is {loss.item()} at epoch {epoch}, batch {i} (step {self.step})"
+        value = f"is {loss.item()}" if not torch.isfinite(loss) else "is not finite on another rank"
+        where = f"train loss {value} at epoch {epoch}, batch {i} (step {self.step})"
         if self.nonfinite > allowed:
             raise FloatingPointError(
                 f"{where}: stopping ({self.nonfinite} non-finite losses, "
@@ -191,11 +198,12 @@ class Fitter(Resumable):
                 metrics |= evaluate(self.model, val_loader, self.move, self.precision,
                                     self.settings.limit_val_batches)  # fmt: skip
                 metrics |= gpu_stats(self.parts.device)
+                share_bad_samples(train_loader, val_loader)
                 self._report(epoch, metrics)
                 self.history.append(metrics)
                 self.save(epoch, None, metrics=metrics)
-                if self.stop.signum is not None:
-                    raise SystemExit(self.stop.exit_code)
+                if any_rank([self.stop.signum is not None], self.parts.device)[0]:
+                    raise SystemExit(self.stop.exit_code if self.stop.signum else 143)
         return self.history
 
     def _report(self, epoch: int, metrics: dict[str, float]) -> None:

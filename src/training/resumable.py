@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import signal
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -14,6 +15,7 @@ from torch.utils.data import DataLoader
 from src.data.samplers import EpochSampler
 from src.training.checkpoint import Checkpoints
 from src.training.device import Precision
+from src.training.distributed import any_rank, current_ranks, gather_objects
 from src.training.interrupts import StopRequest
 from src.training.meters import ClassificationTotals
 from src.training.settings import TrainerSettings
@@ -43,20 +45,29 @@ class Resumable:
     _last_save: float
     _window_loss: torch.Tensor
     _window_batches: int
+    _lockstep: bool
 
     def _after_step(self, epoch: int, batches_done: int, totals: ClassificationTotals) -> None:
-        """At an optimizer-step boundary: obey a stop signal, or save when one is due."""
-        if self.stop.signum is not None:
-            self.save(epoch, batches_done, totals)
-            log.warning("stopped at epoch %d, batch %d; continue with trainer.resume=auto",
-                        epoch, batches_done)  # fmt: skip
-            raise SystemExit(self.stop.exit_code)
+        """At an optimizer-step boundary: obey a stop signal, or save when one is due. Under
+        DDP the ranks agree first (a signal or a due save on any rank counts for all)."""
         every = self.settings.checkpoint
         minutes = (time.monotonic() - self._last_save) / 60
-        if (every.every_n_steps and self.step % every.every_n_steps == 0) or (
+        due = bool(every.every_n_steps and self.step % every.every_n_steps == 0) or bool(
             every.every_minutes and minutes >= every.every_minutes
-        ):
+        )
+        if not self._lockstep:  # DDP over a stream: ranks are at different steps (Join), so
+            if self.stop.signum is not None:  # checkpoints wait for the epoch end
+                log.warning("stopped mid-epoch on a stream under DDP: resume from the last "
+                            "epoch-end checkpoint with trainer.resume=auto")  # fmt: skip
+                raise SystemExit(self.stop.exit_code)
+            return
+        stop, due = any_rank([self.stop.signum is not None, due], self._window_loss.device)
+        if stop or due:
             self.save(epoch, batches_done, totals)
+        if stop:
+            log.warning("stopped at epoch %d, batch %d; continue with trainer.resume=auto",
+                        epoch, batches_done)  # fmt: skip
+            raise SystemExit(self.stop.exit_code if self.stop.signum else 128 + signal.SIGTERM)
 
     def save(
         self,
@@ -75,12 +86,14 @@ class Resumable:
             "scaler": scaler.state_dict() if scaler is not None else None,
             "epoch": epoch,
             "batches_done": batches_done,
-            "totals": totals.state_dict() if totals is not None else None,
             "step": self.step,
             "nonfinite": self.nonfinite,
             "window": (self._window_loss, self._window_batches),
             "history": self.history,
-            "rng": rng_states(),
+            # per rank (index = rank): generators and a part-done epoch's running totals
+            "ranks": gather_objects(
+                {"rng": rng_states(), "totals": totals.state_dict() if totals else None}
+            ),
         }
         self.checkpoints.save(state, metrics)
         self._last_save = time.monotonic()
@@ -102,8 +115,9 @@ class Resumable:
             self.start_epoch, self.start_batch = state["epoch"] + 1, 0
         else:
             self.start_epoch, self.start_batch = state["epoch"], state["batches_done"]
-            self._resumed_totals = state["totals"]
-        restore_rng_states(state["rng"])
+        own = state["ranks"][current_ranks().rank]
+        self._resumed_totals = own["totals"]
+        restore_rng_states(own["rng"])
 
     @staticmethod
     def _batches_from(loader: DataLoader, start: int) -> Iterable[Any]:
@@ -112,7 +126,8 @@ class Resumable:
         if start == 0:
             return loader
         if isinstance(loader.sampler, EpochSampler) and loader.batch_size is not None:
-            loader.sampler.skip(start * loader.batch_size)
+            # a stop after the epoch's last (partial) batch: nothing left but validation
+            loader.sampler.skip(min(start * loader.batch_size, loader.sampler.share_size()))
             return loader
         log.info("resuming mid-epoch: replaying %d batches of this order", start)
         return itertools.islice(loader, start, None)

@@ -9,6 +9,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from torch.utils.data import DataLoader, IterableDataset
+
 from src.training.checkpoint import load_checkpoint, load_newest
 
 log = logging.getLogger(__name__)
@@ -85,3 +87,17 @@ def find_resume_state(
         log.warning("trainer.resume=%s: the checkpoint comes from a different config "
                     "(results will not match an uninterrupted run of this one).", path)  # fmt: skip
     return path, state
+
+
+def check_stream_position(state: dict[str, Any], loader: DataLoader) -> None:
+    """A stream's batch order depends on the worker count (shards are split between workers):
+    a checkpoint taken mid-epoch continues exactly only with the same loader.num_workers."""
+    if state["batches_done"] is None or not isinstance(loader.dataset, IterableDataset):
+        return
+    saved = state.get("num_workers")
+    if saved != loader.num_workers:
+        raise ValueError(
+            f"trainer.resume: {loader.dataset.__class__.__name__} was stopped mid-epoch with "
+            f"loader.num_workers={saved}, and a stream's order depends on the worker count: "
+            f"resume with loader.num_workers={saved} (now {loader.num_workers})."
+        )

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
+from src.training.device import PRECISIONS
+
+# per-epoch metrics a checkpoint can be ranked by (trainer.checkpoint.monitor)
+MONITORABLE = ("val/acc", "val/loss", "train/acc", "train/loss", "train/samples_per_s")
+
 
 @dataclass(frozen=True)
 class CheckpointSettings:
@@ -16,6 +23,13 @@ class CheckpointSettings:
     every_minutes: float
 
     def __post_init__(self) -> None:
+        if self.keep_last < 1:
+            raise ValueError(f"trainer.checkpoint.keep_last={self.keep_last}: expected int >= 1.")
+        if self.mode not in ("max", "min"):
+            raise ValueError(f"trainer.checkpoint.mode={self.mode!r}: expected max or min.")
+        if self.monitor not in MONITORABLE:
+            raise ValueError(f"trainer.checkpoint.monitor={self.monitor!r}: expected one of the "
+                             f"per-epoch metrics {list(MONITORABLE)}.")  # fmt: skip
         for key in ("every_n_steps", "every_minutes"):
             if getattr(self, key) < 0:
                 raise ValueError(f"trainer.checkpoint.{key} must be >= 0 (0 = off), "
@@ -42,6 +56,15 @@ class TrainerSettings:
     max_nonfinite_steps: int
 
     def __post_init__(self) -> None:
+        if str(self.precision) not in PRECISIONS:
+            raise ValueError(f"trainer.precision={self.precision!r}: expected one of "
+                             f"{list(PRECISIONS)}.")  # fmt: skip
+        if self.device != "auto":
+            try:
+                torch.device(self.device)
+            except RuntimeError:
+                raise ValueError(f"trainer.device={self.device!r}: expected auto, cpu, cuda, "
+                                 "cuda:N or mps.") from None  # fmt: skip
         if self.max_nonfinite_steps < 0:
             raise ValueError(f"trainer.max_nonfinite_steps must be >= 0, got "
                              f"{self.max_nonfinite_steps}.")  # fmt: skip

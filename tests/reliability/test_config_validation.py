@@ -51,6 +51,12 @@ def test_every_shipped_option_passes(make_cfg, group: str, option: str) -> None:
                                                   "be imported (ModuleNotFoundError"),
         ("model._target_=src.models.small_cnn.NoNet", "model._target_=src.models.small_cnn.NoNet:"
                                                       " cannot be imported"),
+        ("trainer.checkpoint.monitor=val/accuracy", "trainer.checkpoint.monitor='val/accuracy':"
+                                                    " expected one of the per-epoch metrics"),
+        ("trainer.checkpoint.keep_last=0", "trainer.checkpoint.keep_last=0: expected int >= 1."),
+        ("trainer.checkpoint.mode=mx", "trainer.checkpoint.mode='mx': expected max or min."),
+        ("trainer.precision=16", "trainer.precision=16: expected one of ['32', 'bf16-mixed'"),
+        ("trainer.device=gpu", "trainer.device='gpu': expected auto, cpu, cuda, cuda:N or mps."),
     ],
 )  # fmt: skip
 def test_bad_value_gives_one_short_message(make_cfg, override: str, message: str) -> None:

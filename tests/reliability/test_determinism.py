@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from src.data.samplers import BalancedSampler, ShuffledSampler
+from src.data.samplers import BalancedSampler, Draw, ShuffledSampler
 from src.data.seeded import SeededSamples
 
 
@@ -65,3 +65,17 @@ def test_weighted_draws_repeat_per_epoch() -> None:
     assert list(a) == list(b)
     b.set_epoch(5)
     assert list(a) != list(b)
+
+
+def test_a_sample_drawn_twice_in_an_epoch_gets_a_new_augmentation() -> None:
+    sampler = BalancedSampler(torch.ones(8), 40, replacement=True, seed=0)
+    sampler.set_epoch(1)
+    order = list(sampler)
+    repeats = [k for k in order if isinstance(k, Draw)]
+    assert len(repeats) == 40 - len({int(k) for k in order})  # every draw after the first
+    data = SeededSamples(RandomCrops(), seed=0)
+    data.set_epoch(1)
+    first = {int(k): data[k] for k in order if not isinstance(k, Draw)}
+    assert all(not torch.equal(data[k], first[int(k)]) for k in repeats)
+    assert torch.equal(data[repeats[0]], data[repeats[0]])  # yet each repeats under the seed
+    assert list(sampler) == order  # and the marks are part of the epoch's fixed order

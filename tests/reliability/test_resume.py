@@ -102,3 +102,27 @@ def test_resume_auto_ignores_runs_of_another_config(make_cfg, tmp_path: Path, ca
     assert "no earlier run of this config" in caplog.text
     metrics = json.loads((tmp_path / "new" / "metrics.json").read_text())
     assert metrics["epochs"] == 1
+
+
+def test_stop_after_the_last_partial_batch_resumes_into_validation(make_cfg, tmp_path, monkeypatch):
+    knobs = ("loader.drop_last=false", "loader.batch_size=20")  # 48 = 20 + 20 + 8: 3 steps
+    whole = _run(make_cfg, tmp_path / "a", "run", *knobs)
+    _stop_at_step(monkeypatch, 3, signal.SIGTERM)  # after epoch 1's last batch, before val
+    with pytest.raises(SystemExit):
+        _run(make_cfg, tmp_path / "b", "first", *knobs)
+    assert load_checkpoint(tmp_path / "b" / "first" / "checkpoints" / "last.pt")[
+        "batches_done"] == 3  # fmt: skip
+    monkeypatch.undo()
+    resumed = _run(make_cfg, tmp_path / "b", "second", *knobs, "trainer.resume=auto")
+    assert resumed["val/acc"] == pytest.approx(whole["val/acc"])
+    assert resumed["train/loss"] == pytest.approx(whole["train/loss"])
+
+
+def test_a_resumed_run_folder_has_the_best_checkpoint(make_cfg, tmp_path, monkeypatch) -> None:
+    _stop_at_step(monkeypatch, 4, signal.SIGTERM)
+    with pytest.raises(SystemExit):
+        _run(make_cfg, tmp_path, "first", "optimizer.lr=0.0")  # epoch 1 stays the best
+    monkeypatch.undo()
+    _run(make_cfg, tmp_path, "second", "optimizer.lr=0.0", "trainer.resume=auto")
+    best = tmp_path / "second" / "checkpoints" / "best.pt"
+    assert best.is_file() and load_checkpoint(best)["epoch"] == 1

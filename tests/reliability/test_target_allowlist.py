@@ -54,6 +54,24 @@ def test_unsafe_target_is_refused(make_cfg, monkeypatch, tmp_path, override, key
     assert not (tmp_path / "SENTINEL").exists()
 
 
+@pytest.mark.parametrize(
+    ("target", "reason"),
+    [
+        ("src.training.checkpoint.os.makedirs", "it is os.makedirs from outside allowed_targets"),
+        ("torch.load", "it can run arbitrary code"),
+        ("torch.hub.load", "it can run arbitrary code"),
+        ("torch.serialization.load", "it can run arbitrary code"),
+    ],
+)
+def test_reexports_and_code_running_entry_points_are_refused(make_cfg, tmp_path, target, reason):
+    sentinel = tmp_path / "SENTINEL"
+    cfg = make_cfg(f"loader.collate_fn={{_target_:{target},_args_:['{sentinel}']}}")
+    with pytest.raises(ConfigError) as caught:
+        validate_config(cfg)
+    assert str(caught.value).startswith(f"loader.collate_fn._target_={target}: refused, {reason}")
+    assert not sentinel.exists()
+
+
 def test_target_in_a_list_is_refused(make_cfg) -> None:
     cfg = make_cfg()
     with open_dict(cfg):
