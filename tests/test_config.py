@@ -11,6 +11,7 @@ from src.data.loaders import LoaderSettings
 from src.data.transforms import Pipelines
 from src.models.build import build_model
 from src.modes.benchmark import BenchmarkSettings
+from src.modes.cache import CacheSettings
 from src.modes.inspect import InspectSettings
 from src.outputs import config_tree
 from src.training.settings import TrainerSettings
@@ -72,7 +73,8 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
     else:
         obj = instantiate(node)
         expected = {"loader": LoaderSettings, "transforms": Pipelines, "trainer": TrainerSettings,
-                    "benchmark": BenchmarkSettings, "inspect": InspectSettings}  # fmt: skip
+                    "benchmark": BenchmarkSettings, "inspect": InspectSettings,
+                    "cache": CacheSettings}  # fmt: skip
         if group in expected:
             assert isinstance(obj, expected[group])
         else:  # sampler: a factory taking the train dataset

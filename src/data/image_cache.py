@@ -43,16 +43,28 @@ def source_stats(paths: list[str]) -> tuple[np.ndarray, np.ndarray]:
     return sizes, mtimes
 
 
-def _first_change(stored: dict[str, np.ndarray], paths: list[str]) -> str | None:
-    """A sentence naming the first stored source that differs from `paths` now, or None."""
+def _write_sources(folder: Path, paths: list[str]) -> None:
+    """sources.npz: every path with its size and mtime now (atomically replaced)."""
+    sizes, mtimes = source_stats(paths)
+    encoded = np.array([os.fsencode(p) for p in paths], dtype=np.bytes_)
+    tmp = folder / ".sources.tmp.npz"
+    np.savez(tmp, paths=encoded, sizes=sizes, mtimes=mtimes)
+    os.replace(tmp, folder / "sources.npz")
+
+
+def _first_change(stored: dict[str, np.ndarray], paths: list[str], cached: int) -> str | None:
+    """A sentence naming the first difference between the stored sources and `paths` now
+    (the listing, and size and mtime of the first `cached` entries), or None."""
     stored_paths = [os.fsdecode(p) for p in stored["paths"]]
     for i, (old, new) in enumerate(zip(stored_paths, paths, strict=False)):
         if old != new:
             return f"entry {i} was cached from {old}, but the dataset now lists {new} there"
     if len(stored_paths) != len(paths):
         return f"it holds {len(stored_paths)} sources, the dataset now lists {len(paths)}"
-    sizes, mtimes = source_stats(paths)
-    changed = np.flatnonzero((sizes != stored["sizes"]) | (mtimes != stored["mtimes"]))
+    sizes, mtimes = source_stats(paths[:cached])
+    changed = np.flatnonzero(
+        (sizes != stored["sizes"][:cached]) | (mtimes != stored["mtimes"][:cached])
+    )
     if len(changed):
         i = int(changed[0])
         what = "is missing" if sizes[i] < 0 else "changed (size or modification time)"
@@ -71,22 +83,22 @@ class CacheWriter:
             shutil.rmtree(self.folder)
         manifest = {"format": FORMAT_VERSION, "settings": settings, "classes": list(classes)}
         if (self.folder / "manifest.json").is_file():
-            self._check(manifest, paths)
+            progress = json.loads((self.folder / "progress.json").read_text())
+            self._check(manifest, paths, progress["done"])
+            _write_sources(self.folder, paths)  # the entries still to cache: as they are now
         else:
             self.folder.mkdir(parents=True, exist_ok=True)
-            sizes, mtimes = source_stats(paths)
-            encoded = np.array([os.fsencode(p) for p in paths], dtype=np.bytes_)
-            np.savez(self.folder / "sources.npz", paths=encoded, sizes=sizes, mtimes=mtimes)
-            write_json(self.folder / "progress.json", {"done": 0, "pixel_bytes": 0})
+            progress = {"done": 0, "pixel_bytes": 0}
+            write_json(self.folder / "progress.json", progress)
+            _write_sources(self.folder, paths)
             write_json(self.folder / "manifest.json", manifest)  # last: marks the folder a cache
-        progress = json.loads((self.folder / "progress.json").read_text())
         self.done, self.pixel_bytes = progress["done"], progress["pixel_bytes"]
         self._pixels = open(self.folder / "pixels.u8", "ab")  # noqa: SIM115 (closed in close())
         self._index = open(self.folder / "index.i64", "ab")  # noqa: SIM115
         for f, size in ((self._pixels, self.pixel_bytes), (self._index, self.done * FIELDS * 8)):
             f.truncate(size)  # drop what an interrupted build wrote after its last commit
 
-    def _check(self, manifest: dict, paths: list[str]) -> None:
+    def _check(self, manifest: dict, paths: list[str], done: int) -> None:
         stored = json.loads((self.folder / "manifest.json").read_text())
         hint = REBUILD_HINT.format(dir=self.folder)
         if stored != manifest:
@@ -96,7 +108,7 @@ class CacheWriter:
                 f"{hint}, or set cache.dir to another folder."
             )
         with np.load(self.folder / "sources.npz") as sources:
-            change = _first_change(dict(sources), paths)
+            change = _first_change(dict(sources), paths, done)
         if change:
             raise StaleCacheError(f"cache {self.folder} is stale: {change}. Not mixing: {hint}.")
 
@@ -114,7 +126,9 @@ class CacheWriter:
         for f in (self._pixels, self._index):
             f.flush()
             os.fsync(f.fileno())
-        write_json(self.folder / "progress.json", {"done": self.done, "pixel_bytes": self.pixel_bytes})
+        write_json(
+            self.folder / "progress.json", {"done": self.done, "pixel_bytes": self.pixel_bytes}
+        )
 
     def close(self) -> None:
         self.commit()
@@ -142,7 +156,8 @@ def open_cache(folder: Path, check_sources: bool) -> tuple[dict, np.ndarray, np.
             "`make cache` again with the same settings to finish it (it resumes)."
         )
     if check_sources:
-        change = _first_change(stored, [os.fsdecode(p) for p in stored["paths"]])
+        paths = [os.fsdecode(p) for p in stored["paths"]]
+        change = _first_change(stored, paths, len(paths))
         if change:
             raise StaleCacheError(
                 f"cache {folder} is stale: {change}. {REBUILD_HINT.format(dir=folder)}, or set "

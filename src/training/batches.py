@@ -30,9 +30,10 @@ class BatchMover:
 
     def __call__(self, batch: Any) -> DeviceBatch:
         inputs, labels, *extras = batch
-        inputs = self.normalize(inputs.to(self.device, non_blocking=True))
-        if self.channels_last and inputs.ndim == 4:
-            inputs = inputs.contiguous(memory_format=torch.channels_last)
+        layout = torch.channels_last if self.channels_last else torch.contiguous_format
+        inputs = self.normalize(inputs.to(self.device, non_blocking=True), layout)
+        if self.channels_last and inputs.ndim == 4:  # a no-op when the normaliser wrote NHWC
+            inputs = inputs.contiguous(memory_format=layout)
         return DeviceBatch(
             inputs,
             labels.to(self.device, non_blocking=True),

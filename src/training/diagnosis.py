@@ -25,7 +25,7 @@ def starvation_hint(wait_frac: float, threshold: float, loader: DataLoader) -> s
     if loader.num_workers > 0:
         steps.append(f"raise loader.prefetch_factor (now {loader.prefetch_factor}) to 4-8")
     steps.append("store the images pre-resized near the training size (decode cost grows "
-                 "with pixels) and prefer JPEG over PNG for cheaper decoding")  # fmt: skip
+                 "with pixels): make cache, then dataset=cache")  # fmt: skip
     numbered = "; ".join(f"{i}) {step}" for i, step in enumerate(steps, 1))
     return (
         f"the model waited for data {100 * wait_frac:.0f}% of the epoch (trainer."

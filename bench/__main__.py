@@ -1,0 +1,172 @@
+"""`make bench`: the input pipelines side by side on this machine, as ratios measured in one run.
+
+    python -m bench [--repeats 5] [--workers 2] [--batch-size 64] [--no-write]
+
+Writes seeded photo-like JPEGs once (data/bench/), builds the pre-resized caches with the
+template's `mode=cache`, then measures, in interleaved rounds: the tutorial pipeline, the
+template (normalised float and uint8 output, and from the cache), timm and DALI when installed
+(`make bench-peers`), in-memory tensors, start-up costs and ResNet-18 training; checks that
+`train.py mode=benchmark` measures what the harness does; prints the tables and puts them into
+BENCHMARKS.md with the command, date, versions and machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+from bench import image_rows, peers, report, startup, tensors, training
+from bench.images import write_image_folder
+from bench.template import template_config
+from bench.timing import Candidate, Results, interleave
+from src.modes.cache import cache
+
+DATA = Path("data/bench")
+WARMUP = 3  # batches after the first, untimed
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def build_cache(root: Path, short_side: int) -> tuple[Path, float]:
+    """The template's `mode=cache` over `root`, built anew: (its dir, images/s)."""
+    out = DATA / f"cache_{root.name}_{short_side}"
+    cfg = template_config(
+        "mode=cache", "dataset=imagefolder", f"dataset.root={root}", f"cache.dir={out}",
+        f"cache.short_side={short_side}", "cache.rebuild=true", "loader.num_workers=2",
+    )  # fmt: skip
+    return out, cache(cfg)["cache/images_per_s"]
+
+
+def image_section(
+    title: str, rows: list[Candidate], args: argparse.Namespace, images: int
+) -> tuple[str, Results]:
+    say(f"{title} ...")
+    timed = images // args.batch_size - 1 - WARMUP
+    results = interleave(rows, args.repeats, WARMUP, timed, say)
+    return report.pipeline_table(title, results, rows[0].name, "tutorial"), results
+
+
+def peer_rows(root: Path, split: str, args: argparse.Namespace) -> list[Candidate]:
+    found = peers.available()
+    rows = []
+    if found["timm"]:
+        rows.append(peers.timm_row(root, split, args.batch_size, args.workers))
+    if found["nvidia.dali"]:
+        rows.append(peers.dali_row(root, split, args.batch_size, args.workers))
+    return rows
+
+
+def image_sections(
+    small: Path, large: Path, cache256: Path, args: argparse.Namespace
+) -> tuple[list[str], Results]:
+    """Train and val on 500x375, val on 1000x750: tutorial, template, cache, peers; the
+    tables and the results of the first (500x375 train)."""
+    b, w = args.batch_size, args.workers
+    rows = image_rows
+    jobs = [
+        (small, "train", "train (RandomResizedCrop 224 + flip)", 1024,
+         [rows.cache_row(cache256, "train", b, w)]),
+        (small, "val", "val (Resize 256 + CenterCrop 224)", 1024, []),
+        (large, "val", "val (Resize 256 + CenterCrop 224)", 768, []),
+    ]  # fmt: skip
+    sections, results = [], []
+    for root, split, task, count, extra in jobs:
+        size = root.name.removeprefix("jpeg")
+        title = f"{size} JPEG, {task}, {count} images, batch {b}, {w} workers"
+        candidates = [
+            rows.tutorial(root, split, b, w), *rows.template_rows(root, split, b, w), *extra,
+            *peer_rows(root, split, args),
+        ]  # fmt: skip
+        text, measured = image_section(title, candidates, args, count)
+        sections.append(text)
+        results.append(measured)
+    return sections, results[0]
+
+
+def benchmark_mode(root: Path, compute: str) -> float:
+    """loader/samples_per_s from the real command line of `train.py mode=benchmark`."""
+    with tempfile.TemporaryDirectory() as run:
+        subprocess.run(
+            [sys.executable, "train.py", "mode=benchmark", "dataset=imagefolder",
+             f"dataset.root={root}", "transforms=imagenet", "loader.num_workers=2",
+             "loader.batch_size=64", f"benchmark.compute={compute}", f"hydra.run.dir={run}"],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        return json.loads((Path(run) / "metrics.json").read_text())["loader/samples_per_s"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (>= 5)")
+    parser.add_argument("--workers", type=int, default=2, help="loader workers / DALI threads")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    say("writing the seeded JPEGs (once) ...")
+    small = write_image_folder(DATA / "jpeg500x375", 1024, (500, 375), seed=0)
+    large = write_image_folder(DATA / "jpeg1000x750", 768, (1000, 750), seed=1)
+    cache256, cache_rate = build_cache(small, 256)
+    cache80, _ = build_cache(small, training.CACHE_SIDE)
+    sections, train_results = image_sections(small, large, cache256, args)
+    b, w = args.batch_size, args.workers
+    say("in-memory tensors ...")
+    rows = tensors.tensor_rows(tensors.write_tensors(DATA / "tensors.pt", 50_000, seed=0), 256)
+    results = interleave(rows, args.repeats, 10, 150, say)
+    sections.append(report.pipeline_table(
+        "In-memory uint8 tensors (50,000 x 3x32x32), batch 256, uint8 batches",
+        results, rows[0].name, "default DataLoader",
+    ) + f"\n\ntemplate / raw index_select ceiling: "
+        f"{report.paired_ratio(results, rows[2].name, rows[3].name):.2f}x")  # fmt: skip
+    say("start-up with 1,000,000 metadata entries ...")
+    sections.append(report.value_table(
+        f"Start-up, 1,000,000 metadata entries, batch {startup.BATCH}, 2 workers",
+        startup.startup_rows(args.repeats, say),
+    ))  # fmt: skip
+    say("ResNet-18 training, 64 px ...")
+    rows = training.training_rows(small, cache80, b, w)
+    results = interleave(rows, args.repeats, 2, 8, say)
+    sections.append(report.training_table(
+        f"ResNet-18 training on 64 px crops, batch {b}, CPU (2 threads)", results, rows[0].name
+    ))  # fmt: skip
+    say("train.py mode=benchmark on the same data ...")
+    mode: dict[str, list[float]] = {"none": [], "normalize": []}
+    for _ in range(2):
+        for compute, values in mode.items():
+            values.append(benchmark_mode(small, compute))
+    harness = {n: [s.rate for s in v] for n, v in train_results.samples.items()}
+    sections.append(report.value_table(
+        f"`python train.py mode=benchmark dataset=imagefolder dataset.root={small} "
+        "transforms=imagenet loader.num_workers=2 loader.batch_size=64` (loader/samples_per_s: "
+        "50 batches after 5, across epoch ends) next to the harness's rows of the first table",
+        [("benchmark.compute=none (uint8 batches), images/s", mode["none"]),
+         ("harness: template, uint8, images/s", harness["template, uint8 (normalise on device)"]),
+         ("benchmark.compute=normalize (model-ready float), images/s", mode["normalize"]),
+         ("harness: template, normalised float, images/s", harness["template, normalised float"])],
+    ))  # fmt: skip
+    wall = time.perf_counter() - start
+    text = "\n\n".join([
+        f"## Input pipeline side by side: `make bench` ({date.today().isoformat()})",
+        f"`make bench` (= `python -m bench --repeats {args.repeats} --workers {w} "
+        f"--batch-size {b}`), {wall:.0f} s wall. Machine: {report.machine()}.",
+        "Each cell: median [min-max] over interleaved rounds (order rotated per round); ratios "
+        "are medians of per-round ratios. Every consumer reads one value per page of its "
+        f"batch (the model's first touch). Pre-resized cache build: {cache_rate:.0f} images/s.",
+        *sections,
+    ])  # fmt: skip
+    print(text)
+    if not args.no_write:
+        report.write_block(Path("BENCHMARKS.md"), text)
+        say(f"written into BENCHMARKS.md ({wall:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""The template's own path, exactly as `python train.py ...` builds it: conf/ composed with
+overrides, validated, then `src.assemble.assemble` (datasets, seeding wrapper, loaders)."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from bench.timing import Candidate, touch
+from src.assemble import Parts, assemble
+from src.config.validate import validate_config
+from src.data.loaders import endless
+from src.training.batches import BatchMover
+from src.utils.resolvers import register_resolvers
+
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+_RUN_DIR = tempfile.mkdtemp(prefix="bench-run-")
+
+
+def template_config(*overrides: str) -> DictConfig:
+    """conf/config.yaml with `overrides` (command-line syntax), checked like train.py does."""
+    register_resolvers()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=[f"paths.output_dir={_RUN_DIR}", *overrides])
+    validate_config(cfg)
+    return cfg
+
+
+def build(cfg: DictConfig) -> Parts:
+    """`assemble(cfg)` with its INFO lines kept out of the benchmark's output."""
+    quiet = [logging.getLogger(name) for name in ("src.assemble", "src.data.loaders")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.WARNING)
+    try:
+        return assemble(cfg)
+    finally:
+        for logger, level in zip(quiet, levels, strict=True):
+            logger.setLevel(level)
+
+
+def template_candidate(name: str, cfg: DictConfig, split: str, normalise: bool) -> Candidate:
+    """The configured train or val loader, built from scratch on every start; with `normalise`
+    each batch goes through the loop's BatchMover (model-ready float inputs), else the uint8
+    batch is what is consumed (normalised later on the device)."""
+    moves: list[BatchMover] = []
+
+    def start() -> Iterator[Any]:
+        parts = build(cfg)
+        moves[:] = [
+            BatchMover(parts.device, parts.pipelines.normalizer, parts.settings.channels_last)
+        ]
+        return endless(parts.train_loader if split == "train" else parts.val_loader)
+
+    def finish(batch: Any) -> int:
+        return touch(moves[0](batch).inputs if normalise else batch[0])
+
+    return Candidate(name, start, finish)

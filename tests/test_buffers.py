@@ -1,0 +1,68 @@
+"""The CPU normaliser recycles its output buffers, never one that is still in use."""
+
+from __future__ import annotations
+
+import torch
+from torchvision.transforms import v2
+
+from src.data.buffers import BufferPool
+from src.data.transforms import Normalizer
+from src.training.batches import BatchMover
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+CLASSIC = v2.Compose([v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])
+
+
+def _batch(seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (4, 3, 8, 6), dtype=torch.uint8, generator=generator)
+
+
+def _classic(batch: torch.Tensor) -> torch.Tensor:
+    return torch.stack([CLASSIC(image) for image in batch])
+
+
+def test_outputs_held_by_the_caller_are_never_overwritten() -> None:
+    norm = Normalizer(MEAN, STD)
+    batches = [_batch(i) for i in range(5)]
+    outputs = [norm(b) for b in batches]  # all held at once: more than the pool's slots
+    for batch, out in zip(batches, outputs, strict=True):
+        assert torch.allclose(out, _classic(batch), atol=1e-6)
+
+
+def test_an_output_saved_by_autograd_survives_the_next_batches() -> None:
+    norm = Normalizer(MEAN, STD)
+    weight = torch.randn(2, 3, 3, 3, requires_grad=True)
+    first = _batch(0)
+    loss = torch.nn.functional.conv2d(norm(first), weight).square().sum()  # input saved
+    for i in range(1, 5):
+        norm(_batch(i))  # released at once: would reuse a buffer if it were free
+    loss.backward()
+    expected = weight.detach().clone().requires_grad_(True)
+    torch.nn.functional.conv2d(_classic(first), expected).square().sum().backward()
+    assert torch.allclose(weight.grad, expected.grad, rtol=1e-4, atol=1e-3)
+
+
+def test_a_released_buffer_is_reused() -> None:
+    norm = Normalizer(MEAN, STD)
+    out = norm(_batch(0))
+    address = out.data_ptr()
+    del out
+    again = norm(_batch(1))
+    assert again.data_ptr() == address
+    assert torch.allclose(again, _classic(_batch(1)), atol=1e-6)
+
+
+def test_channels_last_is_written_directly_and_values_match() -> None:
+    mover = BatchMover(torch.device("cpu"), Normalizer(MEAN, STD), channels_last=True)
+    batch = _batch(3)
+    inputs = mover((batch, torch.zeros(4, dtype=torch.long))).inputs
+    assert inputs.is_contiguous(memory_format=torch.channels_last)
+    assert torch.allclose(inputs, _classic(batch), atol=1e-6)
+
+
+def test_pool_keeps_at_most_its_slots() -> None:
+    pool = BufferPool(slots=2)
+    held = [pool.take((3, 4), torch.float32) for _ in range(4)]
+    assert len({t.data_ptr() for t in held}) == 4  # each caller got its own memory
+    assert len(pool._buffers) == 2
