@@ -7,9 +7,7 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
 from hydra.utils import instantiate
 from torch.utils.data import DataLoader, Dataset
 
@@ -17,20 +15,7 @@ from src.data.datasets.tar_shards import TarShardDataset
 from src.data.loaders import build_loaders
 from src.data.samplers import random_sampler, weighted_sampler
 from src.utils import resolvers
-
-
-class Labels(Dataset):
-    """(index, label) pairs with the given labels."""
-
-    def __init__(self, labels: list[int], classes: int) -> None:
-        self.targets = np.array(labels)
-        self.classes = [str(i) for i in range(classes)]
-
-    def __len__(self) -> int:
-        return len(self.targets)
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        return torch.tensor(i), int(self.targets[i])
+from tests.test_loaders import Labels
 
 
 def _rank_loaders(make_cfg, data: Dataset, sampler, world: int) -> list[tuple[DataLoader, ...]]:
