@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from src.training.checkpoint import load_checkpoint
 from src.training.optimization import optimizer_steps_per_epoch
+from tests.train_process import run_train
 from train import train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,19 +116,8 @@ def test_mixed_precision_and_grad_accum_run(make_cfg, precision: str, grad_accum
     assert not [w for w in caught if "lr_scheduler.step()" in str(w.message)]
 
 
-def _run_train(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
 def test_multirun_over_loader_knobs_gives_one_dir_per_job(demo_dir: Path, tmp_path: Path) -> None:
-    result = _run_train(
+    result = run_train(
         "-m",
         f"paths.demo_dir={demo_dir}",
         f"paths.log_dir={tmp_path}",
@@ -136,6 +126,7 @@ def test_multirun_over_loader_knobs_gives_one_dir_per_job(demo_dir: Path, tmp_pa
         "loader.num_workers=0,1",
         "loader.persistent_workers=true,false",
         cwd=tmp_path,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     jobs = sorted(tmp_path.glob("multiruns/*/*/*/metrics.json"))
@@ -169,7 +160,7 @@ def test_two_runs_started_together_get_separate_dirs(demo_dir: Path, tmp_path: P
 @pytest.mark.slow
 def test_default_training_learns_the_demo_set(tmp_path: Path) -> None:
     """The README's promise: `make train` reaches val/acc >= 0.90 on the demo data."""
-    result = _run_train(f"paths.log_dir={tmp_path}", cwd=ROOT, timeout=900)
+    result = run_train(f"paths.log_dir={tmp_path}", cwd=ROOT, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads(next(tmp_path.glob("runs/*/*/metrics.json")).read_text())
     assert metrics["val/acc"] >= 0.90, metrics

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def corrupt_tree(demo_dir: Path, dest: Path) -> tuple[Path, set[str]]:
@@ -23,15 +19,3 @@ def corrupt_tree(demo_dir: Path, dest: Path) -> tuple[Path, set[str]]:
     text = train / "square" / "notes.jpg"
     text.write_text("not an image, just a note someone saved with the wrong name\n")
     return dest, {str(truncated), str(empty), str(text)}
-
-
-def run_train(*args: str, cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
-    """train.py in a child process: a hang fails the test at `timeout` instead of the suite."""
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )

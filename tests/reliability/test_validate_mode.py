@@ -10,7 +10,8 @@ import pytest
 
 from src.modes import METRICS_BY_MODE
 from src.modes.validate import validate
-from tests.reliability.bad_files import corrupt_tree, run_train
+from tests.reliability.bad_files import corrupt_tree
+from tests.train_process import run_train
 
 
 def _reported(run: Path) -> list[str]:
