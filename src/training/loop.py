@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from src.training.batches import BatchMover, batches_per_epoch
 from src.training.checkpoint import Checkpoints
-from src.training.diagnosis import gpu_stats, starvation_hint
+from src.training.diagnosis import gpu_stats, loader_failure, starvation_hint
 from src.training.distributed import any_rank, reduce_totals, share_bad_samples
 from src.training.evaluate import evaluate
 from src.training.interrupts import StopRequest
@@ -71,7 +71,7 @@ class Fitter(Resumable):
         if start and self._resumed_totals is not None:
             totals.load_state_dict(self._resumed_totals)
         limit = None if s.limit_train_batches is None else max(0, s.limit_train_batches - start)
-        batches = timer.iterate(self._batches_from(loader, start), limit, loader.dataset)
+        batches = self._batches_from(loader, start)
         bar = tqdm(total=batches_per_epoch(loader, limit), desc=f"epoch {epoch}/{s.max_epochs}",
                    leave=False, disable=None)  # fmt: skip
         trace_dir = self.tb.log_dir / "plugins" / "profile"
@@ -82,7 +82,7 @@ class Fitter(Resumable):
         self._lockstep = not uneven.active  # all ranks at the same step: they can agree
         try:
             with uneven.joined(), batch_profiler(s.profile and epoch == 1, trace_dir) as prof:
-                for i, batch in enumerate(batches, start=start):
+                for i, batch in enumerate(timer.iterate(batches, limit), start=start):
                     at_boundary = False
                     self._train_step(batch, epoch, i, totals)
                     if prof is not None:
@@ -94,10 +94,13 @@ class Fitter(Resumable):
                         # on_error=skip leaves entirely bad batches out: they count as done
                         done, at_boundary = i + 1 + getattr(loader, "dropped_batches", 0), True
                         self._after_step(epoch, done, totals)
-        except Exception:
+        except Exception as err:
             if self.stop.signum is not None and at_boundary:
                 self._after_step(epoch, done, totals)  # the signal also hit the workers: save
-            raise
+            failure = loader_failure(loader.dataset, err)
+            if failure is None:
+                raise
+            raise failure from err
         if timer.batches % s.grad_accum:
             self._optimizer_step()  # the last, partial accumulation group
         self.step = uneven.align(self.optimizer, self.scheduler, self.precision.scaler, self.step,

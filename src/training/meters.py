@@ -8,8 +8,6 @@ from typing import Any, TypeVar
 
 import torch
 
-from src.training.diagnosis import loader_failure
-
 T = TypeVar("T")
 
 
@@ -28,12 +26,8 @@ class LoaderTimer:
         self._start = 0.0
         self.elapsed_s = 0.0
 
-    def iterate(
-        self, loader: Iterable[T], limit: int | None = None, dataset: object = None
-    ) -> Iterator[T]:
-        """Yield up to `limit` batches from `loader`, timing each wait. A stalled or dead
-        worker is re-raised naming the samples of `dataset` (default: the loader's) it read."""
-        source = dataset if dataset is not None else getattr(loader, "dataset", None)
+    def iterate(self, loader: Iterable[T], limit: int | None = None) -> Iterator[T]:
+        """Yield up to `limit` batches from `loader`, timing each wait."""
         self._start = time.perf_counter()
         it = iter(loader)
         while limit is None or self.batches < limit:
@@ -42,11 +36,6 @@ class LoaderTimer:
                 batch = next(it)
             except StopIteration:
                 break
-            except RuntimeError as err:
-                failure = loader_failure(source, err)
-                if failure is None:
-                    raise
-                raise failure from err
             waited = time.perf_counter() - t0
             self.data_wait_s += waited
             if self.batches == 0:
