@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch.utils.data import DataLoader
@@ -60,3 +62,16 @@ def loader_failure(dataset: object, err: BaseException) -> RuntimeError | None:
         "loader.timeout for slow storage, or set loader.num_workers=0 to run the loading in "
         "the main process and see where it stops."
     )
+
+
+@contextmanager
+def loader_failures_named(dataset: object) -> Iterator[None]:
+    """Around a loop consuming a loader: a stalled or dead worker's error (raised by torch
+    wherever the loop is, a dead worker's from a signal handler) re-raised naming its files."""
+    try:
+        yield
+    except RuntimeError as err:
+        failure = loader_failure(dataset, err)
+        if failure is None:
+            raise
+        raise failure from err

@@ -9,7 +9,7 @@ from torch.utils.data import DataLoader
 
 from src.training.batches import BatchMover
 from src.training.device import Precision
-from src.training.diagnosis import loader_failure
+from src.training.diagnosis import loader_failures_named
 from src.training.distributed import broadcast_module, reduce_totals, unwrap
 from src.training.meters import ClassificationTotals, LoaderTimer
 
@@ -29,17 +29,12 @@ def evaluate(
     model.eval()
     totals = ClassificationTotals(move.device)
     timer = LoaderTimer()
-    try:
+    with loader_failures_named(loader.dataset):
         for batch in timer.iterate(loader, limit):
             inputs, labels, extras = move(batch)
             with precision.autocast():
                 logits = model(inputs, *extras)
             totals.add(nn.functional.cross_entropy(logits.float(), labels), logits, labels)
-    except RuntimeError as err:
-        failure = loader_failure(loader.dataset, err)
-        if failure is None:
-            raise
-        raise failure from err
     reduce_totals(totals)
     timer.stop(totals.samples)
     metrics = totals.means("val", "check the val split and trainer.limit_val_batches.")

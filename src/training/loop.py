@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from src.training.batches import BatchMover, batches_per_epoch
 from src.training.checkpoint import Checkpoints
-from src.training.diagnosis import gpu_stats, loader_failure, starvation_hint
+from src.training.diagnosis import gpu_stats, loader_failures_named, starvation_hint
 from src.training.distributed import any_rank, reduce_totals, share_bad_samples
 from src.training.evaluate import evaluate
 from src.training.interrupts import StopRequest
@@ -81,7 +81,11 @@ class Fitter(Resumable):
         uneven = UnevenRanks(self.model, loader)  # DDP ranks fed by a stream: Join, then align
         self._lockstep = not uneven.active  # all ranks at the same step: they can agree
         try:
-            with uneven.joined(), batch_profiler(s.profile and epoch == 1, trace_dir) as prof:
+            with (
+                loader_failures_named(loader.dataset),
+                uneven.joined(),
+                batch_profiler(s.profile and epoch == 1, trace_dir) as prof,
+            ):
                 for i, batch in enumerate(timer.iterate(batches, limit), start=start):
                     at_boundary = False
                     self._train_step(batch, epoch, i, totals)
@@ -94,13 +98,10 @@ class Fitter(Resumable):
                         # on_error=skip leaves entirely bad batches out: they count as done
                         done, at_boundary = i + 1 + getattr(loader, "dropped_batches", 0), True
                         self._after_step(epoch, done, totals)
-        except Exception as err:
+        except Exception:
             if self.stop.signum is not None and at_boundary:
                 self._after_step(epoch, done, totals)  # the signal also hit the workers: save
-            failure = loader_failure(loader.dataset, err)
-            if failure is None:
-                raise
-            raise failure from err
+            raise
         if timer.batches % s.grad_accum:
             self._optimizer_step()  # the last, partial accumulation group
         self.step = uneven.align(self.optimizer, self.scheduler, self.precision.scaler, self.step,
