@@ -7,6 +7,7 @@ job every rank draws the same order and keeps its own share of it (`distribute`)
 
 from __future__ import annotations
 
+import itertools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -35,9 +36,9 @@ class Draw(int):
 
 def _in_chunks(order: torch.Tensor, size: int = 8192) -> Iterator[int]:
     """The indices of `order` as ints, converted a chunk at a time: the first batch does not
-    wait for a million-entry list (epoch re-entry, BENCHMARKS.md)."""
-    for chunk in order.split(size):
-        yield from chunk.tolist()
+    wait for a million-entry list (epoch re-entry, BENCHMARKS.md); chained in C, so each index
+    costs the batch sampler's `next` no Python frame."""
+    return itertools.chain.from_iterable(chunk.tolist() for chunk in order.split(size))
 
 
 def _mark_repeats(order: list[int]) -> list[int]:
