@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,8 @@ from torch.utils.data import DataLoader
 from src.assemble import Parts, assemble
 from src.data.loaders import endless
 from src.outputs import finish_run, save_resolved_config
-from src.training.batches import BatchMover
+from src.training.batches import BatchMover, DeviceBatch
+from src.training.prefetch import device_batches, side_stream_for
 from src.training.resources import ProcessTreeMonitor
 from src.training.tensorboard import TensorBoardLogger
 
@@ -55,21 +56,33 @@ class BenchmarkSettings:
 
 
 def time_loader(
-    loader: DataLoader, settings: BenchmarkSettings, step: Callable[[Any], Any] | None = None
+    loader: DataLoader,
+    settings: BenchmarkSettings,
+    move: Callable[[Iterator[Any]], Iterator[Any]] | None = None,
+    step: Callable[[Any], Any] | None = None,
 ) -> dict[str, float]:
-    """Time `settings.batches` batches after `settings.warmup`, running `step` on each."""
+    """Time `settings.batches` batches after `settings.warmup`: `move` turns the loader's
+    batches into what `step` (if any) consumes; waits count the loader's own delivery."""
     monitor = ProcessTreeMonitor()
     start = time.perf_counter()
-    batches = endless(loader)
-    first_batch_s = waited = 0.0
+    waits: list[float] = []  # per batch fetched from the loader (a lookahead may fetch ahead)
+
+    def fetched() -> Iterator[Any]:
+        batches = endless(loader)
+        while True:
+            t0 = time.perf_counter()
+            batch = next(batches)
+            waits.append(time.perf_counter() - t0)
+            yield batch
+
+    consumed = fetched() if move is None else move(fetched())
+    first_batch_s, window_waits = 0.0, 0
     samples = measured_samples = 0
     window_start = start
     for i in range(settings.warmup + settings.batches):
         if i == settings.warmup:
-            window_start, waited, measured_samples = time.perf_counter(), 0.0, 0
-        t0 = time.perf_counter()
-        batch = next(batches)
-        waited += time.perf_counter() - t0
+            window_start, window_waits, measured_samples = time.perf_counter(), len(waits), 0
+        batch = next(consumed)
         if i == 0:
             first_batch_s = time.perf_counter() - start
         if step is not None:
@@ -81,9 +94,10 @@ def time_loader(
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - window_start
+    waited = sum(waits[window_waits:])
     monitor.sample()
     cpu_s = monitor.cpu_seconds()
-    del batches  # stop the workers
+    consumed.close()  # stop the workers
     return {
         "loader/samples_per_s": measured_samples / elapsed,
         "loader/batches_per_s": settings.batches / elapsed,
@@ -94,13 +108,20 @@ def time_loader(
     }
 
 
-def train_step(parts: Parts, optimizer: torch.optim.Optimizer) -> Callable[[Any], None]:
-    """One real optimisation step per batch (move, normalise, forward, backward, step)."""
-    move = BatchMover(parts.device, parts.pipelines.normalizer, parts.settings.channels_last)
+def device_batches_of(parts: Parts) -> Callable[[Iterator[Any]], Iterator[DeviceBatch]]:
+    """Batches -> model-ready device batches, as the training loop moves them (side-stream
+    lookahead on CUDA with trainer.device_prefetch)."""
+    mover = BatchMover(parts.device, parts.pipelines.normalizer, parts.settings.channels_last)
+    side = side_stream_for(parts.device, parts.settings.device_prefetch)
+    return lambda batches: device_batches(batches, mover, side)
+
+
+def train_step(parts: Parts, optimizer: torch.optim.Optimizer) -> Callable[[DeviceBatch], None]:
+    """One real optimisation step on a device batch (forward, backward, step)."""
     parts.model.train()
 
-    def step(batch: Any) -> None:
-        inputs, labels, extras = move(batch)
+    def step(batch: DeviceBatch) -> None:
+        inputs, labels, extras = batch
         with parts.precision.autocast():
             loss = nn.functional.cross_entropy(parts.model(inputs, *extras).float(), labels)
         optimizer.zero_grad(set_to_none=True)
@@ -122,12 +143,11 @@ def benchmark(cfg: DictConfig) -> dict[str, float]:
     resolved = save_resolved_config(cfg, out)
     settings: BenchmarkSettings = instantiate(cfg.benchmark)
     parts = assemble(cfg)
+    move = None if settings.compute == "none" else device_batches_of(parts)
     step = None
     if settings.compute == "model":
         step = train_step(parts, instantiate(cfg.optimizer)(parts.model.parameters()))
-    elif settings.compute == "normalize":  # model-ready inputs: what the loop does before the model
-        step = BatchMover(parts.device, parts.pipelines.normalizer, parts.settings.channels_last)
-    metrics = time_loader(parts.train_loader, settings, step)
+    metrics = time_loader(parts.train_loader, settings, move, step)
     with TensorBoardLogger(out / "tensorboard") as tb:
         tb.scalars(metrics, 0)
         finish_run(out, tb, resolved, metrics)

@@ -12,6 +12,7 @@ from src.training.device import Precision
 from src.training.diagnosis import loader_failures_named
 from src.training.distributed import broadcast_module, reduce_totals, unwrap
 from src.training.meters import ClassificationTotals, LoaderTimer
+from src.training.prefetch import SideStream, device_batches
 
 
 @torch.no_grad()
@@ -21,17 +22,18 @@ def evaluate(
     move: BatchMover,
     precision: Precision,
     limit: int | None = None,
+    side: SideStream | None = None,
 ) -> dict[str, float]:
     """Mean loss and accuracy over every sample of `loader` (or its first `limit` batches;
-    per rank under DDP). All ranks evaluate rank 0's model: the one its checkpoint holds."""
+    per rank under DDP; moved through `side`'s lookahead when given). All ranks evaluate
+    rank 0's model: the one its checkpoint holds."""
     model = unwrap(model)  # no DDP hooks: the ranks' shares may differ by a batch
     broadcast_module(model)  # rank 0's BatchNorm statistics (the weights already agree)
     model.eval()
     totals = ClassificationTotals(move.device)
     timer = LoaderTimer()
     with loader_failures_named(loader.dataset):
-        for batch in timer.iterate(loader, limit):
-            inputs, labels, extras = move(batch)
+        for inputs, labels, extras in device_batches(timer.iterate(loader, limit), move, side):
             with precision.autocast():
                 logits = model(inputs, *extras)
             totals.add(nn.functional.cross_entropy(logits.float(), labels), logits, labels)

@@ -11,13 +11,14 @@ from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from src.training.batches import BatchMover, batches_per_epoch
+from src.training.batches import BatchMover, DeviceBatch, batches_per_epoch
 from src.training.checkpoint import Checkpoints
 from src.training.diagnosis import gpu_stats, loader_failures_named, starvation_hint
 from src.training.distributed import any_rank, reduce_totals, share_bad_samples
 from src.training.evaluate import evaluate
 from src.training.interrupts import StopRequest
 from src.training.meters import ClassificationTotals, LoaderTimer
+from src.training.prefetch import device_batches, side_stream_for
 from src.training.profiling import batch_profiler
 from src.training.resumable import Resumable
 from src.training.tensorboard import TensorBoardLogger
@@ -47,6 +48,7 @@ class Fitter(Resumable):
         self.precision = parts.precision
         normalizer = parts.pipelines.normalizer
         self.move = BatchMover(parts.device, normalizer, parts.settings.channels_last)
+        self.side = side_stream_for(parts.device, parts.settings.device_prefetch)
         self.denormalize = normalizer.denormalize
         self.stop = StopRequest()
         self.step = 0
@@ -86,7 +88,8 @@ class Fitter(Resumable):
                 uneven.joined(),
                 batch_profiler(s.profile and epoch == 1, trace_dir) as prof,
             ):
-                for i, batch in enumerate(timer.iterate(batches, limit), start=start):
+                moved = device_batches(timer.iterate(batches, limit), self.move, self.side)
+                for i, batch in enumerate(moved, start=start):
                     at_boundary = False
                     self._train_step(batch, epoch, i, totals)
                     if prof is not None:
@@ -120,9 +123,11 @@ class Fitter(Resumable):
             "train/samples": timer.samples,
         }
 
-    def _train_step(self, batch: Any, epoch: int, i: int, totals: ClassificationTotals) -> None:
+    def _train_step(
+        self, batch: DeviceBatch, epoch: int, i: int, totals: ClassificationTotals
+    ) -> None:
         """Forward, backward and (every grad_accum batches) an optimizer step."""
-        inputs, labels, extras = self.move(batch)
+        inputs, labels, extras = batch
         if epoch == 1 and i == 0 and inputs.ndim == 4 and inputs.shape[1] in (1, 3):
             self.tb.images("train/first_batch", self.denormalize(inputs[:64]))
         with self.precision.autocast():
@@ -197,7 +202,7 @@ class Fitter(Resumable):
                 start = self.start_batch if epoch == self.start_epoch else 0
                 metrics = self.train_epoch(train_loader, epoch, start)
                 metrics |= evaluate(self.model, val_loader, self.move, self.precision,
-                                    self.settings.limit_val_batches)  # fmt: skip
+                                    self.settings.limit_val_batches, self.side)  # fmt: skip
                 metrics |= gpu_stats(self.parts.device)
                 share_bad_samples(train_loader, val_loader)
                 self._report(epoch, metrics)

@@ -49,6 +49,7 @@ class TrainerSettings:
     limit_train_batches: int | None
     limit_val_batches: int | None
     channels_last: bool
+    device_prefetch: bool
     profile: bool
     starvation_threshold: float
     checkpoint: CheckpointSettings
