@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -10,6 +12,8 @@ import numpy as np
 import pytest
 import torch
 from hydra.utils import instantiate
+from PIL import Image
+from torchvision.io import decode_jpeg, encode_jpeg
 
 from src.data.datasets.cached import CachedImages
 from src.data.datasets.imagefolder import ImageFolderDataset
@@ -21,7 +25,8 @@ SIDE = 32  # demo images are 40-96 px: some JPEGs are >= 2x this (reduced decode
 
 
 def _settings(**changes: object) -> CacheSettings:
-    values = {"dir": "unused", "short_side": SIDE, "rebuild": False, "commit_every": 4}
+    values = {"dir": "unused", "short_side": SIDE, "rebuild": False, "commit_every": 4,
+              "encoding": "raw", "jpeg_quality": 90}  # fmt: skip
     return CacheSettings(**{**values, **changes})  # type: ignore[arg-type]
 
 
@@ -31,8 +36,8 @@ def images(demo_dir: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(demo_dir / "imagefolder", tmp_path / "images"))
 
 
-def _store(folder: Path) -> tuple[bytes, bytes]:
-    return (folder / "pixels.u8").read_bytes(), (folder / "index.i64").read_bytes()
+def _store(folder: Path, data: str = "pixels.u8") -> tuple[bytes, bytes]:
+    return (folder / data).read_bytes(), (folder / "index.i64").read_bytes()
 
 
 def test_cached_pixels_match_decoding_and_resizing_the_source(images: Path, tmp_path: Path):
@@ -56,24 +61,28 @@ def test_cached_pixels_match_decoding_and_resizing_the_source(images: Path, tmp_
     assert 0 < reduced < len(files)  # both paths were checked
 
 
-def test_an_interrupted_build_resumes_to_the_same_store(images: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("encoding", "data"), [("raw", "pixels.u8"), ("jpeg", "jpegs.bin")])
+def test_an_interrupted_build_resumes_to_the_same_store(
+    images: Path, tmp_path: Path, encoding: str, data: str
+) -> None:
+    settings = _settings(encoding=encoding)
     files = ImageFolderDataset(str(images), "train")
     victim = Path(files.get_filename(21))
     good = victim.read_bytes()
     victim.write_bytes(b"not an image")  # the build stops here, like a crash mid-way
     folder = tmp_path / "resumed" / "train"
     with pytest.raises(SampleError, match=victim.name):
-        write_split(files, folder, _settings(), workers=0, context=None)
+        write_split(files, folder, settings, workers=0, context=None)
     done = json.loads((folder / "progress.json").read_text())["done"]
     assert 0 < done <= 21  # the images read before the failing one were committed
-    with open(folder / "pixels.u8", "ab") as f:
+    with open(folder / data, "ab") as f:
         f.write(b"\x07" * 1000)  # bytes of a half-written image after the last commit
     victim.write_bytes(good)
-    written = write_split(files, folder, _settings(), workers=0, context=None)
+    written = write_split(files, folder, settings, workers=0, context=None)
     assert written == len(files) - done  # only the rest was decoded again
     fresh = tmp_path / "fresh" / "train"
-    write_split(files, fresh, _settings(), workers=0, context=None)
-    assert _store(folder) == _store(fresh)
+    write_split(files, fresh, settings, workers=0, context=None)
+    assert _store(folder, data) == _store(fresh, data)
 
 
 def test_a_changed_source_is_refused_naming_the_file_and_the_fix(images: Path, tmp_path: Path):
@@ -108,11 +117,19 @@ def test_other_settings_or_an_unfinished_cache_are_refused(images: Path, tmp_pat
         write_split(files, folder, _settings(short_side=24), workers=0, context=None)
 
 
-def test_make_cache_then_train_with_random_crops(make_cfg, tmp_path: Path) -> None:
+@pytest.mark.parametrize("encoding", ["raw", "jpeg"])
+def test_make_cache_then_train_with_random_crops(make_cfg, tmp_path: Path, encoding: str, caplog):
     out = tmp_path / "store"
-    metrics = cache(make_cfg("mode=cache", f"cache.dir={out}", f"cache.short_side={SIDE}"))
+    overrides = ("mode=cache", f"cache.dir={out}", f"cache.short_side={SIDE}")
+    with caplog.at_level(logging.INFO, logger="src.modes.cache"):
+        metrics = cache(make_cfg(*overrides, f"cache.encoding={encoding}"))
+    assert f"({encoding} encoding," in caplog.text
+    assert ("lossy: every image is stored re-encoded as a JPEG of quality 90" in caplog.text) == (
+        encoding == "jpeg"
+    )
     assert metrics["cache/images"] == metrics["cache/written"] == 48 + 30
-    cfg = make_cfg("dataset=cache", f"dataset.root={out}")
+    assert metrics["cache/mb"] > 0  # the data file of this encoding was counted
+    cfg = make_cfg("dataset=cache", f"dataset.root={out}", f"dataset.encoding={encoding}")
     pipelines = instantiate(cfg.transforms)
     train = instantiate(cfg.dataset, split="train", transform=pipelines.train)
     val = instantiate(cfg.dataset, split="val", transform=pipelines.val, classes=train.classes)
@@ -120,9 +137,94 @@ def test_make_cache_then_train_with_random_crops(make_cfg, tmp_path: Path) -> No
     assert all(c.dtype == torch.uint8 and c.shape == (3, 48, 48) for c in crops)
     assert any(not torch.equal(crops[0], c) for c in crops[1:])  # random crops still vary
     assert torch.equal(val[0][0], val[0][0]) and len(val) == 30
-    again = cache(make_cfg("mode=cache", f"cache.dir={out}", f"cache.short_side={SIDE}"))
+    again = cache(make_cfg(*overrides, f"cache.encoding={encoding}"))
     assert again["cache/written"] == 0  # a finished cache is reused, not rebuilt
     assert np.array_equal(
         train.targets,
         ImageFolderDataset(str(Path(cfg.paths.demo_dir) / "imagefolder"), "train").targets,
     )
+
+
+def _jpeg_and_raw(
+    files: ImageFolderDataset, root: Path, quality: int = 90
+) -> tuple[CachedImages, CachedImages]:
+    for encoding in ("jpeg", "raw"):
+        settings = _settings(encoding=encoding, jpeg_quality=quality)
+        write_split(files, root / encoding / "train", settings, workers=0, context=None)
+    return CachedImages(str(root / "jpeg"), "train"), CachedImages(str(root / "raw"), "train")
+
+
+def test_jpeg_cache_returns_what_was_encoded_close_to_raw(images: Path, tmp_path: Path):
+    files = ImageFolderDataset(str(images), "train")
+    jpeg, raw = _jpeg_and_raw(files, tmp_path, quality=90)
+    assert len(jpeg) == len(raw) == len(files) and np.array_equal(jpeg.targets, raw.targets)
+    diffs = []
+    for i in range(len(raw)):
+        (image, label), (pixels, raw_label) = jpeg[i], raw[i]
+        expected = decode_jpeg(encode_jpeg(pixels.contiguous(), quality=90))
+        assert image.dtype == torch.uint8 and label == raw_label
+        assert torch.equal(image, expected)  # the reader returns exactly what was written
+        diffs.append((image.int() - pixels.int()).abs().float().mean().item())
+    # demo images are tiny noisy shapes (JPEG's worst case): mean 3.4, worst image 5.9 at q90
+    assert np.mean(diffs) < 4 and max(diffs) < 8
+    jpeg_bytes = (tmp_path / "jpeg" / "train" / "jpegs.bin").stat().st_size
+    assert jpeg_bytes < (tmp_path / "raw" / "train" / "pixels.u8").stat().st_size / 2
+
+
+def test_png_sources_go_through_the_jpeg_cache(images: Path, tmp_path: Path) -> None:
+    rgba = np.random.default_rng(0).integers(0, 256, (70, 50, 4), dtype=np.uint8)
+    Image.fromarray(rgba, "RGBA").save(images / "train" / "circle" / "zz_rgba.png")
+    files = ImageFolderDataset(str(images), "train")
+    pngs = [i for i in range(len(files)) if files.get_filename(i).endswith(".png")]
+    assert len(pngs) > 1 and any(files.get_filename(i).endswith("_rgba.png") for i in pngs)
+    jpeg, raw = _jpeg_and_raw(files, tmp_path)
+    data = (tmp_path / "jpeg" / "train" / "jpegs.bin").read_bytes()
+    for i in pngs:
+        offset, nbytes, height, width, _ = (int(v) for v in jpeg.index[i])
+        entry = data[offset : offset + nbytes]
+        assert entry[:2] == b"\xff\xd8" and entry[-2:] == b"\xff\xd9"  # a whole JPEG file
+        expected = decode_jpeg(encode_jpeg(raw[i][0].contiguous(), quality=90))
+        assert jpeg[i][0].shape == (3, height, width) and torch.equal(jpeg[i][0], expected)
+
+
+def test_other_encoding_or_quality_is_refused_on_resume_and_read(images: Path, tmp_path: Path):
+    files = ImageFolderDataset(str(images), "train")
+    folder = tmp_path / "cache" / "train"
+    write_split(files, folder, _settings(encoding="jpeg"), workers=0, context=None)
+    for change, key in (({"encoding": "raw"}, "encoding"), ({"jpeg_quality": 80}, "jpeg_quality")):
+        with pytest.raises(
+            StaleCacheError, match=rf"differs in [^:]*cache\.{key}\b.*cache\.rebuild"
+        ):
+            write_split(
+                files, folder, _settings(**{"encoding": "jpeg", **change}), workers=0, context=None
+            )
+    with pytest.raises(
+        StaleCacheError, match=r"cache\.encoding='jpeg', not dataset\.encoding='raw'"
+    ):
+        CachedImages(str(tmp_path / "cache"), "train", encoding="raw")
+    with pytest.raises(StaleCacheError, match=r"jpeg_quality=90, not dataset\.jpeg_quality=80"):
+        CachedImages(str(tmp_path / "cache"), "train", jpeg_quality=80)
+    assert len(CachedImages(str(tmp_path / "cache"), "train", "jpeg", jpeg_quality=90)) == 48
+
+
+def test_a_cache_of_the_older_format_is_refused(images: Path, tmp_path: Path) -> None:
+    files = ImageFolderDataset(str(images), "train")
+    folder = tmp_path / "cache" / "train"
+    write_split(files, folder, _settings(), workers=0, context=None)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "format": 1}))
+    with pytest.raises(StaleCacheError, match=r"format 1, this version reads format 2.*rebuild"):
+        CachedImages(str(tmp_path / "cache"), "train")
+    with pytest.raises(StaleCacheError, match=r"format 1, this version reads format 2.*rebuild"):
+        write_split(files, folder, _settings(), workers=0, context=None)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("encoding", "png"), ("encoding", None), ("jpeg_quality", 0), ("jpeg_quality", 101),
+     ("jpeg_quality", "90")],
+)  # fmt: skip
+def test_bad_encoding_or_jpeg_quality_is_refused_naming_the_key(key: str, value: object):
+    allowed = "one of raw, jpeg" if key == "encoding" else "an int from 1 to 100"
+    with pytest.raises(ValueError, match=re.escape(f"cache.{key}={value!r}: expected {allowed}.")):
+        _settings(**{key: value})

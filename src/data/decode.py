@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import torch
 from PIL import Image, ImageOps
-from torchvision.io import ImageReadMode, decode_image
+from torchvision.io import ImageReadMode, decode_image, decode_jpeg
 from torchvision.transforms.v2.functional import resize, to_dtype
 
 # torchvision 0.29 marks its decoders deprecated in favour of TorchCodec, but they stay in the
@@ -87,6 +87,11 @@ def decode_image_bytes(
         return to_dtype(image, torch.uint8, scale=True) if image.dtype != torch.uint8 else image
     with Image.open(io.BytesIO(bytes(data))) as img:
         return _from_pil(img)
+
+
+def decode_jpeg_rgb(data: torch.Tensor) -> torch.Tensor:
+    """Decode JPEG bytes (a 1-D uint8 tensor) to a uint8 RGB tensor (3, H, W), no EXIF turn."""
+    return decode_jpeg(data, mode=ImageReadMode.RGB)
 
 
 def read_image(path: str | os.PathLike[str], min_side: int | None = None) -> torch.Tensor:

@@ -1,11 +1,13 @@
-"""The pre-resized image store of `mode=cache`: one split's uint8 pixels in one memory-mapped file.
+"""The pre-resized image store of `mode=cache`: one split's images in one memory-mapped file.
 
 A split folder holds
-- `pixels.u8`: every image's HWC uint8 pixels, one after another;
-- `index.i64`: per image (offset into pixels.u8, height, width, label), int64;
+- the data file, by the `encoding` setting: `pixels.u8` (raw: every image's HWC uint8 pixels)
+  or `jpegs.bin` (jpeg: every image as a complete JPEG file), one after another;
+- `index.i64`: per image (offset and length in bytes in the data file, height, width, label),
+  int64;
 - `sources.npz`: each image's source path, size (bytes) and mtime (ns), in cache order;
-- `manifest.json`: the settings and classes it was built with;
-- `progress.json`: images committed so far and their pixel bytes (rewritten atomically).
+- `manifest.json`: the format version, settings and classes it was built with;
+- `progress.json`: images committed so far and their data bytes (rewritten atomically).
 Entries are appended in source order and committed every few hundred images, so an
 interrupted build resumes from its last commit (bytes past it are cut off). A build or a
 reader whose settings or sources differ from the stored ones is refused, naming the file.
@@ -22,13 +24,28 @@ import numpy as np
 
 from src.utils.io import write_json
 
-FORMAT_VERSION = 1
-FIELDS = 4  # index.i64 columns: offset, height, width, label
+FORMAT_VERSION = 2  # 2: the nbytes column and the jpeg encoding
+FIELDS = 5  # index.i64 columns: offset, nbytes, height, width, label
+DATA_FILES = {"raw": "pixels.u8", "jpeg": "jpegs.bin"}  # the data file of each encoding
 REBUILD_HINT = "run `make cache ARGS='cache.rebuild=true ...'` (or delete {dir}) to build it anew"
 
 
 class StaleCacheError(RuntimeError):
     """The cache does not match its sources or settings any more."""
+
+
+def data_file(settings: dict) -> str:
+    """The name of the data file of a cache built with `settings` (see DATA_FILES)."""
+    return DATA_FILES[settings.get("encoding", "raw")]
+
+
+def _check_format(folder: Path, stored: dict) -> None:
+    """Refuse a cache written in another format version (older code, other index columns)."""
+    if stored.get("format") != FORMAT_VERSION:
+        raise StaleCacheError(
+            f"cache {folder} was written in cache format {stored.get('format')}, this version "
+            f"reads format {FORMAT_VERSION}: {REBUILD_HINT.format(dir=folder)}."
+        )
 
 
 def source_stats(paths: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -88,23 +105,26 @@ class CacheWriter:
             _write_sources(self.folder, paths)  # the entries still to cache: as they are now
         else:
             self.folder.mkdir(parents=True, exist_ok=True)
-            progress = {"done": 0, "pixel_bytes": 0}
+            progress = {"done": 0, "data_bytes": 0}
             write_json(self.folder / "progress.json", progress)
             _write_sources(self.folder, paths)
             write_json(self.folder / "manifest.json", manifest)  # last: marks the folder a cache
-        self.done, self.pixel_bytes = progress["done"], progress["pixel_bytes"]
-        self._pixels = open(self.folder / "pixels.u8", "ab")  # noqa: SIM115 (closed in close())
+        self.done, self.data_bytes = progress["done"], progress["data_bytes"]
+        self._data = open(self.folder / data_file(settings), "ab")  # noqa: SIM115 (see close())
         self._index = open(self.folder / "index.i64", "ab")  # noqa: SIM115
-        for f, size in ((self._pixels, self.pixel_bytes), (self._index, self.done * FIELDS * 8)):
+        for f, size in ((self._data, self.data_bytes), (self._index, self.done * FIELDS * 8)):
             f.truncate(size)  # drop what an interrupted build wrote after its last commit
 
     def _check(self, manifest: dict, paths: list[str], done: int) -> None:
         stored = json.loads((self.folder / "manifest.json").read_text())
+        _check_format(self.folder, stored)
         hint = REBUILD_HINT.format(dir=self.folder)
         if stored != manifest:
+            old, new = stored["settings"], manifest["settings"]
+            keys = [f"cache.{k}" for k in sorted({*old, *new}) if old.get(k) != new.get(k)]
             raise StaleCacheError(
-                f"cache {self.folder} was built with {stored['settings']} and classes "
-                f"{stored['classes']}, not {manifest['settings']} and {manifest['classes']}: "
+                f"cache {self.folder} differs in {', '.join(keys) or 'classes'}: built with {old} "
+                f"and classes {stored['classes']}, not {new} and {manifest['classes']}: "
                 f"{hint}, or set cache.dir to another folder."
             )
         with np.load(self.folder / "sources.npz") as sources:
@@ -112,33 +132,37 @@ class CacheWriter:
         if change:
             raise StaleCacheError(f"cache {self.folder} is stale: {change}. Not mixing: {hint}.")
 
-    def append(self, pixels: np.ndarray, label: int) -> None:
-        """Add the next image (HWC uint8)."""
-        height, width, _ = pixels.shape
-        self._pixels.write(np.ascontiguousarray(pixels, dtype=np.uint8).tobytes())
-        record = np.array([self.pixel_bytes, height, width, label], dtype=np.int64)
+    def append(self, data: np.ndarray, height: int, width: int, label: int) -> None:
+        """Add the next image: `data` is its HWC uint8 pixels or its JPEG file's bytes."""
+        data = np.ascontiguousarray(data, dtype=np.uint8)
+        self._data.write(data.tobytes())
+        record = np.array([self.data_bytes, data.size, height, width, label], dtype=np.int64)
         self._index.write(record.tobytes())
-        self.pixel_bytes += pixels.size
+        self.data_bytes += data.size
         self.done += 1
 
     def commit(self) -> None:
         """Make everything appended so far survive a crash (fsync, then the progress file)."""
-        for f in (self._pixels, self._index):
+        for f in (self._data, self._index):
             f.flush()
             os.fsync(f.fileno())
         write_json(
-            self.folder / "progress.json", {"done": self.done, "pixel_bytes": self.pixel_bytes}
+            self.folder / "progress.json", {"done": self.done, "data_bytes": self.data_bytes}
         )
 
     def close(self) -> None:
         self.commit()
-        self._pixels.close()
+        self._data.close()
         self._index.close()
 
 
-def open_cache(folder: Path, check_sources: bool) -> tuple[dict, np.ndarray, np.ndarray]:
-    """(manifest, index rows N x 4, source paths as fsencoded bytes) of a complete cache;
-    refuses an unfinished one, and with `check_sources` one whose sources changed since."""
+def open_cache(
+    folder: Path, check_sources: bool, expected: dict | None = None
+) -> tuple[dict, np.ndarray, np.ndarray]:
+    """(manifest, index rows N x FIELDS, source paths as fsencoded bytes) of a complete cache;
+    refuses one of another format, an unfinished one, one whose settings differ from the
+    non-None values of `expected` (`dataset.<key>`), and with `check_sources` one whose
+    sources changed since."""
     folder = Path(folder)
     if not (folder / "manifest.json").is_file():
         raise FileNotFoundError(
@@ -147,6 +171,14 @@ def open_cache(folder: Path, check_sources: bool) -> tuple[dict, np.ndarray, np.
             "cache.dir."
         )
     manifest = json.loads((folder / "manifest.json").read_text())
+    _check_format(folder, manifest)
+    for key, value in (expected or {}).items():
+        if value is not None and manifest["settings"].get(key) != value:
+            raise StaleCacheError(
+                f"cache {folder} was built with cache.{key}={manifest['settings'].get(key)!r}, "
+                f"not dataset.{key}={value!r}: point dataset.root at a cache built with it, or "
+                f"set dataset.{key}=null to read any."
+            )
     with np.load(folder / "sources.npz") as sources:
         stored = dict(sources)
     done = json.loads((folder / "progress.json").read_text())["done"]

@@ -1,5 +1,6 @@
 """`mode=cache` (`make cache`): decode every train and val image once, shrink it to
-`cache.short_side` and store the uint8 pixels for `dataset=cache` (src/data/image_cache.py).
+`cache.short_side` and store its uint8 pixels (or, with cache.encoding=jpeg, a JPEG of them)
+for `dataset=cache` (src/data/image_cache.py).
 Resumable: a second run continues an interrupted one; a stale cache is refused, never mixed."""
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
+from torchvision.io import encode_jpeg
 from torchvision.transforms import v2
 from tqdm import tqdm
 
 from src.data.decode import load_sample
-from src.data.image_cache import CacheWriter
+from src.data.image_cache import DATA_FILES, CacheWriter
 from src.data.splits import build_splits
 from src.data.transforms import Pipelines
 from src.outputs import save_resolved_config
@@ -28,6 +30,7 @@ log = logging.getLogger(__name__)
 
 METRIC_KEYS = ("cache/images_per_s", "cache/images", "cache/written", "cache/mb", "wall_s")
 READ_BATCH = 16  # images per worker task
+ENCODINGS = tuple(DATA_FILES)  # raw: HWC uint8 pixels; jpeg: each image re-encoded as a JPEG
 
 
 @dataclass(frozen=True)
@@ -38,12 +41,26 @@ class CacheSettings:
     short_side: int
     rebuild: bool
     commit_every: int
+    encoding: str
+    jpeg_quality: int
 
     def __post_init__(self) -> None:
         for key in ("short_side", "commit_every"):
             value = getattr(self, key)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"cache.{key}={value!r}: expected an int >= 1.")
+        if self.encoding not in ENCODINGS:
+            raise ValueError(
+                f"cache.encoding={self.encoding!r}: expected one of {', '.join(ENCODINGS)}."
+            )
+        quality = self.jpeg_quality
+        if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
+            raise ValueError(f"cache.jpeg_quality={quality!r}: expected an int from 1 to 100.")
+
+    def key(self) -> dict:
+        """The settings a cache's content depends on (stored in its manifest)."""
+        quality = self.jpeg_quality if self.encoding == "jpeg" else None
+        return {"short_side": self.short_side, "encoding": self.encoding, "jpeg_quality": quality}
 
 
 def shrink(image: torch.Tensor, short_side: int) -> torch.Tensor:
@@ -55,20 +72,25 @@ def shrink(image: torch.Tensor, short_side: int) -> torch.Tensor:
 
 class _Shrunk(Dataset):
     """Image `start + i` of `files`, decoded (at reduced scale when it is large enough), shrunk
-    and laid out HWC, with its label."""
+    and stored as `settings.encoding` says (HWC pixels or JPEG bytes), with height, width and
+    label."""
 
-    def __init__(self, files: Dataset, short_side: int, start: int) -> None:
-        self.files, self.short_side, self.start = files, short_side, start
+    def __init__(self, files: Dataset, settings: CacheSettings, start: int) -> None:
+        self.files, self.settings, self.start = files, settings, start
 
     def __len__(self) -> int:
         return len(self.files) - self.start  # type: ignore[arg-type]
 
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        index = self.start + i
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int, int, int]:
+        index, side = self.start + i, self.settings.short_side
         label = int(self.files.targets[index])  # type: ignore[attr-defined]
         path = self.files.get_filename(index)  # type: ignore[attr-defined]
-        image = load_sample(path, index, self.files.classes[label], self.short_side)  # type: ignore[attr-defined]
-        return shrink(image, self.short_side).permute(1, 2, 0).contiguous(), label
+        image = shrink(load_sample(path, index, self.files.classes[label], side), side)  # type: ignore[attr-defined]
+        if self.settings.encoding == "jpeg":
+            data = encode_jpeg(image.contiguous(), quality=self.settings.jpeg_quality)
+        else:
+            data = image.permute(1, 2, 0).contiguous()
+        return data, image.shape[1], image.shape[2], label
 
 
 def write_split(
@@ -82,11 +104,10 @@ def write_split(
             "dataset=imagefolder or dataset=csv."
         )
     paths = [files.get_filename(i) for i in range(len(files))]  # type: ignore[arg-type]
-    settings_key = {"short_side": settings.short_side}
-    writer = CacheWriter(folder, paths, settings_key, files.classes, settings.rebuild)  # type: ignore[attr-defined]
+    writer = CacheWriter(folder, paths, settings.key(), files.classes, settings.rebuild)  # type: ignore[attr-defined]
     start = writer.done
     loader = DataLoader(
-        _Shrunk(files, settings.short_side, start),
+        _Shrunk(files, settings, start),
         batch_size=READ_BATCH,
         num_workers=workers,
         collate_fn=list,
@@ -94,8 +115,8 @@ def write_split(
     )
     try:
         for batch in tqdm(loader, desc=f"cache {folder.name}", leave=False, disable=None):
-            for image, label in batch:
-                writer.append(image.numpy(), label)
+            for data, height, width, label in batch:
+                writer.append(data.numpy(), height, width, label)
                 if writer.done % settings.commit_every == 0:
                     writer.commit()
     finally:
@@ -109,6 +130,12 @@ def cache(cfg: DictConfig) -> dict[str, float]:
     out = Path(cfg.paths.output_dir)
     save_resolved_config(cfg, out)
     settings: CacheSettings = instantiate(cfg.cache)
+    if settings.encoding == "jpeg":
+        log.info(
+            "cache.encoding=jpeg is lossy: every image is stored re-encoded as a JPEG of quality "
+            "%d (cache.jpeg_quality); cache.encoding=raw keeps the exact pixels.",
+            settings.jpeg_quality,
+        )
     loader = instantiate(cfg.loader)
     workers = available_cpus() if loader.num_workers == "auto" else loader.num_workers
     splits = build_splits(cfg.dataset, Pipelines([], []))  # decoded as stored: no transforms
@@ -118,7 +145,8 @@ def cache(cfg: DictConfig) -> dict[str, float]:
         written += write_split(files, folder, settings, workers, loader.multiprocessing_context)
         images += len(files)
     wall = time.perf_counter() - start
-    size = sum(f.stat().st_size for f in Path(settings.dir).glob("*/pixels.u8"))
+    data = DATA_FILES[settings.encoding]
+    size = sum((Path(settings.dir) / split / data).stat().st_size for split in ("train", "val"))
     metrics = {
         "cache/images_per_s": written / wall,
         "cache/images": float(images),
@@ -128,9 +156,9 @@ def cache(cfg: DictConfig) -> dict[str, float]:
     }
     write_json(out / "metrics.json", metrics)
     log.info(
-        "cache: %d images in %s (%d written by this run, %.0f images/s), %.0f MB of pixels; "
-        "train from it with dataset=cache dataset.root=%s",
-        images, settings.dir, written, metrics["cache/images_per_s"], metrics["cache/mb"],
-        settings.dir,
+        "cache: %d images in %s (%s encoding, %d written by this run, %.0f images/s), %.0f MB "
+        "of image data; train from it with dataset=cache dataset.root=%s",
+        images, settings.dir, settings.encoding, written, metrics["cache/images_per_s"],
+        metrics["cache/mb"], settings.dir,
     )  # fmt: skip
     return metrics
