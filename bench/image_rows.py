@@ -65,9 +65,10 @@ def template_rows(root: Path, split: str, batch: int, workers: int) -> list[Cand
     ]
 
 
-def cache_row(cache_dir: Path, split: str, batch: int, workers: int) -> Candidate:
-    """The template's path on the pre-resized cache (`dataset=cache`), model-ready float."""
+def cache_row(cache_dir: Path, split: str, batch: int, workers: int, kind: str) -> Candidate:
+    """The template's path on a pre-resized cache (`dataset=cache`), model-ready float."""
     cfg = template_config(
         "dataset=cache", f"dataset.root={cache_dir}", *template_overrides(batch, workers)
     )
-    return template_candidate("template, pre-resized cache, float", cfg, split, normalise=True)
+    name = f"template, pre-resized cache ({kind}), float"
+    return template_candidate(name, cfg, split, normalise=True)
