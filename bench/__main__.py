@@ -75,7 +75,7 @@ def image_sections(
     jobs = [
         (small, "train", "train (RandomResizedCrop 224 + flip)", 1024,
          [rows.cache_row(caches[0], "train", b, w, "raw uint8"),
-          rows.cache_row(caches[1], "train", b, w, "JPEG q90")]),
+          rows.cache_row(caches[1], "train", b, w, "JPEG q90"), rows.loader_floor(1024, b, w)]),
         (small, "val", "val (Resize 256 + CenterCrop 224)", 1024, []),
         (large, "val", "val (Resize 256 + CenterCrop 224)", 768, []),
     ]  # fmt: skip

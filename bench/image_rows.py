@@ -11,7 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from torch.utils.data import DataLoader
+import torch
+from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision import transforms as T
 
@@ -72,3 +73,28 @@ def cache_row(cache_dir: Path, split: str, batch: int, workers: int, kind: str) 
     )
     name = f"template, pre-resized cache ({kind}), float"
     return template_candidate(name, cfg, split, normalise=True)
+
+
+class _ReadyImages(Dataset):
+    """Images that cost nothing to make: a copy of one 3 x 224 x 224 uint8 image per sample."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.image = torch.zeros(3, CROP, CROP, dtype=torch.uint8)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return self.image.clone(), 0
+
+
+def loader_floor(count: int, batch: int, workers: int) -> Candidate:
+    """What moving ready uint8 crops through DataLoader workers costs by itself (collate into
+    shared memory, hand-over, first read): the floor under every worker-based row."""
+
+    def start() -> Iterator[Any]:
+        return endless(DataLoader(_ReadyImages(count), batch_size=batch, num_workers=workers))
+
+    return Candidate("floor: DataLoader moving ready uint8 crops (no decode)", start,
+                     lambda b: touch(b[0]))  # fmt: skip
