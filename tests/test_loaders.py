@@ -24,6 +24,7 @@ from src.data.samplers import (
     sequential_sampler,
     weighted_sampler,
 )
+from src.utils.seeding import derive_seed
 
 shuffled = partial(random_sampler, seed=0)
 
@@ -94,6 +95,14 @@ def test_sampler_and_shuffle_never_collide(make_cfg, caplog, factory, shuffle, e
         assert note in caplog.text
     else:
         assert "shuffle" not in caplog.text and "sampler" not in caplog.text
+
+
+def test_shuffled_order_is_torchs_randperm_of_the_epoch_seed() -> None:
+    # the same orders as int64 randperm (what earlier versions drew), for a set over 2**16
+    sampler = ShuffledSampler(70_001, seed=3)
+    sampler.set_epoch(2)
+    generator = torch.Generator().manual_seed(derive_seed(3, 2))
+    assert list(sampler) == torch.randperm(70_001, generator=generator).tolist()
 
 
 def test_weighted_sampler_balances_an_imbalanced_set() -> None:
