@@ -16,7 +16,7 @@ from bench.timing import Candidate, touch
 from src.assemble import Parts, assemble
 from src.config.validate import validate_config
 from src.data.loaders import endless
-from src.training.batches import BatchMover
+from src.training.batches import BatchMover, mover_for
 from src.utils.resolvers import register_resolvers
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
@@ -53,9 +53,7 @@ def template_candidate(name: str, cfg: DictConfig, split: str, normalise: bool) 
 
     def start() -> Iterator[Any]:
         parts = build(cfg)
-        moves[:] = [
-            BatchMover(parts.device, parts.pipelines.normalizer, parts.settings.channels_last)
-        ]
+        moves[:] = [mover_for(parts)]
         return endless(parts.train_loader if split == "train" else parts.val_loader)
 
     def finish(batch: Any) -> int:

@@ -17,7 +17,8 @@ from bench.image_rows import tutorial_loader
 from bench.template import build, template_config
 from bench.timing import Candidate
 from src.data.loaders import endless
-from src.modes.benchmark import device_batches_of, train_step
+from src.modes.benchmark import train_step
+from src.training.batches import mover_for
 
 CROP = 64
 CACHE_SIDE = 80  # pre-resized short side for 64 px crops (64 / 0.8)
@@ -60,8 +61,10 @@ def template_training(name: str, *overrides: str) -> Candidate:
 
     def start() -> Iterator[Any]:
         parts = build(cfg)
-        steps[:] = [train_step(parts, instantiate(cfg.optimizer)(parts.model.parameters()))]
-        return device_batches_of(parts)(endless(parts.train_loader))
+        step = train_step(parts, instantiate(cfg.optimizer)(parts.model.parameters()))
+        move = mover_for(parts)  # in `finish`: waiting counts the loader only, as in the loop
+        steps[:] = [lambda batch: step(move(batch))]
+        return endless(parts.train_loader)
 
     def finish(batch: Any) -> int:
         steps[0](batch)

@@ -16,7 +16,7 @@ import torch.multiprocessing as mp
 from omegaconf import OmegaConf
 
 from src.assemble import assemble
-from src.training.batches import BatchMover
+from src.training.batches import mover_for
 from src.training.checkpoint import load_checkpoint
 from src.training.evaluate import evaluate
 from tests import ddp_probe
@@ -44,7 +44,7 @@ def single_process_eval(run: Path, out: Path) -> dict[str, float]:
     cfg.paths.output_dir = str(out)
     parts = assemble(cfg)
     parts.model.load_state_dict(state["model"])  # plain keys: no DDP `module.` prefix
-    move = BatchMover(parts.device, parts.pipelines.normalizer, parts.settings.channels_last)
+    move = mover_for(parts)
     return evaluate(parts.model, parts.val_loader, move, parts.precision)
 
 

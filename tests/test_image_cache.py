@@ -228,3 +228,17 @@ def test_bad_encoding_or_jpeg_quality_is_refused_naming_the_key(key: str, value:
     allowed = "one of raw, jpeg" if key == "encoding" else "an int from 1 to 100"
     with pytest.raises(ValueError, match=re.escape(f"cache.{key}={value!r}: expected {allowed}.")):
         _settings(**{key: value})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [("encoding", "png", "null (any) or one of raw, jpeg"),
+     ("jpeg_quality", 0, "null (any) or an int from 1 to 100"),
+     ("jpeg_quality", True, "null (any) or an int from 1 to 100")],
+)  # fmt: skip
+def test_bad_dataset_encoding_or_quality_is_refused_naming_the_key(
+    tmp_path: Path, key: str, value: object, allowed: str
+) -> None:
+    message = re.escape(f"dataset.{key}={value!r}: expected {allowed}.")
+    with pytest.raises(ValueError, match=message):
+        CachedImages(str(tmp_path), "train", **{key: value})  # checked before the cache is read

@@ -1,13 +1,16 @@
-"""Moving batches to the device: one batch ahead on a side stream (CUDA), as they come elsewhere."""
+"""Moving batches to the device: one batch ahead on a side stream (CUDA), as they come elsewhere;
+on the CPU beside loader workers, normalising on one thread."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
 import torch
 
 from src.data.transforms import Normalizer
+from src.modes import benchmark
 from src.training.batches import BatchMover, DeviceBatch
 from src.training.prefetch import device_batches, side_stream_for
 
@@ -77,3 +80,68 @@ def test_side_stream_batches_equal_direct_moves_on_cuda() -> None:
     side = side_stream_for(device, enabled=True)
     ahead = [b.inputs.float().sum().item() for b in device_batches(batches, mover, side)]
     assert ahead == pytest.approx([d.sum().item() for d in direct], rel=1e-6)
+
+
+class ThreadsSeen(Normalizer):
+    """A normaliser that records torch's intra-op thread count while it runs."""
+
+    def __init__(self) -> None:
+        super().__init__(MEAN, STD)
+        self.seen: list[int] = []
+
+    def __call__(self, x: torch.Tensor, *args: Any) -> torch.Tensor:
+        self.seen.append(torch.get_num_threads())
+        return super().__call__(x, *args)
+
+
+@pytest.mark.parametrize(("beside_workers", "inside"), [(True, 1), (False, 2)])
+def test_cpu_normalising_uses_one_thread_only_beside_workers(beside_workers, inside) -> None:
+    normalizer = ThreadsSeen()
+    mover = BatchMover(torch.device("cpu"), normalizer, False, beside_workers=beside_workers)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        mover(pixel_batches(1)[0])
+        assert normalizer.seen == [inside]
+        assert torch.get_num_threads() == 2
+        with pytest.raises(ValueError, match="channels"):
+            mover((torch.zeros(2, 1, 4, 4, dtype=torch.uint8), torch.zeros(2)))
+        assert torch.get_num_threads() == 2  # restored after an error too
+    finally:
+        torch.set_num_threads(before)
+
+
+class Clock:
+    """A stand-in for time.perf_counter that only the dataset moves: 1 s per sample."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class OneSecondSamples(torch.utils.data.Dataset):
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def __len__(self) -> int:
+        return 100
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        self.clock.now += 1.0
+        return torch.zeros(3, 2, 2, dtype=torch.uint8), index
+
+
+@pytest.mark.parametrize("warmup", [0, 2])
+def test_benchmark_counts_the_loaders_deliveries_with_a_lookahead(monkeypatch, warmup) -> None:
+    clock = Clock()
+    monkeypatch.setattr(benchmark.time, "perf_counter", clock)
+    loader = torch.utils.data.DataLoader(OneSecondSamples(clock), batch_size=1)
+    mover = BatchMover(torch.device("cpu"), Normalizer(MEAN, STD), channels_last=False)
+    settings = benchmark.BenchmarkSettings(batches=3, warmup=warmup, compute="normalize")
+    ahead = partial(device_batches, mover=mover, side=RecordingSide([]))
+    metrics = benchmark.time_loader(loader, settings, ahead)
+    assert metrics["loader/first_batch_s"] == 1.0  # one sample's time, not two
+    assert metrics["loader/samples_per_s"] == 1.0  # the lookahead's fetch counts as delivered
+    assert metrics["loader/data_wait_frac"] == 1.0

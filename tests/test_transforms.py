@@ -41,23 +41,3 @@ def test_channel_count_mismatch_names_the_fix() -> None:
     grey = torch.zeros(2, 1, 4, 4, dtype=torch.uint8)
     with pytest.raises(ValueError, match=r"3 values but the inputs have 1 channels.*transforms="):
         Normalizer([0.5] * 3, [0.2] * 3)(grey)
-
-
-def test_cpu_normalising_runs_on_one_thread_and_restores_the_thread_count(monkeypatch) -> None:
-    seen: list[int] = []
-    normalizer = Normalizer([0.5] * 3, [0.2] * 3)
-    stats = normalizer._stats
-    monkeypatch.setattr(
-        normalizer, "_stats", lambda x: (seen.append(torch.get_num_threads()), stats(x))[1]
-    )
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        normalizer(torch.zeros(2, 3, 4, 4, dtype=torch.uint8))
-        assert seen == [1]
-        assert torch.get_num_threads() == 2
-        with pytest.raises(ValueError, match="channels"):
-            normalizer(torch.zeros(2, 1, 4, 4, dtype=torch.uint8))
-        assert torch.get_num_threads() == 2  # also after an error
-    finally:
-        torch.set_num_threads(before)

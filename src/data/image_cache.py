@@ -34,6 +34,11 @@ class StaleCacheError(RuntimeError):
     """The cache does not match its sources or settings any more."""
 
 
+def is_jpeg_quality(value: object) -> bool:
+    """Whether `value` is a JPEG quality: an int from 1 to 100 (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 100
+
+
 def data_file(settings: dict) -> str:
     """The name of the data file of a cache built with `settings` (see DATA_FILES)."""
     return DATA_FILES[settings.get("encoding", "raw")]

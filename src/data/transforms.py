@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 
 import torch
 from torchvision.transforms import v2
@@ -17,8 +16,7 @@ class Normalizer:
     Applied once per batch after the copy to the device, so workers ship compact uint8
     batches and the arithmetic runs where it is cheapest. Float batches (features) are only
     standardised when `mean`/`std` are given. On the CPU the results are written into
-    recycled buffers (src/data/buffers.py): fresh pages would cost 5x the arithmetic; and
-    the passes run on one thread (`_one_thread`).
+    recycled buffers (src/data/buffers.py): fresh pages would cost 5x the arithmetic.
     """
 
     def __init__(self, mean: Sequence[float] | None, std: Sequence[float] | None) -> None:
@@ -58,14 +56,6 @@ class Normalizer:
         pixels = x.dtype == torch.uint8
         if self.mean is None and not pixels:
             return x
-        if x.device.type == "cpu":
-            with _one_thread():
-                return self._normalize(x, pixels, memory_format)
-        return self._normalize(x, pixels, memory_format)
-
-    def _normalize(
-        self, x: torch.Tensor, pixels: bool, memory_format: torch.memory_format
-    ) -> torch.Tensor:
         # one float copy, then in-place passes: 7x faster on a CPU than a mixed-dtype
         # torch.mul(x, scale, out=...), and the layout change comes last, on floats
         out = self._empty(x, torch.contiguous_format).copy_(x)
@@ -84,23 +74,6 @@ class Normalizer:
             mean, std = self._stats(x)
             x = x * std + mean
         return x.clamp(0.0, 1.0)
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """Run torch ops on one intra-op thread for the duration. Loader workers busy the other
-    cores; a two-thread pass then waits for a descheduled thread and spins meanwhile: ~19 ms
-    of main-process CPU per 64 x 224 x 224 batch on 2 cores against ~3 ms on one thread
-    (BENCHMARKS.md, "normalised float")."""
-    threads = torch.get_num_threads()
-    if threads == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def decode_min_side(transform: Callable | None) -> int | None:

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 from src.assemble import Parts, assemble
 from src.data.loaders import endless
 from src.outputs import finish_run, save_resolved_config
-from src.training.batches import BatchMover, DeviceBatch
+from src.training.batches import DeviceBatch, mover_for
 from src.training.prefetch import device_batches, side_stream_for
 from src.training.resources import ProcessTreeMonitor
 from src.training.tensorboard import TensorBoardLogger
@@ -65,45 +65,42 @@ def time_loader(
     batches into what `step` (if any) consumes; waits count the loader's own delivery."""
     monitor = ProcessTreeMonitor()
     start = time.perf_counter()
-    waits: list[float] = []  # per batch fetched from the loader (a lookahead may fetch ahead)
+    # per batch the loader delivered: (arrival time, wait, samples); a lookahead (side stream)
+    # fetches one batch ahead of the consumer, so the loader's own deliveries are what count
+    fetches: list[tuple[float, float, int]] = []
 
     def fetched() -> Iterator[Any]:
         batches = endless(loader)
         while True:
             t0 = time.perf_counter()
             batch = next(batches)
-            waits.append(time.perf_counter() - t0)
+            now = time.perf_counter()
+            fetches.append((now, now - t0, len(batch[1])))
             yield batch
 
     consumed = fetched() if move is None else move(fetched())
-    first_batch_s, window_waits = 0.0, 0
-    samples = measured_samples = 0
-    window_start = start
+    window_start, window_first = start, 0
     for i in range(settings.warmup + settings.batches):
         if i == settings.warmup:
-            window_start, window_waits, measured_samples = time.perf_counter(), len(waits), 0
+            window_start, window_first = time.perf_counter(), len(fetches)
         batch = next(consumed)
-        if i == 0:
-            first_batch_s = time.perf_counter() - start
         if step is not None:
             step(batch)
-        samples += len(batch[1])
-        measured_samples += len(batch[1])
         if i % RSS_EVERY == 0:
             monitor.sample()
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - window_start
-    waited = sum(waits[window_waits:])
+    window = fetches[window_first:]
     monitor.sample()
     cpu_s = monitor.cpu_seconds()
     consumed.close()  # stop the workers
     return {
-        "loader/samples_per_s": measured_samples / elapsed,
-        "loader/batches_per_s": settings.batches / elapsed,
-        "loader/first_batch_s": first_batch_s,
-        "loader/data_wait_frac": waited / elapsed,
-        "loader/cpu_ms_per_sample": 1000.0 * cpu_s / samples,
+        "loader/samples_per_s": sum(n for _, _, n in window) / elapsed,
+        "loader/batches_per_s": len(window) / elapsed,
+        "loader/first_batch_s": fetches[0][0] - start,
+        "loader/data_wait_frac": sum(w for _, w, _ in window) / elapsed,
+        "loader/cpu_ms_per_sample": 1000.0 * cpu_s / sum(n for _, _, n in fetches),
         "loader/peak_rss_mb": monitor.peak_rss_bytes / 2**20,
     }
 
@@ -111,7 +108,7 @@ def time_loader(
 def device_batches_of(parts: Parts) -> Callable[[Iterator[Any]], Iterator[DeviceBatch]]:
     """Batches -> model-ready device batches, as the training loop moves them (side-stream
     lookahead on CUDA with trainer.device_prefetch)."""
-    mover = BatchMover(parts.device, parts.pipelines.normalizer, parts.settings.channels_last)
+    mover = mover_for(parts)
     side = side_stream_for(parts.device, parts.settings.device_prefetch)
     return lambda batches: device_batches(batches, mover, side)
 

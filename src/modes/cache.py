@@ -19,7 +19,7 @@ from torchvision.transforms import v2
 from tqdm import tqdm
 
 from src.data.decode import load_sample
-from src.data.image_cache import DATA_FILES, CacheWriter
+from src.data.image_cache import DATA_FILES, CacheWriter, is_jpeg_quality
 from src.data.splits import build_splits
 from src.data.transforms import Pipelines
 from src.outputs import save_resolved_config
@@ -53,9 +53,10 @@ class CacheSettings:
             raise ValueError(
                 f"cache.encoding={self.encoding!r}: expected one of {', '.join(ENCODINGS)}."
             )
-        quality = self.jpeg_quality
-        if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
-            raise ValueError(f"cache.jpeg_quality={quality!r}: expected an int from 1 to 100.")
+        if not is_jpeg_quality(self.jpeg_quality):
+            raise ValueError(
+                f"cache.jpeg_quality={self.jpeg_quality!r}: expected an int from 1 to 100."
+            )
 
     def key(self) -> dict:
         """The settings a cache's content depends on (stored in its manifest)."""

@@ -23,7 +23,7 @@ from torchvision.utils import save_image
 from src.assemble import Parts, assemble
 from src.data.loaders import RANDOM_ORDERS
 from src.outputs import save_resolved_config
-from src.training.batches import BatchMover
+from src.training.batches import BatchMover, mover_for
 from src.utils.io import write_json
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ def inspect(cfg: DictConfig) -> dict[str, float]:
     save_resolved_config(cfg, out)
     settings = instantiate(cfg.inspect)
     parts = assemble(cfg)
-    move = BatchMover(parts.device, parts.pipelines.normalizer, channels_last=False)
+    move = mover_for(parts, channels_last=False)
     reports = {}
     for split, loader in (("train", parts.train_loader), ("val", parts.val_loader)):
         report = split_report(split, loader, move, settings.batches)

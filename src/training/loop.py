@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from src.training.batches import BatchMover, DeviceBatch, batches_per_epoch
+from src.training.batches import DeviceBatch, batches_per_epoch, mover_for
 from src.training.checkpoint import Checkpoints
 from src.training.diagnosis import gpu_stats, loader_failures_named, starvation_hint
 from src.training.distributed import any_rank, reduce_totals, share_bad_samples
@@ -46,10 +46,9 @@ class Fitter(Resumable):
         self.optimizer, self.scheduler, self.tb = optimizer, scheduler, tb
         self.checkpoints, self.run_info = checkpoints, run_info
         self.precision = parts.precision
-        normalizer = parts.pipelines.normalizer
-        self.move = BatchMover(parts.device, normalizer, parts.settings.channels_last)
+        self.move = mover_for(parts)
         self.side = side_stream_for(parts.device, parts.settings.device_prefetch)
-        self.denormalize = normalizer.denormalize
+        self.denormalize = parts.pipelines.normalizer.denormalize
         self.stop = StopRequest()
         self.step = 0
         self.nonfinite = 0

@@ -14,7 +14,7 @@ from torch.utils.data import Dataset
 
 from src.data.datasets.files import Transform
 from src.data.decode import decode_jpeg_rgb
-from src.data.image_cache import data_file, open_cache
+from src.data.image_cache import DATA_FILES, data_file, is_jpeg_quality, open_cache
 
 
 class CachedImages(Dataset):
@@ -37,6 +37,12 @@ class CachedImages(Dataset):
         encoding: str | None = None,
         jpeg_quality: int | None = None,
     ) -> None:
+        if encoding not in (None, *DATA_FILES):
+            raise ValueError(f"dataset.encoding={encoding!r}: expected null (any) or one of "
+                             f"{', '.join(DATA_FILES)}.")  # fmt: skip
+        if jpeg_quality is not None and not is_jpeg_quality(jpeg_quality):
+            raise ValueError(f"dataset.jpeg_quality={jpeg_quality!r}: expected null (any) or an "
+                             "int from 1 to 100.")  # fmt: skip
         self.folder = Path(root) / split
         expected = {"encoding": encoding, "jpeg_quality": jpeg_quality}
         manifest, self.index, self._paths = open_cache(self.folder, check_sources, expected)
