@@ -41,7 +41,7 @@ def is_jpeg_quality(value: object) -> bool:
 
 def data_file(settings: dict) -> str:
     """The name of the data file of a cache built with `settings` (see DATA_FILES)."""
-    return DATA_FILES[settings.get("encoding", "raw")]
+    return DATA_FILES[settings["encoding"]]  # format 2 always stores it (older ones are refused)
 
 
 def _check_format(folder: Path, stored: dict) -> None:
