@@ -1,8 +1,15 @@
-"""Decode image files straight to uint8 CHW RGB tensors."""
+"""Decode image files straight to uint8 CHW RGB tensors, safely.
+
+The format is read from the bytes, never from the file name. JPEG and WebP go through
+torchvision.io (libjpeg-turbo, libwebp: 1.6-2.4x faster than Pillow here, BENCHMARKS.md);
+PNG and every other format through Pillow, because torchvision's PNG decoder crashes the
+whole process (SIGSEGV) on a PNG whose image data is shorter than its header declares, where
+Pillow raises an exception. Every path checks the declared size against the pixel limit
+(`dataset.max_image_pixels`) before it decodes (src/data/image_header.py).
+"""
 
 from __future__ import annotations
 
-import io
 import os
 import re
 import warnings
@@ -10,8 +17,20 @@ import warnings
 import numpy as np
 import torch
 from PIL import Image, ImageOps
-from torchvision.io import ImageReadMode, decode_image, decode_jpeg
-from torchvision.transforms.v2.functional import resize, to_dtype
+from torchvision.io import ImageReadMode, decode_jpeg, decode_webp
+from torchvision.transforms.v2.functional import resize
+
+from src.data.image_header import (
+    JPEG_MAGIC,
+    PILLOW_MAX_PIXELS,
+    ImageTooLarge,
+    check_pixels,
+    check_png_data,
+    jpeg_size,
+    open_image,
+)
+from src.data.safe_read import max_file_bytes, read_regular_file
+from src.utils.text import shown
 
 # torchvision 0.29 marks its decoders deprecated in favour of TorchCodec, but they stay in the
 # pinned release and decode 1.6-2.4x faster than Pillow here (BENCHMARKS.md), so keep them quiet.
@@ -20,10 +39,10 @@ warnings.filterwarnings(
     "ignore", message=TORCHVISION_DECODE_DEPRECATION, category=DeprecationWarning
 )
 
-# Formats torchvision.io decodes natively (libjpeg-turbo / libpng / libwebp); others go via Pillow.
-_NATIVE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
-IMAGE_SUFFIXES = (*_NATIVE_SUFFIXES, ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff")
-
+# File name suffixes that count as images when a folder is listed (the content decides the
+# decoder).
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff")
+_SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N")
 
 # torchvision's C++ errors start with "function, /build/path/file.cpp:171, ": noise to a user.
 _CPP_LOCATION = re.compile(r"^\S+, \S+\.(?:cpp|h):\d+, ")
@@ -41,22 +60,23 @@ def describe_error(err: BaseException) -> str:
 
 
 def _from_pil(img: Image.Image) -> torch.Tensor:
-    """uint8 (3, H, W) from a Pillow image, upright (EXIF orientation) and RGB."""
+    """uint8 (3, H, W) from a Pillow image, upright (EXIF orientation) and RGB; 16-bit grey
+    is scaled to 8 bits (convert('RGB') would clip it)."""
+    img = ImageOps.exif_transpose(img)
+    if img.mode in _SIXTEEN_BIT:
+        grey = (np.asarray(img).astype(np.uint16) >> 8).astype(np.uint8)
+        return torch.from_numpy(grey).expand(3, *grey.shape).contiguous()
+    return torch.from_numpy(np.asarray(img.convert("RGB")).copy()).permute(2, 0, 1).contiguous()
+
+
+def _reduced_jpeg(img: Image.Image, min_side: int) -> torch.Tensor:
+    """A JPEG (opened, header read) decoded at the smallest DCT scale (1/2, 1/4 or 1/8:
+    libjpeg's scaled IDCT, via Pillow's draft mode) that keeps the shorter side >= `min_side`,
+    then resized to the exact size `Resize(min_side)` gives the full image (so a following
+    Resize(min_side) does nothing)."""
+    width, height = img.size  # before the EXIF rotation
+    img.draft("RGB", (min_side, min_side))  # picks scale = largest of 8, 4, 2 <= short // min
     rgb = ImageOps.exif_transpose(img).convert("RGB")
-    return torch.from_numpy(np.asarray(rgb).copy()).permute(2, 0, 1).contiguous()
-
-
-def _reduced_jpeg(data: bytes | np.ndarray, min_side: int) -> torch.Tensor | None:
-    """A JPEG whose shorter side is at least 2 x `min_side`, decoded at the smallest DCT scale
-    (1/2, 1/4 or 1/8: libjpeg's scaled IDCT, via Pillow's draft mode) that keeps the shorter
-    side >= `min_side`, then resized to the exact size `Resize(min_side)` gives the full image
-    (so a following Resize(min_side) does nothing); None for other images."""
-    with Image.open(io.BytesIO(bytes(data))) as img:
-        width, height = img.size  # before the EXIF rotation
-        if img.format != "JPEG" or min(width, height) < 2 * min_side:
-            return None
-        img.draft("RGB", (min_side, min_side))  # picks scale = largest of 8, 4, 2 <= short // min
-        rgb = ImageOps.exif_transpose(img).convert("RGB")
     # HWC memory seen as CHW: torchvision resizes uint8 fastest in this layout
     image = torch.from_numpy(np.asarray(rgb).copy()).permute(2, 0, 1)
     if (image.shape[1] > image.shape[2]) != (height > width):  # rotated by its EXIF tag
@@ -67,25 +87,36 @@ def _reduced_jpeg(data: bytes | np.ndarray, min_side: int) -> torch.Tensor | Non
 
 
 def decode_image_bytes(
-    data: bytes | np.ndarray, name: str, min_side: int | None = None
+    data: bytes | np.ndarray,
+    name: str,
+    min_side: int | None = None,
+    max_pixels: int | None = PILLOW_MAX_PIXELS,
 ) -> torch.Tensor:
-    """Decode encoded image bytes to a uint8 RGB tensor (3, H, W); `name` picks the decoder.
+    """Decode encoded image bytes to a uint8 RGB tensor (3, H, W); `name` is for messages.
 
+    The declared size must be within `max_pixels` (None: no limit), checked before decoding.
     With `min_side` (the shorter side the next resize needs), a JPEG at least twice that size
     is decoded at reduced scale and returned as Resize(min_side) of the full image would be.
     """
+    del name  # the caller names the file in its error; the bytes decide the format
     if len(data) == 0:
         raise ValueError("the file is empty (0 bytes)")
-    if min_side is not None and name.lower().endswith((".jpg", ".jpeg")):
-        reduced = _reduced_jpeg(data, min_side)
-        if reduced is not None:
-            return reduced
-    if name.lower().endswith(_NATIVE_SUFFIXES):
-        buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        image = decode_image(buf, mode=ImageReadMode.RGB, apply_exif_orientation=True)
-        # 16-bit PNGs decode to uint16: scale to 8 bits like every other image
-        return to_dtype(image, torch.uint8, scale=True) if image.dtype != torch.uint8 else image
-    with Image.open(io.BytesIO(bytes(data))) as img:
+    data = bytes(data) if isinstance(data, np.ndarray) else data
+    if data[:2] == JPEG_MAGIC:
+        width, height = jpeg_size(data)
+        check_pixels(width, height, max_pixels)
+        if min_side is None or min(width, height) < 2 * min_side:
+            buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            return decode_jpeg(buf, mode=ImageReadMode.RGB, apply_exif_orientation=True)
+    with open_image(data, max_pixels) as img:
+        if img.format == "JPEG":
+            return _reduced_jpeg(img, min_side)  # type: ignore[arg-type]
+        if img.format == "WEBP":
+            buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            return decode_webp(buf, mode=ImageReadMode.RGB)
+        if img.format == "PNG":
+            check_png_data(data)
+        img.load()
         return _from_pil(img)
 
 
@@ -94,20 +125,33 @@ def decode_jpeg_rgb(data: torch.Tensor) -> torch.Tensor:
     return decode_jpeg(data, mode=ImageReadMode.RGB)
 
 
-def read_image(path: str | os.PathLike[str], min_side: int | None = None) -> torch.Tensor:
-    """Read and decode one image file to a uint8 RGB tensor (3, H, W) (see decode_image_bytes)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    return decode_image_bytes(data, os.fspath(path), min_side)
+def read_image(
+    path: str | os.PathLike[str],
+    min_side: int | None = None,
+    max_pixels: int | None = PILLOW_MAX_PIXELS,
+) -> torch.Tensor:
+    """Read and decode one image file to a uint8 RGB tensor (3, H, W) (see decode_image_bytes);
+    only a regular file of a size such an image can have is read (src/data/safe_read.py)."""
+    data = read_regular_file(path, max_file_bytes(max_pixels))
+    return decode_image_bytes(data, os.fspath(path), min_side, max_pixels)
 
 
-def load_sample(path: str, index: int, label: str, min_side: int | None = None) -> torch.Tensor:
+def load_sample(
+    path: str,
+    index: int,
+    label: str,
+    min_side: int | None = None,
+    max_pixels: int | None = PILLOW_MAX_PIXELS,
+) -> torch.Tensor:
     """`read_image` that turns any failure into a `SampleError` naming file, index and class."""
     try:
-        return read_image(path, min_side)
+        return read_image(path, min_side, max_pixels)
     except Exception as err:  # re-raised with the context the user needs
+        too_large = isinstance(err, ImageTooLarge)
+        lead = "Otherwise drop" if too_large else "Fix or remove the file, drop"
         raise SampleError(
-            f"cannot decode sample {index} (class {label!r}) from {path}: {describe_error(err)}. "
-            "Fix or remove the file, drop it from the dataset listing, or set "
-            "dataset.on_error=skip to leave unreadable files out (listed in bad_samples.csv)."
+            f"cannot decode sample {index} (class {label!r}) from {shown(path)}: "
+            f"{describe_error(err)}. "
+            f"{lead} it from the dataset listing, or set dataset.on_error=skip to leave "
+            "unreadable files out (listed in bad_samples.csv)."
         ) from err

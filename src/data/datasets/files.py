@@ -11,6 +11,7 @@ from torch.utils.data import Dataset
 
 from src.data.bad_samples import BadSample, check_policy
 from src.data.decode import SampleError, describe_error, load_sample
+from src.data.image_header import PILLOW_MAX_PIXELS
 from src.data.transforms import decode_min_side
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
@@ -24,7 +25,8 @@ class LabelledImageFiles(Dataset):
     With `on_error="skip"` an unreadable file gives a `BadSample` record instead of an error
     (see src/data/bad_samples.py); `max_bad_fraction` bounds how many a split may have.
     With `reduced_decode`, JPEGs at least twice the size the transform's first Resize asks for
-    are decoded at 1/2, 1/4 or 1/8 scale (src/data/decode.py).
+    are decoded at 1/2, 1/4 or 1/8 scale (src/data/decode.py). An image declaring more than
+    `max_image_pixels` pixels (None: no limit) is unreadable, refused before it is decoded.
     """
 
     def __init__(
@@ -36,8 +38,10 @@ class LabelledImageFiles(Dataset):
         on_error: str = "raise",
         max_bad_fraction: float = 0.01,
         reduced_decode: bool = True,
+        max_image_pixels: int | None = PILLOW_MAX_PIXELS,
     ) -> None:
         check_policy(on_error, max_bad_fraction)
+        self.max_image_pixels = max_image_pixels
         self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
         self._paths = np.array([os.fsencode(p) for p in paths], dtype=np.bytes_)
         self.targets = np.asarray(targets, dtype=np.int64)
@@ -61,7 +65,8 @@ class LabelledImageFiles(Dataset):
     def check_sample(self, index: int) -> BadSample | None:
         """Decode sample `index` (no transform): None if it reads, else its `BadSample`."""
         try:
-            load_sample(self.get_filename(index), index, self.classes[int(self.targets[index])])
+            label = self.classes[int(self.targets[index])]
+            load_sample(self.get_filename(index), index, label, None, self.max_image_pixels)
         except SampleError as err:
             return self._bad(index, err)
         return None
@@ -70,7 +75,11 @@ class LabelledImageFiles(Dataset):
         label = int(self.targets[index])
         try:
             image = load_sample(
-                self.get_filename(index), index, self.classes[label], self.decode_min_side
+                self.get_filename(index),
+                index,
+                self.classes[label],
+                self.decode_min_side,
+                self.max_image_pixels,
             )
         except SampleError as err:
             if self.on_error != "skip":

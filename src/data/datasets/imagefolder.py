@@ -9,6 +9,7 @@ from pathlib import Path
 
 from src.data.datasets.files import LabelledImageFiles, Transform
 from src.data.decode import IMAGE_SUFFIXES
+from src.data.image_header import PILLOW_MAX_PIXELS
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,11 @@ class _Walk:
         for entry in entries:
             if entry.is_symlink() and not self.inside(entry.path):
                 continue
-            if entry.is_dir():
+            try:
+                is_dir = entry.is_dir()
+            except OSError:  # a symlink loop: kept as a file, reported unreadable when read
+                is_dir = False
+            if is_dir:
                 subdirs.append(entry.path)
                 continue
             real = (
@@ -76,6 +81,7 @@ class ImageFolderDataset(LabelledImageFiles):
         on_error: str = "raise",
         max_bad_fraction: float = 0.01,
         reduced_decode: bool = True,
+        max_image_pixels: int | None = PILLOW_MAX_PIXELS,
     ) -> None:
         split_dir = Path(root) / split
         if not split_dir.is_dir():
@@ -126,5 +132,12 @@ class ImageFolderDataset(LabelledImageFiles):
                 split_dir, len(walk.outside), walk.outside[0],
             )  # fmt: skip
         super().__init__(
-            paths, targets, classes, transform, on_error, max_bad_fraction, reduced_decode
+            paths,
+            targets,
+            classes,
+            transform,
+            on_error,
+            max_bad_fraction,
+            reduced_decode,
+            max_image_pixels,
         )

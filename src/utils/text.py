@@ -1,0 +1,25 @@
+"""File names inside one-line messages."""
+
+from __future__ import annotations
+
+import os
+
+_SURROGATES = range(0xDC80, 0xDD00)  # how os.fsdecode keeps bytes that are not UTF-8
+
+
+def shown(path: str | os.PathLike[str]) -> str:
+    """`path` as it goes into a message: unchanged, unless it holds control characters (a
+    newline in a file name) or bytes that are not UTF-8, which become escapes (`\\n`, `\\xff`),
+    so the message stays one line and can be logged and printed anywhere."""
+    text = os.fspath(path)
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ord(ch) in _SURROGATES:
+            out.append(f"\\x{ord(ch) - 0xDC00:02x}")
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape").decode("ascii"))
+    return "".join(out)

@@ -1,0 +1,52 @@
+"""Child process of test_fuzz: reads each hostile input as the template would, under an
+address-space limit, and prints one JSON line per input (a crash or hang shows as a missing
+line and a bad exit status in the parent).
+
+python -m tests.reliability.fuzz_child JOB.json
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+from typing import Any
+
+from src.data.datasets.csv_table import CsvDataset
+from src.data.datasets.tar_shards import TarShardDataset
+from src.data.decode import load_sample
+
+
+def limit_address_space(headroom: int) -> None:
+    """Allow only `headroom` bytes of address space beyond what the process maps now."""
+    with open("/proc/self/status") as f:
+        size = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (size + headroom, resource.RLIM_INFINITY))
+
+
+def read(item: dict[str, Any]) -> None:
+    """Read one input the way the template's datasets do."""
+    if item["kind"] == "image":
+        load_sample(item["path"], 0, "x", item.get("min_side"), item["max_pixels"])
+    elif item["kind"] == "csv":
+        CsvDataset("train", train_csv=item["path"], val_csv=item["path"], root=item["root"])
+    else:
+        list(TarShardDataset("train", train_shards=item["path"], val_shards=item["path"]))
+
+
+def main() -> None:
+    with open(sys.argv[1]) as f:
+        job = json.load(f)
+    limit_address_space(job["headroom_bytes"])
+    for item in job["items"]:
+        result: dict[str, Any] = {"path": item["path"]}
+        try:
+            read(item)
+            result["ok"] = True
+        except Exception as err:
+            result |= {"ok": False, "type": type(err).__name__, "error": str(err)}
+        print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

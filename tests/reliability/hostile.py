@@ -1,0 +1,195 @@
+"""Generated hostile inputs: broken and lying images in every format the decoders accept, CSV
+listings in odd encodings with malformed rows, and damaged tar shards. Seeded, so a failure
+reproduces; written to disk by the tests that use them."""
+
+from __future__ import annotations
+
+import io
+import random
+import struct
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+HUGE = 65500  # declared side of the lying headers: 65500^2 x 3 bytes = 12.9 GB if believed
+
+
+def _image(rng: random.Random) -> Image.Image:
+    size = (rng.randrange(9, 70), rng.randrange(9, 70))
+    pixels = np.random.default_rng(rng.randrange(2**32)).integers(0, 256, (*size[::-1], 3))
+    return Image.fromarray(pixels.astype(np.uint8))
+
+
+def _save(image: Image.Image, fmt: str, **kwargs: object) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=fmt, **kwargs)
+    return buffer.getvalue()
+
+
+def valid_images(rng: random.Random) -> dict[str, bytes]:
+    """One small valid file per format and pixel mode the decoders take."""
+    img = _image(rng)
+    grey16 = Image.fromarray((np.asarray(img.convert("L"), np.uint16) * 257).astype(np.uint16))
+    return {
+        "jpeg.jpg": _save(img, "JPEG", quality=90),
+        "progressive.jpg": _save(img, "JPEG", progressive=True),
+        "cmyk.jpg": _save(img.convert("CMYK"), "JPEG"),
+        "grey.jpeg": _save(img.convert("L"), "JPEG"),
+        "rgb.png": _save(img, "PNG"),
+        "grey.png": _save(img.convert("L"), "PNG"),
+        "palette.png": _save(img.convert("P"), "PNG"),
+        "rgba.png": _save(img.convert("RGBA"), "PNG"),
+        "sixteen.png": _save(grey16, "PNG"),
+        "lossy.webp": _save(img, "WEBP", quality=80),
+        "lossless.webp": _save(img, "WEBP", lossless=True),
+        "anim.gif": _save(img.convert("P"), "GIF"),
+        "bitmap.bmp": _save(img, "BMP"),
+        "scan.tiff": _save(img, "TIFF"),
+        "packed.tif": _save(img, "TIFF", compression="tiff_lzw"),
+        "portable.ppm": _save(img, "PPM"),
+    }
+
+
+def _png_chunk(kind: bytes, body: bytes) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+
+def short_png(width: int = 4, height: int = 4) -> bytes:
+    """A 69-byte PNG whose image data holds one row of the `height` its header declares: the
+    input that made torchvision's PNG decoder crash the process with SIGSEGV."""
+    header = _png_chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+    data = _png_chunk(b"IDAT", zlib.compress(b"\x00" + b"\x00" * 3 * width))
+    return b"\x89PNG\r\n\x1a\n" + header + data + _png_chunk(b"IEND", b"")
+
+
+def lying_images(rng: random.Random) -> dict[str, bytes]:
+    """Small files whose headers declare HUGE x HUGE pixels (checksums kept valid)."""
+    img = _image(rng)
+    jpeg = bytearray(_save(img, "JPEG"))
+    sof = jpeg.index(b"\xff\xc0")
+    jpeg[sof + 5 : sof + 9] = struct.pack(">HH", HUGE, HUGE)
+    png = bytearray(_save(img, "PNG"))
+    png[16:24] = struct.pack(">II", HUGE, HUGE)
+    png[29:33] = struct.pack(">I", zlib.crc32(bytes(png[12:29])))
+    bmp = bytearray(_save(img, "BMP"))
+    bmp[18:26] = struct.pack("<ii", HUGE, HUGE)
+    gif = bytearray(_save(img.convert("P"), "GIF"))
+    gif[6:10] = struct.pack("<HH", HUGE, HUGE)
+    ppm = b"P6\n%d %d\n255\n" % (HUGE, HUGE) + bytes(300)
+    webp = bytearray(_save(img, "WEBP", lossless=True))  # VP8L: 14-bit (size - 1) fields
+    bits = (16383) | (16383 << 14) | (webp[24] >> 4 << 28)
+    webp[21:25] = struct.pack("<I", bits)
+    return {
+        "lying.jpg": bytes(jpeg),
+        "lying.png": bytes(png),
+        "lying.bmp": bytes(bmp),
+        "lying.gif": bytes(gif),
+        "lying.ppm": ppm,
+        "lying.webp": bytes(webp),
+        "short.png": short_png(),
+        "short_wide.png": short_png(3000, 3000),
+    }
+
+
+def real_large_png(side: int = 20000) -> bytes:
+    """A real, valid `side` x `side` PNG (1 bit per pixel, ~50 KB): 1.2 GB once decoded to RGB."""
+    return _save(Image.new("1", (side, side)), "PNG")
+
+
+def mutations(data: bytes, rng: random.Random, count: int) -> Iterator[tuple[str, bytes]]:
+    """`count` damaged copies of `data`: truncated at a random offset, random bytes flipped
+    (anywhere, or in the header), a run of bytes cut out, or emptied."""
+    for i in range(count):
+        kind = rng.choice(("truncated", "flipped", "header", "cut", "empty"))
+        damaged = bytearray(data)
+        if kind == "truncated":
+            damaged = damaged[: rng.randrange(1, len(damaged))]
+        elif kind == "flipped":
+            for _ in range(rng.randrange(1, 9)):
+                damaged[rng.randrange(len(damaged))] = rng.randrange(256)
+        elif kind == "header":
+            for _ in range(rng.randrange(1, 4)):
+                damaged[rng.randrange(min(64, len(damaged)))] = rng.randrange(256)
+        elif kind == "cut":
+            start = rng.randrange(len(damaged))
+            del damaged[start : start + rng.randrange(1, 64)]
+        else:
+            damaged = bytearray()
+        yield f"{kind}{i}", bytes(damaged)
+
+
+ODD_NAMES = ("with space", "ünïcödé", "semi;colon", "quote'd", "-dash", "new\nline", "x" * 120)
+
+
+def write_images(folder: Path, images: dict[str, bytes], rng: random.Random) -> list[Path]:
+    """Write each image under `folder` with an odd stem, some with the wrong suffix; plus one
+    name that is not valid UTF-8. Returns the paths."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, (name, data) in enumerate(sorted(images.items())):
+        stem, _, suffix = name.rpartition(".")
+        if rng.random() < 0.15:
+            suffix = rng.choice(("jpg", "png"))  # content and suffix disagree
+        path = folder / f"{rng.choice(ODD_NAMES)}_{i}_{stem}.{suffix}"
+        path.write_bytes(data)
+        paths.append(path)
+    raw = bytes(folder) + b"/trunc_\xff_" + str(len(paths)).encode() + b".jpg"
+    with open(raw, "wb") as f:  # a file name that is not valid UTF-8
+        f.write(next(iter(images.values()))[:40])
+    paths.append(Path(raw.decode("utf-8", "surrogateescape")))
+    return paths
+
+
+ENCODINGS = ("utf-8", "utf-8-sig", "latin-1", "cp1252", "utf-16")
+
+
+def hostile_csvs(rows: list[tuple[str, str]], rng: random.Random) -> dict[str, bytes]:
+    """CSV listings (path,label) built from good `rows`, each broken one way or written in
+    another encoding: names -> file bytes."""
+    header = "path,label"
+
+    def listing(lines: list[str], encoding: str = "utf-8", newline: str = "\n") -> bytes:
+        return newline.join([header, *lines, ""]).encode(encoding)
+
+    good = [f"{p},{label}" for p, label in rows]
+    accented = [f"{p},café-{label}" for p, label in rows]
+    cases = {f"enc_{enc}": listing(accented, enc) for enc in ENCODINGS}  # read as utf-8
+    cases |= {
+        "unclosed_quote": listing([*good[:2], f'"{rows[2][0]},circle', *good[3:]]),
+        "extra_field": listing([*good[:1], f"{rows[1][0]},circle,stray", *good[2:]]),
+        "missing_field": listing([*good[:1], rows[1][0], *good[2:]]),
+        "nul_byte": listing([*good[:1], f"{rows[1][0]}\0,circle", *good[2:]]),
+        "huge_field": listing([*good[:1], f"{'a' * 200_000},circle", *good[2:]]),
+        "superscript_label": listing([*good[:1], f"{rows[1][0]},²", *good[2:]]),
+        "sparse_ints": listing([f"{p},{[0, 1, 99][i % 3]}" for i, (p, _) in enumerate(rows)]),
+        "negative_int": listing([f"{p},{-i}" for i, (p, _) in enumerate(rows)]),
+        "duplicate": listing([*good, good[0]]),
+        "escape_dots": listing([*good[:1], "../../etc/passwd,circle"]),
+        "escape_abs": listing([*good[:1], "/etc/passwd,circle"]),
+        "escape_home": listing([*good[:1], "~/x.jpg,circle"]),
+        "cr_only": listing(good, newline="\r"),
+        "crlf": listing(good, newline="\r\n"),
+        "blank_lines": listing([good[0], "", "", *good[1:]]),
+        "header_only": listing([]),
+        "empty_file": b"",
+        "binary": bytes(rng.randrange(256) for _ in range(400)),
+        "missing_file": listing([*good[:1], "nope/nothing.jpg,circle"]),
+    }
+    return cases
+
+
+def damaged_shards(shard: bytes, rng: random.Random, count: int) -> dict[str, bytes]:
+    """`count` damaged copies of a tar shard (truncated mid-member or on a block boundary,
+    bytes flipped in headers or data) plus a member whose header declares a huge size."""
+    cases = dict(mutations(shard, rng, count))
+    boundary = 512 * rng.randrange(1, len(shard) // 512)
+    cases["block_boundary"] = shard[:boundary]
+    huge = bytearray(shard)
+    huge[124:136] = b"%011o\0" % (2**33)  # first member claims 8 GiB
+    huge[148:156] = b"        "
+    huge[148:156] = b"%06o\0 " % sum(huge[:512])
+    cases["huge_member"] = bytes(huge)
+    return cases
