@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,10 @@ OTHER = "imagefolder/train/cross/cross_00000.jpg"
 
 
 def _listing(demo_dir: Path, tmp_path: Path, rows: list[str], newline: str = "\n") -> Path:
-    """tmp_path/root/list.csv with `rows`; root/imagefolder links to the demo images."""
+    """tmp_path/root/list.csv with `rows`; root/imagefolder is a copy of the demo images."""
     root = tmp_path / "root"
-    root.mkdir(exist_ok=True)
-    link = root / "imagefolder"
-    if not link.exists():
-        link.symlink_to(demo_dir / "imagefolder", target_is_directory=True)
+    if not (root / "imagefolder").exists():
+        shutil.copytree(demo_dir / "imagefolder", root / "imagefolder")
     path = root / "list.csv"
     path.write_bytes(newline.join(["path,label", *rows, ""]).encode())
     return path
@@ -77,3 +76,55 @@ def test_crlf_and_bom_just_work_and_lines_stay_right(demo_dir, tmp_path) -> None
     broken = _listing(demo_dir, tmp_path, [f"{GOOD},circle", f"{OTHER},"], newline="\r\n")
     with pytest.raises(ValueError, match=r"list\.csv:3: empty 'label'"):
         _load(broken)
+
+
+def test_a_symlink_out_of_the_root_is_refused_naming_the_line(demo_dir, tmp_path) -> None:
+    listing = _listing(demo_dir, tmp_path, [f"{GOOD},circle", "escape/etc/passwd,circle"])
+    (listing.parent / "escape").symlink_to("/", target_is_directory=True)
+    with pytest.raises(ValueError, match=r"list\.csv:3: 'escape/etc/passwd'.*through a symlink"):
+        _load(listing)
+    linked = _listing(demo_dir, tmp_path, [f"{GOOD},circle", "passwd.jpg,circle"])
+    (linked.parent / "passwd.jpg").symlink_to("/etc/passwd")  # a linked file, not a folder
+    with pytest.raises(ValueError, match=r"list\.csv:3: 'passwd\.jpg'.*through a symlink"):
+        _load(linked)
+
+
+def test_another_encoding_names_the_line_and_the_key_that_reads_it(demo_dir, tmp_path):
+    listing = _listing(demo_dir, tmp_path, [f"{GOOD},circle", f"{OTHER},croix"])
+    listing.write_bytes(listing.read_bytes().replace(b"croix", "crôix".encode("latin-1")))
+    with pytest.raises(ValueError, match=r"list\.csv:3: not valid utf-8.*dataset\.csv_encoding"):
+        _load(listing)
+    data = CsvDataset("train", train_csv=str(listing), val_csv=str(listing), csv_encoding="latin-1")
+    assert data.classes == ["circle", "crôix"]
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("a" * 200_000 + ",circle", r":3: field larger than field limit"),
+        (f"{OTHER},cross,stray", r":3: 3 fields, the header has 2; quote fields"),
+        (f'"{OTHER},cross', r":3: unexpected end of data; check the quoting of that row"),
+        (f"{OTHER}\0,cross", r":3: .*NUL byte"),
+    ],
+)
+def test_malformed_rows_name_the_line(demo_dir, tmp_path, row, message) -> None:
+    listing = _listing(demo_dir, tmp_path, [f"{GOOD},circle", row])
+    with pytest.raises(ValueError, match=re.escape(str(listing)) + message):
+        _load(listing)
+
+
+def test_integer_labels_only_digits_and_no_mostly_empty_ids(demo_dir, tmp_path, caplog) -> None:
+    superscript = _listing(demo_dir, tmp_path, [f"{GOOD},1", f"{OTHER},²"])
+    assert _load(superscript).classes == ["1", "²"]  # not integers: class names, not a crash
+    files = sorted((tmp_path / "root" / "imagefolder" / "train").glob("*/*.jpg"))[:6]
+    paths = [str(p.relative_to(tmp_path / "root")) for p in files]
+    sparse = _listing(
+        demo_dir, tmp_path, [f"{p},{y}" for p, y in zip(paths, [0, 1, 99] * 2, strict=False)]
+    )
+    with pytest.raises(ValueError, match=r":4: integer label 99 makes 100 classes.*0, 1, 99"):
+        _load(sparse)
+    gap = _listing(
+        demo_dir, tmp_path, [f"{p},{y}" for p, y in zip(paths, [0, 1, 3] * 2, strict=False)]
+    )
+    assert len(_load(gap).classes) == 4
+    assert "1 ids have no samples (e.g. [2])" in caplog.text

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from src.data.datasets.csv_table import class_list
+from src.data.listing import class_list
 
 
 class JsonlSequences(Dataset):

@@ -1,0 +1,160 @@
+"""A listing of samples: CSV rows read strictly, paths kept inside the dataset root, and the
+class list from labels (names, or integers that index the classes).
+
+Every problem is one error naming the file and line, and the fix.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import logging
+import os
+import re
+import stat
+from pathlib import Path
+
+INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits only: '²'.isdigit() is True, int('²') fails
+MIN_USED_IDS = 0.5  # integer labels using fewer of the ids 0..max than this are refused
+
+log = logging.getLogger(__name__)
+
+
+class RootGuard:
+    """Keeps listed paths inside the dataset root, symlinks resolved: a path may not leave it
+    lexically (`..`, absolute elsewhere, `~`), through a linked folder (each folder's real
+    path is resolved once) or, when files are checked, through a linked file."""
+
+    def __init__(self, base: Path, path_column: str) -> None:
+        self.top = os.path.abspath(base)
+        self.real_top = os.path.realpath(base)
+        self.path_column = path_column
+        self._real_dirs: dict[str, str] = {}
+
+    def _outside(self, where: str, raw: str, how: str) -> ValueError:
+        return ValueError(
+            f"{where}: {raw!r} (column {self.path_column!r}) {how} outside the dataset root "
+            f"{self.top} (dataset.root; null = the CSV's folder). List paths relative to the "
+            "root, or set dataset.root to a folder that really contains every file."
+        )
+
+    def _inside_real(self, real: str) -> bool:
+        return os.path.commonpath([self.real_top, real]) == self.real_top
+
+    def resolve(self, raw: str, where: str, check_file: bool) -> str:
+        """`raw` joined to the root and normalised; an error names the line if it leaves the
+        root or (with `check_file`) does not exist. Nothing is read to decide."""
+        if "\0" in raw:
+            raise ValueError(
+                f"{where}: {raw!r} (column {self.path_column!r}) holds a NUL byte, which no file "
+                "name can: fix the row."
+            )
+        path = os.path.normpath(os.path.join(self.top, raw))
+        if raw.startswith("~") or os.path.commonpath([self.top, path]) != self.top:
+            raise self._outside(where, raw, "points")
+        folder = os.path.dirname(path)
+        if folder not in self._real_dirs:
+            self._real_dirs[folder] = os.path.realpath(folder)
+        if not self._inside_real(self._real_dirs[folder]):
+            raise self._outside(
+                where, raw, f"leads (through a symlink, to {self._real_dirs[folder]})"
+            )
+        if check_file:
+            try:
+                is_link = stat.S_ISLNK(os.lstat(path).st_mode)
+            except FileNotFoundError:
+                raise FileNotFoundError(
+                    f"{where}: {path} does not exist (column {self.path_column!r}, resolved "
+                    f"against {self.top}; set dataset.root if the paths are relative to another "
+                    "folder)."
+                ) from None
+            if is_link and not self._inside_real(real := os.path.realpath(path)):
+                raise self._outside(where, raw, f"leads (through a symlink, to {real})")
+        return path
+
+
+def _bad_encoding(csv_path: Path, encoding: str) -> ValueError:
+    """The first line of `csv_path` that is not valid `encoding`, as one error with the fix."""
+    for number, raw in enumerate(csv_path.read_bytes().splitlines(), 1):
+        try:
+            raw.decode(encoding)
+        except UnicodeDecodeError as err:
+            return ValueError(
+                f"{csv_path}:{number}: not valid {encoding} text (byte {raw[err.start]:#04x} "
+                f"at column {err.start + 1}); save the file as UTF-8, or set "
+                "dataset.csv_encoding to the encoding it was written in (e.g. latin-1, cp1252)."
+            )
+    return ValueError(
+        f"{csv_path}: not valid {encoding} text; save the file as UTF-8, or set "
+        "dataset.csv_encoding to the encoding it was written in (e.g. utf-16, latin-1)."
+    )
+
+
+def read_csv_rows(
+    csv_path: Path, columns: dict[str, str], encoding: str
+) -> list[tuple[int, dict[str, str]]]:
+    """Rows of `csv_path` as (line number, row); checks that the `columns` (key -> name) exist
+    and that every row parses and has no more fields than the header."""
+    if not csv_path.is_file():
+        raise FileNotFoundError(f"{csv_path} does not exist (set by dataset.train_csv/val_csv/csv)")
+    # utf-8-sig reads a file with or without the byte-order mark Excel writes
+    codec = "utf-8-sig" if codecs.lookup(encoding).name == "utf-8" else encoding
+    rows = []
+    line = 1
+    try:
+        with open(csv_path, newline="", encoding=codec) as f:
+            reader = csv.DictReader(f, strict=True)  # strict: an unclosed quote is an error
+            header = reader.fieldnames or []
+            for key, column in columns.items():
+                if column not in header:
+                    raise ValueError(
+                        f"{csv_path}:1: no column {column!r} (dataset.{key}); columns found: "
+                        f"{header}. Set dataset.{key} to one of them."
+                    )
+            for row in reader:
+                line = reader.line_num
+                if None in row:  # more fields than the header names
+                    raise ValueError(
+                        f"{csv_path}:{line}: {len(header) + len(row[None])} fields, the header "
+                        f"has {len(header)}; quote fields that contain a comma."
+                    )
+                rows.append((line, row))
+    except UnicodeDecodeError:
+        raise _bad_encoding(csv_path, codec) from None
+    except csv.Error as err:
+        raise ValueError(
+            f"{csv_path}:{line + 1}: {err}; check the quoting of that row (an unclosed quote "
+            "makes the rest of the file one field)."
+        ) from None
+    return rows
+
+
+def class_list(labels: list[tuple[str, str]]) -> list[str]:
+    """Class names from (location, label) pairs: integer labels keep their value as index
+    (refused when they leave most of the ids 0..max unused, logged when they skip some)."""
+    values = [label for _, label in labels]
+    if not all(INTEGER.fullmatch(v) for v in values):
+        return sorted(set(values))
+    for where, v in labels:
+        if int(v) < 0:
+            raise ValueError(f"{where}: negative label {v}; integer labels count from 0.")
+    used = sorted({int(v) for v in values})
+    top = used[-1]
+    if len(used) < MIN_USED_IDS * (top + 1):
+        where = next(w for w, v in labels if int(v) == top)
+        shown = ", ".join(map(str, used[:8])) + (", ..." if len(used) > 8 else "")
+        raise ValueError(
+            f"{where}: integer label {top} makes {top + 1} classes, but only {len(used)} of "
+            f"the ids 0..{top} occur ({shown}): the model would get an output per unused id. "
+            "Renumber the labels 0..K-1, or write them as names (e.g. 'id99')."
+        )
+    if len(used) < top + 1:
+        missing = sorted(set(range(top + 1)) - set(used))
+        log.warning(
+            "integer labels 0..%d: %d ids have no samples (e.g. %s), yet each is a class "
+            "(the model outputs one score per id)",
+            top,
+            len(missing),
+            missing[:5],
+        )
+    return [str(i) for i in range(top + 1)]
