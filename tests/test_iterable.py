@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import tarfile
 from collections import Counter
 from functools import partial
 from pathlib import Path
@@ -11,7 +13,7 @@ from hydra.utils import instantiate
 from torch.utils.data import DataLoader
 from torchvision.transforms import v2
 
-from src.data.datasets.tar_shards import TarShardDataset
+from src.data.datasets.tar_shards import ShardError, TarShardDataset
 from src.data.loaders import build_loaders
 from src.data.samplers import random_sampler
 
@@ -70,3 +72,30 @@ def test_workers_keep_every_sample_of_the_stream_with_drop_last(make_cfg, demo_d
     )
     assert not train.drop_last  # each worker's last partial batch is kept
     assert sum(len(labels) for _, labels in train) == len(data)
+
+
+def _tar(path: Path, members: dict[str, bytes]) -> Path:
+    with tarfile.open(path, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_a_class_name_in_a_cls_member_names_the_member(demo_dir: Path, tmp_path: Path) -> None:
+    image = next((demo_dir / "imagefolder" / "train" / "circle").glob("*.jpg")).read_bytes()
+    shard = _tar(tmp_path / "named.tar", {"a.jpg": image, "a.cls": b"circle"})
+    with pytest.raises(
+        ShardError, match=r"named\.tar::a\.cls: a \.cls member must hold a class index"
+    ):
+        TarShardDataset("train", str(shard), str(shard))
+
+
+@pytest.mark.parametrize("cut", [700, 5000])
+def test_a_truncated_shard_names_the_shard(demo_dir: Path, tmp_path: Path, cut: int) -> None:
+    data = (demo_dir / "shards" / "train-000000.tar").read_bytes()
+    broken = tmp_path / "cut.tar"
+    broken.write_bytes(data[:cut])
+    with pytest.raises(ShardError, match=r"cut\.tar: (not a readable tar shard|a damaged tar)"):
+        list(TarShardDataset("train", str(broken), str(broken)))
