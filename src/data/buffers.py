@@ -45,9 +45,12 @@ class BufferPool:
                 and not _in_use(buffer)
             ):
                 return buffer.detach()
-        free = [b for b in self._buffers if not _in_use(b)]
-        if len(self._buffers) >= self.slots and free:
-            self._buffers.remove(free[0])
+        if len(self._buffers) >= self.slots:
+            # the oldest unused buffer makes room; by identity: `list.remove` compares tensors
+            # with ==, elementwise, and fails when their shapes differ (uneven batches)
+            oldest_free = next((i for i, b in enumerate(self._buffers) if not _in_use(b)), None)
+            if oldest_free is not None:
+                del self._buffers[oldest_free]
         buffer = torch.empty(shape, dtype=dtype, memory_format=memory_format)
         if len(self._buffers) < self.slots:
             self._buffers.append(buffer)
