@@ -15,11 +15,16 @@ from typing import Any, NamedTuple
 
 from torch.utils.data import DataLoader, default_collate
 
+from src.utils.text import shown
+
 log = logging.getLogger(__name__)
 
 ON_ERROR = ("raise", "skip")
 REPORT_NAME = "bad_samples.csv"
 REPORT_COLUMNS = ("split", "index", "path", "label", "error")
+# A file name that is not valid UTF-8 is written byte for byte (so a script can still act on
+# it, e.g. delete it) instead of failing the write; it is read back the same way on resume.
+REPORT_TEXT = {"encoding": "utf-8", "errors": "surrogateescape", "newline": ""}
 
 
 class BadDataError(RuntimeError):
@@ -77,7 +82,7 @@ def _reported(report: Path | None, split: str) -> set[tuple[int, str]]:
     """(index, path) of the rows of `split` already in `report` (a run resumed in its dir)."""
     if report is None or not report.is_file():
         return set()
-    with open(report, newline="", encoding="utf-8") as f:
+    with open(report, **REPORT_TEXT) as f:
         return {(int(r["index"]), r["path"]) for r in csv.DictReader(f) if r["split"] == split}
 
 
@@ -116,7 +121,7 @@ class BadSampleLedger:
             self.seen[b.index] = b
             log.warning(
                 "%s sample %d (class %r) unreadable%s: %s: %s",
-                self.split, b.index, b.label, self.note, b.path, b.error,
+                self.split, b.index, b.label, self.note, shown(b.path), b.error,
             )  # fmt: skip
         rows = [b for b in new if (b.index, b.path) not in self._in_report]
         if rows and self.report is not None:
@@ -125,7 +130,7 @@ class BadSampleLedger:
     def _append(self, rows: list[BadSample]) -> None:
         self.report.parent.mkdir(parents=True, exist_ok=True)  # type: ignore[union-attr]
         fresh = not self.report.is_file()  # type: ignore[union-attr]
-        with open(self.report, "a", newline="", encoding="utf-8") as f:  # type: ignore[arg-type]
+        with open(self.report, "a", **REPORT_TEXT) as f:  # type: ignore[arg-type]
             writer = csv.writer(f)
             if fresh:
                 writer.writerow(REPORT_COLUMNS)
