@@ -13,7 +13,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from src.data.autotune import in_memory_workers, resolve_auto_workers
-from src.data.limits import check_worker_limits
+from src.data.limits import cap_workers, check_worker_limits
 from src.data.loaders import build_loaders
 from src.data.seeded import seeded
 from src.data.splits import build_splits, input_shape
@@ -67,6 +67,7 @@ def assemble(cfg: DictConfig) -> Parts:
     # a count the user set is a literal; the default is the ${cpu_half:} interpolation
     explicit_workers = not OmegaConf.is_interpolation(cfg.loader, "num_workers")
     loader_settings = in_memory_workers(instantiate(cfg.loader), train_set, explicit_workers)
+    loader_settings = cap_workers(loader_settings)
     loader_settings = check_worker_limits(loader_settings, val_set)  # before any worker
     if ranks.world_size > 1 and loader_settings.num_workers == "auto":
         raise ValueError(

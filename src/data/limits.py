@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,25 @@ SHM_HEADROOM = 2.0  # x the in-flight batches: collation copies, pinning, alloca
 FD_HEADROOM = 4  # x the tensors in flight: batches the main process still holds
 FD_BASE = 256  # files the process keeps open anyway (libraries, logs, dataset files)
 MIB = 2**20
+WORKERS_PER_CPU = 4  # above this many workers per usable core, more only cost memory and start-up
+
+
+def cap_workers(settings: LoaderSettings) -> LoaderSettings:
+    """`settings` with `num_workers` capped at WORKERS_PER_CPU x the usable cores, with a
+    warning: each worker is a process with its own memory, and a thousand of them never
+    start in reasonable time."""
+    cap = WORKERS_PER_CPU * available_cpus()
+    if settings.num_workers == "auto" or settings.num_workers <= cap:
+        return settings
+    log.warning(
+        "loader.num_workers=%d is far above the %d usable CPU cores: capped at %d (%d per core; "
+        "more workers only add memory and start-up time).",
+        settings.num_workers,
+        available_cpus(),
+        cap,
+        WORKERS_PER_CPU,
+    )
+    return replace(settings, num_workers=cap)
 
 
 def apply_sharing_strategy(settings: LoaderSettings) -> str:

@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from src.data.decode import load_sample
 from src.data.image_cache import DATA_FILES, CacheWriter, is_jpeg_quality
+from src.data.limits import cap_workers
 from src.data.splits import build_splits
 from src.data.transforms import Pipelines
 from src.outputs import save_resolved_config
@@ -86,7 +87,9 @@ class _Shrunk(Dataset):
         index, side = self.start + i, self.settings.short_side
         label = int(self.files.targets[index])  # type: ignore[attr-defined]
         path = self.files.get_filename(index)  # type: ignore[attr-defined]
-        image = shrink(load_sample(path, index, self.files.classes[label], side), side)  # type: ignore[attr-defined]
+        name = self.files.classes[label]  # type: ignore[attr-defined]
+        limit = self.files.max_image_pixels  # type: ignore[attr-defined]
+        image = shrink(load_sample(path, index, name, side, limit), side)
         if self.settings.encoding == "jpeg":
             data = encode_jpeg(image.contiguous(), quality=self.settings.jpeg_quality)
         else:
@@ -95,7 +98,12 @@ class _Shrunk(Dataset):
 
 
 def write_split(
-    files: Dataset, folder: Path, settings: CacheSettings, workers: int, context: str | None
+    files: Dataset,
+    folder: Path,
+    settings: CacheSettings,
+    workers: int,
+    context: str | None,
+    timeout: float = 0.0,
 ) -> int:
     """Cache every image of `files` into `folder` (resuming a compatible unfinished build);
     returns how many were written by this call."""
@@ -107,15 +115,16 @@ def write_split(
     paths = [files.get_filename(i) for i in range(len(files))]  # type: ignore[arg-type]
     writer = CacheWriter(folder, paths, settings.key(), files.classes, settings.rebuild)  # type: ignore[attr-defined]
     start = writer.done
-    loader = DataLoader(
+    batches = DataLoader(
         _Shrunk(files, settings, start),
         batch_size=READ_BATCH,
         num_workers=workers,
         collate_fn=list,
         multiprocessing_context=context if workers > 0 else None,
+        timeout=timeout if workers > 0 else 0,
     )
     try:
-        for batch in tqdm(loader, desc=f"cache {folder.name}", leave=False, disable=None):
+        for batch in tqdm(batches, desc=f"cache {folder.name}", leave=False, disable=None):
             for data, height, width, label in batch:
                 writer.append(data.numpy(), height, width, label)
                 if writer.done % settings.commit_every == 0:
@@ -138,12 +147,15 @@ def cache(cfg: DictConfig) -> dict[str, float]:
             settings.jpeg_quality,
         )
     loader = instantiate(cfg.loader)
+    loader = cap_workers(loader)
     workers = available_cpus() if loader.num_workers == "auto" else loader.num_workers
     splits = build_splits(cfg.dataset, Pipelines([], []))  # decoded as stored: no transforms
     written = images = 0
     for split, files in zip(("train", "val"), splits, strict=True):
         folder = Path(settings.dir) / split
-        written += write_split(files, folder, settings, workers, loader.multiprocessing_context)
+        written += write_split(
+            files, folder, settings, workers, loader.multiprocessing_context, loader.timeout
+        )
         images += len(files)
     wall = time.perf_counter() - start
     data = DATA_FILES[settings.encoding]

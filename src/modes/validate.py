@@ -14,6 +14,8 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
 from src.data.bad_samples import REPORT_NAME, BadSample, BadSampleLedger
+from src.data.limits import cap_workers
+from src.data.loaders import LoaderSettings
 from src.data.splits import build_splits
 from src.data.transforms import Pipelines
 from src.outputs import save_resolved_config
@@ -44,9 +46,10 @@ def _bad_only(records: list[BadSample | None]) -> list[BadSample]:
 
 
 def scan(
-    dataset: Any, split: str, workers: int, context: str | None, report: Path
+    dataset: Any, split: str, settings: LoaderSettings, workers: int, report: Path
 ) -> BadSampleLedger:
-    """Decode every sample of `dataset` with `workers` processes; the ledger of the bad ones."""
+    """Decode every sample of `dataset` with `workers` processes (started and timed out as
+    `settings` say); the ledger of the bad ones."""
     if not hasattr(dataset, "check_sample"):
         raise ValueError(
             f"mode=validate checks image files, and {type(dataset).__name__} has none to check: "
@@ -58,7 +61,8 @@ def scan(
         batch_size=SCAN_BATCH,
         num_workers=workers,
         collate_fn=_bad_only,
-        multiprocessing_context=context if workers > 0 else None,
+        multiprocessing_context=settings.multiprocessing_context if workers > 0 else None,
+        timeout=settings.timeout if workers > 0 else 0,
     )
     for bad in tqdm(loader, desc=f"validate {split}", leave=False, disable=None):
         ledger.record(bad)
@@ -73,10 +77,11 @@ def validate(cfg: DictConfig) -> dict[str, float]:
     report = out / REPORT_NAME
     report.unlink(missing_ok=True)  # this run's scan is the whole report
     settings = instantiate(cfg.loader)
+    settings = cap_workers(settings)
     workers = available_cpus() if settings.num_workers == "auto" else settings.num_workers
     splits = build_splits(cfg.dataset, Pipelines([], []))  # decoding needs no transforms
     ledgers = [
-        scan(dataset, split, workers, settings.multiprocessing_context, report)
+        scan(dataset, split, settings, workers, report)
         for split, dataset in zip(("train", "val"), splits, strict=True)
     ]
     samples = sum(ledger.size for ledger in ledgers)
