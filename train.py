@@ -9,9 +9,7 @@ torchrun --standalone --nproc_per_node=2 train.py    # DDP: one process per devi
 
 from __future__ import annotations
 
-import gc
 import os
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from omegaconf import DictConfig
 
 from src.config.errors import ConfigError
 from src.config.validate import validate_config
+from src.failures import failures_reported
 from src.modes import METRICS_BY_MODE
 from src.modes.benchmark import benchmark
 from src.modes.cache import cache
@@ -44,27 +43,23 @@ MODES: dict[str, Callable[[DictConfig], dict[str, Any]]] = {
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def main(cfg: DictConfig) -> float:
     """Hydra entry point; returns the ranking metric (summary.rank_by) for sweepers."""
-    validate_config(cfg)  # a bad config stops here, in a few lines, before any work
-    if cfg.mode not in MODES:
-        raise ConfigError(f"mode={cfg.mode!r}: expected one of {sorted(MODES)}.")
-    if cfg.mode != "train" and init_distributed().world_size > 1:
-        raise ValueError(f"mode={cfg.mode} runs in one process: start it with python train.py, "
-                         "not torchrun (or a launcher with several tasks).")  # fmt: skip
-    if rank_metric(cfg) not in METRICS_BY_MODE[cfg.mode]:
-        choices = list(METRICS_BY_MODE[cfg.mode])
-        raise ConfigError(
-            f"summary.rank_by={cfg.summary.rank_by!r} is not a metric of mode={cfg.mode}: "
-            f"use one of {choices}."
-        )
-    log_config_tree()
-    try:
+    with failures_reported():  # the error that stops a run is the last line of its log
+        validate_config(cfg)  # a bad config stops here, in a few lines, before any work
+        if cfg.mode not in MODES:
+            raise ConfigError(f"mode={cfg.mode!r}: expected one of {sorted(MODES)}.")
+        if cfg.mode != "train" and init_distributed().world_size > 1:
+            raise ValueError(
+                f"mode={cfg.mode} runs in one process: start it with python train.py, not "
+                "torchrun (or a launcher with several tasks)."
+            )
+        if rank_metric(cfg) not in METRICS_BY_MODE[cfg.mode]:
+            choices = list(METRICS_BY_MODE[cfg.mode])
+            raise ConfigError(
+                f"summary.rank_by={cfg.summary.rank_by!r} is not a metric of mode={cfg.mode}: "
+                f"use one of {choices}."
+            )
+        log_config_tree()
         metrics = previous_result(cfg) or MODES[cfg.mode](cfg)
-    except BaseException as err:
-        # Hydra keeps a failed job's exception until the sweep ends; drop the frames' locals
-        # so the job's DataLoader workers shut down now instead of piling up.
-        traceback.clear_frames(err.__traceback__)
-        gc.collect()
-        raise
     return metrics[rank_metric(cfg)]
 
 
