@@ -47,8 +47,9 @@ def test_every_shipped_option_passes(make_cfg, group: str, option: str) -> None:
         ("optimizer.lr=???", "optimizer.lr=??? is a required value that nothing set"),
         ("dataset.root=${paths.nope}", "dataset.root=${paths.nope}: the interpolation cannot be "
                                        "resolved (Interpolation key 'paths.nope' not found)"),
-        ("dataset._target_=src.data.nope.Reader", "dataset._target_=src.data.nope.Reader: cannot "
-                                                  "be imported (ModuleNotFoundError"),
+        ("dataset._target_=src.data.datasets.nope.Reader", "dataset._target_=src.data.datasets."
+                                                           "nope.Reader: cannot be imported "
+                                                           "(ModuleNotFoundError"),
         ("model._target_=src.models.small_cnn.NoNet", "model._target_=src.models.small_cnn.NoNet:"
                                                       " cannot be imported"),
         ("trainer.checkpoint.monitor=val/accuracy", "trainer.checkpoint.monitor='val/accuracy':"
