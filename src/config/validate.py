@@ -3,8 +3,8 @@
 In order: every value resolves (no `???`, no broken `${...}`); every `_target_` is admitted by
 `allowed_targets` (before anything is imported: src/config/allowlist.py); each target imports
 and is what its entry admits (no re-export, module or plain value); each node's keys are
-parameters of its target and its values fit their type hints; the settings dataclasses' own
-checks (`__post_init__`) pass.
+parameters of its target and its values fit their type hints (finite numbers included); the
+settings dataclasses' own checks (`__post_init__`) pass.
 """
 
 from __future__ import annotations
