@@ -5,8 +5,11 @@ from __future__ import annotations
 import collections.abc as abc
 import difflib
 import inspect
+import math
 import types
 from typing import Any, Literal, Union, get_args, get_origin
+
+import torch
 
 HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 SEQUENCES = (list, tuple, abc.Sequence, abc.MutableSequence)
@@ -32,7 +35,8 @@ def accepts(annotation: Any, value: Any) -> bool:
     """False only when `value` clearly is not an `annotation`; unknown annotations accept.
 
     Ints pass for float; numbers pass for str (the command line reads `32` as an int);
-    a nested `_target_` node passes for anything (its own node is checked).
+    numbers and lists pass for a tensor (not a word or a bool: `lr=fast` is refused here, not
+    deep inside torch); a nested `_target_` node passes for anything (its own node is checked).
     """
     if annotation is inspect.Parameter.empty or annotation is Any or isinstance(annotation, str):
         return True
@@ -53,6 +57,8 @@ def accepts(annotation: Any, value: Any) -> bool:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if annotation is str:
         return isinstance(value, (str, int, float)) and not isinstance(value, bool)
+    if _is_tensor(annotation):
+        return isinstance(value, (int, float, list)) and not isinstance(value, bool)
     base = origin or annotation
     if base in SEQUENCES:
         return isinstance(value, list) and _items_accepted(base, args, value)
@@ -62,6 +68,49 @@ def accepts(annotation: Any, value: Any) -> bool:
         )
     # plain values are not callable (a `_target_` node passed above); other classes: unknown
     return base is not abc.Callable
+
+
+def _is_tensor(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, torch.Tensor)
+
+
+def is_numeric(annotation: Any, default: Any = inspect.Parameter.empty) -> bool:
+    """Whether a parameter takes numbers: int, float or Tensor (also inside a Union, list or
+    tuple); unannotated, whether its default is a number."""
+    if annotation is inspect.Parameter.empty:
+        return isinstance(default, (int, float)) and not isinstance(default, bool)
+    if annotation in (int, float) or _is_tensor(annotation):
+        return True
+    return any(is_numeric(arg) for arg in get_args(annotation) if arg is not Ellipsis)
+
+
+def is_nonfinite(value: Any) -> bool:
+    """Whether `value` is (or a list/tuple holds) inf, -inf or nan."""
+    if isinstance(value, (list, tuple)):
+        return any(is_nonfinite(item) for item in value)
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _kind(annotation: Any, numeric: bool, expected: str) -> str:
+    """What to set, in words: `an int`, `a number`, `true or false`, `a str | None`."""
+    if annotation is int:
+        return "an int"
+    if annotation is bool:
+        return "true or false"
+    if numeric:
+        return "a number"
+    if any(abc.Callable in (a, get_origin(a)) for a in (annotation, *get_args(annotation))):
+        return "a _target_ node naming a function"
+    return f"a {expected}"
+
+
+def _example(full: str, default: Any) -> str:
+    """`, e.g. optimizer.lr=0.001` from a plain default ("" when there is none)."""
+    if isinstance(default, bool):
+        return f", e.g. {full}={str(default).lower()}"
+    if isinstance(default, (int, float, str)) and default != "" and not is_nonfinite(default):
+        return f", e.g. {full}={default}"
+    return ""
 
 
 def _items_accepted(base: Any, args: tuple[Any, ...], value: list[Any]) -> bool:
@@ -104,10 +153,19 @@ def node_problems(path: str, node: dict[str, Any], target: str, obj: Any) -> lis
             continue
         if value == "???":  # filled in from the data later
             continue
+        expected = describe(param.annotation)
+        numeric = is_numeric(param.annotation, param.default)
         if not accepts(param.annotation, value):
             problems.append(
-                f"{full}={value!r}: expected {describe(param.annotation)}, got "
-                f"{type(value).__name__} ({target} takes {key}: {describe(param.annotation)})."
+                f"{full}={value!r}: expected {expected}, got {type(value).__name__}; set "
+                f"{_kind(param.annotation, numeric, expected)}{_example(full, param.default)} "
+                f"({target} takes {key}: {expected})."
+            )
+        elif numeric and is_nonfinite(value) and not is_nonfinite(param.default):
+            problems.append(
+                f"{full}={value!r}: expected a finite number (inf and nan fail only once the run "
+                f"is under way); set a finite value{_example(full, param.default)} ({target} "
+                f"takes {key}: {expected})."
             )
     return problems
 

@@ -1,9 +1,10 @@
 """`validate_config`: refuse a bad composed config in one short message, before any work.
 
-In order: every value resolves (no `???`, no broken `${...}`); every `_target_` lies under
-`allowed_targets` (before anything is imported); each target imports; each node's keys are
-parameters of its target and its values fit their type hints; the settings dataclasses'
-own checks (`__post_init__`) pass.
+In order: every value resolves (no `???`, no broken `${...}`); every `_target_` is admitted by
+`allowed_targets` (before anything is imported: src/config/allowlist.py); each target imports
+and is what its entry admits (no re-export, module or plain value); each node's keys are
+parameters of its target and its values fit their type hints (finite numbers included); the
+settings dataclasses' own checks (`__post_init__`) pass.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from src.config.allowlist import allowed_prefixes, disallowed_targets, resolved_problem
+from src.config.allowlist import after_import, check_entries, disallowed_targets, warn_if_widened
 from src.config.errors import ConfigError
 from src.config.schema import node_problems
 from src.config.tree import child_key, resolve_tree, target_nodes
@@ -31,15 +32,18 @@ def validate_config(cfg: DictConfig) -> None:
     problems: list[str] = []
     tree = resolve_tree(cfg, EXEMPT_MISSING, problems)
     _raise_if(problems)
-    _raise_if(disallowed_targets(tree))
-    prefixes = allowed_prefixes(tree)
+    entries = check_entries(tree)
+    warn_if_widened(entries)
+    _raise_if(disallowed_targets(tree, entries))
     targets = {}
     for path, node in target_nodes(tree):
         obj = _import(path, node["_target_"], problems)
-        where = resolved_problem(child_key(path, "_target_"), node["_target_"], obj, prefixes)
-        if obj is not None and where is not None:
+        if obj is None:
+            continue
+        where = after_import(child_key(path, "_target_"), node["_target_"], obj, entries)
+        if where is not None:
             problems.append(where)
-        elif obj is not None:
+        else:
             targets[path] = obj
             problems += node_problems(path, node, node["_target_"], obj)
     _raise_if(problems)

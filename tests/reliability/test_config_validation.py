@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import os
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
+import torch
 from omegaconf import open_dict
 
 from src.config.errors import ConfigError
+from src.config.schema import accepts, is_numeric, node_problems
 from src.config.validate import EXEMPT_MISSING, validate_config
+from src.data.loaders import LoaderSettings
 from src.models.build import FILLED_FROM_DATA
+from src.modes.benchmark import BenchmarkSettings
+from src.modes.cache import CacheSettings
+from src.modes.inspect import InspectSettings
+from src.training.settings import CheckpointSettings, TrainerSettings
 from tests.conftest import CONF_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,8 +58,9 @@ def test_every_shipped_option_passes(make_cfg, group: str, option: str) -> None:
         ("optimizer.lr=???", "optimizer.lr=??? is a required value that nothing set"),
         ("dataset.root=${paths.nope}", "dataset.root=${paths.nope}: the interpolation cannot be "
                                        "resolved (Interpolation key 'paths.nope' not found)"),
-        ("dataset._target_=src.data.nope.Reader", "dataset._target_=src.data.nope.Reader: cannot "
-                                                  "be imported (ModuleNotFoundError"),
+        ("dataset._target_=src.data.datasets.nope.Reader", "dataset._target_=src.data.datasets."
+                                                           "nope.Reader: cannot be imported "
+                                                           "(ModuleNotFoundError"),
         ("model._target_=src.models.small_cnn.NoNet", "model._target_=src.models.small_cnn.NoNet:"
                                                       " cannot be imported"),
         ("trainer.checkpoint.monitor=val/accuracy", "trainer.checkpoint.monitor='val/accuracy':"
@@ -57,6 +69,28 @@ def test_every_shipped_option_passes(make_cfg, group: str, option: str) -> None:
         ("trainer.checkpoint.mode=mx", "trainer.checkpoint.mode='mx': expected max or min."),
         ("trainer.precision=16", "trainer.precision=16: expected one of ['32', 'bf16-mixed'"),
         ("trainer.device=gpu", "trainer.device='gpu': expected auto, cpu, cuda, cuda:N or mps."),
+        # a word or a bool for a Tensor-annotated value (Adam's lr: float | Tensor)
+        ("optimizer.lr=fast", "optimizer.lr='fast': expected float | torch.Tensor, got str; set a "
+                              "number, e.g. optimizer.lr=0.001 (torch.optim.Adam takes lr: "),
+        ("optimizer.lr=true", "optimizer.lr=True: expected float | torch.Tensor, got bool; set a "
+                              "number"),
+        # inf and nan pass every type check and fail only after a step
+        ("optimizer.lr=inf", "optimizer.lr=inf: expected a finite number"),
+        ("optimizer.lr=nan", "optimizer.lr=nan: expected a finite number"),
+        ("optimizer.lr=-inf", "optimizer.lr=-inf: expected a finite number"),
+        ("+optimizer.betas=[0.9,inf]", "optimizer.betas=[0.9, inf]: expected a finite number"),
+        ("model.dropout=nan", "model.dropout=nan: expected a finite number"),
+        ("loader.timeout=inf", "loader.timeout=inf: expected a finite number"),
+        ("trainer.starvation_threshold=-inf", "trainer.starvation_threshold=-inf: expected a "
+                                              "finite number"),
+        ("trainer.checkpoint.every_minutes=nan", "trainer.checkpoint.every_minutes=nan: expected a"
+                                                 " finite number"),
+        ("trainer.checkpoint.every_n_steps=inf", "trainer.checkpoint.every_n_steps=inf: expected "
+                                                 "int, got float; set an int"),
+        ("loader.batch_size=nan", "loader.batch_size=nan: expected int, got float"),
+        ("benchmark.batches=inf", "benchmark.batches=inf: expected int, got float"),
+        ("cache.short_side=inf", "cache.short_side=inf: expected int, got float"),
+        ("inspect.images=nan", "inspect.images=nan: expected int, got float"),
     ],
 )  # fmt: skip
 def test_bad_value_gives_one_short_message(make_cfg, override: str, message: str) -> None:
@@ -110,3 +144,43 @@ def test_console_shows_the_message_not_a_traceback(demo_dir: Path, tmp_path: Pat
     assert "loader.batch_size=0: expected int >= 1." in result.stderr.splitlines()
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) <= 5
     assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_a_tensor_takes_numbers_and_lists_and_a_path_takes_words() -> None:
+    assert accepts(torch.Tensor, 0.1) and accepts(torch.Tensor, 3) and accepts(torch.Tensor, [1.0])
+    assert not accepts(torch.Tensor, "fast") and not accepts(torch.Tensor, True)
+    assert accepts(float | torch.Tensor, 1e-3) and not accepts(float | torch.Tensor, "fast")
+    for path_like in (Path, str | Path, os.PathLike, str | os.PathLike | None):
+        assert accepts(path_like, "data/train")
+
+
+def test_every_settings_dataclass_refuses_non_finite_floats(make_cfg) -> None:
+    """Each float field of a settings dataclass, set to inf: one line naming the key."""
+    groups = {"loader": LoaderSettings, "trainer": TrainerSettings,
+              "trainer.checkpoint": CheckpointSettings, "benchmark": BenchmarkSettings,
+              "cache": CacheSettings, "inspect": InspectSettings}  # fmt: skip
+    checked = 0
+    for group, settings in groups.items():
+        hints = typing.get_type_hints(settings)
+        for field in dataclasses.fields(settings):
+            if is_numeric(hints[field.name]):
+                key = f"{group}.{field.name}"
+                lines = _refused(make_cfg, f"{key}=inf").splitlines()
+                # one line per key holding the value (trainer.seed is also sampler.seed)
+                assert any(line.startswith(f"{key}=inf: expected ") for line in lines), lines
+                assert all("=inf: expected " in line for line in lines), lines
+                checked += 1
+    assert checked >= 15  # every int and float knob of the six
+
+
+def test_a_non_finite_default_allows_non_finite_values() -> None:
+    """Only a parameter whose own default is inf or nan takes one (none in conf/ does)."""
+
+    class Clip:
+        def __init__(self, limit: float = math.inf, scale: float = 1.0) -> None:
+            self.limit, self.scale = limit, scale
+
+    problems = node_problems("clip", {"limit": math.inf, "scale": 2.0}, "x.Clip", Clip)
+    assert problems == []
+    problems = node_problems("clip", {"limit": math.inf, "scale": math.nan}, "x.Clip", Clip)
+    assert len(problems) == 1 and problems[0].startswith("clip.scale=nan: expected a finite")

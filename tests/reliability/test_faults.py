@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from src.data.datasets.imagefolder import ImageFolderDataset
 from src.training.checkpoint import load_checkpoint
@@ -18,7 +19,8 @@ from train import train
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTY = "dataset._target_=tests.reliability.faulty.FaultyImageFolder"
-ALLOW_TESTS = "allowed_targets=[src.,torch.,torchvision.,tests.]"
+SHIPPED = [*OmegaConf.load(ROOT / "conf" / "config.yaml").allowed_targets]
+ALLOW_TESTS = f"allowed_targets=[{','.join([*SHIPPED, FAULTY.partition('=')[2]])}]"
 
 
 def _args(demo_dir: Path, run_dir: Path, *extra: str) -> list[str]:
