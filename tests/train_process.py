@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,11 +10,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_train(*args: str, cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess:
-    """train.py in a child process: a hang fails the test at `timeout` instead of the suite."""
+def run_train(
+    *args: str, cwd: Path, timeout: int = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """train.py in a child process (with `env` added to the environment): a hang fails the
+    test at `timeout` instead of the suite."""
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), *args],
         cwd=cwd,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,

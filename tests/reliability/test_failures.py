@@ -1,0 +1,60 @@
+"""A run that fails says why in one line naming the file or the key, and its log ends with it."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+from hydra.utils import instantiate
+
+from src.config.allowlist import shipped_entries
+from src.data import limits
+from tests.train_process import run_train
+
+USER_DATASET = """
+class Broken:
+    def __init__(self, split, transform=None, classes=None):
+        open("/nonexistent/labels.txt")
+"""
+
+
+def _last_log_line(run: Path) -> str:
+    return (run / "train.log").read_text().strip().splitlines()[-1]
+
+
+def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
+    (tmp_path / "mydata").mkdir()
+    (tmp_path / "mydata" / "__init__.py").write_text("")
+    (tmp_path / "mydata" / "broken.py").write_text(USER_DATASET)
+    run = tmp_path / "run"
+    result = run_train(
+        "dataset._target_=mydata.broken.Broken",
+        "~dataset.root", "~dataset.on_error", "~dataset.max_bad_fraction",
+        "~dataset.reduced_decode", "~dataset.max_image_pixels",
+        f"allowed_targets=[{','.join(['mydata.*', *shipped_entries()])}]",
+        f"hydra.run.dir={run}",
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path)},
+    )  # fmt: skip
+    assert result.returncode == 1
+    named = "FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/labels.txt'"
+    assert named in result.stderr  # not FileNotFoundError(2, 'No such file or directory')
+    assert "mydata.broken.Broken" in result.stderr  # which target raised it
+    assert _last_log_line(run).endswith(f"run failed: {named}")
+
+
+def test_a_config_error_is_the_last_line_of_the_log(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    result = run_train("optimizer.lr=fast", f"hydra.run.dir={run}", cwd=tmp_path)
+    assert result.returncode == 1 and "optimizer.lr='fast'" in result.stderr
+    assert "run failed: ConfigError: optimizer.lr='fast'" in _last_log_line(run)
+
+
+def test_worker_counts_far_above_the_cores_are_capped(make_cfg, monkeypatch, caplog) -> None:
+    monkeypatch.setattr(limits, "available_cpus", lambda: 2)
+    settings = instantiate(make_cfg().loader)
+    with caplog.at_level(logging.WARNING, logger="src.data.limits"):
+        assert limits.cap_workers(replace(settings, num_workers=1000)).num_workers == 8
+        assert limits.cap_workers(replace(settings, num_workers=8)).num_workers == 8
+    assert len(caplog.records) == 1 and "loader.num_workers=1000 is far above" in caplog.text
