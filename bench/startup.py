@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from src.data.datasets.files import LabelledImageFiles
 from src.data.loaders import LoaderSettings, make_loader
-from src.data.samplers import ShuffledSampler
+from src.data.samplers import RandomOrder
 from src.data.seeded import SeededSamples
 
 ENTRIES = 1_000_000
@@ -72,7 +72,7 @@ def _worker_uss_mb(loader: DataLoader) -> list[float]:
 def memory_growth(dataset: Dataset, workers: int = 2) -> float:
     """Largest growth of a worker's private memory over one full epoch, MB."""
     loader = make_loader(
-        dataset, _settings(workers, True, "fork"), ShuffledSampler(len(dataset), 0), False
+        dataset, _settings(workers, True, "fork"), RandomOrder(dataset, 0), False
     )  # type: ignore[arg-type]
     batches = iter(loader)
     next(batches)
@@ -88,7 +88,7 @@ def reentry_ms(dataset: Dataset, persistent: bool, context: str, epochs: int) ->
     """ms from `iter(loader)` to the first batch of each of `epochs` later epochs (persistent
     workers are started by a full first epoch; restarted ones start in every `iter`)."""
     settings = _settings(2, persistent, context)
-    loader = make_loader(dataset, settings, ShuffledSampler(len(dataset), 0), False)  # type: ignore[arg-type]
+    loader = make_loader(dataset, settings, RandomOrder(dataset, 0), False)  # type: ignore[arg-type]
     for _ in loader if persistent else ():  # epoch 1
         pass
     times = []

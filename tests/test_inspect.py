@@ -30,7 +30,7 @@ def test_clean_setup_reports_and_draws_without_warnings(make_cfg, caplog) -> Non
     out = Path(cfg.paths.output_dir)
     report = json.loads((out / "inspect.json").read_text())["splits"]
     assert report["train"]["batch_shape"] == [16, 3, 48, 48]
-    assert report["train"]["loader"]["sampler"] == "ShuffledSampler"
+    assert report["train"]["loader"]["sampler"] == "RandomOrder"
     assert abs(report["val"]["channel_mean"][0]) < 1.0 < report["val"]["channel_std"][0] * 2
     assert (out / "inspect_train.png").stat().st_size > 0 and (out / "inspect_val.png").exists()
     assert "labels: circle" in caplog.text

@@ -15,7 +15,7 @@ from torchvision.transforms import v2
 
 from src.data.datasets.tar_shards import ShardError, TarShardDataset
 from src.data.loaders import build_loaders
-from src.data.samplers import random_sampler
+from src.data.samplers import RandomOrder
 
 
 def _shards(demo_dir: Path, split: str = "train") -> TarShardDataset:
@@ -68,7 +68,7 @@ def test_workers_keep_every_sample_of_the_stream_with_drop_last(make_cfg, demo_d
     data.transform = v2.Resize((16, 16))  # batches need equal sizes
     settings = instantiate(make_cfg("loader.num_workers=2", "loader.drop_last=true").loader)
     train, _ = build_loaders(
-        data, data, settings, partial(random_sampler, seed=0), pin_memory_ok=False
+        data, data, settings, partial(RandomOrder, seed=0), pin_memory_ok=False
     )
     assert not train.drop_last  # each worker's last partial batch is kept
     assert sum(len(labels) for _, labels in train) == len(data)

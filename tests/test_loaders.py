@@ -17,16 +17,13 @@ from torch.utils.data import Dataset, RandomSampler, SequentialSampler
 from src.data.datasets.tensor_file import TensorFileDataset
 from src.data.loaders import LoaderSettings, build_loaders
 from src.data.samplers import (
-    BalancedSampler,
+    RandomOrder,
     SequentialOrder,
-    ShuffledSampler,
-    random_sampler,
-    sequential_sampler,
-    weighted_sampler,
+    WeightedOrder,
 )
 from src.utils.seeding import derive_seed
 
-shuffled = partial(random_sampler, seed=0)
+shuffled = partial(RandomOrder, seed=0)
 
 
 class Labels(Dataset):
@@ -71,7 +68,7 @@ def test_knobs_that_need_workers_are_unset_with_one_note(make_cfg, caplog) -> No
 def test_val_loader_is_sequential_and_keeps_last_batch(make_cfg) -> None:
     data = Labels([0, 1, 2] * 11, 3)
     train, val = build_loaders(data, data, _settings(make_cfg), shuffled, False)
-    assert isinstance(train.sampler, ShuffledSampler) and train.drop_last
+    assert isinstance(train.sampler, RandomOrder) and train.drop_last
     assert isinstance(val.sampler, SequentialSampler) and not val.drop_last
     assert torch.cat([x for x, _ in val]).flatten().tolist() == list(range(33))
 
@@ -79,10 +76,10 @@ def test_val_loader_is_sequential_and_keeps_last_batch(make_cfg) -> None:
 @pytest.mark.parametrize(
     ("factory", "shuffle", "expected", "note"),
     [
-        (shuffled, True, ShuffledSampler, None),
+        (shuffled, True, RandomOrder, None),
         (shuffled, False, SequentialOrder, "loader.shuffle=false"),
-        (sequential_sampler, True, SequentialOrder, "sampler=sequential"),
-        (partial(weighted_sampler, seed=0), True, BalancedSampler, "loader.shuffle=true unused"),
+        (SequentialOrder, True, SequentialOrder, "sampler=sequential"),
+        (partial(WeightedOrder, seed=0), True, WeightedOrder, "loader.shuffle=true unused"),
     ],
 )
 def test_sampler_and_shuffle_never_collide(make_cfg, caplog, factory, shuffle, expected, note):
@@ -99,7 +96,7 @@ def test_sampler_and_shuffle_never_collide(make_cfg, caplog, factory, shuffle, e
 
 def test_shuffled_order_is_torchs_randperm_of_the_epoch_seed() -> None:
     # the same orders as int64 randperm (what earlier versions drew), for a set over 2**16
-    sampler = ShuffledSampler(70_001, seed=3)
+    sampler = RandomOrder(range(70_001), seed=3)
     sampler.set_epoch(2)
     generator = torch.Generator().manual_seed(derive_seed(3, 2))
     assert list(sampler) == torch.randperm(70_001, generator=generator).tolist()
@@ -107,7 +104,7 @@ def test_shuffled_order_is_torchs_randperm_of_the_epoch_seed() -> None:
 
 def test_weighted_sampler_balances_an_imbalanced_set() -> None:
     labels = [0] * 900 + [1] * 90 + [2] * 10
-    sampler = weighted_sampler(Labels(labels, 3), seed=0, replacement=True, num_samples=30000)
+    sampler = WeightedOrder(Labels(labels, 3), seed=0, replacement=True, num_samples=30000)
     drawn = np.bincount(np.array(labels)[list(sampler)], minlength=3) / 30000
     assert np.allclose(drawn, 1 / 3, atol=0.02), drawn
     plain = np.bincount(np.array(labels)[list(RandomSampler(Labels(labels, 3)))]) / 1000
@@ -135,7 +132,7 @@ def test_loader_runs_under_spawn(make_cfg, demo_dir: Path) -> None:
         str(demo_dir / "tensors" / "train.pt"),
         val_path=str(demo_dir / "tensors" / "val.pt"),
     )
-    train, _ = build_loaders(data, data, settings, sequential_sampler, False)
+    train, _ = build_loaders(data, data, settings, SequentialOrder, False)
     assert train.multiprocessing_context.get_start_method() == "spawn"
     inputs = torch.cat([x for x, _ in train])
     assert torch.equal(inputs, data.inputs[: len(inputs)])
@@ -146,7 +143,7 @@ def test_collate_fn_from_config_is_used(make_cfg) -> None:
         make_cfg, "loader.collate_fn={_target_:src.data.collate.already_batched,_partial_:true}"
     )
     data = Labels([0, 1] * 20, 2)
-    train, _ = build_loaders(data, data, settings, sequential_sampler, False)
+    train, _ = build_loaders(data, data, settings, SequentialOrder, False)
     batch = next(iter(train))
     assert isinstance(batch, list) and len(batch) == 16  # samples left unstacked
     assert batch[3][1] == 1

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from src.data.datasets.tar_shards import TarShardDataset
 from src.data.loaders import build_loaders
-from src.data.samplers import random_sampler, weighted_sampler
+from src.data.samplers import RandomOrder, WeightedOrder
 from src.utils import resolvers
 from tests.test_loaders import Labels
 
@@ -32,7 +32,7 @@ def _indices(loader: DataLoader) -> list[int]:
 
 def test_train_shares_are_disjoint_padded_and_new_every_epoch(make_cfg) -> None:
     data = Labels([0, 1] * 11 + [0], 2)  # 23 samples: not a multiple of 2 ranks
-    ranks = _rank_loaders(make_cfg, data, partial(random_sampler, seed=0), world=2)
+    ranks = _rank_loaders(make_cfg, data, partial(RandomOrder, seed=0), world=2)
     orders = []
     for epoch in (1, 2):
         shares = []
@@ -48,7 +48,7 @@ def test_train_shares_are_disjoint_padded_and_new_every_epoch(make_cfg) -> None:
 
 def test_skip_resumes_each_rank_within_its_own_share(make_cfg) -> None:
     data = Labels([0, 1] * 10, 2)
-    for train, _ in _rank_loaders(make_cfg, data, partial(random_sampler, seed=0), world=2):
+    for train, _ in _rank_loaders(make_cfg, data, partial(RandomOrder, seed=0), world=2):
         train.sampler.set_epoch(3)
         full = _indices(train)
         train.sampler.skip(4)
@@ -60,7 +60,7 @@ def test_skip_resumes_each_rank_within_its_own_share(make_cfg) -> None:
 @pytest.mark.parametrize("world", [2, 3])
 def test_val_shares_count_every_sample_exactly_once(make_cfg, world: int) -> None:
     data = Labels([0, 1, 2] * 10 + [0], 3)  # 31 samples: uneven shares, no padding
-    loaders = _rank_loaders(make_cfg, data, partial(random_sampler, seed=0), world)
+    loaders = _rank_loaders(make_cfg, data, partial(RandomOrder, seed=0), world)
     shares = [_indices(val) for _, val in loaders]
     assert sorted(i for share in shares for i in share) == list(range(31))
     assert max(map(len, shares)) - min(map(len, shares)) <= 1
@@ -68,7 +68,7 @@ def test_val_shares_count_every_sample_exactly_once(make_cfg, world: int) -> Non
 
 def test_distributed_weighted_draws_keep_the_class_balance_on_every_rank(make_cfg) -> None:
     data = Labels([0] * 800 + [1] * 150 + [2] * 50, 3)  # 16:3:1 imbalance
-    sampler = partial(weighted_sampler, seed=0, num_samples=6000)
+    sampler = partial(WeightedOrder, seed=0, num_samples=6000)
     ranks = _rank_loaders(make_cfg, data, sampler, world=2)
     draws = []
     for train, _ in ranks:
@@ -77,7 +77,7 @@ def test_distributed_weighted_draws_keep_the_class_balance_on_every_rank(make_cf
     for counts in draws:
         assert sum(counts.values()) == 3000
         assert all(abs(counts[c] / 3000 - 1 / 3) < 0.04 for c in range(3)), counts
-    whole = weighted_sampler(data, seed=0, num_samples=6000)
+    whole = WeightedOrder(data, seed=0, num_samples=6000)
     whole.set_epoch(1)
     assert sum(draws, Counter()) == Counter(int(data.targets[i]) for i in whole)
 

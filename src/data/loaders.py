@@ -21,10 +21,10 @@ from torch.utils.data import (
 
 from src.data.bad_samples import REPORT_NAME, BadSampleLedger, SkipBadCollate, SkippingLoader
 from src.data.collate import already_batched
-from src.data.samplers import SequentialOrder, ShuffledSampler
+from src.data.samplers import RandomOrder, SequentialOrder
 from src.data.sharding import share_train, val_order
 
-RANDOM_ORDERS = (ShuffledSampler, RandomSampler)
+RANDOM_ORDERS = (RandomOrder, RandomSampler)
 SEQUENTIAL_ORDERS = (SequentialOrder, SequentialSampler)
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def _train_order(
     name = type(sampler).__name__
     if isinstance(sampler, RANDOM_ORDERS) and not shuffle:
         notes.append("loader.shuffle=false: train order is sequential (sampler=random not used)")
-        sampler = SequentialOrder(len(sampler), seed=0)
+        sampler = SequentialOrder(range(len(sampler)))
     elif isinstance(sampler, SEQUENTIAL_ORDERS) and shuffle:
         notes.append("sampler=sequential: train order is sequential, loader.shuffle=true unused")
     elif not isinstance(sampler, RANDOM_ORDERS + SEQUENTIAL_ORDERS) and shuffle:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import itertools
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sized
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset, Sampler
+from torch.utils.data import Sampler
 
 from src.utils.seeding import derive_seed
 
@@ -117,8 +117,11 @@ class EpochSampler(Sampler[int], ABC):
         return self.share_size() - self._skip
 
 
-class ShuffledSampler(EpochSampler):
-    """Uniform random order without replacement, a new one every epoch."""
+class RandomOrder(EpochSampler):
+    """`sampler=random`: a uniform random order without replacement, new every epoch."""
+
+    def __init__(self, dataset: Sized, seed: int) -> None:
+        super().__init__(len(dataset), seed)
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
         # int32 draws the same permutation as int64, ~40% faster (7 -> 4 ms for 1M indices)
@@ -127,48 +130,24 @@ class ShuffledSampler(EpochSampler):
 
 
 class SequentialOrder(EpochSampler):
-    """The dataset's own order, every epoch."""
+    """`sampler=sequential`: the dataset's own order, every epoch."""
+
+    def __init__(self, dataset: Sized) -> None:
+        super().__init__(len(dataset), seed=0)
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
         return torch.arange(self.num_samples)
 
 
-class FixedOrderSampler(EpochSampler):
-    """One random order drawn from `seed`, repeated identically every epoch."""
+class FixedOrder(EpochSampler):
+    """`sampler=fixed`: one random order drawn from `seed`, repeated identically every epoch
+    (debug=overfit: the same mixed batch every epoch)."""
+
+    def __init__(self, dataset: Sized, seed: int) -> None:
+        super().__init__(len(dataset), seed)
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
         return torch.randperm(self.num_samples, generator=torch.Generator().manual_seed(self.seed))
-
-
-class BalancedSampler(EpochSampler):
-    """Draws `num_samples` indices per epoch with probability proportional to `weights`."""
-
-    def __init__(
-        self, weights: torch.Tensor, num_samples: int, replacement: bool, seed: int
-    ) -> None:
-        super().__init__(num_samples, seed)
-        self.weights = weights.double()
-        self.replacement = replacement
-        self.repeats = replacement
-
-    def order(self, generator: torch.Generator) -> torch.Tensor:
-        return torch.multinomial(self.weights, self.num_samples, self.replacement,
-                                 generator=generator)  # fmt: skip
-
-
-def random_sampler(dataset: Dataset, seed: int) -> ShuffledSampler:
-    """Uniform random order without replacement, reshuffled every epoch."""
-    return ShuffledSampler(len(dataset), seed)  # type: ignore[arg-type]
-
-
-def sequential_sampler(dataset: Dataset) -> SequentialOrder:
-    """The dataset's own order, every epoch."""
-    return SequentialOrder(len(dataset), seed=0)  # type: ignore[arg-type]
-
-
-def fixed_order_sampler(dataset: Dataset, seed: int) -> FixedOrderSampler:
-    """A shuffled order that never changes (debug=overfit: the same mixed batch every epoch)."""
-    return FixedOrderSampler(len(dataset), seed)  # type: ignore[arg-type]
 
 
 def class_balance_weights(targets: np.ndarray, num_classes: int) -> torch.Tensor:
@@ -177,22 +156,36 @@ def class_balance_weights(targets: np.ndarray, num_classes: int) -> torch.Tensor
     return torch.from_numpy(1.0 / counts[targets])
 
 
-def weighted_sampler(
-    dataset: Dataset, seed: int, replacement: bool = True, num_samples: int | None = None
-) -> BalancedSampler:
-    """Class-balancing weighted sampler; `num_samples` defaults to len(dataset)."""
-    targets = getattr(dataset, "targets", None)
-    if targets is None:
-        raise ValueError(
-            f"sampler=weighted needs per-sample labels, but {type(dataset).__name__} has no "
-            "`targets`; use sampler=random or add a `targets` array to the dataset."
+class WeightedOrder(EpochSampler):
+    """`sampler=weighted`: `num_samples` draws per epoch (default: the dataset's size), each
+    sample weighted 1 / count(its class), so every class is drawn equally often on average."""
+
+    def __init__(
+        self,
+        dataset: Sized,
+        seed: int,
+        replacement: bool = True,
+        num_samples: int | None = None,
+    ) -> None:
+        targets = getattr(dataset, "targets", None)
+        if targets is None:
+            raise ValueError(
+                f"sampler=weighted needs per-sample labels, but {type(dataset).__name__} has no "
+                "`targets`; use sampler=random or add a `targets` array to the dataset."
+            )
+        targets = np.asarray(targets, dtype=np.int64)
+        n = len(targets) if num_samples is None else num_samples
+        if not replacement and n > len(targets):
+            raise ValueError(
+                f"sampler.num_samples={n} exceeds the {len(targets)} samples, which "
+                "sampler.replacement=false cannot draw; lower it or set replacement=true."
+            )
+        super().__init__(n, seed)
+        self.weights = class_balance_weights(targets, len(dataset.classes)).double()  # type: ignore[attr-defined]
+        self.replacement = replacement
+        self.repeats = replacement
+
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        return torch.multinomial(
+            self.weights, self.num_samples, self.replacement, generator=generator
         )
-    targets = np.asarray(targets, dtype=np.int64)
-    weights = class_balance_weights(targets, len(dataset.classes))  # type: ignore[attr-defined]
-    n = len(targets) if num_samples is None else num_samples
-    if not replacement and n > len(targets):
-        raise ValueError(
-            f"sampler.num_samples={n} exceeds the {len(targets)} samples, which "
-            "sampler.replacement=false cannot draw; lower it or set replacement=true."
-        )
-    return BalancedSampler(weights, n, replacement, seed)

@@ -37,7 +37,7 @@ def val_order(dataset: Dataset, rank: int, world_size: int) -> Sampler | None:
         return None
     if world_size == 1:
         return SequentialSampler(dataset)
-    order = SequentialOrder(len(dataset), seed=0)  # type: ignore[arg-type]
+    order = SequentialOrder(dataset)  # type: ignore[arg-type]
     order.distribute(rank, world_size, pad=False)
     return order
 

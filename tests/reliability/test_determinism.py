@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from src.data.samplers import BalancedSampler, Draw, ShuffledSampler
+from src.data.samplers import Draw, RandomOrder, WeightedOrder
 from src.data.seeded import SeededSamples
+from tests.test_loaders import Labels
 
 
 class RandomCrops(Dataset):
@@ -45,7 +46,7 @@ def test_sample_seeding_leaves_the_callers_rng_alone() -> None:
 
 
 def test_orders_differ_across_epochs_repeat_per_epoch_and_skip_exactly() -> None:
-    sampler = ShuffledSampler(20, seed=3)
+    sampler = RandomOrder(range(20), seed=3)
     sampler.set_epoch(1)
     first = list(sampler)
     sampler.set_epoch(2)
@@ -58,8 +59,8 @@ def test_orders_differ_across_epochs_repeat_per_epoch_and_skip_exactly() -> None
 
 
 def test_weighted_draws_repeat_per_epoch() -> None:
-    weights = torch.tensor([1.0, 1.0, 8.0])
-    a, b = BalancedSampler(weights, 50, True, seed=0), BalancedSampler(weights, 50, True, seed=0)
+    labels = Labels([0, 1, 2, 2, 2, 2], 3)
+    a, b = WeightedOrder(labels, 0, num_samples=50), WeightedOrder(labels, 0, num_samples=50)
     a.set_epoch(4)
     b.set_epoch(4)
     assert list(a) == list(b)
@@ -68,7 +69,7 @@ def test_weighted_draws_repeat_per_epoch() -> None:
 
 
 def test_a_sample_drawn_twice_in_an_epoch_gets_a_new_augmentation() -> None:
-    sampler = BalancedSampler(torch.ones(8), 40, replacement=True, seed=0)
+    sampler = WeightedOrder(Labels(list(range(8)), 8), seed=0, num_samples=40)
     sampler.set_epoch(1)
     order = list(sampler)
     repeats = [k for k in order if isinstance(k, Draw)]
