@@ -15,7 +15,8 @@ import psutil
 from torch.utils.data import DataLoader, Dataset
 
 from src.data.datasets.files import LabelledImageFiles
-from src.data.loaders import LoaderSettings, make_loader
+from src.data.loader_settings import LoaderSettings
+from src.data.loaders import make_loader
 from src.data.samplers import RandomOrder
 from src.data.seeded import SeededSamples
 
@@ -71,9 +72,7 @@ def _worker_uss_mb(loader: DataLoader) -> list[float]:
 
 def memory_growth(dataset: Dataset, workers: int = 2) -> float:
     """Largest growth of a worker's private memory over one full epoch, MB."""
-    loader = make_loader(
-        dataset, _settings(workers, True, "fork"), RandomOrder(dataset, 0), False
-    )  # type: ignore[arg-type]
+    loader = make_loader(dataset, _settings(workers, True, "fork"), RandomOrder(dataset, 0), False)  # type: ignore[arg-type]
     batches = iter(loader)
     next(batches)
     before = _worker_uss_mb(loader)

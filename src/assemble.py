@@ -8,13 +8,13 @@ from pathlib import Path
 
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from src.data.autotune import in_memory_workers, resolve_auto_workers
-from src.data.limits import cap_workers, check_worker_limits
+from src.data.limits import apply_sharing_strategy
 from src.data.loaders import build_loaders
+from src.data.resolve_loader import resolve_loader_settings
 from src.data.seeded import seeded
 from src.data.splits import build_splits, input_shape
 from src.data.transforms import Pipelines
@@ -64,23 +64,21 @@ def assemble(cfg: DictConfig) -> Parts:
     layout = torch.channels_last if settings.channels_last else torch.preserve_format
     model = wrap_model(model.to(device, memory_format=layout), device, ranks)
     sampler = instantiate(cfg.sampler)
-    # a count the user set is a literal; the default is the ${cpu_half:} interpolation
-    explicit_workers = not OmegaConf.is_interpolation(cfg.loader, "num_workers")
-    loader_settings = in_memory_workers(instantiate(cfg.loader), train_set, explicit_workers)
-    loader_settings = cap_workers(loader_settings)
-    loader_settings = check_worker_limits(loader_settings, val_set)  # before any worker
-    if ranks.world_size > 1 and loader_settings.num_workers == "auto":
-        raise ValueError(
-            "loader.num_workers=auto: the ranks of a distributed job would time each other; "
-            "measure in one process, then set loader.num_workers=N."
-        )
-    loader_settings = resolve_auto_workers(loader_settings, train_set, sampler)
+    loader_settings = instantiate(cfg.loader)
+    apply_sharing_strategy(loader_settings)  # process-wide: set before any worker starts
+    loader_settings = resolve_loader_settings(
+        loader_settings, train_set, sampler, cuda=device.type == "cuda", world_size=ranks.world_size
+    )
     sizes = len(train_set), len(val_set)  # the whole splits (a stream's len becomes per rank)
     train_loader, val_loader = build_loaders(
-        train_set, val_set, loader_settings, sampler, pin_memory_ok=device.type == "cuda",
+        train_set,
+        val_set,
+        loader_settings,
+        sampler,
         report_dir=Path(cfg.paths.output_dir) if ranks.is_main else None,
-        rank=ranks.rank, world_size=ranks.world_size,
-    )  # fmt: skip
+        rank=ranks.rank,
+        world_size=ranks.world_size,
+    )
     per_step = loader_settings.batch_size * settings.grad_accum * ranks.world_size
     log.info(
         "device %s | precision %s | %d train / %d val samples | %d classes | input %s | "

@@ -7,7 +7,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from torch import nn
 
-from src.data.loaders import LoaderSettings
+from src.data.loader_settings import LoaderSettings
 from src.data.transforms import Pipelines
 from src.models.build import build_model
 from src.modes.benchmark import BenchmarkSettings

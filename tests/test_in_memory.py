@@ -15,8 +15,10 @@ from torch.utils.data import Dataset
 
 from src.assemble import assemble
 from src.data.datasets.tensor_file import TensorFileDataset
-from src.data.loaders import LoaderSettings, make_loader
+from src.data.loader_settings import LoaderSettings
+from src.data.loaders import make_loader
 from src.data.seeded import SeededSamples
+from src.utils.cpus import half_the_cores
 from tests.conftest import CONF_DIR
 
 
@@ -30,11 +32,11 @@ def _cfg(demo_dir: Path, tmp_path: Path, *overrides: str) -> DictConfig:
 
 
 def test_in_memory_data_gets_no_workers_by_default(demo_dir, tmp_path, caplog) -> None:
-    with caplog.at_level(logging.INFO, logger="src.data.autotune"):
+    with caplog.at_level(logging.INFO, logger="src.data.resolve_loader"):
         parts = assemble(_cfg(demo_dir, tmp_path, "dataset=tensor"))
     assert parts.train_loader.num_workers == 0 and parts.val_loader.num_workers == 0
-    assert "loader.num_workers=0 (not the default" in caplog.text
-    assert "set loader.num_workers to use workers anyway" in caplog.text
+    assert "loader.num_workers=null: 0 for TensorFileDataset, held in memory" in caplog.text
+    assert "set a count to use workers" in caplog.text
 
 
 @pytest.mark.parametrize("count", ["1", "2"])
@@ -45,7 +47,8 @@ def test_a_count_the_user_sets_is_kept(demo_dir, tmp_path, count: str) -> None:
 
 def test_image_files_keep_the_default_workers(demo_dir, tmp_path) -> None:
     cfg = _cfg(demo_dir, tmp_path, "dataset=imagefolder")
-    assert assemble(cfg).train_loader.num_workers == cfg.loader.num_workers >= 1
+    assert cfg.loader.num_workers is None  # the default: the template decides
+    assert assemble(cfg).train_loader.num_workers == half_the_cores() >= 1
 
 
 def test_unaugmented_tensor_batches_are_the_same_slices_through_the_seeded_wrapper(demo_dir):

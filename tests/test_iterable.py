@@ -15,6 +15,7 @@ from torchvision.transforms import v2
 
 from src.data.datasets.tar_shards import ShardError, TarShardDataset
 from src.data.loaders import build_loaders
+from src.data.resolve_loader import resolve_loader_settings
 from src.data.samplers import RandomOrder
 
 
@@ -66,10 +67,10 @@ def test_classes_come_from_classes_txt(demo_dir: Path) -> None:
 def test_workers_keep_every_sample_of_the_stream_with_drop_last(make_cfg, demo_dir: Path) -> None:
     data = _shards(demo_dir)
     data.transform = v2.Resize((16, 16))  # batches need equal sizes
+    order = partial(RandomOrder, seed=0)
     settings = instantiate(make_cfg("loader.num_workers=2", "loader.drop_last=true").loader)
-    train, _ = build_loaders(
-        data, data, settings, partial(RandomOrder, seed=0), pin_memory_ok=False
-    )
+    settings = resolve_loader_settings(settings, data, order, cuda=False)
+    train, _ = build_loaders(data, data, settings, order)
     assert not train.drop_last  # each worker's last partial batch is kept
     assert sum(len(labels) for _, labels in train) == len(data)
 

@@ -15,7 +15,9 @@ from hydra.utils import instantiate
 from torch.utils.data import Dataset, RandomSampler, SequentialSampler
 
 from src.data.datasets.tensor_file import TensorFileDataset
-from src.data.loaders import LoaderSettings, build_loaders
+from src.data.loader_settings import LoaderSettings
+from src.data.loaders import build_loaders
+from src.data.resolve_loader import resolve_loader_settings
 from src.data.samplers import (
     RandomOrder,
     SequentialOrder,
@@ -40,22 +42,24 @@ class Labels(Dataset):
         return torch.tensor([i], dtype=torch.float32), int(self.targets[i])
 
 
-def _settings(make_cfg, *overrides: str) -> LoaderSettings:
-    return instantiate(make_cfg(*overrides).loader)
+def _settings(make_cfg, *overrides: str, data: Dataset | None = None) -> LoaderSettings:
+    """The loader group as configured, resolved for `data` on a CPU."""
+    settings = instantiate(make_cfg(*overrides).loader)
+    return resolve_loader_settings(settings, data or Labels([0, 1] * 20, 2), shuffled, cuda=False)
 
 
 def test_knobs_that_need_workers_are_unset_with_one_note(make_cfg, caplog) -> None:
-    settings = _settings(
-        make_cfg,
-        "loader.num_workers=0",
-        "loader.prefetch_factor=4",
-        "loader.persistent_workers=true",
-        "loader.multiprocessing_context=spawn",
-        "loader.pin_memory=true",
-    )
     data = Labels([0, 1] * 20, 2)
-    with caplog.at_level(logging.INFO, logger="src.data.loaders"):
-        train, val = build_loaders(data, data, settings, shuffled, pin_memory_ok=False)
+    with caplog.at_level(logging.INFO, logger="src.data.resolve_loader"):
+        settings = _settings(
+            make_cfg,
+            "loader.num_workers=0",
+            "loader.prefetch_factor=4",
+            "loader.persistent_workers=true",
+            "loader.multiprocessing_context=spawn",
+            "loader.pin_memory=true",
+        )
+    train, val = build_loaders(data, data, settings, shuffled)
     notes = [r.getMessage() for r in caplog.records if "adjusted" in r.getMessage()]
     assert len(notes) == 1
     for key in ("prefetch_factor", "persistent_workers", "multiprocessing_context", "pin_memory"):
@@ -67,7 +71,7 @@ def test_knobs_that_need_workers_are_unset_with_one_note(make_cfg, caplog) -> No
 
 def test_val_loader_is_sequential_and_keeps_last_batch(make_cfg) -> None:
     data = Labels([0, 1, 2] * 11, 3)
-    train, val = build_loaders(data, data, _settings(make_cfg), shuffled, False)
+    train, val = build_loaders(data, data, _settings(make_cfg), shuffled)
     assert isinstance(train.sampler, RandomOrder) and train.drop_last
     assert isinstance(val.sampler, SequentialSampler) and not val.drop_last
     assert torch.cat([x for x, _ in val]).flatten().tolist() == list(range(33))
@@ -86,7 +90,7 @@ def test_sampler_and_shuffle_never_collide(make_cfg, caplog, factory, shuffle, e
     data = Labels([0, 1] * 20, 2)
     settings = _settings(make_cfg, f"loader.shuffle={str(shuffle).lower()}")
     with caplog.at_level(logging.INFO, logger="src.data.loaders"):
-        train, _ = build_loaders(data, data, settings, factory, False)
+        train, _ = build_loaders(data, data, settings, factory)
     assert isinstance(train.sampler, expected)
     if note:
         assert note in caplog.text
@@ -113,13 +117,13 @@ def test_weighted_sampler_balances_an_imbalanced_set() -> None:
 
 def test_invalid_knob_names_the_key(make_cfg) -> None:
     with pytest.raises(InstantiationException, match=r"loader\.batch_size=0: expected int >= 1"):
-        _settings(make_cfg, "loader.batch_size=0")
+        instantiate(make_cfg("loader.batch_size=0").loader)
 
 
 def test_batch_larger_than_train_set_is_explained(make_cfg) -> None:
     data = Labels([0, 1] * 4, 2)
     with pytest.raises(ValueError, match=r"loader\.batch_size=16.*loader\.drop_last"):
-        build_loaders(data, data, _settings(make_cfg), shuffled, False)
+        build_loaders(data, data, _settings(make_cfg), shuffled)
 
 
 def test_loader_runs_under_spawn(make_cfg, demo_dir: Path) -> None:
@@ -132,7 +136,7 @@ def test_loader_runs_under_spawn(make_cfg, demo_dir: Path) -> None:
         str(demo_dir / "tensors" / "train.pt"),
         val_path=str(demo_dir / "tensors" / "val.pt"),
     )
-    train, _ = build_loaders(data, data, settings, SequentialOrder, False)
+    train, _ = build_loaders(data, data, settings, SequentialOrder)
     assert train.multiprocessing_context.get_start_method() == "spawn"
     inputs = torch.cat([x for x, _ in train])
     assert torch.equal(inputs, data.inputs[: len(inputs)])
@@ -143,7 +147,7 @@ def test_collate_fn_from_config_is_used(make_cfg) -> None:
         make_cfg, "loader.collate_fn={_target_:src.data.collate.already_batched,_partial_:true}"
     )
     data = Labels([0, 1] * 20, 2)
-    train, _ = build_loaders(data, data, settings, SequentialOrder, False)
+    train, _ = build_loaders(data, data, settings, SequentialOrder)
     batch = next(iter(train))
     assert isinstance(batch, list) and len(batch) == 16  # samples left unstacked
     assert batch[3][1] == 1

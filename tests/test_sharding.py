@@ -13,15 +13,17 @@ from torch.utils.data import DataLoader, Dataset
 
 from src.data.datasets.tar_shards import TarShardDataset
 from src.data.loaders import build_loaders
+from src.data.resolve_loader import resolve_loader_settings
 from src.data.samplers import RandomOrder, WeightedOrder
-from src.utils import resolvers
+from src.utils import cpus
 from tests.test_loaders import Labels
 
 
 def _rank_loaders(make_cfg, data: Dataset, sampler, world: int) -> list[tuple[DataLoader, ...]]:
     settings = instantiate(make_cfg("loader.batch_size=4", "loader.drop_last=false").loader)
+    settings = resolve_loader_settings(settings, data, sampler, cuda=False)
     return [
-        build_loaders(data, data, settings, sampler, False, rank=rank, world_size=world)
+        build_loaders(data, data, settings, sampler, rank=rank, world_size=world)
         for rank in range(world)
     ]
 
@@ -103,12 +105,12 @@ def test_stream_is_read_exactly_once_across_2_ranks_x_2_workers(demo_dir: Path, 
         assert len(lengths) == 1  # every rank plans the same schedule length
 
 
-def test_cpu_half_divides_the_cores_among_torchruns_ranks(monkeypatch) -> None:
-    monkeypatch.setattr(resolvers, "available_cpus", lambda: 16)
+def test_half_the_cores_are_divided_among_torchruns_ranks(monkeypatch) -> None:
+    monkeypatch.setattr(cpus, "available_cpus", lambda: 16)
     monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
-    assert resolvers.cpu_half() == 8  # not started by torchrun: this process has the cores
+    assert cpus.half_the_cores() == 8  # not started by torchrun: this process has the cores
     monkeypatch.setenv("TORCHELASTIC_RUN_ID", "job")
-    assert resolvers.cpu_half() == 2  # 4 ranks on this node: 16 / 4 / 2
+    assert cpus.half_the_cores() == 2  # 4 ranks on this node: 16 / 4 / 2
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "64")
-    assert resolvers.cpu_half() == 1
+    assert cpus.half_the_cores() == 1

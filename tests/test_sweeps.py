@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from src.data.autotune import choose_workers, resolve_auto_workers, worker_candidates
+from src.data.autotune import choose_workers, measured_workers, worker_candidates
 from src.data.samplers import SequentialOrder
 from src.modes.benchmark import METRIC_KEYS, benchmark
 from src.sweeps.plot import parse_overrides, plot_sweep
@@ -104,9 +104,10 @@ def test_auto_workers_pick_the_faster_candidate(make_cfg, caplog) -> None:
     cfg = make_cfg(*SLOW, "+dataset.delay_s=0.05", "loader.num_workers=auto")
     dataset = instantiate(cfg.dataset, split="train")
     with caplog.at_level(logging.INFO, logger="src.data.autotune"):
-        settings = resolve_auto_workers(instantiate(cfg.loader), dataset, SequentialOrder,
-                                        candidates=[0, 2])  # fmt: skip
-    assert settings.num_workers == 2  # two workers sleep in parallel
+        workers = measured_workers(
+            dataset, instantiate(cfg.loader), SequentialOrder, candidates=[0, 2]
+        )
+    assert workers == 2  # two workers sleep in parallel
     assert "measured samples/s per worker count {0:" in caplog.text
 
 

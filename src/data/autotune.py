@@ -1,5 +1,5 @@
-"""How many loader workers: `loader.num_workers=auto` times a few batches per candidate count and
-keeps the fastest; in-memory datasets get none unless the user set the count."""
+"""`loader.num_workers=auto`: time a few batches at each candidate worker count and keep the
+fewest workers within 5% of the fastest."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from dataclasses import replace
 
 from torch.utils.data import Dataset, IterableDataset, Sampler
 
-from src.data.loaders import LoaderSettings, endless, make_loader
-from src.utils.resolvers import available_cpus
+from src.data.loader_settings import LoaderSettings
+from src.data.loaders import endless, make_loader
+from src.utils.cpus import available_cpus
 
 log = logging.getLogger(__name__)
 
@@ -51,37 +52,25 @@ def choose_workers(rates: dict[int, float]) -> int:
     return min(n for n, rate in rates.items() if rate >= (1 - TIE_TOLERANCE) * best)
 
 
-def in_memory_workers(settings: LoaderSettings, dataset: Dataset, explicit: bool) -> LoaderSettings:
-    """`settings` with num_workers=0 for a dataset held in memory (`in_memory = True`) whose
-    count the user did not set (`explicit`): slicing batches in the main process beats shipping
-    them from workers 2-3x (BENCHMARKS.md)."""
-    if explicit or not getattr(dataset, "in_memory", False) or settings.num_workers == 0:
-        return settings
-    log.info(
-        "loader.num_workers=0 (not the default %s): %s is in memory and sliced per batch, "
-        "which workers only slow down; set loader.num_workers to use workers anyway.",
-        settings.num_workers, type(getattr(dataset, "dataset", dataset)).__name__,
-    )  # fmt: skip
-    return replace(settings, num_workers=0)
-
-
-def resolve_auto_workers(
-    settings: LoaderSettings,
+def measured_workers(
     dataset: Dataset,
+    settings: LoaderSettings,
     sampler_factory: Callable[[Dataset], Sampler],
     candidates: list[int] | None = None,
-) -> LoaderSettings:
-    """`settings` with num_workers measured when it is "auto"; unchanged otherwise."""
-    if settings.num_workers != "auto":
-        return settings
+) -> int:
+    """The worker count `choose_workers` picks from rates measured on `dataset`; the table of
+    rates is logged."""
     candidates = candidates if candidates is not None else worker_candidates(available_cpus())
     sampler = None if isinstance(dataset, IterableDataset) else sampler_factory(dataset)
     rates = {}
     for n in candidates:
-        trial, _ = replace(settings, num_workers=n).normalized(pin_memory_ok=False)
+        trial, _ = replace(settings, num_workers=n).applicable(cuda=False)
         rates[n] = measure_samples_per_s(dataset, trial, sampler)
     chosen = choose_workers(rates)
     table = ", ".join(f"{n}: {rate:.0f}" for n, rate in sorted(rates.items()))
-    log.info("loader.num_workers=auto measured samples/s per worker count {%s}; chose %d",
-             table, chosen)  # fmt: skip
-    return replace(settings, num_workers=chosen)
+    log.info(
+        "loader.num_workers=auto measured samples/s per worker count {%s}; chose %d",
+        table,
+        chosen,
+    )
+    return chosen

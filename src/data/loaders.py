@@ -1,11 +1,11 @@
-"""The one place that turns `loader.*` into train and val DataLoaders."""
+"""Train and val DataLoaders from resolved settings (src/data/resolve_loader.py), a train
+order (the sampler group) and the datasets."""
 
 from __future__ import annotations
 
 import gc
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from torch.utils.data import (
 
 from src.data.bad_samples import REPORT_NAME, BadSampleLedger, SkipBadCollate, SkippingLoader
 from src.data.collate import already_batched
+from src.data.loader_settings import LoaderSettings
 from src.data.samplers import RandomOrder, SequentialOrder
 from src.data.sharding import share_train, val_order
 
@@ -28,64 +29,6 @@ RANDOM_ORDERS = (RandomOrder, RandomSampler)
 SEQUENTIAL_ORDERS = (SequentialOrder, SequentialSampler)
 
 log = logging.getLogger(__name__)
-
-START_METHODS = (None, "fork", "spawn", "forkserver")
-SHARING_STRATEGIES = (None, "file_descriptor", "file_system")  # None = torch's default
-
-
-@dataclass(frozen=True)
-class LoaderSettings:
-    """The `loader` config group: DataLoader knobs for the train loader (see conf/loader)."""
-
-    batch_size: int
-    shuffle: bool
-    num_workers: int | str  # "auto" until src.data.autotune measures it
-    collate_fn: Callable | None
-    pin_memory: bool
-    drop_last: bool
-    prefetch_factor: int | None
-    persistent_workers: bool
-    timeout: float
-    multiprocessing_context: str | None
-    sharing_strategy: str | None = None  # applied by src.data.limits
-
-    def __post_init__(self) -> None:
-        checks = {
-            "batch_size": (isinstance(self.batch_size, int) and self.batch_size >= 1, "int >= 1"),
-            "num_workers": (
-                self.num_workers == "auto"
-                or (isinstance(self.num_workers, int) and self.num_workers >= 0),
-                "int >= 0 or auto",
-            ),
-            "prefetch_factor": (self.prefetch_factor is None or self.prefetch_factor >= 1,
-                                "int >= 1 or null"),
-            "timeout": (self.timeout >= 0, "seconds >= 0"),
-            "multiprocessing_context": (self.multiprocessing_context in START_METHODS,
-                                        f"one of {START_METHODS}"),
-            "sharing_strategy": (self.sharing_strategy in SHARING_STRATEGIES,
-                                 f"one of {SHARING_STRATEGIES}"),
-        }  # fmt: skip
-        for key, (ok, expected) in checks.items():
-            if not ok:
-                raise ValueError(f"loader.{key}={getattr(self, key)!r}: expected {expected}.")
-
-    def normalized(self, pin_memory_ok: bool) -> tuple[LoaderSettings, list[str]]:
-        """Drop settings torch rejects or ignores here, with a note for each."""
-        notes, changes = [], {}
-        if self.num_workers == 0:
-            changes["timeout"] = 0  # a limit on workers; the main process has none (see YAML)
-            for key, off in (
-                ("prefetch_factor", None),
-                ("persistent_workers", False),
-                ("multiprocessing_context", None),
-            ):
-                if getattr(self, key) != off:
-                    changes[key] = off
-                    notes.append(f"loader.{key}={getattr(self, key)} needs num_workers > 0: unset")
-        if self.pin_memory and not pin_memory_ok:
-            changes["pin_memory"] = False
-            notes.append("loader.pin_memory=true only helps CUDA copies: off on this device")
-        return replace(self, **changes), notes
 
 
 def _train_order(
@@ -111,24 +54,12 @@ def _train_order(
     return sampler
 
 
-def _stream_settings(
-    dataset: Dataset, settings: LoaderSettings, notes: list[str]
-) -> LoaderSettings:
-    """Streams are batched inside each worker, so drop_last would drop every worker's last
-    partial batch (up to num_workers x (batch_size - 1) samples): keep them all instead."""
-    if isinstance(dataset, IterableDataset) and settings.num_workers > 0 and settings.drop_last:
-        notes.append("loader.drop_last=true would drop each worker's last partial batch of the "
-                     "stream: off, so every sample is used once per epoch")  # fmt: skip
-        return replace(settings, drop_last=False)
-    return settings
-
-
-def _worker_notes(dataset: Dataset, settings: LoaderSettings, notes: list[str]) -> None:
+def _idle_workers(dataset: Dataset, workers: int, notes: list[str]) -> None:
     shards = getattr(dataset, "local_shards", None)  # this rank's
-    if shards is not None and settings.num_workers > len(shards):
+    if shards is not None and workers > len(shards):
         notes.append(
-            f"loader.num_workers={settings.num_workers} > {len(shards)} shards: "
-            f"{settings.num_workers - len(shards)} workers stay idle"
+            f"loader.num_workers={workers} > {len(shards)} shards: "
+            f"{workers - len(shards)} workers stay idle"
         )
 
 
@@ -137,19 +68,18 @@ def build_loaders(
     val_set: Dataset,
     settings: LoaderSettings,
     sampler_factory: Callable[[Dataset], Sampler],
-    pin_memory_ok: bool,
     report_dir: Path | None = None,
     rank: int = 0,
     world_size: int = 1,
 ) -> tuple[DataLoader, DataLoader]:
-    """Train loader from `settings` and `sampler`; val loader: same knobs, in order, no drop.
-    With dataset.on_error=skip, unreadable samples are listed in `report_dir`/bad_samples.csv.
-    In a distributed job both yield only rank `rank`'s share (src/data/sharding.py)."""
-    settings, notes = settings.normalized(pin_memory_ok)
+    """Train loader from resolved `settings` and the sampler group's order; val loader: same
+    knobs, in order, no drop. With dataset.on_error=skip, unreadable samples are listed in
+    `report_dir`/bad_samples.csv. In a distributed job both yield only rank `rank`'s share
+    (src/data/sharding.py)."""
+    notes: list[str] = []
     sampler = _train_order(train_set, sampler_factory(train_set), settings.shuffle, notes)
     share_train(train_set, sampler, rank, world_size)
-    settings = _stream_settings(train_set, settings, notes)
-    _worker_notes(train_set, settings, notes)
+    _idle_workers(train_set, settings.num_workers, notes)  # type: ignore[arg-type]
     per_epoch = len(sampler) if sampler is not None else len(train_set)  # type: ignore[arg-type]
     if settings.drop_last and per_epoch < settings.batch_size:
         raise ValueError(
@@ -157,13 +87,12 @@ def build_loaders(
             "epoch, and loader.drop_last=true would drop them all: lower the batch size."
         )
     if notes:
-        log.info("Loader settings adjusted: %s.", "; ".join(notes))
-
+        log.info("Train order: %s.", "; ".join(notes))
+    val_sampler = val_order(val_set, rank, world_size)
     return (
         make_loader(train_set, settings, sampler, settings.drop_last, "train", report_dir),
-        make_loader(val_set, settings, val_order(val_set, rank, world_size), False, "val",
-                    report_dir),
-    )  # fmt: skip
+        make_loader(val_set, settings, val_sampler, False, "val", report_dir),
+    )
 
 
 def freeze_inherited(worker_id: int) -> None:
@@ -181,7 +110,7 @@ def make_loader(
     split: str = "train",
     report_dir: Path | None = None,
 ) -> DataLoader:
-    """One DataLoader from already-normalised `settings`; batched datasets skip collation.
+    """One DataLoader from resolved `settings`; batched datasets skip collation.
 
     A dataset with on_error=skip gets a `SkippingLoader`: clean batches only, the bad samples
     go to its `bad_samples` ledger (reported in `report_dir`/bad_samples.csv).

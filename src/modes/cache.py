@@ -20,12 +20,12 @@ from tqdm import tqdm
 
 from src.data.decode import load_sample
 from src.data.image_cache import DATA_FILES, CacheWriter, is_jpeg_quality
-from src.data.limits import cap_workers
+from src.data.resolve_loader import resolve_loader_settings
+from src.data.samplers import SequentialOrder
 from src.data.splits import build_splits
 from src.data.transforms import Pipelines
 from src.outputs import save_resolved_config
 from src.utils.io import write_json
-from src.utils.resolvers import available_cpus
 
 log = logging.getLogger(__name__)
 
@@ -146,15 +146,20 @@ def cache(cfg: DictConfig) -> dict[str, float]:
             "%d (cache.jpeg_quality); cache.encoding=raw keeps the exact pixels.",
             settings.jpeg_quality,
         )
-    loader = instantiate(cfg.loader)
-    loader = cap_workers(loader)
-    workers = available_cpus() if loader.num_workers == "auto" else loader.num_workers
     splits = build_splits(cfg.dataset, Pipelines([], []))  # decoded as stored: no transforms
+    loader = resolve_loader_settings(
+        instantiate(cfg.loader), splits[0], SequentialOrder, cuda=False
+    )
     written = images = 0
     for split, files in zip(("train", "val"), splits, strict=True):
         folder = Path(settings.dir) / split
         written += write_split(
-            files, folder, settings, workers, loader.multiprocessing_context, loader.timeout
+            files,
+            folder,
+            settings,
+            loader.num_workers,
+            loader.multiprocessing_context,
+            loader.timeout,
         )
         images += len(files)
     wall = time.perf_counter() - start

@@ -14,13 +14,13 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
 from src.data.bad_samples import REPORT_NAME, BadSample, BadSampleLedger
-from src.data.limits import cap_workers
-from src.data.loaders import LoaderSettings
+from src.data.loader_settings import LoaderSettings
+from src.data.resolve_loader import resolve_loader_settings
+from src.data.samplers import SequentialOrder
 from src.data.splits import build_splits
 from src.data.transforms import Pipelines
 from src.outputs import save_resolved_config
 from src.utils.io import write_json
-from src.utils.resolvers import available_cpus
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +45,9 @@ def _bad_only(records: list[BadSample | None]) -> list[BadSample]:
     return [r for r in records if r is not None]
 
 
-def scan(
-    dataset: Any, split: str, settings: LoaderSettings, workers: int, report: Path
-) -> BadSampleLedger:
-    """Decode every sample of `dataset` with `workers` processes (started and timed out as
-    `settings` say); the ledger of the bad ones."""
+def scan(dataset: Any, split: str, settings: LoaderSettings, report: Path) -> BadSampleLedger:
+    """Decode every sample of `dataset` with `settings.num_workers` processes (started and
+    timed out as `settings` say); the ledger of the bad ones."""
     if not hasattr(dataset, "check_sample"):
         raise ValueError(
             f"mode=validate checks image files, and {type(dataset).__name__} has none to check: "
@@ -59,10 +57,12 @@ def scan(
     loader = DataLoader(
         _Probe(dataset),
         batch_size=SCAN_BATCH,
-        num_workers=workers,
+        num_workers=settings.num_workers,
         collate_fn=_bad_only,
-        multiprocessing_context=settings.multiprocessing_context if workers > 0 else None,
-        timeout=settings.timeout if workers > 0 else 0,
+        multiprocessing_context=settings.multiprocessing_context
+        if settings.num_workers > 0
+        else None,
+        timeout=settings.timeout if settings.num_workers > 0 else 0,
     )
     for bad in tqdm(loader, desc=f"validate {split}", leave=False, disable=None):
         ledger.record(bad)
@@ -76,12 +76,12 @@ def validate(cfg: DictConfig) -> dict[str, float]:
     save_resolved_config(cfg, out)
     report = out / REPORT_NAME
     report.unlink(missing_ok=True)  # this run's scan is the whole report
-    settings = instantiate(cfg.loader)
-    settings = cap_workers(settings)
-    workers = available_cpus() if settings.num_workers == "auto" else settings.num_workers
     splits = build_splits(cfg.dataset, Pipelines([], []))  # decoding needs no transforms
+    settings = resolve_loader_settings(
+        instantiate(cfg.loader), splits[0], SequentialOrder, cuda=False
+    )
     ledgers = [
-        scan(dataset, split, settings, workers, report)
+        scan(dataset, split, settings, report)
         for split, dataset in zip(("train", "val"), splits, strict=True)
     ]
     samples = sum(ledger.size for ledger in ledgers)

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import torch
 from torch.utils.data import DataLoader
 
-from src.utils.resolvers import available_cpus
+from src.utils.cpus import available_cpus
 
 
 def starvation_hint(wait_frac: float, threshold: float, loader: DataLoader) -> str | None:

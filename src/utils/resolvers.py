@@ -13,23 +13,6 @@ from omegaconf import OmegaConf
 _shared_launch: dict[str, Any] = {}
 
 
-def available_cpus() -> int:
-    """CPU cores this process may run on (affinity-aware, at least 1)."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
-
-
-def cpu_half() -> int:
-    """Half the usable cores, shared among the ranks torchrun started on this node (at least 1).
-
-    A SLURM task already sees only its own cores (cpus_per_task), so nothing is divided there.
-    """
-    ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    share = ranks_here if "TORCHELASTIC_RUN_ID" in os.environ else 1
-    return max(1, available_cpus() // 2 // share)
-
-
 def launch_rank() -> int:
     """This process's global rank as its launcher says, before any process group exists:
     torchrun's RANK, a submitit task's global rank, else 0."""
@@ -58,10 +41,8 @@ def job_dir(number: int, override_dirname: str, max_len: int = 80) -> str:
 
 
 def register_resolvers() -> None:
-    """Register `${cpu_half:}`, `${launch_time:FMT}`, `${run_id:}`, `${job_dir:...}` and
-    `${if_rank_zero:A,B}`; safe to call again."""
-    # The seed's conservative starting point for loader.num_workers (per rank, see cpu_half).
-    OmegaConf.register_new_resolver("cpu_half", cpu_half, replace=True)
+    """Register `${launch_time:FMT}`, `${run_id:}`, `${job_dir:...}` and `${if_rank_zero:A,B}`;
+    safe to call again."""
     # The launch time formatted by FMT (strftime); rank 0's under torchrun, like ${now:} otherwise.
     OmegaConf.register_new_resolver(
         "launch_time",

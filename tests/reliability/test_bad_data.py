@@ -103,7 +103,7 @@ class Flaky(Dataset):
 
 
 def _loader(make_cfg, dataset: Dataset) -> DataLoader:
-    settings = replace(instantiate(make_cfg().loader), batch_size=2).normalized(False)[0]
+    settings = replace(instantiate(make_cfg().loader), batch_size=2).applicable(cuda=False)[0]
     return make_loader(dataset, settings, SequentialSampler(dataset), drop_last=False)
 
 

@@ -17,7 +17,7 @@ from omegaconf import open_dict
 from src.config.errors import ConfigError
 from src.config.schema import accepts, is_numeric, node_problems
 from src.config.validate import EXEMPT_MISSING, validate_config
-from src.data.loaders import LoaderSettings
+from src.data.loader_settings import LoaderSettings
 from src.models.build import FILLED_FROM_DATA
 from src.modes.benchmark import BenchmarkSettings
 from src.modes.cache import CacheSettings

@@ -9,7 +9,9 @@ from pathlib import Path
 from hydra.utils import instantiate
 
 from src.config.allowlist import shipped_entries
-from src.data import limits
+from src.data import resolve_loader
+from src.data.samplers import SequentialOrder
+from tests.test_loaders import Labels
 from tests.train_process import run_train
 
 USER_DATASET = """
@@ -52,9 +54,16 @@ def test_a_config_error_is_the_last_line_of_the_log(tmp_path: Path) -> None:
 
 
 def test_worker_counts_far_above_the_cores_are_capped(make_cfg, monkeypatch, caplog) -> None:
-    monkeypatch.setattr(limits, "available_cpus", lambda: 2)
-    settings = instantiate(make_cfg().loader)
-    with caplog.at_level(logging.WARNING, logger="src.data.limits"):
-        assert limits.cap_workers(replace(settings, num_workers=1000)).num_workers == 8
-        assert limits.cap_workers(replace(settings, num_workers=8)).num_workers == 8
+    monkeypatch.setattr(resolve_loader, "available_cpus", lambda: 2)
+    settings, data = instantiate(make_cfg().loader), Labels([0, 1] * 8, 2)
+
+    def workers(count: int) -> int:
+        chosen = replace(settings, num_workers=count)
+        return resolve_loader.resolve_loader_settings(
+            chosen, data, SequentialOrder, False
+        ).num_workers
+
+    with caplog.at_level(logging.WARNING, logger="src.data.resolve_loader"):
+        assert workers(1000) == 8
+        assert workers(8) == 8
     assert len(caplog.records) == 1 and "loader.num_workers=1000 is far above" in caplog.text

@@ -17,7 +17,7 @@ from src.assemble import assemble
 from src.config.errors import ConfigError
 from src.config.validate import validate_config
 from src.data import limits
-from src.data.limits import check_worker_limits, sample_size
+from src.data.limits import apply_sharing_strategy, sample_size, warn_host_limits
 from src.data.loaders import LoaderSettings
 
 MIB = 2**20
@@ -63,7 +63,7 @@ def test_sample_size_counts_bytes_and_tensors() -> None:
 def test_small_shm_warns_with_estimate_and_fixes(monkeypatch, caplog) -> None:
     monkeypatch.setattr(limits, "shm_free_bytes", lambda: 1 * MIB)
     with caplog.at_level(logging.WARNING, logger="src.data.limits"):
-        check_worker_limits(SETTINGS, Images())
+        warn_host_limits(SETTINGS, Images())
     # 2 workers x 2 batches x 32 x (12288 + 8) bytes x 2 headroom = 3.0 MiB
     assert "/dev/shm has 1 MiB free, but 2 workers x prefetch 2 x 0.4 MiB batches" in caplog.text
     assert "need about 3 MiB" in caplog.text and "--shm-size" in caplog.text
@@ -74,39 +74,33 @@ def test_enough_shm_and_files_stay_quiet(monkeypatch, caplog) -> None:
     monkeypatch.setattr(limits, "shm_free_bytes", lambda: 64 * 2**30)
     monkeypatch.setattr(resource, "getrlimit", lambda which: (65536, 65536))
     with caplog.at_level(logging.WARNING, logger="src.data.limits"):
-        check_worker_limits(SETTINGS, Images())
+        warn_host_limits(SETTINGS, Images())
     assert caplog.text == ""
 
 
 def test_low_open_files_limit_warns(open_files, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="src.data.limits"):
-        check_worker_limits(SETTINGS, Images())
+        warn_host_limits(SETTINGS, Images())
     assert "open-files limit (ulimit -n) is 64" in caplog.text
     assert "ulimit -n 65536" in caplog.text and "loader.sharing_strategy=file_system" in caplog.text
 
 
 def test_file_system_strategy_is_applied_and_needs_no_fds(open_files, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="src.data.limits"):
-        check_worker_limits(replace(SETTINGS, sharing_strategy="file_system"), Images())
+        file_system = replace(SETTINGS, sharing_strategy="file_system")
+        apply_sharing_strategy(file_system)
+        warn_host_limits(file_system, Images())
     assert torch_mp.get_sharing_strategy() == "file_system"
     assert "ulimit" not in caplog.text
-    check_worker_limits(SETTINGS, Images())  # null: back to torch's default
+    apply_sharing_strategy(SETTINGS)  # null: back to torch's default
     assert torch_mp.get_sharing_strategy() == limits.TORCH_DEFAULT_STRATEGY
 
 
 def test_no_workers_no_checks(open_files, monkeypatch, caplog) -> None:
     monkeypatch.setattr(limits, "shm_free_bytes", lambda: 0)
     with caplog.at_level(logging.WARNING, logger="src.data.limits"):
-        check_worker_limits(replace(SETTINGS, num_workers=0), Untouchable())
+        warn_host_limits(replace(SETTINGS, num_workers=0), Untouchable())
     assert caplog.text == ""
-
-
-def test_auto_workers_are_estimated_at_the_core_count(monkeypatch, caplog) -> None:
-    monkeypatch.setattr(limits, "shm_free_bytes", lambda: 1 * MIB)
-    monkeypatch.setattr(limits, "available_cpus", lambda: 8)
-    with caplog.at_level(logging.WARNING, logger="src.data.limits"):
-        check_worker_limits(replace(SETTINGS, num_workers="auto"), Images())
-    assert "up to 8 workers (num_workers=auto)" in caplog.text
 
 
 def test_bad_strategy_is_a_config_error(make_cfg) -> None:
