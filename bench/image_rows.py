@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 from torchvision import datasets
 from torchvision import transforms as T
 
 from bench.template import template_candidate, template_config
 from bench.timing import Candidate, touch
+from src.data.datasets.base import MapDataset
 from src.data.loaders import endless
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
@@ -75,7 +76,7 @@ def cache_row(cache_dir: Path, split: str, batch: int, workers: int, kind: str) 
     return template_candidate(name, cfg, split, normalise=True)
 
 
-class _ReadyImages(Dataset):
+class _ReadyImages(MapDataset):
     """Images that cost nothing to make: a copy of one 3 x 224 x 224 uint8 image per sample."""
 
     def __init__(self, count: int) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import psutil
 from torch.utils.data import DataLoader, Dataset
 
+from src.data.datasets.base import MapDataset
 from src.data.datasets.files import LabelledImageFiles
 from src.data.loader_settings import LoaderSettings
 from src.data.loaders import make_loader
@@ -42,7 +43,7 @@ class TemplateListing(LabelledImageFiles):
         return len(self.get_filename(index)), int(self.targets[index])
 
 
-class TupleListing(Dataset):
+class TupleListing(MapDataset):
     """torchvision's DatasetFolder layout: `samples`, a list of (path, label) tuples."""
 
     def __init__(self, paths: list[str], labels: np.ndarray) -> None:

@@ -59,7 +59,7 @@ def assemble(cfg: DictConfig) -> Parts:
         cfg.model,
         num_classes=len(classes),
         input_shape=shape,
-        vocab_size=getattr(train_set, "vocab_size", None),
+        vocab_size=train_set.vocab_size,
     )
     layout = torch.channels_last if settings.channels_last else torch.preserve_format
     model = wrap_model(model.to(device, memory_format=layout), device, ranks)

@@ -11,9 +11,9 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
-from torch.utils.data import Dataset
 
 from src.assemble import assemble
+from src.data.datasets.base import MapDataset
 from src.data.datasets.tensor_file import TensorFileDataset
 from src.data.loader_settings import LoaderSettings
 from src.data.loaders import make_loader
@@ -62,7 +62,7 @@ def test_unaugmented_tensor_batches_are_the_same_slices_through_the_seeded_wrapp
     )
 
 
-class _FrozenCount(Dataset):
+class _FrozenCount(MapDataset):
     """Each sample: how many objects the worker's garbage collector has set aside."""
 
     def __len__(self) -> int:

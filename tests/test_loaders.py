@@ -14,6 +14,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from torch.utils.data import Dataset, RandomSampler, SequentialSampler
 
+from src.data.datasets.base import MapDataset
 from src.data.datasets.tensor_file import TensorFileDataset
 from src.data.loader_settings import LoaderSettings
 from src.data.loaders import build_loaders
@@ -28,7 +29,7 @@ from src.utils.seeding import derive_seed
 shuffled = partial(RandomOrder, seed=0)
 
 
-class Labels(Dataset):
+class Labels(MapDataset):
     """A dataset of (index, label) pairs with the given labels."""
 
     def __init__(self, labels: list[int], classes: int) -> None:

@@ -21,6 +21,7 @@ from torch.utils.data import (
 
 from src.data.bad_samples import REPORT_NAME, BadSampleLedger, SkipBadCollate, SkippingLoader
 from src.data.collate import already_batched
+from src.data.datasets.base import StreamDataset
 from src.data.loader_settings import LoaderSettings
 from src.data.samplers import RandomOrder, SequentialOrder
 from src.data.sharding import share_train, val_order
@@ -55,7 +56,7 @@ def _train_order(
 
 
 def _idle_workers(dataset: Dataset, workers: int, notes: list[str]) -> None:
-    shards = getattr(dataset, "local_shards", None)  # this rank's
+    shards = dataset.local_shards if isinstance(dataset, StreamDataset) else None  # this rank's
     if shards is not None and workers > len(shards):
         notes.append(
             f"loader.num_workers={workers} > {len(shards)} shards: "
@@ -116,9 +117,9 @@ def make_loader(
     go to its `bad_samples` ledger (reported in `report_dir`/bad_samples.csv).
     """
     collate = settings.collate_fn
-    if collate is None and getattr(dataset, "returns_batches", False):
+    if collate is None and dataset.returns_batches:
         collate = already_batched
-    skip = getattr(dataset, "on_error", "raise") == "skip"
+    skip = dataset.on_error == "skip"
     loader = (SkippingLoader if skip else DataLoader)(
         dataset,
         batch_size=settings.batch_size,

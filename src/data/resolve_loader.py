@@ -38,7 +38,7 @@ def _worker_count(
     """loader.num_workers as a count (see the module docstring)."""
     workers = settings.num_workers
     if workers is None:
-        if getattr(dataset, "in_memory", False):
+        if dataset.in_memory:  # type: ignore[attr-defined]
             kind = type(getattr(dataset, "dataset", dataset)).__name__  # inside SeededSamples
             notes.append(
                 f"loader.num_workers=null: 0 for {kind}, held in memory and "

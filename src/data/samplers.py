@@ -167,7 +167,7 @@ class WeightedOrder(EpochSampler):
         replacement: bool = True,
         num_samples: int | None = None,
     ) -> None:
-        targets = getattr(dataset, "targets", None)
+        targets = dataset.targets  # type: ignore[attr-defined]
         if targets is None:
             raise ValueError(
                 f"sampler=weighted needs per-sample labels, but {type(dataset).__name__} has no "

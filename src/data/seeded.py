@@ -17,6 +17,7 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from src.data.samplers import Draw
 from src.utils.seeding import derive_seed
+from src.utils.text import shown
 
 _SLOTS = 256  # reading-slots: one per worker id (modulo)
 
@@ -56,8 +57,7 @@ class SeededSamples(Dataset):
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose random draws the next fetches use."""
         self._epoch.fill_(epoch)
-        if hasattr(self.dataset, "set_epoch"):
-            self.dataset.set_epoch(epoch)
+        self.dataset.set_epoch(epoch)
 
     def _fetch(self, key: Any, fetch: Any, first_index: int, *seed_parts: int) -> Any:
         info = get_worker_info()
@@ -65,7 +65,7 @@ class SeededSamples(Dataset):
         if slot >= 0:  # workers only: a fetch in the main process raises right where it fails
             reading, pids = self._slots()
             reading[slot], pids[slot] = first_index, os.getpid()
-        if not getattr(self.dataset, "draws_random", True):  # nothing to seed: skip the swap
+        if not self.dataset.draws_random:  # nothing to seed: skip the swap
             item = fetch(key)
         else:
             with torch.random.fork_rng(devices=[]):
@@ -85,22 +85,22 @@ class SeededSamples(Dataset):
         return self._fetch(index, self.dataset.__getitem__, index, index, *repeat)
 
     def __getitems__(self, indices: list[int]) -> Any:
-        batched = getattr(self.dataset, "__getitems__", None)
-        if batched is None:
+        if not self.dataset.returns_batches:
             return [self[i] for i in indices]
+        batched = self.dataset.__getitems__
         # one batch, one draw: seeded by its first index and size (the same batches every run)
         return self._fetch(indices, batched, indices[0], indices[0], len(indices))
 
     def in_flight(self, pids: set[int] | None = None) -> list[str]:
         """The samples workers were reading and had not finished (file names where known);
         only those of processes `pids` when given (e.g. the workers that died)."""
-        names = getattr(self.dataset, "get_filename", None)
         busy = [
             index
             for index, pid in zip(self._reading.tolist(), self._pids.tolist(), strict=True)
             if index >= 0 and (pids is None or pid in pids)
         ]
-        return [f"sample {i}" + (f" ({names(i)})" if names else "") for i in busy]
+        names = {i: self.dataset.get_filename(i) for i in busy}
+        return [f"sample {i}" + (f" ({shown(names[i])})" if names[i] else "") for i in busy]
 
 
 def seeded(dataset: Dataset, seed: int) -> Dataset:

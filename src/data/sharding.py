@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from torch.utils.data import Dataset, IterableDataset, Sampler, SequentialSampler
 
+from src.data.datasets.base import StreamDataset
 from src.data.samplers import EpochSampler, SequentialOrder
 
 
@@ -43,11 +44,11 @@ def val_order(dataset: Dataset, rank: int, world_size: int) -> Sampler | None:
 
 
 def _share_stream(dataset: Dataset, rank: int, world_size: int, split: str) -> None:
-    distribute = getattr(dataset, "distribute", None)
-    if distribute is None:
+    """A stream keeps only this rank's share (StreamDataset.distribute)."""
+    if not isinstance(dataset, StreamDataset):
         raise ValueError(
-            f"dataset: {type(dataset).__name__} streams its {split} samples without a "
-            f"distribute(rank, world_size) method, so each of the {world_size} ranks would read "
-            "all of them; add one (as src/data/datasets/tar_shards.py does) or run one process."
+            f"dataset: {type(dataset).__name__} streams its {split} samples but is not a "
+            "src.data.datasets.base.StreamDataset, so it cannot split them across the "
+            f"{world_size} ranks: subclass it and implement distribute(rank, world_size)."
         )
-    distribute(rank, world_size)
+    dataset.distribute(rank, world_size)

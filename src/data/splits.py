@@ -7,14 +7,21 @@ from omegaconf import DictConfig
 from torch.utils.data import Dataset
 
 from src.data.bad_samples import BadSample
+from src.data.datasets.base import MapDataset, StreamDataset
 from src.data.transforms import Pipelines
 
 
 def build_splits(cfg: DictConfig, pipelines: Pipelines) -> tuple[Dataset, Dataset]:
     """Train and val datasets; val takes the train split's classes (and vocabulary) to agree."""
     train = instantiate(cfg, split="train", transform=pipelines.train)
+    if not isinstance(train, (MapDataset, StreamDataset)):
+        raise TypeError(
+            f"dataset._target_={cfg._target_} built a {type(train).__name__}, which does not "
+            "follow the dataset contract: subclass src.data.datasets.base.MapDataset (indexed "
+            "samples) or StreamDataset (a stream); see docs/datasets.md."
+        )
     shared = {"classes": train.classes}
-    if hasattr(train, "vocab_size"):  # token datasets: val ids must fit the train vocabulary
+    if train.vocab_size is not None:  # token datasets: val ids must fit the train vocabulary
         shared["vocab_size"] = train.vocab_size
     val = instantiate(cfg, split="val", transform=pipelines.val, **shared)
     return train, val

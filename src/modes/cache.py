@@ -107,7 +107,7 @@ def write_split(
 ) -> int:
     """Cache every image of `files` into `folder` (resuming a compatible unfinished build);
     returns how many were written by this call."""
-    if not hasattr(files, "get_filename"):
+    if len(files) and files.get_filename(0) is None:  # type: ignore[arg-type, attr-defined]
         raise ValueError(
             f"mode=cache reads image files, and {type(files).__name__} has none: use it with "
             "dataset=imagefolder or dataset=csv."

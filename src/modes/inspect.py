@@ -101,9 +101,7 @@ def find_mistakes(parts: Parts, reports: dict[str, dict[str, Any]]) -> list[str]
     """The classic data-pipeline mistakes visible from the config and the first batches."""
     warnings = []
     train_loader, val_loader = parts.train_loader, parts.val_loader
-    random_order = isinstance(train_loader.sampler, RANDOM_ORDERS) or getattr(
-        train_loader.dataset, "shuffle", False
-    )
+    random_order = isinstance(train_loader.sampler, RANDOM_ORDERS) or train_loader.dataset.shuffle
     first = reports["train"]["labels_in_batch_order"]
     if not random_order and first == sorted(first) and len(set(first)) < len(parts.classes):
         warnings.append("train batches come in label order (no shuffling): set loader.shuffle="
@@ -129,7 +127,7 @@ def find_mistakes(parts: Parts, reports: dict[str, dict[str, Any]]) -> list[str]
                             "keep augmentation in transforms.train only")  # fmt: skip
     if val_loader.drop_last:
         warnings.append("the val loader drops its last batch: val metrics skip samples")
-    targets = getattr(parts.val_set, "targets", None)
+    targets = parts.val_set.targets
     if targets is not None:
         missing = sorted(set(range(len(parts.classes))) - {int(t) for t in targets})
         if missing:

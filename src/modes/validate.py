@@ -48,7 +48,7 @@ def _bad_only(records: list[BadSample | None]) -> list[BadSample]:
 def scan(dataset: Any, split: str, settings: LoaderSettings, report: Path) -> BadSampleLedger:
     """Decode every sample of `dataset` with `settings.num_workers` processes (started and
     timed out as `settings` say); the ledger of the bad ones."""
-    if not hasattr(dataset, "check_sample"):
+    if not dataset.files_checkable:
         raise ValueError(
             f"mode=validate checks image files, and {type(dataset).__name__} has none to check: "
             "use it with dataset=imagefolder or dataset=csv."

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 import torch
 from torch.utils.data import DataLoader
 
+from src.data.seeded import SeededSamples
 from src.utils.cpus import available_cpus
 
 
@@ -52,7 +53,7 @@ def loader_failure(dataset: object, err: BaseException) -> RuntimeError | None:
     text = str(err).strip()
     if not isinstance(err, RuntimeError) or not text.startswith("DataLoader"):
         return None
-    in_flight = getattr(dataset, "in_flight", None)
+    in_flight = dataset.in_flight if isinstance(dataset, SeededSamples) else None
     pids = re.search(r"pid(?:\(s\))? ([\d, ]+)", text)  # the workers that died, if named
     dead = {int(pid) for pid in re.findall(r"\d+", pids.group(1))} if pids else set()
     busy = in_flight(dead or None) if in_flight is not None else []

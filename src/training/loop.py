@@ -11,6 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 from tqdm import tqdm
 
+from src.data.samplers import EpochSampler
 from src.training.batches import DeviceBatch, batches_per_epoch, mover_for
 from src.training.checkpoint import Checkpoints
 from src.training.diagnosis import gpu_stats, loader_failures_named, starvation_hint
@@ -195,9 +196,9 @@ class Fitter(Resumable):
         train_loader, val_loader = self.parts.train_loader, self.parts.val_loader
         with self.stop.installed():
             for epoch in range(self.start_epoch, self.settings.max_epochs + 1):
-                for obj in (train_loader.sampler, train_loader.dataset):
-                    if hasattr(obj, "set_epoch"):
-                        obj.set_epoch(epoch)
+                if isinstance(train_loader.sampler, EpochSampler):
+                    train_loader.sampler.set_epoch(epoch)
+                train_loader.dataset.set_epoch(epoch)
                 start = self.start_batch if epoch == self.start_epoch else 0
                 metrics = self.train_epoch(train_loader, epoch, start)
                 metrics |= evaluate(self.model, val_loader, self.move, self.precision,

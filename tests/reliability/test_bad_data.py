@@ -23,6 +23,7 @@ from src.data.bad_samples import (
     BadSampleLedger,
     SkipBadCollate,
 )
+from src.data.datasets.base import MapDataset
 from src.data.datasets.imagefolder import ImageFolderDataset
 from src.data.decode import SampleError
 from src.data.loaders import make_loader
@@ -88,7 +89,7 @@ def test_invalid_policy_names_the_key(demo_dir: Path, kwargs: dict, key: str) ->
         ImageFolderDataset(str(demo_dir / "imagefolder"), "train", **kwargs)
 
 
-class Flaky(Dataset):
+class Flaky(MapDataset):
     """Six samples of a dataset with on_error=skip; samples 2 and 3 are unreadable."""
 
     on_error, max_bad_fraction = "skip", 0.5

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
+from src.data.datasets.base import MapDataset
 from src.data.samplers import Draw, RandomOrder, WeightedOrder
 from src.data.seeded import SeededSamples
 from tests.test_loaders import Labels
 
 
-class RandomCrops(Dataset):
+class RandomCrops(MapDataset):
     """Sample i = a random 'augmentation' drawn from torch's global RNG (like v2 transforms)."""
 
     def __len__(self) -> int:

@@ -11,12 +11,12 @@ import pytest
 import torch
 import torch.multiprocessing as torch_mp
 from hydra.utils import instantiate
-from torch.utils.data import Dataset
 
 from src.assemble import assemble
 from src.config.errors import ConfigError
 from src.config.validate import validate_config
 from src.data import limits
+from src.data.datasets.base import MapDataset
 from src.data.limits import apply_sharing_strategy, sample_size, warn_host_limits
 from src.data.loaders import LoaderSettings
 
@@ -28,7 +28,7 @@ SETTINGS = LoaderSettings(
 )  # fmt: skip
 
 
-class Images(Dataset):
+class Images(MapDataset):
     """Four uint8 3x64x64 images (12 KiB each) with int labels."""
 
     def __len__(self) -> int:
@@ -38,7 +38,7 @@ class Images(Dataset):
         return torch.zeros(3, 64, 64, dtype=torch.uint8), 0
 
 
-class Untouchable(Dataset):
+class Untouchable(MapDataset):
     def __getitem__(self, index: int):
         raise AssertionError("read a sample without workers")
 

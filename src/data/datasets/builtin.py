@@ -10,10 +10,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 from torchvision import datasets
 
-from src.data.datasets.files import Transform
+from src.data.datasets.base import MapDataset, Transform
 
 BUILTIN = {
     "cifar10": datasets.CIFAR10,
@@ -22,7 +21,7 @@ BUILTIN = {
 }
 
 
-class TorchvisionBuiltin(Dataset):
+class TorchvisionBuiltin(MapDataset):
     """One split (train / val = the official test split) of a torchvision dataset."""
 
     def __init__(

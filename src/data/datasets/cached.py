@@ -10,14 +10,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
-from src.data.datasets.files import Transform
+from src.data.datasets.base import MapDataset, Transform
 from src.data.decode import decode_jpeg_rgb
 from src.data.image_cache import DATA_FILES, data_file, is_jpeg_quality, open_cache
 
 
-class CachedImages(Dataset):
+class CachedImages(MapDataset):
     """One split of a cache written by `make cache` (src/modes/cache.py).
 
     Each sample of a raw cache is a (3, H, W) uint8 view of the mapped file (HWC in memory,

@@ -6,7 +6,8 @@ import codecs
 from collections.abc import Sequence
 from pathlib import Path
 
-from src.data.datasets.files import LabelledImageFiles, Transform
+from src.data.datasets.base import Transform
+from src.data.datasets.files import LabelledImageFiles
 from src.data.image_header import PILLOW_MAX_PIXELS
 from src.data.listing import RootGuard, class_list, read_csv_rows
 

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
 from src.data.bad_samples import BadSample, check_policy
+from src.data.datasets.base import MapDataset, Transform
 from src.data.decode import SampleError, describe_error, load_sample
 from src.data.image_header import PILLOW_MAX_PIXELS
 from src.data.transforms import decode_min_side
 
-Transform = Callable[[torch.Tensor], torch.Tensor]
 
-
-class LabelledImageFiles(Dataset):
+class LabelledImageFiles(MapDataset):
     """Images listed by path with integer targets.
 
     Paths live in one fixed-width bytes array and targets in one int64 array, so forked
@@ -28,6 +26,8 @@ class LabelledImageFiles(Dataset):
     are decoded at 1/2, 1/4 or 1/8 scale (src/data/decode.py). An image declaring more than
     `max_image_pixels` pixels (None: no limit) is unreadable, refused before it is decoded.
     """
+
+    files_checkable = True
 
     def __init__(
         self,

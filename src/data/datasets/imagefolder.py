@@ -7,7 +7,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from src.data.datasets.files import LabelledImageFiles, Transform
+from src.data.datasets.base import Transform
+from src.data.datasets.files import LabelledImageFiles
 from src.data.decode import IMAGE_SUFFIXES
 from src.data.image_header import PILLOW_MAX_PIXELS
 

@@ -8,16 +8,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
+from src.data.datasets.base import MapDataset
 from src.data.listing import class_list
 
 
-class JsonlSequences(Dataset):
+class JsonlSequences(MapDataset):
     """One split of token sequences; all tokens in one flat int64 array plus offsets.
 
     Token 0 is reserved for padding; `vocab_size` is the largest id + 1 over the train split.
     """
+
+    draws_random = False  # no transforms: nothing random to seed
 
     def __init__(
         self,

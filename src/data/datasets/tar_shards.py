@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import get_worker_info
 
-from src.data.datasets.files import Transform
+from src.data.datasets.base import StreamDataset, Transform
 from src.data.decode import IMAGE_SUFFIXES, SampleError, decode_image_bytes, describe_error
 from src.data.image_header import PILLOW_MAX_PIXELS
 from src.data.safe_read import max_file_bytes
@@ -137,7 +137,7 @@ def shuffle_buffer(samples: Iterator[Sample], size: int, rng: random.Random) -> 
     yield from buffer
 
 
-class TarShardDataset(IterableDataset):
+class TarShardDataset(StreamDataset):
     """One split of tar shards, split across ranks (`distribute`), then across each rank's
     DataLoader workers, so each sample is read once per epoch in the whole job.
 

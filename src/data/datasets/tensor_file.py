@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import Dataset
 
-from src.data.datasets.files import Transform
+from src.data.datasets.base import MapDataset, Transform
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ def load_tensor_file(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, list
     return inputs, labels.long(), classes
 
 
-class TensorFileDataset(Dataset):
+class TensorFileDataset(MapDataset):
     """One split of a tensor file; uint8 images (N x C x H x W) or float features (N x D).
 
     The val split is a second file (`val_path`) or a seeded fraction (`val_fraction`).
@@ -54,7 +53,7 @@ class TensorFileDataset(Dataset):
     """
 
     returns_batches = True
-    in_memory = True  # num_workers defaults to 0 (src/data/autotune.py)
+    in_memory = True  # loader.num_workers=null means 0 (src/data/resolve_loader.py)
 
     def __init__(
         self,
