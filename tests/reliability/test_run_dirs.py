@@ -1,19 +1,157 @@
-"""Files a run writes: they follow the umask, and a full disk names the file and the fix."""
+"""A run in a fixed hydra.run.dir (a requeued SLURM job): resume=auto continues its own folder,
+checkpoints are matched by their own config_key, a folder of another run is refused; files
+follow the umask and a full disk names the file."""
 
 from __future__ import annotations
 
 import errno
+import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
-from src.training.checkpoint import Checkpoints, load_checkpoint
+from src.training.checkpoint import Checkpoints, load_checkpoint, save_checkpoint
 from src.utils.io import atomic_write_bytes, write_json
+from tests.train_process import run_train
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOW = ("dataset._target_=tests.reliability.faulty.FaultyImageFolder", "+dataset.fault=slow",
+        "+dataset.delay_s=0.03", "allowed_targets=[src.,torch.,torchvision.,tests.]")  # fmt: skip
+# 48 train images / batch 16 = 3 steps an epoch, 9 in all; a checkpoint after each step
+RUN = ("loader.batch_size=16", "loader.num_workers=1", "trainer.max_epochs=3",
+       "trainer.checkpoint.every_n_steps=1", *SLOW)  # fmt: skip
+COMPARED = ("val/acc", "val/loss", "train/loss", "val/best_acc", "epochs")
 
 
+def _args(demo_dir: Path, run: Path, *extra: str) -> list[str]:
+    return [f"paths.demo_dir={demo_dir}", f"paths.log_dir={run.parent}",
+            f"hydra.run.dir={run}", *RUN, *extra]  # fmt: skip
+
+
+def _train(demo_dir: Path, run: Path, *extra: str) -> subprocess.CompletedProcess:
+    return run_train(*_args(demo_dir, run, *extra), cwd=run.parent, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def whole(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The uninterrupted run, to compare continued runs with."""
+    run = tmp_path_factory.mktemp("whole") / "run"
+    done = _train(demo_dir, run)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run
+
+
+def _kill_9_after(demo_dir: Path, run: Path, step: int) -> int:
+    """Start the run and SIGKILL it once checkpoint `step` exists; the last step it saved."""
+    run.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *_args(demo_dir, run)],
+                            cwd=run.parent, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (run / "checkpoints" / f"step{step:08d}.pt").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, f"never reached step {step}"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    saved = load_checkpoint(run / "checkpoints" / "last.pt")["step"]
+    assert saved < 8 and not (run / "metrics.json").exists()
+    return saved
+
+
+def _assert_same_result(run: Path, whole: Path) -> None:
+    a = load_checkpoint(whole / "checkpoints" / "last.pt")["model"]
+    b = load_checkpoint(run / "checkpoints" / "last.pt")["model"]
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    expected = json.loads((whole / "metrics.json").read_text())
+    got = json.loads((run / "metrics.json").read_text())
+    for key in COMPARED:
+        assert got[key] == pytest.approx(expected[key], abs=1e-6), key
+
+
+def _steps(run: Path) -> list[str]:
+    return sorted(p.name for p in (run / "checkpoints").glob("step*.pt"))
+
+
+# 1. resume=auto with a fixed run dir -------------------------------------------------------------
+def test_a_requeued_run_continues_its_own_folder(demo_dir: Path, tmp_path: Path, whole) -> None:
+    """kill -9, then the same command + trainer.resume=auto (a SLURM requeue): the run resumes
+    from its own folder, ends like the uninterrupted run and keeps its newest checkpoints."""
+    run = tmp_path / "run"
+    saved = _kill_9_after(demo_dir, run, 3)
+    again = _train(demo_dir, run, "trainer.resume=auto")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resumed from {run}/checkpoints/step{saved:08d}.pt" in again.stdout
+    assert "starting fresh" not in again.stdout
+    _assert_same_result(run, whole)
+    assert _steps(run) == ["step00000007.pt", "step00000008.pt", "step00000009.pt"]
+
+
+# 2. resume=auto trusts the checkpoint, not the folder --------------------------------------------
+def test_auto_skips_another_configs_and_malformed_steps(demo_dir, tmp_path, whole) -> None:
+    """(b) another config's checkpoint (another model width) and (c) one lacking keys, as the
+    newest steps of the folder: each one warning line naming it, then the good step before."""
+    run = tmp_path / "run"
+    saved = _kill_9_after(demo_dir, run, 3)
+    good = load_checkpoint(run / "checkpoints" / f"step{saved:08d}.pt")
+    layer = next(iter(good["model"]))
+    other = good | {"config_key": "0123456789abcdef", "step": saved + 1,
+                    "model": good["model"] | {layer: torch.zeros(3, 1)}}  # fmt: skip
+    foreign, malformed = (run / "checkpoints" / f"step{saved + n:08d}.pt" for n in (1, 2))
+    save_checkpoint(foreign, other)
+    lacking = {k: v for k, v in good.items() if k != "batches_done"} | {"step": saved + 2}
+    save_checkpoint(malformed, lacking)
+    again = _train(demo_dir, run, "trainer.resume=auto")
+    assert again.returncode == 0, again.stderr[-3000:]
+    out = again.stdout
+    assert f"skipping checkpoint: {foreign} comes from another config (config_key 0123" in out
+    assert f"skipping checkpoint: {malformed} is not a training checkpoint" in out
+    assert "lacks ['batches_done']" in out
+    assert f"resumed from {run}/checkpoints/step{saved:08d}.pt" in out
+    _assert_same_result(run, whole)
+    aside = sorted(p.name for p in (run / "checkpoints").glob("*.set-aside"))
+    assert aside == [f"{foreign.name}.set-aside", f"{malformed.name}.set-aside"]
+    assert load_checkpoint(run / "checkpoints" / aside[0])["config_key"] == "0123456789abcdef"
+
+
+def test_a_folder_of_another_run_is_refused_and_left_as_it_was(demo_dir, tmp_path, whole):
+    """(a) a finished run's folder, reused by another config with resume=auto, or by the same
+    config with resume=null: one line naming the folder and the fix; nothing changes there."""
+    run = tmp_path / "run"
+    shutil.copytree(whole, run)
+    before = {p.name: p.stat().st_mtime_ns for p in (run / "checkpoints").iterdir()}
+    metrics = (run / "metrics.json").read_text()
+    other = _train(demo_dir, run, "optimizer.lr=0.01", "trainer.resume=auto")
+    assert other.returncode != 0
+    assert "comes from another config" in other.stdout  # each of its files named
+    refusal = f"{run}/checkpoints already holds 3 step checkpoint(s) this run does not continue"
+    assert refusal in other.stderr and "another hydra.run.dir" in other.stderr
+    assert "Traceback" not in other.stderr
+    fresh = _train(demo_dir, run)
+    assert fresh.returncode != 0 and refusal in fresh.stderr
+    assert "continue them with trainer.resume=auto" in fresh.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in (run / "checkpoints").iterdir()} == before
+    assert (run / "metrics.json").read_text() == metrics
+
+
+def test_an_explicit_checkpoint_of_another_model_is_one_line(demo_dir, tmp_path, whole) -> None:
+    other = tmp_path / "other.pt"
+    state = load_checkpoint(whole / "checkpoints" / "last.pt")
+    layer = next(iter(state["model"]))
+    save_checkpoint(other, state | {"model": state["model"] | {layer: torch.zeros(3, 1)}})
+    done = _train(demo_dir, tmp_path / "run", f"trainer.resume={other}")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"trainer.resume={other}: this file its weights do not fit this model ({layer} is " \
+           "[3, 1] in the file" in done.stderr  # fmt: skip
+
+
+# 3. permissions ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("umask", [0o002, 0o022, 0o077])
 def test_written_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
     old = os.umask(umask)
@@ -35,7 +173,7 @@ def test_written_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
     )
 
 
-# 4. a full disk ------------------------------------------------------------------------------
+# 4. a full disk ----------------------------------------------------------------------------------
 def test_a_failed_write_names_the_file_and_the_fix(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "checkpoints" / "step00000002.pt"
     atomic_write_bytes(path, b"old")
