@@ -24,6 +24,7 @@ from src.training.resume import (
 )
 from src.training.summary import summarize
 from src.training.tensorboard import TensorBoardLogger
+from src.utils.io import remove_stale_temporaries
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if ranks.is_main:
         write_resolved_config(resolved, out)
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+        removed = remove_stale_temporaries(out / "checkpoints")
+        if removed:
+            log.info("removed %d temporary file(s) of checkpoint writes that were cut short "
+                     "(kill -9) from %s", removed, out / "checkpoints")  # fmt: skip
         (out / "checkpoints" / KEY_FILE).write_text(key + "\n")
     with TensorBoardLogger(out / "tensorboard", enabled=ranks.is_main) as tb:
         run_info = {"classes": parts.classes, "config": resolved, "config_key": key,

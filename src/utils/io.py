@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger(__name__)
+
+# `.<name>.<8 random characters>.tmp` beside `<name>`: what atomic_write_bytes writes first
+TEMPORARY = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
 _ELSEWHERE = "or write the run elsewhere (another hydra.run.dir)"
 _FIXES = {
     getattr(errno, "EDQUOT", errno.ENOSPC): f"free space within your disk quota, {_ELSEWHERE}",
@@ -60,3 +66,17 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 def write_json(path: str | Path, obj: Any) -> None:
     """Atomically write `obj` as indented, key-sorted JSON."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def remove_stale_temporaries(folder: Path) -> int:
+    """Delete the temp files that an atomic_write_bytes killed mid-write (kill -9, power loss)
+    left in `folder` (`.<name>.<8 characters>.tmp`, nothing else); returns how many. Call it
+    only while no other process writes there (at the start of the run that owns `folder`)."""
+    if not folder.is_dir():
+        return 0
+    removed = 0
+    for entry in folder.iterdir():
+        if TEMPORARY.fullmatch(entry.name) and entry.is_file() and not entry.is_symlink():
+            entry.unlink(missing_ok=True)
+            removed += 1
+    return removed

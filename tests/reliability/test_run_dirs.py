@@ -1,6 +1,6 @@
 """A run in a fixed hydra.run.dir (a requeued SLURM job): resume=auto continues its own folder,
-checkpoints are matched by their own config_key, a folder of another run is refused; files
-follow the umask and a full disk names the file."""
+checkpoints are matched by their own config_key, a folder of another run is refused, leftovers
+of a kill -9 are cleaned, files follow the umask and a full disk names the file."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from src.training.checkpoint import Checkpoints, load_checkpoint, save_checkpoint
-from src.utils.io import atomic_write_bytes, write_json
+from src.utils.io import atomic_write_bytes, remove_stale_temporaries, write_json
 from tests.train_process import run_train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,7 +151,7 @@ def test_an_explicit_checkpoint_of_another_model_is_one_line(demo_dir, tmp_path,
            "[3, 1] in the file" in done.stderr  # fmt: skip
 
 
-# 3. permissions ----------------------------------------------------------------------------------
+# 3. leftovers and permissions --------------------------------------------------------------------
 @pytest.mark.parametrize("umask", [0o002, 0o022, 0o077])
 def test_written_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
     old = os.umask(umask)
@@ -170,6 +170,47 @@ def test_written_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
              ("step00000001.pt", "last.pt", "best.pt"))]  # fmt: skip
     assert {f: (tmp_path / f).stat().st_mode & 0o777 for f in files} == dict.fromkeys(
         files, expected
+    )
+
+
+def test_stale_temporaries_are_removed_and_nothing_else(tmp_path: Path) -> None:
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    (folder / ".step00000004.pt.a1b2c3d4.tmp").write_bytes(b"\0" * (2 << 20))
+    (folder / ".step00000005.pt.x_9yz0ab.tmp").write_bytes(b"")
+    kept = ["step00000003.pt", ".step00000004.pt.tmp", "notes.tmp", ".step5.pt.ab.tmp"]
+    for name in kept:
+        (folder / name).write_bytes(b"x")
+    assert remove_stale_temporaries(folder) == 2
+    assert sorted(p.name for p in folder.iterdir()) == sorted(kept)
+    assert remove_stale_temporaries(tmp_path / "missing") == 0
+
+
+def test_a_run_cleans_its_own_leftovers_and_shares_its_files(demo_dir: Path, tmp_path: Path):
+    """Temp files of a write cut short by kill -9 (2 MiB and 0 B) are removed at the start from
+    this run's checkpoints/ only, and under umask 002 every file is group-writable."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / ".step00000004.pt.a1b2c3d4.tmp").write_bytes(b"\0" * (2 << 20))
+    (run / "checkpoints" / ".step00000005.pt.e5f6g7h8.tmp").write_bytes(b"")
+    elsewhere = tmp_path / "other" / "checkpoints" / ".step00000004.pt.a1b2c3d4.tmp"
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_bytes(b"")
+    old = os.umask(0o002)
+    try:
+        done = run_train(f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}",
+                         f"hydra.run.dir={run}", "loader.batch_size=16", "loader.num_workers=0",
+                         "trainer.max_epochs=1", "trainer.checkpoint.every_n_steps=1",
+                         cwd=tmp_path)  # fmt: skip
+    finally:
+        os.umask(old)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "removed 2 temporary file(s)" in done.stdout
+    assert not list((run / "checkpoints").glob("*.tmp")) and elsewhere.exists()
+    written = ["metrics.json", "config_resolved.yaml", *(f"checkpoints/{n}" for n in
+               ("step00000003.pt", "last.pt", "best.pt"))]  # fmt: skip
+    assert {f: oct((run / f).stat().st_mode & 0o777) for f in written} == dict.fromkeys(
+        written, oct(0o664)
     )
 
 
