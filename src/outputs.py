@@ -20,9 +20,14 @@ def save_resolved_config(cfg: DictConfig, out: Path, write: bool = True) -> dict
     the other ranks of a distributed job) and return it as a dict."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
     if write:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(resolved))
+        write_resolved_config(resolved, out)  # type: ignore[arg-type]
     return resolved  # type: ignore[return-value]
+
+
+def write_resolved_config(resolved: dict[str, Any], out: Path) -> None:
+    """Write config_resolved.yaml (`resolved`: the config with interpolations resolved)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config_resolved.yaml").write_text(OmegaConf.to_yaml(resolved))
 
 
 def finish_run(

@@ -10,19 +10,21 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from src.assemble import assemble
-from src.outputs import finish_run, save_resolved_config
-from src.training.checkpoint import Checkpoints
+from src.outputs import finish_run, save_resolved_config, write_resolved_config
+from src.training.checkpoint import CheckpointError, Checkpoints
 from src.training.distributed import check_resume_world, init_distributed
 from src.training.loop import Fitter
 from src.training.optimization import build_optimization
 from src.training.resume import (
     KEY_FILE,
     check_stream_position,
+    claim_run_dir,
     config_key,
     find_resume_state,
 )
 from src.training.summary import summarize
 from src.training.tensorboard import TensorBoardLogger
+from src.utils.io import remove_stale_temporaries
 
 log = logging.getLogger(__name__)
 
@@ -33,16 +35,23 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     start = time.perf_counter()
     ranks = init_distributed()
     out = Path(cfg.paths.output_dir)
-    resolved = save_resolved_config(cfg, out, write=ranks.is_main)
+    resolved = save_resolved_config(cfg, out, write=False)  # written once the folder is ours
     parts = assemble(cfg)
     optimizer, scheduler = build_optimization(cfg.optimizer, cfg.scheduler, parts)
     key = config_key(resolved)
     every = parts.settings.checkpoint
     checkpoints = Checkpoints(out / "checkpoints", every.keep_last, every.monitor, every.mode,
                               write=ranks.is_main)  # fmt: skip
-    resume = find_resume_state(parts.settings.resume, key, Path(cfg.paths.log_dir), out)
+    asked = parts.settings.resume
+    resume = find_resume_state(asked, key, Path(cfg.paths.log_dir), out, parts.model.state_dict())
+    claim_run_dir(out, asked, resume, key, checkpoints)  # refuses another run's folder
     if ranks.is_main:
+        write_resolved_config(resolved, out)
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+        removed = remove_stale_temporaries(out / "checkpoints")
+        if removed:
+            log.info("removed %d temporary file(s) of checkpoint writes that were cut short "
+                     "(kill -9) from %s", removed, out / "checkpoints")  # fmt: skip
         (out / "checkpoints" / KEY_FILE).write_text(key + "\n")
     with TensorBoardLogger(out / "tensorboard", enabled=ranks.is_main) as tb:
         run_info = {"classes": parts.classes, "config": resolved, "config_key": key,
@@ -52,7 +61,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         if resume is not None:
             check_resume_world(resume[1], ranks)
             check_stream_position(resume[1], parts.train_loader)
-            fitter.restore(resume[1])
+            restore(fitter, *resume)
             checkpoints.adopt_best(resume[0].parent / "best.pt")
             log.info("resumed from %s: epoch %d, batch %d", resume[0], fitter.start_epoch,
                      fitter.start_batch)  # fmt: skip
@@ -62,3 +71,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         if ranks.is_main:
             finish_run(out, tb, resolved, metrics)
     return metrics
+
+
+def restore(fitter: Fitter, path: Path, state: dict[str, Any]) -> None:
+    """`fitter.restore(state)`; what the checks before it could not catch (an optimizer or
+    scheduler of another kind) is a CheckpointError naming the file, not a raw traceback."""
+    try:
+        fitter.restore(state)
+    except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise CheckpointError(f"trainer.resume: {path} cannot be restored into this run "
+                              f"({type(err).__name__}: {first}).") from err  # fmt: skip

@@ -9,9 +9,17 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import torch
+from hydra.errors import CompactHydraException
 from torch.utils.data import DataLoader, IterableDataset
 
-from src.training.checkpoint import load_checkpoint, load_newest
+from src.training.checkpoint import (
+    Check,
+    CheckpointError,
+    Checkpoints,
+    load_checkpoint,
+    load_newest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +54,64 @@ def config_key(resolved: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# What `Resumable.restore` reads from a checkpoint: a file without one of these is refused
+# before anything is restored (`config_key` besides: trainer.resume=auto matches on it).
+REQUIRED_KEYS = ("model", "optimizer", "scheduler", "scaler", "epoch", "batches_done", "step",
+                 "nonfinite", "window", "history", "ranks", "best")  # fmt: skip
+
+
+class ResumeError(CompactHydraException):
+    """This run cannot start where it was asked to: one line naming the folder and the fix."""
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def problem_with(state: dict[str, Any], model_state: dict[str, Any] | None = None) -> str | None:
+    """Why `state` cannot be restored into this run (None: it can): a key `restore` needs is
+    missing, or (given this run's `model_state`) its weights do not fit the model."""
+    missing = [k for k in REQUIRED_KEYS if k not in state]
+    if missing:
+        return (f"is not a training checkpoint of this project: it lacks {missing} (one holds "
+                f"{list(REQUIRED_KEYS)})")  # fmt: skip
+    if not isinstance(state["model"], dict):
+        return f"holds no model weights (its 'model' is a {type(state['model']).__name__})"
+    if model_state is None:
+        return None
+    saved = state["model"]
+    problems = [f"{k} missing" for k in model_state if k not in saved]
+    problems += [f"{k} unexpected" for k in saved if k not in model_state]
+    problems += [
+        f"{k} is {list(_shape(saved[k]) or [])} in the file, {list(_shape(v) or [])} here"
+        for k, v in model_state.items()
+        if k in saved and _shape(saved[k]) != _shape(v)
+    ]
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        return (f"its weights do not fit this model ({'; '.join(problems[:3])}{more}): it was "
+                "written for another model")  # fmt: skip
+    return None
+
+
+def of_this_config(key: str, model_state: dict[str, Any] | None = None) -> Check:
+    """A `load_newest` check for trainer.resume=auto: the checkpoint's own config_key must be
+    `key` (whatever folder it sits in), and it must be restorable (`problem_with`)."""
+
+    def problem(state: dict[str, Any]) -> str | None:
+        if state.get("config_key") != key:
+            theirs = state.get("config_key")
+            return ("comes from another config (config_key " + (theirs or "missing") +
+                    f", this run's is {key})")  # fmt: skip
+        return problem_with(state, model_state)
+
+    return problem
+
+
 def _runs_of(key: str, log_dir: Path, exclude: Path) -> list[Path]:
-    """Checkpoint folders under `log_dir` written by runs of `key`, newest last."""
+    """Checkpoint folders under `log_dir` (but `exclude`'s) last written by runs of `key`,
+    newest last. The folder's key file only narrows the search: each checkpoint's own
+    config_key decides (`of_this_config`)."""
     found = []
     for key_file in log_dir.glob(f"**/checkpoints/{KEY_FILE}"):
         folder = key_file.parent
@@ -59,34 +123,109 @@ def _runs_of(key: str, log_dir: Path, exclude: Path) -> list[Path]:
 
 
 def find_resume_state(
-    resume: str | None, key: str, log_dir: Path, run_dir: Path
+    resume: str | None,
+    key: str,
+    log_dir: Path,
+    run_dir: Path,
+    model_state: dict[str, Any] | None = None,
 ) -> tuple[Path, dict[str, Any]] | None:
     """The checkpoint `trainer.resume` asks for: null = none; auto = the newest usable one of
-    an earlier run of this config (falling back past broken files); else a file or folder."""
+    this config, first in this run's own folder (a requeued job, hydra.run.dir fixed), then
+    in the other runs of this config under `log_dir`, newest first; else a file or folder.
+
+    Usable: loadable, holding every key `restore` needs, with weights that fit `model_state`
+    (this run's model), and under auto carrying this run's config_key itself. With auto or a
+    folder, each unusable file is skipped with one warning line naming it and the previous
+    step is tried; a file given by name that is unusable is a CheckpointError naming it."""
     if resume is None:
         return None
     if resume == "auto":
-        for folder in reversed(_runs_of(key, log_dir, exclude=run_dir)):
-            found = load_newest(folder)
+        usable = of_this_config(key, model_state)
+        own = run_dir / "checkpoints"
+        for folder in [own, *reversed(_runs_of(key, log_dir, exclude=run_dir))]:
+            found = load_newest(folder, usable) if folder.is_dir() else None
             if found is not None:
                 return found
-        log.info("trainer.resume=auto: no earlier run of this config under %s; starting fresh.",
-                 log_dir)  # fmt: skip
+        log.info("trainer.resume=auto: no checkpoint of this config in %s and no earlier run "
+                 "of this config under %s; starting fresh.", own, log_dir)  # fmt: skip
         return None
     path = Path(resume).expanduser()
     if path.is_dir():
         folder = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-        found = load_newest(folder)
+        found = load_newest(folder, lambda state: problem_with(state, model_state))
         if found is None:
             raise FileNotFoundError(
                 f"trainer.resume={resume}: no usable step*.pt checkpoint in {folder}."
             )
-        return found
-    state = load_checkpoint(path)
+        path, state = found
+    else:
+        state = load_checkpoint(path)
+        problem = problem_with(state, model_state)
+        if problem is not None:
+            raise CheckpointError(f"trainer.resume={path}: this file {problem}.")
     if state.get("config_key") != key:
         log.warning("trainer.resume=%s: the checkpoint comes from a different config "
                     "(results will not match an uninterrupted run of this one).", path)  # fmt: skip
     return path, state
+
+
+def _describe(path: Path, key: str) -> str:
+    """Whose checkpoint `path` is, in a few words, read cheaply (tensors mapped, not read)."""
+    try:
+        theirs = load_checkpoint(path, mmap=True).get("config_key")
+    except CheckpointError:
+        return f"{path.name}, unreadable"
+    if theirs == key:
+        return f"{path.name}, of this config"
+    return f"{path.name}, of another config (config_key {theirs or 'missing'})"
+
+
+def claim_run_dir(
+    run_dir: Path,
+    resume: str | None,
+    resumed: tuple[Path, dict[str, Any]] | None,
+    key: str,
+    checkpoints: Checkpoints,
+) -> None:
+    """Make sure this run may write checkpoints in `run_dir`/checkpoints, and hand the ones it
+    continues to `checkpoints` (pruned like its own). Allowed: a folder without step files,
+    or the folder the run resumed from (`resumed`: path and state). Then its complete checkpoints
+    of this config up to the step resumed from are adopted; the rest (another config's,
+    unreadable, later steps this run did not continue) are left alone (see `Checkpoints`).
+    Anything else, e.g. a fresh run (trainer.resume=null) in a folder of another run, is
+    refused with one line naming the folder and the fix, before anything is written: a run's
+    checkpoints are never mixed with, nor pruned in favour of, another run's."""
+    folder = run_dir / "checkpoints"
+    steps = sorted(folder.glob("step*.pt"))
+    if not steps:
+        return
+    if resumed is None or resumed[0].parent.resolve() != folder.resolve():
+        newest = _describe(steps[-1], key)
+        if newest.endswith("of this config") and resume != "auto":
+            fix = ("continue them with trainer.resume=auto, or start over in another "
+                   "hydra.run.dir")  # fmt: skip
+        else:
+            fix = (
+                "start this run in another hydra.run.dir, or move them away "
+                "(trainer.resume=auto continues only checkpoints of the same config)"
+            )
+        started = "starts fresh" if resumed is None else f"resumes from {resumed[0]}"
+        raise ResumeError(
+            f"{folder} already holds {len(steps)} step checkpoint(s) this run does not "
+            f"continue (newest {newest}); this run {started} and will not mix its "
+            f"checkpoints with them: {fix}."
+        )
+    mine, upto = [], resumed[1]["step"]
+    for path in steps:
+        if not (path.stem[4:].isdigit() and int(path.stem[4:]) <= upto):
+            continue  # a later step, which this run did not continue
+        try:
+            state = load_checkpoint(path, mmap=True)
+        except CheckpointError:
+            continue
+        if state.get("config_key") == key and problem_with(state) is None:
+            mine.append(path)
+    checkpoints.adopt(mine)
 
 
 def check_stream_position(state: dict[str, Any], loader: DataLoader) -> None:

@@ -11,13 +11,32 @@ import numpy as np
 import pytest
 import torch
 
-from src.training.checkpoint import CheckpointError, Checkpoints, load_checkpoint, load_newest
-from src.training.resume import KEY_FILE, find_resume_state
+from src.training.checkpoint import (
+    CheckpointError,
+    Checkpoints,
+    load_checkpoint,
+    load_newest,
+    save_checkpoint,
+)
+from src.training.resume import (
+    KEY_FILE,
+    REQUIRED_KEYS,
+    ResumeError,
+    claim_run_dir,
+    find_resume_state,
+)
 from src.utils.seeding import restore_rng_states, rng_states
 
 
 def _manager(tmp_path: Path, keep: int = 2) -> Checkpoints:
     return Checkpoints(tmp_path, keep_last=keep, monitor="val/acc", mode="max")
+
+
+def _state(step: int, key: str) -> dict:
+    """A checkpoint as the trainer writes it (every key `restore` reads), of config `key`."""
+    return {key_: None for key_ in REQUIRED_KEYS} | {
+        "model": {"w": torch.zeros(2)}, "step": step, "config_key": key, "history": [],
+    }  # fmt: skip
 
 
 def test_keeps_the_last_n_and_the_best(tmp_path: Path) -> None:
@@ -80,7 +99,7 @@ def test_empty_and_truncated_files_fall_back_to_the_previous_one(tmp_path: Path,
 def test_resume_auto_picks_the_newest_run_of_the_same_config(tmp_path: Path) -> None:
     for name, key, step in [("old", "k1", 5), ("new", "k1", 7), ("other", "k2", 9)]:
         folder = tmp_path / name / "checkpoints"
-        _manager(folder).save({"step": step})
+        _manager(folder).save(_state(step, key))
         (folder / KEY_FILE).write_text(f"{key}\n")
         os.utime(folder / f"step{step:08d}.pt", (step, step))  # mtimes in step order
     path, state = find_resume_state("auto", "k1", tmp_path, run_dir=tmp_path / "current")
@@ -101,3 +120,86 @@ def test_rng_states_round_trip_through_a_weights_only_checkpoint(tmp_path: Path)
     again = (torch.rand(3), np.random.rand(3), random.random())
     assert torch.equal(expected[0], again[0]) and np.array_equal(expected[1], again[1])
     assert expected[2] == again[2]
+
+
+def test_pruning_never_removes_fresh_steps_for_stale_or_foreign_ones(tmp_path: Path) -> None:
+    """A folder holding another run's step 3 and step 40: a run writing steps 2, 4, 6, 8 keeps
+    its own newest two, never touches the others, and sets the colliding one aside at 40."""
+    for step in (3, 40):
+        save_checkpoint(tmp_path / f"step{step:08d}.pt", _state(step, "other"))
+    ckpt = _manager(tmp_path, keep=2)
+    for step in (2, 4, 6, 8):
+        ckpt.save(_state(step, "mine"))
+    assert [p.name for p in ckpt.history()] == [
+        "step00000003.pt", "step00000006.pt", "step00000008.pt", "step00000040.pt",
+    ]  # fmt: skip
+    assert load_checkpoint(tmp_path / "step00000003.pt")["config_key"] == "other"
+    ckpt.save(_state(40, "mine"))
+    assert load_checkpoint(tmp_path / "step00000040.pt")["config_key"] == "mine"
+    assert load_checkpoint(tmp_path / "step00000040.pt.set-aside")["config_key"] == "other"
+    assert [p.name for p in ckpt.history()] == [
+        "step00000003.pt", "step00000008.pt", "step00000040.pt",
+    ]  # fmt: skip
+
+
+def test_adopted_steps_of_a_resumed_run_are_pruned_like_its_own(tmp_path: Path) -> None:
+    ckpt = _manager(tmp_path, keep=3)
+    for step in (6, 7, 8):
+        ckpt.save(_state(step, "k"))
+    resumed = _manager(tmp_path, keep=3)  # the requeued job, continuing from step 8
+    resumed.adopt(resumed.history())
+    resumed.save(_state(9, "k"))
+    assert [p.name for p in resumed.history()] == [f"step{s:08d}.pt" for s in (7, 8, 9)]
+
+
+def _model_state() -> dict[str, torch.Tensor]:
+    return {"w": torch.zeros(2)}
+
+
+def test_resume_auto_falls_back_past_another_configs_and_malformed_steps(tmp_path, caplog):
+    """(b) another config's checkpoint, weights of another shape, as the newest step; (c) a
+    checkpoint of this config that lacks keys: each skipped in one line naming it."""
+    run = tmp_path / "run"
+    folder = run / "checkpoints"
+    save_checkpoint(folder / "step00000004.pt", _state(4, "k"))
+    other = _state(5, "other") | {"model": {"w": torch.zeros(3, 3)}}
+    save_checkpoint(folder / "step00000005.pt", other)
+    malformed = {k: v for k, v in _state(6, "k").items() if k != "batches_done"}
+    save_checkpoint(folder / "step00000006.pt", malformed)
+    no_fit = _state(7, "k") | {"model": {"w": torch.zeros(3)}}
+    save_checkpoint(folder / "step00000007.pt", no_fit)
+    path, state = find_resume_state("auto", "k", tmp_path, run, _model_state())
+    assert path.name == "step00000004.pt" and state["step"] == 4
+    skipped = [r.getMessage() for r in caplog.records if "skipping checkpoint" in r.getMessage()]
+    assert len(skipped) == 3
+    assert "step00000007.pt its weights do not fit this model (w is [3] in the file, [2] here)" in (
+        skipped[0])  # fmt: skip
+    assert "step00000006.pt is not a training checkpoint" in skipped[1]
+    assert "lacks ['batches_done']" in skipped[1]
+    assert "step00000005.pt comes from another config (config_key other" in skipped[2]
+
+
+def test_an_unusable_file_given_by_name_is_one_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "foreign.pt"
+    save_checkpoint(path, _state(5, "other") | {"model": {"w": torch.zeros(3, 3)}})
+    with pytest.raises(CheckpointError, match=r"foreign\.pt: this file its weights do not fit"):
+        find_resume_state(str(path), "k", tmp_path, tmp_path / "run", _model_state())
+    save_checkpoint(path, {"model": {}, "step": 1})
+    with pytest.raises(CheckpointError, match=r"foreign\.pt: this file is not a training ch.*"
+                       r"lacks \['optimizer'"):  # fmt: skip
+        find_resume_state(str(path), "k", tmp_path, tmp_path / "run", _model_state())
+
+
+def test_a_run_dir_holding_checkpoints_it_does_not_continue_is_refused(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    save_checkpoint(run / "checkpoints" / "step00000040.pt", _state(40, "other"))
+    before = sorted(p.name for p in (run / "checkpoints").iterdir())
+    refusal = (r"checkpoints already holds 1 step checkpoint.*newest step00000040\.pt, of "
+               r"another config.*another hydra\.run\.dir")  # fmt: skip
+    with pytest.raises(ResumeError, match=refusal):
+        claim_run_dir(run, None, None, "mine", _manager(run / "checkpoints"))
+    save_checkpoint(run / "checkpoints" / "step00000041.pt", _state(41, "mine"))
+    with pytest.raises(ResumeError, match=r"of this config\).*continue them with trainer\.resume="
+                       r"auto, or start over in another hydra\.run\.dir"):  # fmt: skip
+        claim_run_dir(run, None, None, "mine", _manager(run / "checkpoints"))
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [*before, "step00000041.pt"]

@@ -1,0 +1,252 @@
+"""A run in a fixed hydra.run.dir (a requeued SLURM job): resume=auto continues its own folder,
+checkpoints are matched by their own config_key, a folder of another run is refused, leftovers
+of a kill -9 are cleaned, files follow the umask and a full disk names the file."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from src.training.checkpoint import Checkpoints, load_checkpoint, save_checkpoint
+from src.utils.io import atomic_write_bytes, remove_stale_temporaries, write_json
+from tests.train_process import run_train
+
+ROOT = Path(__file__).resolve().parents[2]
+SLOW = ("dataset._target_=tests.reliability.faulty.FaultyImageFolder", "+dataset.fault=slow",
+        "+dataset.delay_s=0.03", "allowed_targets=[src.,torch.,torchvision.,tests.]")  # fmt: skip
+# 48 train images / batch 16 = 3 steps an epoch, 9 in all; a checkpoint after each step
+RUN = ("loader.batch_size=16", "loader.num_workers=1", "trainer.max_epochs=3",
+       "trainer.checkpoint.every_n_steps=1", *SLOW)  # fmt: skip
+COMPARED = ("val/acc", "val/loss", "train/loss", "val/best_acc", "epochs")
+
+
+def _args(demo_dir: Path, run: Path, *extra: str) -> list[str]:
+    return [f"paths.demo_dir={demo_dir}", f"paths.log_dir={run.parent}",
+            f"hydra.run.dir={run}", *RUN, *extra]  # fmt: skip
+
+
+def _train(demo_dir: Path, run: Path, *extra: str) -> subprocess.CompletedProcess:
+    return run_train(*_args(demo_dir, run, *extra), cwd=run.parent, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def whole(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The uninterrupted run, to compare continued runs with."""
+    run = tmp_path_factory.mktemp("whole") / "run"
+    done = _train(demo_dir, run)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run
+
+
+def _kill_9_after(demo_dir: Path, run: Path, step: int) -> int:
+    """Start the run and SIGKILL it once checkpoint `step` exists; the last step it saved."""
+    run.parent.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *_args(demo_dir, run)],
+                            cwd=run.parent, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (run / "checkpoints" / f"step{step:08d}.pt").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, f"never reached step {step}"
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    saved = load_checkpoint(run / "checkpoints" / "last.pt")["step"]
+    assert saved < 8 and not (run / "metrics.json").exists()
+    return saved
+
+
+def _assert_same_result(run: Path, whole: Path) -> None:
+    a = load_checkpoint(whole / "checkpoints" / "last.pt")["model"]
+    b = load_checkpoint(run / "checkpoints" / "last.pt")["model"]
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    expected = json.loads((whole / "metrics.json").read_text())
+    got = json.loads((run / "metrics.json").read_text())
+    for key in COMPARED:
+        assert got[key] == pytest.approx(expected[key], abs=1e-6), key
+
+
+def _steps(run: Path) -> list[str]:
+    return sorted(p.name for p in (run / "checkpoints").glob("step*.pt"))
+
+
+# 1. resume=auto with a fixed run dir -------------------------------------------------------------
+def test_a_requeued_run_continues_its_own_folder(demo_dir: Path, tmp_path: Path, whole) -> None:
+    """kill -9, then the same command + trainer.resume=auto (a SLURM requeue): the run resumes
+    from its own folder, ends like the uninterrupted run and keeps its newest checkpoints."""
+    run = tmp_path / "run"
+    saved = _kill_9_after(demo_dir, run, 3)
+    again = _train(demo_dir, run, "trainer.resume=auto")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"resumed from {run}/checkpoints/step{saved:08d}.pt" in again.stdout
+    assert "starting fresh" not in again.stdout
+    _assert_same_result(run, whole)
+    assert _steps(run) == ["step00000007.pt", "step00000008.pt", "step00000009.pt"]
+
+
+# 2. resume=auto trusts the checkpoint, not the folder --------------------------------------------
+def test_auto_skips_another_configs_and_malformed_steps(demo_dir, tmp_path, whole) -> None:
+    """(b) another config's checkpoint (another model width) and (c) one lacking keys, as the
+    newest steps of the folder: each one warning line naming it, then the good step before."""
+    run = tmp_path / "run"
+    saved = _kill_9_after(demo_dir, run, 3)
+    good = load_checkpoint(run / "checkpoints" / f"step{saved:08d}.pt")
+    layer = next(iter(good["model"]))
+    other = good | {"config_key": "0123456789abcdef", "step": saved + 1,
+                    "model": good["model"] | {layer: torch.zeros(3, 1)}}  # fmt: skip
+    foreign, malformed = (run / "checkpoints" / f"step{saved + n:08d}.pt" for n in (1, 2))
+    save_checkpoint(foreign, other)
+    lacking = {k: v for k, v in good.items() if k != "batches_done"} | {"step": saved + 2}
+    save_checkpoint(malformed, lacking)
+    again = _train(demo_dir, run, "trainer.resume=auto")
+    assert again.returncode == 0, again.stderr[-3000:]
+    out = again.stdout
+    assert f"skipping checkpoint: {foreign} comes from another config (config_key 0123" in out
+    assert f"skipping checkpoint: {malformed} is not a training checkpoint" in out
+    assert "lacks ['batches_done']" in out
+    assert f"resumed from {run}/checkpoints/step{saved:08d}.pt" in out
+    _assert_same_result(run, whole)
+    aside = sorted(p.name for p in (run / "checkpoints").glob("*.set-aside"))
+    assert aside == [f"{foreign.name}.set-aside", f"{malformed.name}.set-aside"]
+    assert load_checkpoint(run / "checkpoints" / aside[0])["config_key"] == "0123456789abcdef"
+
+
+def test_a_folder_of_another_run_is_refused_and_left_as_it_was(demo_dir, tmp_path, whole):
+    """(a) a finished run's folder, reused by another config with resume=auto, or by the same
+    config with resume=null: one line naming the folder and the fix; nothing changes there."""
+    run = tmp_path / "run"
+    shutil.copytree(whole, run)
+    before = {p.name: p.stat().st_mtime_ns for p in (run / "checkpoints").iterdir()}
+    metrics = (run / "metrics.json").read_text()
+    other = _train(demo_dir, run, "optimizer.lr=0.01", "trainer.resume=auto")
+    assert other.returncode != 0
+    assert "comes from another config" in other.stdout  # each of its files named
+    refusal = f"{run}/checkpoints already holds 3 step checkpoint(s) this run does not continue"
+    assert refusal in other.stderr and "another hydra.run.dir" in other.stderr
+    assert "Traceback" not in other.stderr
+    fresh = _train(demo_dir, run)
+    assert fresh.returncode != 0 and refusal in fresh.stderr
+    assert "continue them with trainer.resume=auto" in fresh.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in (run / "checkpoints").iterdir()} == before
+    assert (run / "metrics.json").read_text() == metrics
+
+
+def test_an_explicit_checkpoint_of_another_model_is_one_line(demo_dir, tmp_path, whole) -> None:
+    other = tmp_path / "other.pt"
+    state = load_checkpoint(whole / "checkpoints" / "last.pt")
+    layer = next(iter(state["model"]))
+    save_checkpoint(other, state | {"model": state["model"] | {layer: torch.zeros(3, 1)}})
+    done = _train(demo_dir, tmp_path / "run", f"trainer.resume={other}")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert f"trainer.resume={other}: this file its weights do not fit this model ({layer} is " \
+           "[3, 1] in the file" in done.stderr  # fmt: skip
+
+
+# 3. leftovers and permissions --------------------------------------------------------------------
+@pytest.mark.parametrize("umask", [0o002, 0o022, 0o077])
+def test_written_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
+    old = os.umask(umask)
+    try:
+        with open(tmp_path / "plain", "w"):
+            pass
+        atomic_write_bytes(tmp_path / "bytes", b"x")
+        write_json(tmp_path / "metrics.json", {"a": 1})
+        ckpt = Checkpoints(tmp_path / "checkpoints", 1, "val/acc", "max")
+        ckpt.save({"step": 1}, {"val/acc": 1.0})
+    finally:
+        os.umask(old)
+    expected = (tmp_path / "plain").stat().st_mode & 0o777
+    assert expected == 0o666 & ~umask
+    files = ["bytes", "metrics.json", *(f"checkpoints/{n}" for n in
+             ("step00000001.pt", "last.pt", "best.pt"))]  # fmt: skip
+    assert {f: (tmp_path / f).stat().st_mode & 0o777 for f in files} == dict.fromkeys(
+        files, expected
+    )
+
+
+def test_stale_temporaries_are_removed_and_nothing_else(tmp_path: Path) -> None:
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    (folder / ".step00000004.pt.a1b2c3d4.tmp").write_bytes(b"\0" * (2 << 20))
+    (folder / ".step00000005.pt.x_9yz0ab.tmp").write_bytes(b"")
+    kept = ["step00000003.pt", ".step00000004.pt.tmp", "notes.tmp", ".step5.pt.ab.tmp"]
+    for name in kept:
+        (folder / name).write_bytes(b"x")
+    assert remove_stale_temporaries(folder) == 2
+    assert sorted(p.name for p in folder.iterdir()) == sorted(kept)
+    assert remove_stale_temporaries(tmp_path / "missing") == 0
+
+
+def test_a_run_cleans_its_own_leftovers_and_shares_its_files(demo_dir: Path, tmp_path: Path):
+    """Temp files of a write cut short by kill -9 (2 MiB and 0 B) are removed at the start from
+    this run's checkpoints/ only, and under umask 002 every file is group-writable."""
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / ".step00000004.pt.a1b2c3d4.tmp").write_bytes(b"\0" * (2 << 20))
+    (run / "checkpoints" / ".step00000005.pt.e5f6g7h8.tmp").write_bytes(b"")
+    elsewhere = tmp_path / "other" / "checkpoints" / ".step00000004.pt.a1b2c3d4.tmp"
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_bytes(b"")
+    old = os.umask(0o002)
+    try:
+        done = run_train(f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}",
+                         f"hydra.run.dir={run}", "loader.batch_size=16", "loader.num_workers=0",
+                         "trainer.max_epochs=1", "trainer.checkpoint.every_n_steps=1",
+                         cwd=tmp_path)  # fmt: skip
+    finally:
+        os.umask(old)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "removed 2 temporary file(s)" in done.stdout
+    assert not list((run / "checkpoints").glob("*.tmp")) and elsewhere.exists()
+    written = ["metrics.json", "config_resolved.yaml", *(f"checkpoints/{n}" for n in
+               ("step00000003.pt", "last.pt", "best.pt"))]  # fmt: skip
+    assert {f: oct((run / f).stat().st_mode & 0o777) for f in written} == dict.fromkeys(
+        written, oct(0o664)
+    )
+
+
+# 4. a full disk ----------------------------------------------------------------------------------
+def test_a_failed_write_names_the_file_and_the_fix(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "checkpoints" / "step00000002.pt"
+    atomic_write_bytes(path, b"old")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    message = (r"No space left on device while writing .*step00000002\.pt: free space on that "
+               r"disk, or .*another hydra\.run\.dir")  # fmt: skip
+    with pytest.raises(OSError, match=message) as failed:
+        atomic_write_bytes(path, b"new" * 1000)
+    assert failed.value.errno == errno.ENOSPC and str(path) in str(failed.value)
+    assert path.read_bytes() == b"old" and sorted(path.parent.iterdir()) == [path]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd (Linux)")
+def test_a_full_disk_stops_the_run_naming_the_checkpoint(demo_dir: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("disk_full.py")), "2",
+         f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}", f"hydra.run.dir={run}",
+         "loader.batch_size=16", "loader.num_workers=0", "trainer.max_epochs=1",
+         "trainer.checkpoint.every_n_steps=1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0
+    target = run / "checkpoints" / "step00000003.pt"
+    assert f"No space left on device while writing {target}: free space on that disk" in (
+        done.stderr)  # fmt: skip
+    assert "another hydra.run.dir" in done.stderr
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "config_key", "last.pt", "step00000001.pt", "step00000002.pt",
+    ]  # fmt: skip
+    assert load_checkpoint(run / "checkpoints" / "last.pt")["step"] == 2
