@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from bench.timing import Candidate, touch
-from src.assemble import Parts, assemble
+from src.assemble import Components, assemble
 from src.config.validate import validate_config
 from src.data.loaders import endless
 from src.training.batches import BatchMover, mover_for
@@ -32,7 +32,7 @@ def template_config(*overrides: str) -> DictConfig:
     return cfg
 
 
-def build(cfg: DictConfig) -> Parts:
+def build(cfg: DictConfig) -> Components:
     """`assemble(cfg)` with its INFO lines kept out of the benchmark's output."""
     quiet = [logging.getLogger(name) for name in ("src.assemble", "src.data.loaders")]
     levels = [logger.level for logger in quiet]

@@ -21,6 +21,7 @@ from src.data.transforms import Pipelines
 from src.models.build import build_model
 from src.training.device import Precision, resolve_device, resolve_precision
 from src.training.distributed import init_distributed, rank_device, rank_seed, wrap_model
+from src.training.metrics.base import Metric
 from src.training.settings import TrainerSettings
 from src.utils.seeding import seed_everything
 
@@ -28,8 +29,9 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Parts:
-    """What `assemble` built: settings, device, data, loaders and the model."""
+class Components:
+    """What `assemble` built from the config: settings, device, data, loaders, the model, its
+    loss and metrics."""
 
     settings: TrainerSettings
     device: torch.device
@@ -40,11 +42,13 @@ class Parts:
     classes: list[str]
     input_shape: tuple[int, ...]
     model: nn.Module
+    criterion: nn.Module
+    metrics: dict[str, Metric]
     train_loader: DataLoader
     val_loader: DataLoader
 
 
-def assemble(cfg: DictConfig) -> Parts:
+def assemble(cfg: DictConfig) -> Components:
     """Seed, pick the device, instantiate datasets, model and loaders; log a one-line header.
     Under torchrun: this rank's seed, device, DDP model and share of the data."""
     settings = instantiate(cfg.trainer)
@@ -87,7 +91,9 @@ def assemble(cfg: DictConfig) -> Parts:
         settings.grad_accum, f" x {ranks.world_size} ranks" if ranks.world_size > 1 else "",
         per_step, loader_settings.num_workers, " per rank" if ranks.world_size > 1 else "",
     )  # fmt: skip
-    return Parts(
+    criterion = instantiate(cfg.loss)(train_set).to(device)
+    metrics = {name: instantiate(node) for name, node in cfg.metrics.items()}
+    return Components(
         settings, device, precision, pipelines, train_set, val_set, list(classes), shape, model,
-        train_loader, val_loader,
+        criterion, metrics, train_loader, val_loader,
     )  # fmt: skip

@@ -15,17 +15,17 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from src.training.loop import Fitter  # noqa: E402
+from src.training.step import TrainStep  # noqa: E402
 
 stop_at = int(os.environ.get("STOP_AT_STEP", "0"))
 nan_rank = os.environ.get("NAN_RANK")
-optimizer_step, cross_entropy = Fitter._optimizer_step, torch.nn.functional.cross_entropy
+optimizer_step, cross_entropy = TrainStep.optimizer_step, torch.nn.functional.cross_entropy
 losses = []
 
 
-def stepping(self: Fitter) -> None:
+def stepping(self: TrainStep) -> None:
     optimizer_step(self)
-    if self.step == stop_at:
+    if self.steps == stop_at:
         signal.raise_signal(signal.SIGTERM)
 
 
@@ -38,7 +38,7 @@ def diverging(*args, **kwargs):  # type: ignore[no-untyped-def]
     return loss
 
 
-Fitter._optimizer_step = stepping  # type: ignore[method-assign]
+TrainStep.optimizer_step = stepping  # type: ignore[method-assign]
 torch.nn.functional.cross_entropy = diverging
 sys.argv = [str(ROOT / "train.py"), *sys.argv[1:]]
 runpy.run_path(str(ROOT / "train.py"), run_name="__main__")

@@ -45,7 +45,9 @@ def single_process_eval(run: Path, out: Path) -> dict[str, float]:
     parts = assemble(cfg)
     parts.model.load_state_dict(state["model"])  # plain keys: no DDP `module.` prefix
     move = mover_for(parts)
-    return evaluate(parts.model, parts.val_loader, move, parts.precision)
+    return evaluate(
+        parts.model, parts.val_loader, move, parts.precision, parts.criterion, parts.metrics
+    )
 
 
 @pytest.fixture(scope="module")

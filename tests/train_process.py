@@ -7,7 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from src.config.allowlist import shipped_entries
+
 ROOT = Path(__file__).resolve().parents[1]
+FAULTY = "tests.reliability.faulty.FaultyImageFolder"  # a dataset that misbehaves on purpose
+
+
+def allowing(*entries: str) -> str:
+    """The override `allowed_targets=[...]`: conf/config.yaml's entries plus `entries` (a list
+    cannot be appended to on the command line)."""
+    return f"allowed_targets=[{','.join([*shipped_entries(), *entries])}]"
 
 
 def run_train(

@@ -12,15 +12,15 @@ from typing import Any
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from torch import nn
 from torch.utils.data import DataLoader
 
-from src.assemble import Parts, assemble
+from src.assemble import Components, assemble
 from src.data.loaders import endless
 from src.outputs import finish_run, save_resolved_config
 from src.training.batches import DeviceBatch, mover_for
 from src.training.prefetch import device_batches, side_stream_for
 from src.training.resources import ProcessTreeMonitor
+from src.training.step import TrainStep
 from src.training.tensorboard import TensorBoardLogger
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,7 @@ def time_loader(
     }
 
 
-def device_batches_of(parts: Parts) -> Callable[[Iterator[Any]], Iterator[DeviceBatch]]:
+def device_batches_of(parts: Components) -> Callable[[Iterator[Any]], Iterator[DeviceBatch]]:
     """Batches -> model-ready device batches, as the training loop moves them (side-stream
     lookahead on CUDA with trainer.device_prefetch)."""
     mover = mover_for(parts)
@@ -113,25 +113,12 @@ def device_batches_of(parts: Parts) -> Callable[[Iterator[Any]], Iterator[Device
     return lambda batches: device_batches(batches, mover, side)
 
 
-def train_step(parts: Parts, optimizer: torch.optim.Optimizer) -> Callable[[DeviceBatch], None]:
-    """One real optimisation step on a device batch (forward, backward, step)."""
+def train_step(parts: Components, optimizer: torch.optim.Optimizer) -> TrainStep:
+    """The training loop's own step (forward, the loss group's loss, backward, optimizer step)
+    at a constant learning rate, with the model in train mode."""
     parts.model.train()
-
-    def step(batch: DeviceBatch) -> None:
-        inputs, labels, extras = batch
-        with parts.precision.autocast():
-            loss = nn.functional.cross_entropy(parts.model(inputs, *extras).float(), labels)
-        optimizer.zero_grad(set_to_none=True)
-        scaler = parts.precision.scaler
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
-
-    return step
+    constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
+    return TrainStep(parts.model, parts.criterion, optimizer, constant, parts.precision)
 
 
 def benchmark(cfg: DictConfig) -> dict[str, float]:

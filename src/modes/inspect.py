@@ -20,7 +20,7 @@ from torch.utils.data import DataLoader
 from torchvision.transforms import v2
 from torchvision.utils import save_image
 
-from src.assemble import Parts, assemble
+from src.assemble import Components, assemble
 from src.data.loaders import RANDOM_ORDERS
 from src.outputs import save_resolved_config
 from src.training.batches import BatchMover, mover_for
@@ -97,7 +97,7 @@ def format_report(split: str, report: dict[str, Any], classes: list[str]) -> str
     )
 
 
-def find_mistakes(parts: Parts, reports: dict[str, dict[str, Any]]) -> list[str]:
+def find_mistakes(parts: Components, reports: dict[str, dict[str, Any]]) -> list[str]:
     """The classic data-pipeline mistakes visible from the config and the first batches."""
     warnings = []
     train_loader, val_loader = parts.train_loader, parts.val_loader

@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader
 
 if TYPE_CHECKING:
-    from src.assemble import Parts
+    from src.assemble import Components
 
 
 class DeviceBatch(NamedTuple):
@@ -71,7 +71,7 @@ class BatchMover:
         )
 
 
-def mover_for(parts: Parts, channels_last: bool | None = None) -> BatchMover:
+def mover_for(parts: Components, channels_last: bool | None = None) -> BatchMover:
     """The BatchMover of a run's parts (its device, normaliser, layout and worker count)."""
     layout = parts.settings.channels_last if channels_last is None else channels_last
     workers = parts.train_loader.num_workers > 0

@@ -19,7 +19,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from src.training.meters import ClassificationTotals
+from src.training.totals import PassTotals
 from src.utils.resolvers import share_launch
 from src.utils.seeding import derive_seed
 
@@ -151,16 +151,19 @@ def broadcast_module(model: nn.Module, src: int = 0, parameters: bool = False) -
         dist.broadcast(tensor.data, src)
 
 
-def reduce_totals(totals: ClassificationTotals) -> None:
-    """Sum loss, correct predictions and sample counts over all ranks, in place."""
+def reduce_totals(totals: PassTotals) -> None:
+    """Sum a pass's loss, metric sums and sample count over all ranks, in place (one
+    all-reduce of them packed as float64; integer sums are rounded back)."""
     if not dist.is_initialized():
         return
-    packed = torch.stack([totals.loss_sum.double(), totals.correct.double()])
+    tensors = totals.tensors()
+    packed = torch.cat([t.double().flatten() for t in tensors])
     packed = torch.cat([packed, packed.new_tensor([totals.samples])])
     dist.all_reduce(packed)
-    totals.loss_sum.copy_(packed[0])
-    totals.correct.copy_(packed[1].round().long())
-    totals.samples = int(packed[2].round())
+    for tensor, value in zip(tensors, packed[:-1].split([t.numel() for t in tensors]), strict=True):
+        value = value.view_as(tensor)
+        tensor.copy_(value if tensor.is_floating_point() else value.round())
+    totals.samples = int(packed[-1].round())
 
 
 def any_rank(flags: list[bool], device: torch.device) -> list[bool]:

@@ -1,5 +1,5 @@
-"""Validation: loss and accuracy over every val sample, counted exactly once (also when the
-ranks of a distributed job each evaluate their share: the totals are summed over ranks)."""
+"""Validation: the loss and every metric over every val sample, counted exactly once (also when
+the ranks of a distributed job each evaluate their share: the sums are added over ranks)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from src.training.batches import BatchMover
 from src.training.device import Precision
 from src.training.diagnosis import loader_failures_named
 from src.training.distributed import broadcast_module, reduce_totals, unwrap
-from src.training.meters import ClassificationTotals, LoaderTimer
+from src.training.meters import LoaderTimer
+from src.training.metrics.base import Metric
 from src.training.prefetch import SideStream, device_batches
+from src.training.totals import PassTotals
 
 
 @torch.no_grad()
@@ -21,23 +23,25 @@ def evaluate(
     loader: DataLoader,
     move: BatchMover,
     precision: Precision,
+    criterion: nn.Module,
+    metrics: dict[str, Metric],
     limit: int | None = None,
     side: SideStream | None = None,
 ) -> dict[str, float]:
-    """Mean loss and accuracy over every sample of `loader` (or its first `limit` batches;
+    """Mean loss and `metrics` over every sample of `loader` (or its first `limit` batches;
     per rank under DDP; moved through `side`'s lookahead when given). All ranks evaluate
     rank 0's model: the one its checkpoint holds."""
     model = unwrap(model)  # no DDP hooks: the ranks' shares may differ by a batch
     broadcast_module(model)  # rank 0's BatchNorm statistics (the weights already agree)
     model.eval()
-    totals = ClassificationTotals(move.device)
+    totals = PassTotals(move.device, metrics)
     timer = LoaderTimer()
     with loader_failures_named(loader.dataset):
         for inputs, labels, extras in device_batches(timer.iterate(loader, limit), move, side):
             with precision.autocast():
                 logits = model(inputs, *extras)
-            totals.add(nn.functional.cross_entropy(logits.float(), labels), logits, labels)
+            totals.add(criterion(logits, labels), logits, labels)
     reduce_totals(totals)
     timer.stop(totals.samples)
-    metrics = totals.means("val", "check the val split and trainer.limit_val_batches.")
-    return metrics | {"val/samples_per_s": timer.samples_per_s}
+    means = totals.means("val", "check the val split and trainer.limit_val_batches.")
+    return means | {"val/samples_per_s": timer.samples_per_s}

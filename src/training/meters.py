@@ -1,12 +1,10 @@
-"""Per-epoch timing: how long the loop waited for data versus everything else."""
+"""Per-pass timing: how long the loop waited for data versus everything else."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, TypeVar
-
-import torch
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -59,37 +57,3 @@ class LoaderTimer:
     @property
     def data_wait_frac(self) -> float:
         return self.data_wait_s / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-
-class ClassificationTotals:
-    """Summed loss and correct predictions, kept on the device so no batch forces a sync."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.loss_sum = torch.zeros((), device=device)
-        self.correct = torch.zeros((), device=device, dtype=torch.long)
-        self.samples = 0
-
-    def add(self, mean_loss: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> None:
-        """Account one batch (`mean_loss` is the batch's mean cross-entropy)."""
-        self.loss_sum += mean_loss.detach() * len(labels)
-        self.correct += (logits.detach().argmax(1) == labels).sum()
-        self.samples += len(labels)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The running sums, to continue a part-finished epoch after a resume."""
-        return {"loss_sum": self.loss_sum, "correct": self.correct, "samples": self.samples}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from `state_dict()`'s sums."""
-        self.loss_sum.copy_(state["loss_sum"])
-        self.correct.copy_(state["correct"])
-        self.samples = state["samples"]
-
-    def means(self, prefix: str, empty_hint: str) -> dict[str, float]:
-        """`{prefix}/loss` and `{prefix}/acc`; an epoch without samples is an error."""
-        if self.samples == 0:
-            raise RuntimeError(f"the {prefix} loader yielded no samples; {empty_hint}")
-        return {
-            f"{prefix}/loss": self.loss_sum.item() / self.samples,
-            f"{prefix}/acc": self.correct.item() / self.samples,
-        }

@@ -14,7 +14,7 @@ from src.training.batches import batches_per_epoch
 from src.training.settings import TrainerSettings
 
 if TYPE_CHECKING:
-    from src.assemble import Parts
+    from src.assemble import Components
 
 
 def optimizer_steps_per_epoch(loader: DataLoader, settings: TrainerSettings) -> int:
@@ -30,7 +30,7 @@ def optimizer_steps_per_epoch(loader: DataLoader, settings: TrainerSettings) -> 
 
 
 def build_optimization(
-    optimizer_cfg: DictConfig, scheduler_cfg: DictConfig, parts: Parts
+    optimizer_cfg: DictConfig, scheduler_cfg: DictConfig, parts: Components
 ) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler]:
     """The `optimizer` over the model's parameters and the `scheduler` over the whole run."""
     optimizer = instantiate(optimizer_cfg)(parts.model.parameters())

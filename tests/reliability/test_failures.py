@@ -8,11 +8,10 @@ from pathlib import Path
 
 from hydra.utils import instantiate
 
-from src.config.allowlist import shipped_entries
 from src.data import resolve_loader
 from src.data.samplers import SequentialOrder
 from tests.test_loaders import Labels
-from tests.train_process import run_train
+from tests.train_process import allowing, run_train
 
 USER_DATASET = """
 class Broken:
@@ -34,7 +33,7 @@ def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
         "dataset._target_=mydata.broken.Broken",
         "~dataset.root", "~dataset.on_error", "~dataset.max_bad_fraction",
         "~dataset.reduced_decode", "~dataset.max_image_pixels",
-        f"allowed_targets=[{','.join(['mydata.*', *shipped_entries()])}]",
+        allowing("mydata.*"),
         f"hydra.run.dir={run}",
         cwd=tmp_path,
         env={"PYTHONPATH": str(tmp_path)},

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from src.data.datasets.imagefolder import ImageFolderDataset
 from src.training.checkpoint import load_checkpoint
+from tests.train_process import FAULTY as FAULTY_DATASET
+from tests.train_process import allowing
 from train import train
 
 ROOT = Path(__file__).resolve().parents[2]
-FAULTY = "dataset._target_=tests.reliability.faulty.FaultyImageFolder"
-SHIPPED = [*OmegaConf.load(ROOT / "conf" / "config.yaml").allowed_targets]
-ALLOW_TESTS = f"allowed_targets=[{','.join([*SHIPPED, FAULTY.partition('=')[2]])}]"
+FAULTY = f"dataset._target_={FAULTY_DATASET}"
+ALLOW_TESTS = allowing(FAULTY_DATASET)
 
 
 def _args(demo_dir: Path, run_dir: Path, *extra: str) -> list[str]:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from src.training.checkpoint import load_checkpoint
-from src.training.loop import Fitter
+from src.training.step import TrainStep
 from train import train
 
 # 48 train images / batch 16 = 3 batches per epoch (drop_last), 3 epochs = 9 optimizer steps
@@ -31,14 +31,14 @@ def _weights(run: Path) -> dict[str, torch.Tensor]:
 
 def _stop_at_step(monkeypatch: pytest.MonkeyPatch, step: int, signum: int) -> None:
     """Send `signum` to this process right after optimizer step `step` (a pre-emption)."""
-    original = Fitter._optimizer_step
+    original = TrainStep.optimizer_step
 
-    def stepping(self: Fitter) -> None:
+    def stepping(self: TrainStep) -> None:
         original(self)
-        if self.step == step:
+        if self.steps == step:
             signal.raise_signal(signum)
 
-    monkeypatch.setattr(Fitter, "_optimizer_step", stepping)
+    monkeypatch.setattr(TrainStep, "optimizer_step", stepping)
 
 
 @pytest.mark.parametrize(
