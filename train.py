@@ -10,34 +10,18 @@ torchrun --standalone --nproc_per_node=2 train.py    # DDP: one process per devi
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
-from src.config.errors import ConfigError
+from src.config.choices import log_config_tree
 from src.config.validate import validate_config
 from src.failures import failures_reported
-from src.modes import METRICS_BY_MODE
-from src.modes.benchmark import benchmark
-from src.modes.cache import cache
-from src.modes.inspect import inspect
-from src.modes.train import train
-from src.modes.validate import validate
-from src.outputs import log_config_tree
+from src.modes import MODES
 from src.sweeps.summary import previous_result, rank_metric
 from src.training.distributed import distributed_job, init_distributed
 from src.utils.resolvers import register_resolvers
-
-MODES: dict[str, Callable[[DictConfig], dict[str, Any]]] = {
-    "train": train,
-    "benchmark": benchmark,
-    "inspect": inspect,
-    "validate": validate,
-    "cache": cache,
-}
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="config")
@@ -45,21 +29,13 @@ def main(cfg: DictConfig) -> float:
     """Hydra entry point; returns the ranking metric (summary.rank_by) for sweepers."""
     with failures_reported():  # the error that stops a run is the last line of its log
         validate_config(cfg)  # a bad config stops here, in a few lines, before any work
-        if cfg.mode not in MODES:
-            raise ConfigError(f"mode={cfg.mode!r}: expected one of {sorted(MODES)}.")
         if cfg.mode != "train" and init_distributed().world_size > 1:
             raise ValueError(
                 f"mode={cfg.mode} runs in one process: start it with python train.py, not "
                 "torchrun (or a launcher with several tasks)."
             )
-        if rank_metric(cfg) not in METRICS_BY_MODE[cfg.mode]:
-            choices = list(METRICS_BY_MODE[cfg.mode])
-            raise ConfigError(
-                f"summary.rank_by={cfg.summary.rank_by!r} is not a metric of mode={cfg.mode}: "
-                f"use one of {choices}."
-            )
         log_config_tree()
-        metrics = previous_result(cfg) or MODES[cfg.mode](cfg)
+        metrics = previous_result(cfg) or MODES[cfg.mode].run(cfg)
     return metrics[rank_metric(cfg)]
 
 

@@ -15,7 +15,7 @@ import psutil
 from torch.utils.data import DataLoader, Dataset
 
 from src.data.datasets.base import MapDataset
-from src.data.datasets.files import LabelledImageFiles
+from src.data.datasets.image_files import LabelledImageFiles
 from src.data.loader_settings import LoaderSettings
 from src.data.loaders import make_loader
 from src.data.samplers import RandomOrder

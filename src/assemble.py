@@ -12,10 +12,10 @@ from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from src.data.limits import apply_sharing_strategy
 from src.data.loaders import build_loaders
 from src.data.resolve_loader import resolve_loader_settings
 from src.data.seeded import seeded
+from src.data.sharing import apply_sharing_strategy
 from src.data.splits import build_splits, input_shape
 from src.data.transforms import Pipelines
 from src.models.build import build_model

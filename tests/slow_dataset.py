@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from src.data.datasets.tensor_file import TensorFileDataset
+from src.data.datasets.tensor import TensorFileDataset
 
 
 class SlowTensorFile(TensorFileDataset):

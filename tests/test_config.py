@@ -7,13 +7,14 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from torch import nn
 
+from src.config.choices import config_tree
 from src.data.loader_settings import LoaderSettings
 from src.data.transforms import Pipelines
 from src.models.build import build_model
 from src.modes.benchmark import BenchmarkSettings
 from src.modes.cache import CacheSettings
 from src.modes.inspect import InspectSettings
-from src.outputs import config_tree
+from src.training.metrics.base import Metric
 from src.training.settings import TrainerSettings
 from tests.conftest import CONF_DIR
 
@@ -52,6 +53,9 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
         return
     cfg = make_cfg(f"{group}={option}")
     node = cfg[group]
+    if group == "metrics":  # a mapping of name -> Metric
+        assert node and all(isinstance(instantiate(n), Metric) for n in node.values())
+        return
     assert "_target_" in node, f"{group}/{option}.yaml has no _target_"
     if group == "dataset" and option in ("cifar10", "mnist", "fashion_mnist"):
         with pytest.raises(InstantiationException, match=r"dataset\.download=true"):  # no files

@@ -12,9 +12,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from src.data.collate import already_batched
-from src.data.datasets.csv_table import CsvDataset
+from src.data.datasets.csv import CsvDataset
 from src.data.datasets.imagefolder import ImageFolderDataset
-from src.data.datasets.tensor_file import TensorFileDataset
+from src.data.datasets.tensor import TensorFileDataset
 from src.data.demo import CLASSES
 
 

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from src.assemble import assemble
 from src.training.batches import mover_for
-from src.training.checkpoint import load_checkpoint
+from src.training.checkpoint_files import load_checkpoint
 from src.training.evaluate import evaluate
 from tests import ddp_probe
 from tests.reliability.bad_files import corrupt_tree
@@ -72,7 +72,7 @@ def test_torchrun_job_has_one_run_dir_written_by_rank_0(csv_job: tuple[Path, str
     assert len(list((run / "tensorboard").glob("events.out.tfevents.*"))) == 1
     assert output.count("epoch 2/2") == 1 and "x 2 ranks = 16 per step" in output
     log = (run / "train.log").read_text()
-    assert log.count("epoch 1/2") == 1 and log.count("metrics:") == 1
+    assert log.count("epoch 1/2") == 1 and log.count("[src.outputs][INFO] - metrics:") == 1
     state = load_checkpoint(run / "checkpoints" / "last.pt")
     assert state["world_size"] == 2 and state["epoch"] == 2
     assert not any(key.startswith("module.") for key in state["model"])

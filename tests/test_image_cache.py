@@ -15,10 +15,10 @@ from hydra.utils import instantiate
 from PIL import Image
 from torchvision.io import decode_jpeg, encode_jpeg
 
-from src.data.datasets.cached import CachedImages
+from src.data.cache_store import StaleCacheError
+from src.data.datasets.cache import CachedImages
 from src.data.datasets.imagefolder import ImageFolderDataset
 from src.data.decode import SampleError, read_image
-from src.data.image_cache import StaleCacheError
 from src.modes.cache import CacheSettings, cache, shrink, write_split
 
 SIDE = 32  # demo images are 40-96 px: some JPEGs are >= 2x this (reduced decode), some not

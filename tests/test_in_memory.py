@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 
 from src.assemble import assemble
 from src.data.datasets.base import MapDataset
-from src.data.datasets.tensor_file import TensorFileDataset
+from src.data.datasets.tensor import TensorFileDataset
 from src.data.loader_settings import LoaderSettings
 from src.data.loaders import make_loader
 from src.data.seeded import SeededSamples

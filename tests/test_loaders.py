@@ -15,7 +15,7 @@ from hydra.utils import instantiate
 from torch.utils.data import Dataset, RandomSampler, SequentialSampler
 
 from src.data.datasets.base import MapDataset
-from src.data.datasets.tensor_file import TensorFileDataset
+from src.data.datasets.tensor import TensorFileDataset
 from src.data.loader_settings import LoaderSettings
 from src.data.loaders import build_loaders
 from src.data.resolve_loader import resolve_loader_settings

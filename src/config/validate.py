@@ -22,6 +22,7 @@ from src.config.errors import ConfigError
 from src.config.schema import node_problems
 from src.config.tree import child_key, resolve_tree, target_nodes
 from src.models.build import FILLED_FROM_DATA
+from src.modes import METRICS_BY_MODE
 
 # `???` keys that src.models.build fills from the data
 EXEMPT_MISSING = {f"model.{key}" for key in FILLED_FROM_DATA}
@@ -32,6 +33,7 @@ def validate_config(cfg: DictConfig) -> None:
     problems: list[str] = []
     tree = resolve_tree(cfg, EXEMPT_MISSING, problems)
     _raise_if(problems)
+    _raise_if(mode_problems(tree))
     entries = check_entries(tree)
     warn_if_widened(entries)
     _raise_if(disallowed_targets(tree, entries))
@@ -51,6 +53,19 @@ def validate_config(cfg: DictConfig) -> None:
         if _is_settings(targets.get(path), node):
             problems += _settings_problem(path, node)
     _raise_if(problems)
+
+
+def mode_problems(tree: dict[str, Any]) -> list[str]:
+    """`mode` must be one of train.py's modes, and `summary.rank_by` (when set) a metric of it."""
+    mode, rank_by = tree.get("mode"), tree.get("summary", {}).get("rank_by")
+    if mode not in METRICS_BY_MODE:
+        return [f"mode={mode!r}: expected one of {sorted(METRICS_BY_MODE)}."]
+    if rank_by is not None and rank_by not in METRICS_BY_MODE[mode]:
+        return [
+            f"summary.rank_by={rank_by!r} is not a metric of mode={mode}: use one of "
+            f"{list(METRICS_BY_MODE[mode])}."
+        ]
+    return []
 
 
 def _raise_if(problems: list[str]) -> None:

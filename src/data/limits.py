@@ -18,29 +18,15 @@ import torch.multiprocessing as torch_mp
 from torch.utils.data import Dataset
 
 from src.data.loader_settings import LoaderSettings
+from src.data.sharing import TORCH_DEFAULT_STRATEGY
 
 log = logging.getLogger(__name__)
 
-TORCH_DEFAULT_STRATEGY = torch_mp.get_sharing_strategy()  # before anyone changed it
 SHM_PATH = "/dev/shm"
 SHM_HEADROOM = 2.0  # x the in-flight batches: collation copies, pinning, allocator slack
 FD_HEADROOM = 4  # x the tensors in flight: batches the main process still holds
 FD_BASE = 256  # files the process keeps open anyway (libraries, logs, dataset files)
 MIB = 2**20
-
-
-def apply_sharing_strategy(settings: LoaderSettings) -> str:
-    """Set `loader.sharing_strategy` for this process and forked workers (null restores
-    torch's default): a process-wide setting. Returns the one in force."""
-    strategy = settings.sharing_strategy or TORCH_DEFAULT_STRATEGY
-    available = sorted(torch_mp.get_all_sharing_strategies())
-    if strategy not in available:
-        raise ValueError(
-            f"loader.sharing_strategy={strategy!r} is not available on this platform: "
-            f"use one of {available} or null."
-        )
-    torch_mp.set_sharing_strategy(strategy)
-    return strategy
 
 
 def sample_size(sample: Any) -> tuple[int, int]:

@@ -2,24 +2,19 @@
 
 Random augmentations then repeat exactly under the same seed whatever loader.num_workers is,
 differ between samples, workers and epochs, and a resumed run draws the crops it would have.
-The wrapper also records which sample each worker is reading, so a hung or dead worker can be
-reported with the file it was on.
+The wrapper is also where each worker marks the sample it reads (src/data/in_flight.py).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-import numpy as np
 import torch
-from torch.utils.data import Dataset, IterableDataset, get_worker_info
+from torch.utils.data import Dataset, IterableDataset
 
+from src.data.in_flight import ReadingSlots
 from src.data.samplers import Draw
 from src.utils.seeding import derive_seed
-from src.utils.text import shown
-
-_SLOTS = 256  # reading-slots: one per worker id (modulo)
 
 
 class SeededSamples(Dataset):
@@ -32,24 +27,12 @@ class SeededSamples(Dataset):
         self.seed = seed
         # shared memory: persistent workers see set_epoch without being restarted
         self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
-        self._reading = torch.full((_SLOTS,), -1, dtype=torch.int64).share_memory_()
-        self._pids = torch.zeros(_SLOTS, dtype=torch.int64).share_memory_()  # reader's pid
+        self.reading = ReadingSlots()
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in ("dataset", "_views"):  # unpickling: not yet set
+        if name.startswith("__") or name == "dataset":  # unpickling: not yet set
             raise AttributeError(name)
         return getattr(self.dataset, name)
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state.pop("_views", None)  # per-process views of the shared slots, made on first use
-        return state
-
-    def _slots(self) -> tuple[np.ndarray, np.ndarray]:
-        """numpy views of the shared reading/pid slots (a write costs ~0.1 us, not ~2 us)."""
-        if "_views" not in self.__dict__:
-            self._views = (self._reading.numpy(), self._pids.numpy())
-        return self._views
 
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
@@ -60,11 +43,7 @@ class SeededSamples(Dataset):
         self.dataset.set_epoch(epoch)
 
     def _fetch(self, key: Any, fetch: Any, first_index: int, *seed_parts: int) -> Any:
-        info = get_worker_info()
-        slot = info.id % _SLOTS if info is not None else -1
-        if slot >= 0:  # workers only: a fetch in the main process raises right where it fails
-            reading, pids = self._slots()
-            reading[slot], pids[slot] = first_index, os.getpid()
+        slot = self.reading.start(first_index)
         if not self.dataset.draws_random:  # nothing to seed: skip the swap
             item = fetch(key)
         else:
@@ -75,8 +54,7 @@ class SeededSamples(Dataset):
                     derive_seed(self.seed, int(self._epoch), *seed_parts)
                 )
                 item = fetch(key)
-        if slot >= 0:  # left set when the fetch raised: that sample is the culprit
-            self._slots()[0][slot] = -1
+        self.reading.done(slot)
         return item
 
     def __getitem__(self, index: int) -> Any:
@@ -92,15 +70,8 @@ class SeededSamples(Dataset):
         return self._fetch(indices, batched, indices[0], indices[0], len(indices))
 
     def in_flight(self, pids: set[int] | None = None) -> list[str]:
-        """The samples workers were reading and had not finished (file names where known);
-        only those of processes `pids` when given (e.g. the workers that died)."""
-        busy = [
-            index
-            for index, pid in zip(self._reading.tolist(), self._pids.tolist(), strict=True)
-            if index >= 0 and (pids is None or pid in pids)
-        ]
-        names = {i: self.dataset.get_filename(i) for i in busy}
-        return [f"sample {i}" + (f" ({shown(names[i])})" if names[i] else "") for i in busy]
+        """The samples workers were reading and had not finished (see ReadingSlots)."""
+        return self.reading.in_flight(self.dataset.get_filename, pids)
 
 
 def seeded(dataset: Dataset, seed: int) -> Dataset:

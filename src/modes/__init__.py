@@ -1,16 +1,27 @@
-"""What train.py can do besides training, one module per mode, and each mode's metric keys."""
+"""What train.py can do (`mode=`), one module per mode, each with the metric keys it returns."""
 
-from src.modes.benchmark import METRIC_KEYS as BENCHMARK_METRICS
-from src.modes.cache import METRIC_KEYS as CACHE_METRICS
-from src.modes.inspect import METRIC_KEYS as INSPECT_METRICS
-from src.modes.validate import METRIC_KEYS as VALIDATE_METRICS
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from omegaconf import DictConfig
+
+from src.modes import benchmark, cache, inspect, train, validate
 from src.training.summary import METRIC_KEYS as TRAIN_METRICS
 
-# The first key of each mode ranks sweeps by default (summary.rank_by: null).
-METRICS_BY_MODE = {
-    "train": TRAIN_METRICS,
-    "benchmark": BENCHMARK_METRICS,
-    "inspect": INSPECT_METRICS,
-    "validate": VALIDATE_METRICS,
-    "cache": CACHE_METRICS,
+
+class Mode(NamedTuple):
+    """A mode: the function train.py calls with the config, and the keys of what it returns
+    (the first ranks sweep jobs by default: summary.rank_by null)."""
+
+    run: Callable[[DictConfig], dict[str, Any]]
+    metric_keys: tuple[str, ...]
+
+
+MODES = {
+    "train": Mode(train.train, TRAIN_METRICS),
+    "benchmark": Mode(benchmark.benchmark, benchmark.METRIC_KEYS),
+    "inspect": Mode(inspect.inspect, inspect.METRIC_KEYS),
+    "validate": Mode(validate.validate, validate.METRIC_KEYS),
+    "cache": Mode(cache.cache, cache.METRIC_KEYS),
 }
+METRICS_BY_MODE = {name: mode.metric_keys for name, mode in MODES.items()}

@@ -1,6 +1,6 @@
 """`mode=cache` (`make cache`): decode every train and val image once, shrink it to
 `cache.short_side` and store its uint8 pixels (or, with cache.encoding=jpeg, a JPEG of them)
-for `dataset=cache` (src/data/image_cache.py).
+for `dataset=cache` (src/data/cache_store.py).
 Resumable: a second run continues an interrupted one; a stale cache is refused, never mixed."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from torchvision.io import encode_jpeg
 from torchvision.transforms import v2
 from tqdm import tqdm
 
+from src.data.cache_store import DATA_FILES, CacheWriter, is_jpeg_quality
 from src.data.decode import load_sample
-from src.data.image_cache import DATA_FILES, CacheWriter, is_jpeg_quality
 from src.data.resolve_loader import resolve_loader_settings
 from src.data.samplers import SequentialOrder
 from src.data.splits import build_splits

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.assemble import assemble
 from src.outputs import finish_run, save_resolved_config, write_resolved_config
-from src.training.checkpoint import CheckpointError, Checkpoints
+from src.training.checkpoint_files import CheckpointError, Checkpoints
 from src.training.distributed import check_resume_world, init_distributed
 from src.training.loop import Fitter
 from src.training.optimization import build_optimization

@@ -1,8 +1,9 @@
-"""Device and numeric precision: `trainer.device` and `trainer.precision`."""
+"""Device and numeric precision (`trainer.device`, `trainer.precision`), and GPU memory use."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from dataclasses import dataclass
 
 import torch
@@ -52,3 +53,14 @@ def resolve_precision(precision: str | int, device: torch.device) -> Precision:
     dtype = PRECISIONS[key]
     scaler = torch.amp.GradScaler(device.type) if dtype is torch.float16 else None
     return Precision(device, dtype, scaler)
+
+
+def gpu_stats(device: torch.device) -> dict[str, float]:
+    """Peak GPU memory since the last call (then reset) and, with pynvml, utilisation."""
+    if device.type != "cuda":
+        return {}
+    stats = {"gpu/peak_mem_mb": torch.cuda.max_memory_allocated(device) / 2**20}
+    torch.cuda.reset_peak_memory_stats(device)
+    if importlib.util.find_spec("pynvml") is not None:
+        stats["gpu/utilization"] = float(torch.cuda.utilization(device))
+    return stats

@@ -9,9 +9,9 @@ from torch.utils.data import DataLoader
 
 from src.training.batches import BatchMover
 from src.training.device import Precision
-from src.training.diagnosis import loader_failures_named
 from src.training.distributed import broadcast_module, reduce_totals, unwrap
-from src.training.meters import LoaderTimer
+from src.training.loader_failures import loader_failures_named
+from src.training.loader_timer import LoaderTimer
 from src.training.metrics.base import Metric
 from src.training.prefetch import SideStream, device_batches
 from src.training.totals import PassTotals

@@ -18,17 +18,19 @@ from tqdm import tqdm
 
 from src.data.samplers import EpochSampler
 from src.training.batches import DeviceBatch, batches_per_epoch, mover_for
-from src.training.checkpoint import Checkpoints
-from src.training.checkpointing import Checkpointer, positioned
-from src.training.diagnosis import gpu_stats, loader_failures_named, starvation_hint
+from src.training.checkpoint_files import Checkpoints
+from src.training.device import gpu_stats
 from src.training.distributed import any_rank, reduce_totals, share_bad_samples
 from src.training.evaluate import evaluate
 from src.training.interrupts import StopRequest
-from src.training.meters import LoaderTimer
+from src.training.loader_failures import loader_failures_named
+from src.training.loader_timer import LoaderTimer
 from src.training.nonfinite import NonFiniteGuard
 from src.training.prefetch import device_batches, side_stream_for
 from src.training.profiling import batch_profiler
 from src.training.progress import LossWindow, epoch_line
+from src.training.run_state import Checkpointer, positioned
+from src.training.starvation import starvation_hint
 from src.training.step import TrainStep
 from src.training.tensorboard import TensorBoardLogger
 from src.training.totals import PassTotals

@@ -13,7 +13,7 @@ import torch
 from hydra.errors import CompactHydraException
 from torch.utils.data import DataLoader, IterableDataset
 
-from src.training.checkpoint import (
+from src.training.checkpoint_files import (
     Check,
     CheckpointError,
     Checkpoints,

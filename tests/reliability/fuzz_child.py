@@ -12,7 +12,7 @@ import resource
 import sys
 from typing import Any
 
-from src.data.datasets.csv_table import CsvDataset
+from src.data.datasets.csv import CsvDataset
 from src.data.datasets.tar_shards import TarShardDataset
 from src.data.decode import load_sample
 

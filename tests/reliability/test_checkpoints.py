@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from src.training.checkpoint import (
+from src.training.checkpoint_files import (
     CheckpointError,
     Checkpoints,
     load_checkpoint,

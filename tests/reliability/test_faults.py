@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from src.data.datasets.imagefolder import ImageFolderDataset
-from src.training.checkpoint import load_checkpoint
+from src.modes.train import train
+from src.training.checkpoint_files import load_checkpoint
 from tests.train_process import FAULTY as FAULTY_DATASET
 from tests.train_process import allowing
-from train import train
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTY = f"dataset._target_={FAULTY_DATASET}"

@@ -17,8 +17,9 @@ from src.config.errors import ConfigError
 from src.config.validate import validate_config
 from src.data import limits
 from src.data.datasets.base import MapDataset
-from src.data.limits import apply_sharing_strategy, sample_size, warn_host_limits
+from src.data.limits import sample_size, warn_host_limits
 from src.data.loaders import LoaderSettings
+from src.data.sharing import TORCH_DEFAULT_STRATEGY, apply_sharing_strategy
 
 MIB = 2**20
 SETTINGS = LoaderSettings(
@@ -46,7 +47,7 @@ class Untouchable(MapDataset):
 @pytest.fixture(autouse=True)
 def torch_default_strategy() -> Iterator[None]:
     yield
-    torch_mp.set_sharing_strategy(limits.TORCH_DEFAULT_STRATEGY)
+    torch_mp.set_sharing_strategy(TORCH_DEFAULT_STRATEGY)
 
 
 @pytest.fixture
@@ -93,7 +94,7 @@ def test_file_system_strategy_is_applied_and_needs_no_fds(open_files, caplog) ->
     assert torch_mp.get_sharing_strategy() == "file_system"
     assert "ulimit" not in caplog.text
     apply_sharing_strategy(SETTINGS)  # null: back to torch's default
-    assert torch_mp.get_sharing_strategy() == limits.TORCH_DEFAULT_STRATEGY
+    assert torch_mp.get_sharing_strategy() == TORCH_DEFAULT_STRATEGY
 
 
 def test_no_workers_no_checks(open_files, monkeypatch, caplog) -> None:

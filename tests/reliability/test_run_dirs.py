@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from src.training.checkpoint import Checkpoints, load_checkpoint, save_checkpoint
+from src.training.checkpoint_files import Checkpoints, load_checkpoint, save_checkpoint
 from src.utils.io import atomic_write_bytes, remove_stale_temporaries, write_json
 from tests.train_process import FAULTY, allowing, run_train
 
@@ -60,7 +60,9 @@ def _kill_9_after(demo_dir: Path, run: Path, step: int) -> int:
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
-    saved = load_checkpoint(run / "checkpoints" / "last.pt")["step"]
+    # the newest complete step (written atomically); last.pt may still point at the one before
+    # it when the kill lands between the write and the link
+    saved = max(int(p.stem[4:]) for p in (run / "checkpoints").glob("step*.pt"))
     assert saved < 8 and not (run / "metrics.json").exists()
     return saved
 

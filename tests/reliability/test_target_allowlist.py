@@ -87,8 +87,8 @@ def test_entries_admit_by_module_object_or_subtree(target, entries, admitted) ->
          "job._target_", "src.utils.new_project.copy_template", NOT_LISTED),
         ("+job={_target_:src.data.demo.make_demo_data,out:SENTINEL}", "job._target_",
          "src.data.demo.make_demo_data", NOT_LISTED),
-        ("+job={_target_:src.data.image_cache.CacheWriter,folder:.,paths:[],settings:{},"
-         "classes:[],rebuild:true}", "job._target_", "src.data.image_cache.CacheWriter",
+        ("+job={_target_:src.data.cache_store.CacheWriter,folder:.,paths:[],settings:{},"
+         "classes:[],rebuild:true}", "job._target_", "src.data.cache_store.CacheWriter",
          NOT_LISTED),
         ("+job={_target_:src.modes.cache.cache}", "job._target_", "src.modes.cache.cache",
          NOT_LISTED),

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from src.data.datasets.base import Transform
-from src.data.datasets.files import LabelledImageFiles
+from src.data.datasets.image_files import LabelledImageFiles
 from src.data.decode import IMAGE_SUFFIXES
 from src.data.image_header import PILLOW_MAX_PIXELS
 

@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from src.data.samplers import EpochSampler
-from src.training.checkpoint import Checkpoints
+from src.training.checkpoint_files import Checkpoints
 from src.training.distributed import current_ranks, gather_objects
 from src.training.settings import CheckpointSettings
 from src.training.step import TrainStep

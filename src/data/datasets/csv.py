@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from src.data.datasets.base import Transform
-from src.data.datasets.files import LabelledImageFiles
+from src.data.datasets.image_files import LabelledImageFiles
 from src.data.image_header import PILLOW_MAX_PIXELS
 from src.data.listing import RootGuard, class_list, read_csv_rows
 

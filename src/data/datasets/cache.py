@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from src.data.cache_store import DATA_FILES, data_file, is_jpeg_quality, open_cache
 from src.data.datasets.base import MapDataset, Transform
 from src.data.decode import decode_jpeg_rgb
-from src.data.image_cache import DATA_FILES, data_file, is_jpeg_quality, open_cache
 
 
 class CachedImages(MapDataset):

@@ -1,0 +1,78 @@
+"""The loss and metrics groups: class weights, label smoothing, top-k accuracy, pass totals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from src.modes.train import train
+from src.training.checkpoint_files import load_checkpoint
+from src.training.losses.cross_entropy import CrossEntropy
+from src.training.metrics.accuracy import Accuracy
+from src.training.totals import PassTotals
+from tests.test_loaders import Labels
+
+LOGITS = torch.tensor([[2.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, 2.0], [2.0, 0.0, 1.0]])
+LABELS = torch.tensor([0, 2, 1, 2])
+
+
+def test_balanced_class_weights_are_inverse_counts_with_mean_one() -> None:
+    loss = CrossEntropy(Labels([0, 0, 0, 1], 2), class_weights="balanced")
+    assert torch.allclose(loss.weight, torch.tensor([0.5, 1.5]))
+    expected = F.cross_entropy(LOGITS[:, :2], LABELS.clamp(max=1), weight=loss.weight)
+    assert torch.allclose(loss(LOGITS[:, :2], LABELS.clamp(max=1)), expected)
+
+
+def test_plain_and_smoothed_losses_are_torchs() -> None:
+    data = Labels([0, 1, 2], 3)
+    assert torch.allclose(CrossEntropy(data)(LOGITS, LABELS), F.cross_entropy(LOGITS, LABELS))
+    smoothed = CrossEntropy(data, label_smoothing=0.1)(LOGITS, LABELS)
+    assert torch.allclose(smoothed, F.cross_entropy(LOGITS, LABELS, label_smoothing=0.1))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"class_weights": [1.0, 2.0]}, r"loss\.class_weights=\[1\.0, 2\.0\]: expected null"),
+        ({"class_weights": "rare"}, r"loss\.class_weights='rare'"),
+        ({"label_smoothing": 1.0}, r"loss\.label_smoothing=1\.0"),
+    ],
+)
+def test_bad_loss_settings_name_the_key(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        CrossEntropy(Labels([0, 1, 2], 3), **kwargs)
+
+
+def test_top_k_accuracy_and_totals_survive_a_round_trip() -> None:
+    metrics = {"acc": Accuracy(), "top2": Accuracy(k=2)}
+    totals = PassTotals(torch.device("cpu"), metrics)
+    totals.add(torch.tensor(1.5), LOGITS[:2], LABELS[:2])
+    copy = PassTotals(torch.device("cpu"), metrics)
+    copy.load_state_dict(totals.state_dict())  # a resumed epoch continues the sums
+    copy.add(torch.tensor(0.5), LOGITS[2:], LABELS[2:])
+    means = copy.means("val", "")
+    assert means == {"val/loss": 1.0, "val/acc": 0.25, "val/top2": 0.75}
+
+
+def test_a_metric_added_by_config_is_reported_for_train_and_val(make_cfg) -> None:
+    cfg = make_cfg(
+        "trainer.max_epochs=1",
+        "+metrics.top2={_target_:src.training.metrics.accuracy.Accuracy,k:2}",
+        "loss.label_smoothing=0.1",
+        "loss.class_weights=balanced",
+    )
+    train(cfg)
+    last = load_checkpoint(Path(cfg.paths.output_dir) / "checkpoints" / "last.pt")
+    epoch = last["history"][0]
+    assert {"train/acc", "train/top2", "val/acc", "val/top2"} <= set(epoch)
+    assert epoch["val/top2"] >= epoch["val/acc"]  # the label among the 2 best: at least top-1
+
+
+def test_balanced_weights_need_labels() -> None:
+    unlabelled = Labels([0, 1], 2)
+    unlabelled.targets = None
+    with pytest.raises(ValueError, match="class_weights=balanced needs per-sample labels"):
+        CrossEntropy(unlabelled, class_weights="balanced")
