@@ -40,10 +40,15 @@ def build_cache(root: Path, short_side: int, encoding: str = "raw") -> tuple[Pat
     """The template's `mode=cache` over `root`, built anew: (its dir, its metrics)."""
     out = DATA / f"cache_{root.name}_{short_side}_{encoding}"
     cfg = template_config(
-        "mode=cache", "dataset=imagefolder", f"dataset.root={root}", f"cache.dir={out}",
-        f"cache.short_side={short_side}", "cache.rebuild=true", "loader.num_workers=2",
+        "mode=cache",
+        "dataset=imagefolder",
+        f"dataset.root={root}",
+        f"cache.dir={out}",
+        f"cache.short_side={short_side}",
+        "cache.rebuild=true",
+        "loader.num_workers=2",
         f"cache.encoding={encoding}",
-    )  # fmt: skip
+    )
     return out, cache(cfg)
 
 
@@ -74,20 +79,30 @@ def image_sections(
     b, w = args.batch_size, args.workers
     rows = image_rows
     jobs = [
-        (small, "train", "train (RandomResizedCrop 224 + flip)", SMALL,
-         [rows.cache_row(caches[0], "train", b, w, "raw uint8"),
-          rows.cache_row(caches[1], "train", b, w, "JPEG q90"), rows.loader_floor(SMALL, b, w)]),
+        (
+            small,
+            "train",
+            "train (RandomResizedCrop 224 + flip)",
+            SMALL,
+            [
+                rows.cache_row(caches[0], "train", b, w, "raw uint8"),
+                rows.cache_row(caches[1], "train", b, w, "JPEG q90"),
+                rows.loader_floor(SMALL, b, w),
+            ],
+        ),
         (small, "val", "val (Resize 256 + CenterCrop 224)", SMALL, []),
         (large, "val", "val (Resize 256 + CenterCrop 224)", LARGE, []),
-    ]  # fmt: skip
+    ]
     sections, results = [], []
     for root, split, task, count, extra in jobs:
         size = root.name.removeprefix("jpeg")
         title = f"{size} JPEG, {task}, {count} images, batch {b}, {w} workers"
         candidates = [
-            rows.tutorial(root, split, b, w), *rows.template_rows(root, split, b, w), *extra,
+            rows.tutorial(root, split, b, w),
+            *rows.template_rows(root, split, b, w),
+            *extra,
             *peer_rows(root, split, args),
-        ]  # fmt: skip
+        ]
         text, measured = image_section(title, candidates, args, count)
         sections.append(text)
         results.append(measured)
@@ -100,12 +115,23 @@ def benchmark_mode(root: Path, compute: str, window: tuple[int, int]) -> float:
     warmup, batches = window
     with tempfile.TemporaryDirectory() as run:
         subprocess.run(
-            [sys.executable, "train.py", "mode=benchmark", "dataset=imagefolder",
-             f"dataset.root={root}", "transforms=imagenet", "loader.num_workers=2",
-             "loader.batch_size=64", f"benchmark.compute={compute}", f"hydra.run.dir={run}",
-             f"benchmark.warmup={warmup}", f"benchmark.batches={batches}"],
-            check=True, capture_output=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "train.py",
+                "mode=benchmark",
+                "dataset=imagefolder",
+                f"dataset.root={root}",
+                "transforms=imagenet",
+                "loader.num_workers=2",
+                "loader.batch_size=64",
+                f"benchmark.compute={compute}",
+                f"hydra.run.dir={run}",
+                f"benchmark.warmup={warmup}",
+                f"benchmark.batches={batches}",
+            ],
+            check=True,
+            capture_output=True,
+        )
         return json.loads((Path(run) / "metrics.json").read_text())["loader/samples_per_s"]
 
 
@@ -113,9 +139,10 @@ def benchmark_mode_section(root: Path, train_results: Results, timed: int) -> st
     """`train.py mode=benchmark` (default window, and the harness's window inside one epoch)
     next to the harness's template rows of the 500x375 train table."""
     say("train.py mode=benchmark on the same data ...")
-    windows = {"50 after 5 (the default; crosses 3 epoch ends)": (5, 50),
-               f"{timed} after {1 + WARMUP} (the harness's window, inside one epoch)":
-               (1 + WARMUP, timed)}  # fmt: skip
+    windows = {
+        "50 after 5 (the default; crosses 3 epoch ends)": (5, 50),
+        f"{timed} after {1 + WARMUP} (the harness's window, inside one epoch)": (1 + WARMUP, timed),
+    }
     rows: list[tuple[str, list[float]]] = []
     harness = {n: [s.rate for s in v] for n, v in train_results.samples.items()}
     for compute, output, row in (
@@ -153,37 +180,48 @@ def main() -> None:
     say("in-memory tensors ...")
     rows = tensors.tensor_rows(tensors.write_tensors(DATA / "tensors.pt", 50_000, seed=0), 256)
     results = interleave(rows, args.repeats, 10, 150, say)
-    sections.append(report.pipeline_table(
-        "In-memory uint8 tensors (50,000 x 3x32x32), batch 256, uint8 batches",
-        results, rows[0].name, "default DataLoader",
-    ) + f"\n\ntemplate / raw index_select ceiling: "
-        f"{report.paired_ratio(results, rows[2].name, rows[3].name):.2f}x")  # fmt: skip
+    sections.append(
+        report.pipeline_table(
+            "In-memory uint8 tensors (50,000 x 3x32x32), batch 256, uint8 batches",
+            results,
+            rows[0].name,
+            "default DataLoader",
+        )
+        + f"\n\ntemplate / raw index_select ceiling: "
+        f"{report.paired_ratio(results, rows[2].name, rows[3].name):.2f}x"
+    )
     say("start-up with 1,000,000 metadata entries ...")
-    sections.append(report.value_table(
-        f"Start-up, 1,000,000 metadata entries, batch {startup.BATCH}, 2 workers",
-        startup.startup_rows(args.repeats, say),
-    ))  # fmt: skip
+    sections.append(
+        report.value_table(
+            f"Start-up, 1,000,000 metadata entries, batch {startup.BATCH}, 2 workers",
+            startup.startup_rows(args.repeats, say),
+        )
+    )
     say("ResNet-18 training, 64 px ...")
     rows = training.training_rows(small, cache80, b, w)
     results = interleave(rows, args.repeats, 2, 8, say)
-    sections.append(report.training_table(
-        f"ResNet-18 training on 64 px crops, batch {b}, CPU (2 threads)", results, rows[0].name
-    ))  # fmt: skip
+    sections.append(
+        report.training_table(
+            f"ResNet-18 training on 64 px crops, batch {b}, CPU (2 threads)", results, rows[0].name
+        )
+    )
     timed = SMALL // b - 1 - WARMUP  # the first table's timed batches
     sections.append(benchmark_mode_section(small, train_results, timed))
     wall = time.perf_counter() - start
-    text = "\n\n".join([
-        f"## Input pipeline side by side: `make bench` ({date.today().isoformat()})",
-        f"`make bench` (= `python -m bench --repeats {args.repeats} --workers {w} "
-        f"--batch-size {b}`), {wall:.0f} s wall. Machine: {report.machine()}.",
-        "Each cell: median [min-max] over interleaved rounds (order rotated per round); ratios "
-        "are medians of per-round ratios. Every consumer reads one value per page of its "
-        f"batch (the model's first touch). Pre-resized caches (short side 256, train + val): "
-        f"raw {raw_built['cache/mb']:.0f} MB, built at {raw_built['cache/images_per_s']:.0f} "
-        f"images/s; JPEG q90 {jpeg_built['cache/mb']:.0f} MB, "
-        f"{jpeg_built['cache/images_per_s']:.0f} images/s.",
-        *sections,
-    ])  # fmt: skip
+    text = "\n\n".join(
+        [
+            f"## Input pipeline side by side: `make bench` ({date.today().isoformat()})",
+            f"`make bench` (= `python -m bench --repeats {args.repeats} --workers {w} "
+            f"--batch-size {b}`), {wall:.0f} s wall. Machine: {report.machine()}.",
+            "Each cell: median [min-max] over interleaved rounds (order rotated per round); ratios "
+            "are medians of per-round ratios. Every consumer reads one value per page of its "
+            f"batch (the model's first touch). Pre-resized caches (short side 256, train + val): "
+            f"raw {raw_built['cache/mb']:.0f} MB, built at {raw_built['cache/images_per_s']:.0f} "
+            f"images/s; JPEG q90 {jpeg_built['cache/mb']:.0f} MB, "
+            f"{jpeg_built['cache/images_per_s']:.0f} images/s.",
+            *sections,
+        ]
+    )
     print(text)
     if not args.no_write:
         report.write_block(Path("BENCHMARKS.md"), text)

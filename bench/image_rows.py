@@ -1,7 +1,7 @@
 """The image-pipeline rows: the tutorial pipeline and the template's paths, per task.
 
 Tutorial = torchvision ImageFolder + PIL + the torchvision.transforms recipe + ToTensor +
-Normalize per image, default collate (the seed's section 4.2). Template = the configured
+Normalize per image, default collate (the pipeline most tutorials teach). Template = the configured
 train.py path (`transforms=imagenet`, `dataset=imagefolder` or `dataset=cache`).
 """
 
@@ -52,8 +52,12 @@ def tutorial(root: Path, split: str, batch: int, workers: int) -> Candidate:
 
 def template_overrides(batch: int, workers: int) -> list[str]:
     """The issue's benchmark command line, less the dataset."""
-    return ["transforms=imagenet", f"loader.num_workers={workers}", f"loader.batch_size={batch}",
-            "trainer.device=cpu"]  # fmt: skip
+    return [
+        "transforms=imagenet",
+        f"loader.num_workers={workers}",
+        f"loader.batch_size={batch}",
+        "trainer.device=cpu",
+    ]
 
 
 def template_rows(root: Path, split: str, batch: int, workers: int) -> list[Candidate]:
@@ -97,5 +101,6 @@ def loader_floor(count: int, batch: int, workers: int) -> Candidate:
     def start() -> Iterator[Any]:
         return endless(DataLoader(_ReadyImages(count), batch_size=batch, num_workers=workers))
 
-    return Candidate("floor: DataLoader moving ready uint8 crops (no decode)", start,
-                     lambda b: touch(b[0]))  # fmt: skip
+    return Candidate(
+        "floor: DataLoader moving ready uint8 crops (no decode)", start, lambda b: touch(b[0])
+    )

@@ -25,11 +25,19 @@ def timm_row(root: Path, split: str, batch: int, workers: int) -> Candidate:
 
     def start() -> Iterator[Any]:
         loader = timm.data.create_loader(
-            timm.data.ImageDataset(str(root / split)), input_size=(3, CROP, CROP),
-            batch_size=batch, is_training=split == "train", color_jitter=None,
-            interpolation="bilinear", mean=tuple(MEAN), std=tuple(STD), num_workers=workers,
-            crop_pct=CROP / RESIZE, device=torch.device("cpu"), use_prefetcher=True,
-        )  # fmt: skip
+            timm.data.ImageDataset(str(root / split)),
+            input_size=(3, CROP, CROP),
+            batch_size=batch,
+            is_training=split == "train",
+            color_jitter=None,
+            interpolation="bilinear",
+            mean=tuple(MEAN),
+            std=tuple(STD),
+            num_workers=workers,
+            crop_pct=CROP / RESIZE,
+            device=torch.device("cpu"),
+            use_prefetcher=True,
+        )
         while True:
             yield from loader
 
@@ -54,18 +62,26 @@ def dali_row(root: Path, split: str, batch: int, threads: int) -> Candidate:
             images = fn.resize(images, resize_shorter=RESIZE)
             mirror = 0
         images = fn.crop_mirror_normalize(
-            images, dtype=types.FLOAT, output_layout="CHW", crop=(CROP, CROP), mirror=mirror,
-            mean=[255 * m for m in MEAN], std=[255 * s for s in STD],
-        )  # fmt: skip
+            images,
+            dtype=types.FLOAT,
+            output_layout="CHW",
+            crop=(CROP, CROP),
+            mirror=mirror,
+            mean=[255 * m for m in MEAN],
+            std=[255 * s for s in STD],
+        )
         return images, labels
 
     def start() -> Iterator[Any]:
         pipe = pipeline()
         pipe.build()
         batches = DALIGenericIterator(
-            pipe, ["images", "labels"], reader_name="reader",
-            last_batch_policy=LastBatchPolicy.DROP, auto_reset=True,
-        )  # fmt: skip
+            pipe,
+            ["images", "labels"],
+            reader_name="reader",
+            last_batch_policy=LastBatchPolicy.DROP,
+            auto_reset=True,
+        )
         while True:
             for out in batches:
                 yield out[0]["images"]

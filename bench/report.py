@@ -28,8 +28,12 @@ def pipeline_table(title: str, results: Results, reference: str, ref_label: str)
 
 
 def training_table(title: str, results: Results, reference: str) -> str:
-    lines = [f"**{title}**", "", "| loop | images/s | x tutorial | data wait | CPU ms / image |",
-             "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        f"**{title}**",
+        "",
+        "| loop | images/s | x tutorial | data wait | CPU ms / image |",
+        "|---|---|---|---|---|",
+    ]
     for name, samples in results.samples.items():
         waits = [100 * s.wait_frac for s in samples]
         lines.append(
@@ -48,10 +52,18 @@ def value_table(title: str, rows: list[tuple[str, list[float]]]) -> str:
 
 def machine() -> str:
     """CPU, cores, memory and the versions that matter."""
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-         if line.startswith("model name")), platform.processor() or "unknown CPU",
-    ) if Path("/proc/cpuinfo").exists() else platform.processor()  # fmt: skip
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor() or "unknown CPU",
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor()
+    )
     memory = psutil.virtual_memory().total / 2**30
     versions = []
     for package in ("torch", "torchvision", "pillow", "numpy", "timm", "nvidia-dali-cuda120"):

@@ -59,10 +59,17 @@ class TupleListing(MapDataset):
 
 def _settings(workers: int, persistent: bool, context: str | None) -> LoaderSettings:
     return LoaderSettings(
-        batch_size=BATCH, shuffle=True, num_workers=workers, collate_fn=None, pin_memory=False,
-        drop_last=False, prefetch_factor=2, persistent_workers=persistent, timeout=0,
+        batch_size=BATCH,
+        shuffle=True,
+        num_workers=workers,
+        collate_fn=None,
+        pin_memory=False,
+        drop_last=False,
+        prefetch_factor=2,
+        persistent_workers=persistent,
+        timeout=0,
         multiprocessing_context=context,
-    )  # fmt: skip
+    )
 
 
 def _worker_uss_mb(loader: DataLoader) -> list[float]:

@@ -54,10 +54,14 @@ def tensor_rows(path: Path, batch: int) -> list[Candidate]:
                 yield inputs.index_select(0, index), labels.index_select(0, index)
 
     cfg = template_config(
-        "dataset=tensor", f"dataset.path={path}", "dataset.val_path=null",
-        "dataset.val_fraction=0.1", "transforms=none", f"loader.batch_size={batch}",
+        "dataset=tensor",
+        f"dataset.path={path}",
+        "dataset.val_path=null",
+        "dataset.val_fraction=0.1",
+        "transforms=none",
+        f"loader.batch_size={batch}",
         "trainer.device=cpu",
-    )  # fmt: skip
+    )
     return [
         default(0),
         default(2),

@@ -26,7 +26,7 @@ LR = 0.1  # SGD, momentum 0.9, for every row
 
 
 def tutorial_training(root: Path, batch: int, workers: int) -> Candidate:
-    """The seed's loop: float batches from the tutorial pipeline straight into the model."""
+    """The tutorial loop: float batches from the tutorial pipeline straight into the model."""
     steps: list[Any] = []
 
     def start() -> Iterator[Any]:
@@ -54,9 +54,14 @@ def tutorial_training(root: Path, batch: int, workers: int) -> Candidate:
 def template_training(name: str, *overrides: str) -> Candidate:
     """The template's train step on the configured data (ResNet-18, SGD, 64 px crops)."""
     cfg = template_config(
-        "model=resnet18", "optimizer=sgd", f"optimizer.lr={LR}", "transforms=imagenet",
-        f"transforms.train.0.size={CROP}", "trainer.device=cpu", *overrides,
-    )  # fmt: skip
+        "model=resnet18",
+        "optimizer=sgd",
+        f"optimizer.lr={LR}",
+        "transforms=imagenet",
+        f"transforms.train.0.size={CROP}",
+        "trainer.device=cpu",
+        *overrides,
+    )
     steps: list[Any] = []
 
     def start() -> Iterator[Any]:

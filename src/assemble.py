@@ -87,13 +87,32 @@ def assemble(cfg: DictConfig) -> Components:
     log.info(
         "device %s | precision %s | %d train / %d val samples | %d classes | input %s | "
         "batch %d x grad_accum %d%s = %d per step | workers %d%s",
-        device, settings.precision, *sizes, len(classes), shape, loader_settings.batch_size,
-        settings.grad_accum, f" x {ranks.world_size} ranks" if ranks.world_size > 1 else "",
-        per_step, loader_settings.num_workers, " per rank" if ranks.world_size > 1 else "",
-    )  # fmt: skip
+        device,
+        settings.precision,
+        *sizes,
+        len(classes),
+        shape,
+        loader_settings.batch_size,
+        settings.grad_accum,
+        f" x {ranks.world_size} ranks" if ranks.world_size > 1 else "",
+        per_step,
+        loader_settings.num_workers,
+        " per rank" if ranks.world_size > 1 else "",
+    )
     criterion = instantiate(cfg.loss)(train_set).to(device)
     metrics = {name: instantiate(node) for name, node in cfg.metrics.items()}
     return Components(
-        settings, device, precision, pipelines, train_set, val_set, list(classes), shape, model,
-        criterion, metrics, train_loader, val_loader,
-    )  # fmt: skip
+        settings,
+        device,
+        precision,
+        pipelines,
+        train_set,
+        val_set,
+        list(classes),
+        shape,
+        model,
+        criterion,
+        metrics,
+        train_loader,
+        val_loader,
+    )

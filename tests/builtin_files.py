@@ -8,8 +8,18 @@ from pathlib import Path
 
 import numpy as np
 
-CIFAR_NAMES = ["airplane", "automobile", "bird", "cat", "deer",
-               "dog", "frog", "horse", "ship", "truck"]  # fmt: skip
+CIFAR_NAMES = [
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+]
 
 
 def write_cifar10(root: Path, per_batch: int = 8, seed: int = 0) -> dict[str, np.ndarray]:

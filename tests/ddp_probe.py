@@ -32,8 +32,9 @@ class Stream(IterableDataset):
 
 
 def uneven_epoch(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
-                            world_size=world_size)  # fmt: skip
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size
+    )
     torch.manual_seed(rank)  # different initial weights: DDP starts every rank from rank 0's
     net = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
     model = DataParallelModel(net)

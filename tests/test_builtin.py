@@ -48,13 +48,22 @@ def test_missing_files_say_how_to_get_them(tmp_path: Path) -> None:
 
 def test_cifar10_recipe_runs_a_few_batches(make_cfg, cifar_root) -> None:
     root, _ = cifar_root
-    cfg = make_cfg("experiment=cifar10_resnet18", "debug=fast", f"paths.data_dir={root}",
-                   "loader.batch_size=8", "trainer.limit_train_batches=2")  # fmt: skip
+    cfg = make_cfg(
+        "experiment=cifar10_resnet18",
+        "debug=fast",
+        f"paths.data_dir={root}",
+        "loader.batch_size=8",
+        "trainer.limit_train_batches=2",
+    )
     assert train(cfg)["epochs"] == 1
 
 
 def test_mnist_experiment_takes_one_channel_from_the_data(make_cfg, tmp_path: Path) -> None:
     write_mnist(tmp_path)
-    cfg = make_cfg("experiment=mnist_small_cnn", "debug=fast", f"paths.data_dir={tmp_path}",
-                   "loader.batch_size=4")  # fmt: skip
+    cfg = make_cfg(
+        "experiment=mnist_small_cnn",
+        "debug=fast",
+        f"paths.data_dir={tmp_path}",
+        "loader.batch_size=4",
+    )
     assert train(cfg)["epochs"] == 1

@@ -76,9 +76,14 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
         instantiate(node)(optimizer, total_steps=10)
     else:
         obj = instantiate(node)
-        expected = {"loader": LoaderSettings, "transforms": Pipelines, "trainer": TrainerSettings,
-                    "benchmark": BenchmarkSettings, "inspect": InspectSettings,
-                    "cache": CacheSettings}  # fmt: skip
+        expected = {
+            "loader": LoaderSettings,
+            "transforms": Pipelines,
+            "trainer": TrainerSettings,
+            "benchmark": BenchmarkSettings,
+            "inspect": InspectSettings,
+            "cache": CacheSettings,
+        }
         if group in expected:
             assert isinstance(obj, expected[group])
         else:  # sampler: a factory taking the train dataset

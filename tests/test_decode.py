@@ -22,9 +22,16 @@ def _encode(image: Image.Image, name: str) -> bytes:
 
 @pytest.mark.parametrize(
     ("name", "mode"),
-    [("l.png", "L"), ("p.png", "P"), ("rgba.png", "RGBA"), ("la.png", "LA"),
-     ("cmyk.jpg", "CMYK"), ("grey.jpg", "L"), ("upper.JPG", "RGB")],
-)  # fmt: skip
+    [
+        ("l.png", "L"),
+        ("p.png", "P"),
+        ("rgba.png", "RGBA"),
+        ("la.png", "LA"),
+        ("cmyk.jpg", "CMYK"),
+        ("grey.jpg", "L"),
+        ("upper.JPG", "RGB"),
+    ],
+)
 def test_modes_become_rgb_uint8(name: str, mode: str) -> None:
     data = _encode(Image.fromarray(RGB).convert(mode), name)
     decoded = decode_image_bytes(data, name)

@@ -23,8 +23,15 @@ from tests import ddp_probe
 from tests.reliability.bad_files import corrupt_tree
 
 ROOT = Path(__file__).resolve().parents[1]
-LAUNCH_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                    "MASTER_PORT", "TORCHELASTIC_RUN_ID")  # fmt: skip
+LAUNCH_VARIABLES = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "TORCHELASTIC_RUN_ID",
+)
 
 
 def torchrun(
@@ -32,8 +39,15 @@ def torchrun(
 ) -> subprocess.CompletedProcess:
     """`torchrun --standalone --nproc_per_node=nproc train.py args` with a hard timeout."""
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES} | env_vars
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc_per_node={nproc}", str(script), *args]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(script),
+        *args,
+    ]
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
 
 
@@ -57,10 +71,16 @@ def csv_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     rows = (demo_dir / "val.csv").read_text().splitlines()
     (logs / "val29.csv").write_text("\n".join(rows[:30]) + "\n")  # header + 29 samples
     result = torchrun(
-        f"paths.demo_dir={demo_dir}", f"paths.log_dir={logs}", "dataset=csv",
-        f"dataset.val_csv={logs / 'val29.csv'}", f"dataset.root={demo_dir}",
-        "trainer.max_epochs=2", "loader.batch_size=8", "loader.num_workers=0", cwd=logs,
-    )  # fmt: skip
+        f"paths.demo_dir={demo_dir}",
+        f"paths.log_dir={logs}",
+        "dataset=csv",
+        f"dataset.val_csv={logs / 'val29.csv'}",
+        f"dataset.root={demo_dir}",
+        "trainer.max_epochs=2",
+        "loader.batch_size=8",
+        "loader.num_workers=0",
+        cwd=logs,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     return logs, result.stdout + result.stderr
 
@@ -92,9 +112,14 @@ def test_torchrun_val_metrics_equal_single_process_eval(csv_job, tmp_path: Path)
 def test_torchrun_stream_over_2_ranks_x_2_workers(demo_dir: Path, tmp_path: Path) -> None:
     """3 train shards of 16: rank 0 reads 2, rank 1 one (4 vs 2 batches): Join, then align."""
     result = torchrun(
-        f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}", "dataset=iterable",
-        "trainer.max_epochs=2", "loader.batch_size=8", "loader.num_workers=2", cwd=tmp_path,
-    )  # fmt: skip
+        f"paths.demo_dir={demo_dir}",
+        f"paths.log_dir={tmp_path}",
+        "dataset=iterable",
+        "trainer.max_epochs=2",
+        "loader.batch_size=8",
+        "loader.num_workers=2",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-4000:]
     (metrics_file,) = tmp_path.glob("runs/*/*/metrics.json")
     metrics = json.loads(metrics_file.read_text())
@@ -124,33 +149,53 @@ FAULTS = ROOT / "tests" / "ddp_faults.py"
 def test_torchrun_stop_and_resume_equals_the_uninterrupted_job(demo_dir, tmp_path) -> None:
     """Every rank's generators and running totals are checkpointed: the resumed job ends with
     the uninterrupted job's weights, and a NaN on one rank is skipped by all (no hang)."""
-    run = (f"paths.demo_dir={demo_dir}", "loader.batch_size=8", "loader.num_workers=0",
-           "trainer.max_epochs=3")  # fmt: skip
+    run = (
+        f"paths.demo_dir={demo_dir}",
+        "loader.batch_size=8",
+        "loader.num_workers=0",
+        "trainer.max_epochs=3",
+    )
     whole = torchrun(*run, f"paths.log_dir={tmp_path / 'a'}", cwd=tmp_path)
     assert whole.returncode == 0, whole.stderr[-3000:]
-    stopped = torchrun(*run, f"paths.log_dir={tmp_path / 'b'}", cwd=tmp_path, script=FAULTS,
-                       STOP_AT_STEP="4")  # fmt: skip
+    stopped = torchrun(
+        *run, f"paths.log_dir={tmp_path / 'b'}", cwd=tmp_path, script=FAULTS, STOP_AT_STEP="4"
+    )
     assert stopped.returncode != 0
     assert "stopped at epoch 2, batch 1" in stopped.stdout + stopped.stderr
-    resumed = torchrun(*run, f"paths.log_dir={tmp_path / 'b'}", "trainer.resume=auto",
-                       cwd=tmp_path)  # fmt: skip
+    resumed = torchrun(*run, f"paths.log_dir={tmp_path / 'b'}", "trainer.resume=auto", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    a, b = (load_checkpoint(next((tmp_path / d).glob("runs/*/*/metrics.json")).parent
-                            / "checkpoints" / "last.pt")["model"]
-            for d in ("a", "b"))  # fmt: skip
+    a, b = (
+        load_checkpoint(
+            next((tmp_path / d).glob("runs/*/*/metrics.json")).parent / "checkpoints" / "last.pt"
+        )["model"]
+        for d in ("a", "b")
+    )
     assert all(torch.equal(a[k], b[k]) for k in a)
-    nan = torchrun(*run, f"paths.log_dir={tmp_path / 'c'}", "trainer.max_nonfinite_steps=1",
-                   cwd=tmp_path, script=FAULTS, NAN_RANK="1")  # fmt: skip
+    nan = torchrun(
+        *run,
+        f"paths.log_dir={tmp_path / 'c'}",
+        "trainer.max_nonfinite_steps=1",
+        cwd=tmp_path,
+        script=FAULTS,
+        NAN_RANK="1",
+    )
     assert nan.returncode == 0, nan.stderr[-3000:]
     assert "not finite on another rank" in nan.stderr + nan.stdout
 
 
 def test_torchrun_bad_samples_report_pools_every_rank(demo_dir, tmp_path) -> None:
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
-    result = torchrun(f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path / 'logs'}",
-                      f"dataset.root={root}", "dataset.on_error=skip", "loader.batch_size=8",
-                      "dataset.max_bad_fraction=0.1", "loader.num_workers=0",
-                      "trainer.max_epochs=1", cwd=tmp_path)  # fmt: skip
+    result = torchrun(
+        f"paths.demo_dir={demo_dir}",
+        f"paths.log_dir={tmp_path / 'logs'}",
+        f"dataset.root={root}",
+        "dataset.on_error=skip",
+        "loader.batch_size=8",
+        "dataset.max_bad_fraction=0.1",
+        "loader.num_workers=0",
+        "trainer.max_epochs=1",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (report,) = (tmp_path / "logs").glob("runs/*/*/bad_samples.csv")
     with open(report, newline="") as f:

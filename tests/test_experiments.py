@@ -12,8 +12,12 @@ from tests.conftest import CONF_DIR
 # The template's experiments that run on the demo data (cifar10_resnet18 and mnist_small_cnn
 # need torchvision's files: test_builtin.py). Experiments you add are composed below.
 DEMO_EXPERIMENTS = [
-    "sequence_demo", "shapes_csv", "shapes_imagefolder", "shapes_iterable", "shapes_tensor",
-]  # fmt: skip
+    "sequence_demo",
+    "shapes_csv",
+    "shapes_imagefolder",
+    "shapes_iterable",
+    "shapes_tensor",
+]
 ALL_EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
 
 

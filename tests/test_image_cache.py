@@ -25,8 +25,14 @@ SIDE = 32  # demo images are 40-96 px: some JPEGs are >= 2x this (reduced decode
 
 
 def _settings(**changes: object) -> CacheSettings:
-    values = {"dir": "unused", "short_side": SIDE, "rebuild": False, "commit_every": 4,
-              "encoding": "raw", "jpeg_quality": 90}  # fmt: skip
+    values = {
+        "dir": "unused",
+        "short_side": SIDE,
+        "rebuild": False,
+        "commit_every": 4,
+        "encoding": "raw",
+        "jpeg_quality": 90,
+    }
     return CacheSettings(**{**values, **changes})  # type: ignore[arg-type]
 
 
@@ -221,9 +227,14 @@ def test_a_cache_of_the_older_format_is_refused(images: Path, tmp_path: Path) ->
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("encoding", "png"), ("encoding", None), ("jpeg_quality", 0), ("jpeg_quality", 101),
-     ("jpeg_quality", "90")],
-)  # fmt: skip
+    [
+        ("encoding", "png"),
+        ("encoding", None),
+        ("jpeg_quality", 0),
+        ("jpeg_quality", 101),
+        ("jpeg_quality", "90"),
+    ],
+)
 def test_bad_encoding_or_jpeg_quality_is_refused_naming_the_key(key: str, value: object):
     allowed = "one of raw, jpeg" if key == "encoding" else "an int from 1 to 100"
     with pytest.raises(ValueError, match=re.escape(f"cache.{key}={value!r}: expected {allowed}.")):
@@ -232,10 +243,12 @@ def test_bad_encoding_or_jpeg_quality_is_refused_naming_the_key(key: str, value:
 
 @pytest.mark.parametrize(
     ("key", "value", "allowed"),
-    [("encoding", "png", "null (any) or one of raw, jpeg"),
-     ("jpeg_quality", 0, "null (any) or an int from 1 to 100"),
-     ("jpeg_quality", True, "null (any) or an int from 1 to 100")],
-)  # fmt: skip
+    [
+        ("encoding", "png", "null (any) or one of raw, jpeg"),
+        ("jpeg_quality", 0, "null (any) or an int from 1 to 100"),
+        ("jpeg_quality", True, "null (any) or an int from 1 to 100"),
+    ],
+)
 def test_bad_dataset_encoding_or_quality_is_refused_naming_the_key(
     tmp_path: Path, key: str, value: object, allowed: str
 ) -> None:

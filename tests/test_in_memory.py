@@ -74,9 +74,16 @@ class _FrozenCount(MapDataset):
 
 def test_workers_freeze_what_they_inherit() -> None:
     settings = LoaderSettings(
-        batch_size=2, shuffle=False, num_workers=1, collate_fn=None, pin_memory=False,
-        drop_last=False, prefetch_factor=2, persistent_workers=False, timeout=0,
+        batch_size=2,
+        shuffle=False,
+        num_workers=1,
+        collate_fn=None,
+        pin_memory=False,
+        drop_last=False,
+        prefetch_factor=2,
+        persistent_workers=False,
+        timeout=0,
         multiprocessing_context="fork",
-    )  # fmt: skip
+    )
     counts = torch.cat(list(make_loader(_FrozenCount(), settings, None, drop_last=False)))
     assert bool((counts > 1000).all())  # the main process's objects, untouched by worker GC

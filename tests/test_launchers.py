@@ -16,11 +16,19 @@ TINY = ("trainer.max_epochs=1", "trainer.limit_train_batches=2", "loader.num_wor
 
 
 def _multirun(demo_dir: Path, sweep_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, str(ROOT / "train.py"), "-m", f"paths.demo_dir={demo_dir}",
-               f"hydra.sweep.dir={sweep_dir}", *TINY, *args]  # fmt: skip
+    command = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        "-m",
+        f"paths.demo_dir={demo_dir}",
+        f"hydra.sweep.dir={sweep_dir}",
+        *TINY,
+        *args,
+    ]
     # cwd outside the checkout: the jobs must find `src` on their own
-    return subprocess.run(command, cwd=sweep_dir.parent, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return subprocess.run(
+        command, cwd=sweep_dir.parent, capture_output=True, text=True, timeout=300
+    )
 
 
 def _rows(sweep_dir: Path) -> list[dict[str, str]]:

@@ -30,9 +30,12 @@ def walkthrough() -> tuple[list[tuple[str, str]], list[str]]:
 def test_readme_walkthrough_is_complete() -> None:
     files, commands = walkthrough()
     assert [p for p, _ in files] == [
-        "src/data/datasets/my_listing.py", "conf/dataset/my_listing.yaml",
-        "src/models/tiny.py", "conf/model/tiny.yaml", "conf/experiment/my_first.yaml",
-    ]  # fmt: skip
+        "src/data/datasets/my_listing.py",
+        "conf/dataset/my_listing.yaml",
+        "src/models/tiny.py",
+        "conf/model/tiny.yaml",
+        "conf/experiment/my_first.yaml",
+    ]
     assert commands[-1] == "make test"
 
 
@@ -48,6 +51,7 @@ def test_new_project_passes_its_own_tests_with_the_walkthrough(tmp_path: Path) -
     for path, content in files:
         (dest / path).write_text(content)
     for command in commands:
-        result = subprocess.run(command, shell=True, cwd=dest, capture_output=True, text=True,
-                                timeout=1500)  # fmt: skip
+        result = subprocess.run(
+            command, shell=True, cwd=dest, capture_output=True, text=True, timeout=1500
+        )
         assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}{result.stderr[-3000:]}"

@@ -45,11 +45,16 @@ def test_the_next_batch_is_queued_before_the_current_one_is_used() -> None:
     for batch in device_batches(pixel_batches(3), mover, RecordingSide(events)):
         events.append(f"use {int(batch.labels[0])}")
     assert events == [
-        "queue 0", "hand over 0",
-        "queue 1", "use 0", "hand over 1",
-        "queue 2", "use 1", "hand over 2",
+        "queue 0",
+        "hand over 0",
+        "queue 1",
+        "use 0",
+        "hand over 1",
+        "queue 2",
+        "use 1",
+        "hand over 2",
         "use 2",
-    ]  # fmt: skip
+    ]
 
 
 def test_lookahead_yields_every_batch_once_with_the_values_of_a_direct_move() -> None:

@@ -29,11 +29,13 @@ def _jpeg(width: int, height: int, seed: int = 0, exif_orientation: int | None =
 
 @pytest.mark.parametrize(
     ("size", "side", "orientation", "mean_levels"),
-    [((800, 600), 256, None, 1.5),  # decoded at 1/2 scale
-     ((600, 800), 128, None, 1.5),  # 1/4, portrait
-     ((800, 600), 200, 6, 1.5),  # 1/2, rotated by its EXIF tag
-     ((1000, 750), 90, None, 2.5)],  # 1/8: DC coefficients only, a box filter
-)  # fmt: skip
+    [
+        ((800, 600), 256, None, 1.5),  # decoded at 1/2 scale
+        ((600, 800), 128, None, 1.5),  # 1/4, portrait
+        ((800, 600), 200, 6, 1.5),  # 1/2, rotated by its EXIF tag
+        ((1000, 750), 90, None, 2.5),
+    ],  # 1/8: DC coefficients only, a box filter
+)
 def test_reduced_decode_matches_full_decode_then_resize(size, side, orientation, mean_levels):
     data = _jpeg(*size, exif_orientation=orientation)
     val = v2.Compose([v2.Resize(side, antialias=True), v2.CenterCrop(side)])

@@ -21,14 +21,22 @@ def test_pad_collate_pads_to_the_longest_and_reports_lengths_and_mask() -> None:
     assert padded.dtype == torch.long and labels.dtype == torch.long
     assert labels.tolist() == [1, 0, 2] and lengths.tolist() == [3, 1, 2]
     assert mask.dtype == torch.bool and mask.tolist() == [
-        [True, True, True], [True, False, False], [True, True, False]
-    ]  # fmt: skip
+        [True, True, True],
+        [True, False, False],
+        [True, True, False],
+    ]
 
 
 def _sequences(demo_dir: Path, split: str, label_key: str = "label", **kwargs) -> JsonlSequences:
     root = demo_dir / "sequences"
-    return JsonlSequences(split, str(root / "train.jsonl"), str(root / "val.jsonl"),
-                          tokens_key="tokens", label_key=label_key, **kwargs)  # fmt: skip
+    return JsonlSequences(
+        split,
+        str(root / "train.jsonl"),
+        str(root / "val.jsonl"),
+        tokens_key="tokens",
+        label_key=label_key,
+        **kwargs,
+    )
 
 
 def test_jsonl_sequences_keep_tokens_compact(demo_dir: Path) -> None:
@@ -46,8 +54,9 @@ def test_token_outside_the_train_vocabulary_is_named(demo_dir: Path) -> None:
 
 
 def test_gru_learns_the_demo_sequences(make_cfg) -> None:
-    metrics = train(make_cfg("experiment=sequence_demo", "loader.batch_size=32",
-                             "trainer.max_epochs=6"))  # fmt: skip
+    metrics = train(
+        make_cfg("experiment=sequence_demo", "loader.batch_size=32", "trainer.max_epochs=6")
+    )
     assert metrics["val/acc"] > 0.85, metrics
 
 

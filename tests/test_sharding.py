@@ -99,8 +99,9 @@ def test_stream_is_read_exactly_once_across_2_ranks_x_2_workers(demo_dir: Path, 
             data.distribute(rank, 2)
             data.set_epoch(epoch)
             lengths.add(len(data))
-            read += [x.numpy().tobytes() for x, _ in DataLoader(data, batch_size=None,
-                                                                 num_workers=2)]  # fmt: skip
+            read += [
+                x.numpy().tobytes() for x, _ in DataLoader(data, batch_size=None, num_workers=2)
+            ]
         assert sorted(read) == sorted(whole) and len(set(read)) == len(whole)
         assert len(lengths) == 1  # every rank plans the same schedule length
 

@@ -26,9 +26,16 @@ SLOW = ["dataset=tensor", "dataset._target_=tests.slow_dataset.SlowTensorFile"]
 
 def _sweep(demo_dir: Path, sweep_dir: Path, *args: str) -> subprocess.CompletedProcess:
     command = [
-        sys.executable, str(ROOT / "train.py"), "-m", "mode=benchmark", "benchmark.batches=3",
-        "benchmark.warmup=1", f"paths.demo_dir={demo_dir}", f"hydra.sweep.dir={sweep_dir}", *args,
-    ]  # fmt: skip
+        sys.executable,
+        str(ROOT / "train.py"),
+        "-m",
+        "mode=benchmark",
+        "benchmark.batches=3",
+        "benchmark.warmup=1",
+        f"paths.demo_dir={demo_dir}",
+        f"hydra.sweep.dir={sweep_dir}",
+        *args,
+    ]
     return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
@@ -66,8 +73,9 @@ def test_failed_job_is_recorded_and_others_kept(demo_dir: Path, tmp_path: Path) 
     rerun = _sweep(demo_dir, tmp_path, "loader.batch_size=16,8", "summary.skip_completed=true")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert "job 1 already finished ok" in rerun.stderr + rerun.stdout
-    statuses = [(parse_overrides(r["overrides"])["loader.batch_size"], r["status"])
-                for r in _rows(tmp_path)]  # fmt: skip
+    statuses = [
+        (parse_overrides(r["overrides"])["loader.batch_size"], r["status"]) for r in _rows(tmp_path)
+    ]
     assert statuses == [("8", "ok"), ("0", "failed"), ("16", "ok")]
 
 
@@ -82,16 +90,22 @@ def test_benchmark_mode_writes_loader_metrics(make_cfg) -> None:
 
 
 def test_benchmark_with_model_steps(make_cfg) -> None:
-    cfg = make_cfg("mode=benchmark", "benchmark.batches=3", "benchmark.warmup=0",
-                   "benchmark.compute=model")  # fmt: skip
+    cfg = make_cfg(
+        "mode=benchmark", "benchmark.batches=3", "benchmark.warmup=0", "benchmark.compute=model"
+    )
     metrics = benchmark(cfg)
     assert metrics["loader/data_wait_frac"] < 0.9  # the model step takes real time
 
 
 @pytest.mark.parametrize(("delay_s", "hinted"), [(0.3, True), (0.0, False)])
 def test_starved_loop_logs_a_hint(make_cfg, caplog, delay_s: float, hinted: bool) -> None:
-    cfg = make_cfg(*SLOW, f"+dataset.delay_s={delay_s}", "trainer.max_epochs=1",
-                   "trainer.limit_train_batches=4", "trainer.limit_val_batches=1")  # fmt: skip
+    cfg = make_cfg(
+        *SLOW,
+        f"+dataset.delay_s={delay_s}",
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=4",
+        "trainer.limit_val_batches=1",
+    )
     with caplog.at_level(logging.WARNING, logger="src.training.loop"):
         train(cfg)
     hint = "loader is the bottleneck" in caplog.text
@@ -126,8 +140,13 @@ def test_job_dir_names_are_short() -> None:
 
 
 def test_unknown_rank_metric_fails_before_any_work(demo_dir: Path, tmp_path: Path) -> None:
-    command = [sys.executable, str(ROOT / "train.py"), f"paths.demo_dir={demo_dir}",
-               f"hydra.run.dir={tmp_path}", "summary.rank_by=val/accuracy"]  # fmt: skip
+    command = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        f"paths.demo_dir={demo_dir}",
+        f"hydra.run.dir={tmp_path}",
+        "summary.rank_by=val/accuracy",
+    ]
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode != 0 and "summary.rank_by='val/accuracy' is not a metric" in (
         result.stderr
@@ -154,8 +173,14 @@ def test_cpu_time_counts_workers_that_already_exited() -> None:
 
 def test_failed_jobs_do_not_leave_loader_workers_behind(demo_dir: Path, tmp_path: Path) -> None:
     # 2-value mean/std on 3-channel images: every job fails inside the training loop
-    result = _sweep(demo_dir, tmp_path, "mode=train", "loader.num_workers=2",
-                    "transforms.mean=[0.5,0.5],[0.4,0.4]", "transforms.std=[0.25,0.25]",
-                    "+hydra.callbacks.children._target_=tests.worker_probe.ChildCount")  # fmt: skip
+    result = _sweep(
+        demo_dir,
+        tmp_path,
+        "mode=train",
+        "loader.num_workers=2",
+        "transforms.mean=[0.5,0.5],[0.4,0.4]",
+        "transforms.std=[0.25,0.25]",
+        "+hydra.callbacks.children._target_=tests.worker_probe.ChildCount",
+    )
     assert result.returncode != 0
     assert (tmp_path / "children.txt").read_text().split() == ["0", "0"]

@@ -47,11 +47,28 @@ CODE = (
 # Refused even when an entry admits them (a user may list `torch.*` or `os.*`): names (and
 # everything under them) that run commands or code, by the name written or the one resolved.
 CODE_RUNNERS = (
-    "torch.load", "torch.serialization", "torch.hub", "torch.jit.load", "torch.package",
-    "torch.utils.cpp_extension", "torch.utils.model_zoo", "torch.utils.collect_env",
-    "builtins", "os", "posix", "nt", "subprocess", "shutil", "importlib", "runpy", "pickle",
-    "marshal", "ctypes", "code", "pty",
-)  # fmt: skip
+    "torch.load",
+    "torch.serialization",
+    "torch.hub",
+    "torch.jit.load",
+    "torch.package",
+    "torch.utils.cpp_extension",
+    "torch.utils.model_zoo",
+    "torch.utils.collect_env",
+    "builtins",
+    "os",
+    "posix",
+    "nt",
+    "subprocess",
+    "shutil",
+    "importlib",
+    "runpy",
+    "pickle",
+    "marshal",
+    "ctypes",
+    "code",
+    "pty",
+)
 DENIED = {
     **dict.fromkeys(CODE_RUNNERS, CODE),
     # members of listed modules that build or fetch what the list does not name

@@ -98,8 +98,11 @@ class BadSampleLedger:
         note: str = " and left out (dataset.on_error=skip)",
     ) -> None:
         self.split, self.size, self.max_bad_fraction, self.report = (
-            split, size, max_bad_fraction, report
-        )  # fmt: skip
+            split,
+            size,
+            max_bad_fraction,
+            report,
+        )
         self.note = note  # what the warning adds after "unreadable"
         self.seen: dict[int, BadSample] = {}
         self._in_report = _reported(report, split)
@@ -121,8 +124,13 @@ class BadSampleLedger:
             self.seen[b.index] = b
             log.warning(
                 "%s sample %d (class %r) unreadable%s: %s: %s",
-                self.split, b.index, b.label, self.note, shown(b.path), b.error,
-            )  # fmt: skip
+                self.split,
+                b.index,
+                b.label,
+                self.note,
+                shown(b.path),
+                b.error,
+            )
         rows = [b for b in new if (b.index, b.path) not in self._in_report]
         if rows and self.report is not None:
             self._append(rows)

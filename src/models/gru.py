@@ -22,8 +22,13 @@ class GRUClassifier(nn.Module):
     ) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)
-        self.gru = nn.GRU(embed_dim, hidden_size, num_layers, batch_first=True,
-                          dropout=dropout if num_layers > 1 else 0.0)  # fmt: skip
+        self.gru = nn.GRU(
+            embed_dim,
+            hidden_size,
+            num_layers,
+            batch_first=True,
+            dropout=dropout if num_layers > 1 else 0.0,
+        )
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(2 * hidden_size, num_classes))
 
     def forward(

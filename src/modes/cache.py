@@ -176,7 +176,12 @@ def cache(cfg: DictConfig) -> dict[str, float]:
     log.info(
         "cache: %d images in %s (%s encoding, %d written by this run, %.0f images/s), %.0f MB "
         "of image data; train from it with dataset=cache dataset.root=%s",
-        images, settings.dir, settings.encoding, written, metrics["cache/images_per_s"],
-        metrics["cache/mb"], settings.dir,
-    )  # fmt: skip
+        images,
+        settings.dir,
+        settings.encoding,
+        written,
+        metrics["cache/images_per_s"],
+        metrics["cache/mb"],
+        settings.dir,
+    )
     return metrics

@@ -1,4 +1,4 @@
-"""`mode=inspect`: look at the first batches before training (the seed's closing advice).
+"""`mode=inspect`: look at the first batches before training, where most pipeline mistakes show.
 
 Prints shapes, dtypes, value ranges and per-channel statistics of what the model will see,
 label histograms and the effective loader settings, warns about the classic mistakes it can
@@ -104,18 +104,24 @@ def find_mistakes(parts: Components, reports: dict[str, dict[str, Any]]) -> list
     random_order = isinstance(train_loader.sampler, RANDOM_ORDERS) or train_loader.dataset.shuffle
     first = reports["train"]["labels_in_batch_order"]
     if not random_order and first == sorted(first) and len(set(first)) < len(parts.classes):
-        warnings.append("train batches come in label order (no shuffling): set loader.shuffle="
-                        "true and sampler=random, or shuffle the listing")  # fmt: skip
+        warnings.append(
+            "train batches come in label order (no shuffling): set loader.shuffle="
+            "true and sampler=random, or shuffle the listing"
+        )
     for split, pipeline in (("train", parts.pipelines.train), ("val", parts.pipelines.val)):
         steps = list(pipeline.transforms) if pipeline is not None else []
         if any(isinstance(t, (v2.Normalize, v2.ToDtype, v2.ConvertImageDtype)) for t in steps):
-            warnings.append(f"transforms.{split} converts or normalises pixels, and the template "
-                            "normalises once per batch (transforms.mean/std): remove it from the "
-                            "list, or it is applied twice")  # fmt: skip
+            warnings.append(
+                f"transforms.{split} converts or normalises pixels, and the template "
+                "normalises once per batch (transforms.mean/std): remove it from the "
+                "list, or it is applied twice"
+            )
     report = reports["train"]
     if report["min"] >= 0.0 and report["max"] <= 1.0 and parts.pipelines.normalizer.mean is None:
-        warnings.append("model inputs are raw [0, 1] pixels: set transforms.mean and "
-                        "transforms.std to normalise them")  # fmt: skip
+        warnings.append(
+            "model inputs are raw [0, 1] pixels: set transforms.mean and "
+            "transforms.std to normalise them"
+        )
     if parts.pipelines.val is not None:
         probe = torch.randint(0, 256, (3, 96, 128), dtype=torch.uint8)
         outputs = []
@@ -123,8 +129,10 @@ def find_mistakes(parts: Components, reports: dict[str, dict[str, Any]]) -> list
             torch.manual_seed(seed)
             outputs.append(parts.pipelines.val(probe))
         if not torch.equal(*outputs):
-            warnings.append("transforms.val is random (the same image gives different inputs): "
-                            "keep augmentation in transforms.train only")  # fmt: skip
+            warnings.append(
+                "transforms.val is random (the same image gives different inputs): "
+                "keep augmentation in transforms.train only"
+            )
     if val_loader.drop_last:
         warnings.append("the val loader drops its last batch: val metrics skip samples")
     targets = parts.val_set.targets

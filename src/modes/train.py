@@ -40,8 +40,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     optimizer, scheduler = build_optimization(cfg.optimizer, cfg.scheduler, parts)
     key = config_key(resolved)
     every = parts.settings.checkpoint
-    checkpoints = Checkpoints(out / "checkpoints", every.keep_last, every.monitor, every.mode,
-                              write=ranks.is_main)  # fmt: skip
+    checkpoints = Checkpoints(
+        out / "checkpoints", every.keep_last, every.monitor, every.mode, write=ranks.is_main
+    )
     asked = parts.settings.resume
     resume = find_resume_state(asked, key, Path(cfg.paths.log_dir), out, parts.model.state_dict())
     claim_run_dir(out, asked, resume, key, checkpoints)  # refuses another run's folder
@@ -50,21 +51,33 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         (out / "checkpoints").mkdir(parents=True, exist_ok=True)
         removed = remove_stale_temporaries(out / "checkpoints")
         if removed:
-            log.info("removed %d temporary file(s) of checkpoint writes that were cut short "
-                     "(kill -9) from %s", removed, out / "checkpoints")  # fmt: skip
+            log.info(
+                "removed %d temporary file(s) of checkpoint writes that were cut short "
+                "(kill -9) from %s",
+                removed,
+                out / "checkpoints",
+            )
         (out / "checkpoints" / KEY_FILE).write_text(key + "\n")
     with TensorBoardLogger(out / "tensorboard", enabled=ranks.is_main) as tb:
-        run_info = {"classes": parts.classes, "config": resolved, "config_key": key,
-                    "world_size": ranks.world_size,
-                    "num_workers": parts.train_loader.num_workers}  # fmt: skip
+        run_info = {
+            "classes": parts.classes,
+            "config": resolved,
+            "config_key": key,
+            "world_size": ranks.world_size,
+            "num_workers": parts.train_loader.num_workers,
+        }
         fitter = Fitter(parts, optimizer, scheduler, tb, checkpoints, run_info)
         if resume is not None:
             check_resume_world(resume[1], ranks)
             check_stream_position(resume[1], parts.train_loader)
             restore(fitter, *resume)
             checkpoints.adopt_best(resume[0].parent / "best.pt")
-            log.info("resumed from %s: epoch %d, batch %d", resume[0], fitter.start_epoch,
-                     fitter.start_batch)  # fmt: skip
+            log.info(
+                "resumed from %s: epoch %d, batch %d",
+                resume[0],
+                fitter.start_epoch,
+                fitter.start_batch,
+            )
         tb.text("config", OmegaConf.to_yaml(resolved))
         history = fitter.fit()
         metrics = summarize(history, wall_s=time.perf_counter() - start)
@@ -80,5 +93,7 @@ def restore(fitter: Fitter, path: Path, state: dict[str, Any]) -> None:
         fitter.restore(state)
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise CheckpointError(f"trainer.resume: {path} cannot be restored into this run "
-                              f"({type(err).__name__}: {first}).") from err  # fmt: skip
+        raise CheckpointError(
+            f"trainer.resume: {path} cannot be restored into this run "
+            f"({type(err).__name__}: {first})."
+        ) from err

@@ -20,10 +20,6 @@ def parse_overrides(text: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in text.split() if "=" in item)
 
 
-def _axis_order(value: str) -> tuple[bool, int, str]:
-    return (not value.isdigit(), int(value) if value.isdigit() else 0, value)
-
-
 def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
     """Lines of `metric` over loader.num_workers when swept, else one bar per job."""
     ok = [r for r in rows if r["status"] == "ok" and r.get(metric)]
@@ -43,8 +39,12 @@ def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
         for series, points in sorted(lines.items()):
             present = [x for x in xs if x in points]
             # several jobs share a point when other keys were swept too: plot their best
-            ax.plot([xs.index(x) for x in present], [best(points[x]) for x in present],
-                    marker="o", label=series)  # fmt: skip
+            ax.plot(
+                [xs.index(x) for x in present],
+                [best(points[x]) for x in present],
+                marker="o",
+                label=series,
+            )
         ax.set_xticks(range(len(xs)), xs)
         ax.set_xlabel(X_KEY)
         ax.set_ylabel(f"{metric} (best job per point)")

@@ -105,9 +105,10 @@ class SweepSummary(Callback):
         columns = ["job", "status", rank_metric(config), "overrides"]
         log.info(
             "Sweep summary (%s), best first; all rows in %s:\n%s",
-            rank_metric(config), sweep_dir / SUMMARY_MD,
+            rank_metric(config),
+            sweep_dir / SUMMARY_MD,
             to_markdown(rows[: config.summary.top], columns),
-        )  # fmt: skip
+        )
 
     def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
         metric = rank_metric(config)
@@ -127,6 +128,9 @@ def previous_result(config: DictConfig) -> dict[str, float] | None:
     earlier = done.get(job_overrides(list(hydra_cfg.overrides.task)))
     if earlier is None or not (earlier / "metrics.json").is_file():
         return None  # not finished before (or its directory is gone): run it
-    log.info("summary.skip_completed: job %d already finished ok; reusing %s",
-             hydra_cfg.job.num, earlier / "metrics.json")  # fmt: skip
+    log.info(
+        "summary.skip_completed: job %d already finished ok; reusing %s",
+        hydra_cfg.job.num,
+        earlier / "metrics.json",
+    )
     return json.loads((earlier / "metrics.json").read_text())

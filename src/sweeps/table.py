@@ -12,10 +12,17 @@ from pathlib import Path
 BASE_COLUMNS = ("job", "status", "job_s", "overrides", "error", "dir")
 # Metrics where smaller is better; every other metric ranks largest first.
 LOWER_IS_BETTER = {
-    "val/loss", "train/loss", "train/data_wait_frac", "train/first_batch_s", "wall_s",
-    "loader/first_batch_s", "loader/data_wait_frac", "loader/cpu_ms_per_sample",
-    "loader/peak_rss_mb", "inspect/warnings",
-}  # fmt: skip
+    "val/loss",
+    "train/loss",
+    "train/data_wait_frac",
+    "train/first_batch_s",
+    "wall_s",
+    "loader/first_batch_s",
+    "loader/data_wait_frac",
+    "loader/cpu_ms_per_sample",
+    "loader/peak_rss_mb",
+    "inspect/warnings",
+}
 
 
 def append_row(path: Path, columns: Sequence[str], row: dict[str, object]) -> None:

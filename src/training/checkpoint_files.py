@@ -138,9 +138,13 @@ class Checkpoints:
             return path
         if path.name not in self._own and path.exists():
             aside = _set_aside(path)
-            log.warning("%s was not written by this run (another config's or unusable): kept "
-                        "as %s; this run writes its own step %d there", path, aside.name,
-                        state["step"])  # fmt: skip
+            log.warning(
+                "%s was not written by this run (another config's or unusable): kept "
+                "as %s; this run writes its own step %d there",
+                path,
+                aside.name,
+                state["step"],
+            )
         save_checkpoint(path, state | {"best": self.best})
         self._own.add(path.name)
         _link(path, self.directory / "last.pt")

@@ -110,11 +110,15 @@ def rank_device(device: torch.device, ranks: Ranks, key: str = "trainer.device")
     if ranks.world_size == 1 or device.type == "cpu":
         return device
     if device.type != "cuda":
-        raise ValueError(f"{key}={device}: distributed training runs on cuda (NCCL) or cpu "
-                         f"(gloo); set {key}=cuda or {key}=cpu.")  # fmt: skip
+        raise ValueError(
+            f"{key}={device}: distributed training runs on cuda (NCCL) or cpu "
+            f"(gloo); set {key}=cuda or {key}=cpu."
+        )
     if device.index not in (None, ranks.local_rank):
-        raise ValueError(f"{key}={device}: under torchrun each rank uses cuda:LOCAL_RANK; set "
-                         f"{key}=cuda and choose GPUs with CUDA_VISIBLE_DEVICES.")  # fmt: skip
+        raise ValueError(
+            f"{key}={device}: under torchrun each rank uses cuda:LOCAL_RANK; set "
+            f"{key}=cuda and choose GPUs with CUDA_VISIBLE_DEVICES."
+        )
     return torch.device("cuda", ranks.local_rank)
 
 

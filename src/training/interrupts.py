@@ -28,8 +28,11 @@ class StopRequest:
         if self.signum is not None:  # asked twice: do not wait for the step to end
             raise KeyboardInterrupt if signum == signal.SIGINT else SystemExit(128 + signum)
         self.signum = signum
-        log.warning("%s received: finishing this step, saving a checkpoint, then exiting "
-                    "(send it again to stop at once).", signal.Signals(signum).name)  # fmt: skip
+        log.warning(
+            "%s received: finishing this step, saving a checkpoint, then exiting "
+            "(send it again to stop at once).",
+            signal.Signals(signum).name,
+        )
 
     @property
     def exit_code(self) -> int:

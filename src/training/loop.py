@@ -57,8 +57,9 @@ class Fitter:
     ) -> None:
         s = self.settings = parts.settings
         self.parts, self.model, self.tb = parts, parts.model, tb
-        self.step = TrainStep(parts.model, parts.criterion, optimizer, scheduler, parts.precision,
-                              s.grad_accum)  # fmt: skip
+        self.step = TrainStep(
+            parts.model, parts.criterion, optimizer, scheduler, parts.precision, s.grad_accum
+        )
         self.guard = NonFiniteGuard(s.max_nonfinite_steps, optimizer)
         self.checkpointer = Checkpointer(
             checkpoints, s.checkpoint, run_info, parts.model, self.step
@@ -83,8 +84,12 @@ class Fitter:
             totals.load_state_dict(self._resumed_totals)
         base = totals.samples  # samples counted before this pass (a resumed epoch's first part)
         limit = None if s.limit_train_batches is None else max(0, s.limit_train_batches - start)
-        bar = tqdm(total=batches_per_epoch(loader, limit), desc=f"epoch {epoch}/{s.max_epochs}",
-                   leave=False, disable=None)  # fmt: skip
+        bar = tqdm(
+            total=batches_per_epoch(loader, limit),
+            desc=f"epoch {epoch}/{s.max_epochs}",
+            leave=False,
+            disable=None,
+        )
         self.step.optimizer.zero_grad(set_to_none=True)
         done, at_boundary = start, True  # position in the epoch after the last optimizer step
         uneven = UnevenRanks(self.model, loader)  # DDP ranks fed by a stream: Join, then align
@@ -123,8 +128,9 @@ class Fitter:
         if timer.batches % s.grad_accum:
             self.step.optimizer_step()  # the last, partial accumulation group
         step = self.step
-        step.steps = uneven.align(step.optimizer, step.scheduler, step.precision.scaler,
-                                  step.steps, timer.batches)  # fmt: skip
+        step.steps = uneven.align(
+            step.optimizer, step.scheduler, step.precision.scaler, step.steps, timer.batches
+        )
         if self.move.device.type == "cuda":
             torch.cuda.synchronize()
         reduce_totals(totals)  # train/* over every rank's samples
@@ -156,8 +162,10 @@ class Fitter:
         DDP the ranks agree first (a signal or a due save on any rank counts for all)."""
         if not self._lockstep:  # DDP over a stream: ranks are at different steps (Join), so
             if self.stop.signum is not None:  # checkpoints wait for the epoch end
-                log.warning("stopped mid-epoch on a stream under DDP: resume from the last "
-                            "epoch-end checkpoint with trainer.resume=auto")  # fmt: skip
+                log.warning(
+                    "stopped mid-epoch on a stream under DDP: resume from the last "
+                    "epoch-end checkpoint with trainer.resume=auto"
+                )
                 raise SystemExit(self.stop.exit_code)
             return
         asked = [self.stop.signum is not None, self.checkpointer.due()]
@@ -165,8 +173,9 @@ class Fitter:
         if stop or due:
             self.checkpointer.save(epoch, done, self._counters(), totals)
         if stop:
-            log.warning("stopped at epoch %d, batch %d; continue with trainer.resume=auto",
-                        epoch, done)  # fmt: skip
+            log.warning(
+                "stopped at epoch %d, batch %d; continue with trainer.resume=auto", epoch, done
+            )
             raise SystemExit(self.stop.exit_code if self.stop.signum else 128 + signal.SIGTERM)
 
     # -- all epochs ----------------------------------------------------------------------
@@ -180,9 +189,16 @@ class Fitter:
                 parts.train_loader.dataset.set_epoch(epoch)
                 start = self.start_batch if epoch == self.start_epoch else 0
                 metrics = self.train_epoch(parts.train_loader, epoch, start)
-                metrics |= evaluate(self.model, parts.val_loader, self.move, parts.precision,
-                                    parts.criterion, parts.metrics,
-                                    self.settings.limit_val_batches, self.side)  # fmt: skip
+                metrics |= evaluate(
+                    self.model,
+                    parts.val_loader,
+                    self.move,
+                    parts.precision,
+                    parts.criterion,
+                    parts.metrics,
+                    self.settings.limit_val_batches,
+                    self.side,
+                )
                 metrics |= gpu_stats(parts.device)
                 share_bad_samples(parts.train_loader, parts.val_loader)
                 self._report(epoch, metrics)
@@ -194,8 +210,11 @@ class Fitter:
 
     def _counters(self) -> dict[str, Any]:
         """The loop's own state a checkpoint keeps besides the step's."""
-        return {"nonfinite": self.guard.count, "window": self.window.state(),
-                "history": self.history}  # fmt: skip
+        return {
+            "nonfinite": self.guard.count,
+            "window": self.window.state(),
+            "history": self.history,
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from a checkpoint the Checkpointer wrote."""

@@ -56,8 +56,20 @@ def config_key(resolved: dict[str, Any]) -> str:
 
 # What `Resumable.restore` reads from a checkpoint: a file without one of these is refused
 # before anything is restored (`config_key` besides: trainer.resume=auto matches on it).
-REQUIRED_KEYS = ("model", "optimizer", "scheduler", "scaler", "epoch", "batches_done", "step",
-                 "nonfinite", "window", "history", "ranks", "best")  # fmt: skip
+REQUIRED_KEYS = (
+    "model",
+    "optimizer",
+    "scheduler",
+    "scaler",
+    "epoch",
+    "batches_done",
+    "step",
+    "nonfinite",
+    "window",
+    "history",
+    "ranks",
+    "best",
+)
 
 
 class ResumeError(CompactHydraException):
@@ -73,8 +85,10 @@ def problem_with(state: dict[str, Any], model_state: dict[str, Any] | None = Non
     missing, or (given this run's `model_state`) its weights do not fit the model."""
     missing = [k for k in REQUIRED_KEYS if k not in state]
     if missing:
-        return (f"is not a training checkpoint of this project: it lacks {missing} (one holds "
-                f"{list(REQUIRED_KEYS)})")  # fmt: skip
+        return (
+            f"is not a training checkpoint of this project: it lacks {missing} (one holds "
+            f"{list(REQUIRED_KEYS)})"
+        )
     if not isinstance(state["model"], dict):
         return f"holds no model weights (its 'model' is a {type(state['model']).__name__})"
     if model_state is None:
@@ -89,8 +103,10 @@ def problem_with(state: dict[str, Any], model_state: dict[str, Any] | None = Non
     ]
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        return (f"its weights do not fit this model ({'; '.join(problems[:3])}{more}): it was "
-                "written for another model")  # fmt: skip
+        return (
+            f"its weights do not fit this model ({'; '.join(problems[:3])}{more}): it was "
+            "written for another model"
+        )
     return None
 
 
@@ -101,8 +117,11 @@ def of_this_config(key: str, model_state: dict[str, Any] | None = None) -> Check
     def problem(state: dict[str, Any]) -> str | None:
         if state.get("config_key") != key:
             theirs = state.get("config_key")
-            return ("comes from another config (config_key " + (theirs or "missing") +
-                    f", this run's is {key})")  # fmt: skip
+            return (
+                "comes from another config (config_key "
+                + (theirs or "missing")
+                + f", this run's is {key})"
+            )
         return problem_with(state, model_state)
 
     return problem
@@ -146,8 +165,12 @@ def find_resume_state(
             found = load_newest(folder, usable) if folder.is_dir() else None
             if found is not None:
                 return found
-        log.info("trainer.resume=auto: no checkpoint of this config in %s and no earlier run "
-                 "of this config under %s; starting fresh.", own, log_dir)  # fmt: skip
+        log.info(
+            "trainer.resume=auto: no checkpoint of this config in %s and no earlier run "
+            "of this config under %s; starting fresh.",
+            own,
+            log_dir,
+        )
         return None
     path = Path(resume).expanduser()
     if path.is_dir():
@@ -164,8 +187,11 @@ def find_resume_state(
         if problem is not None:
             raise CheckpointError(f"trainer.resume={path}: this file {problem}.")
     if state.get("config_key") != key:
-        log.warning("trainer.resume=%s: the checkpoint comes from a different config "
-                    "(results will not match an uninterrupted run of this one).", path)  # fmt: skip
+        log.warning(
+            "trainer.resume=%s: the checkpoint comes from a different config "
+            "(results will not match an uninterrupted run of this one).",
+            path,
+        )
     return path, state
 
 
@@ -202,8 +228,7 @@ def claim_run_dir(
     if resumed is None or resumed[0].parent.resolve() != folder.resolve():
         newest = _describe(steps[-1], key)
         if newest.endswith("of this config") and resume != "auto":
-            fix = ("continue them with trainer.resume=auto, or start over in another "
-                   "hydra.run.dir")  # fmt: skip
+            fix = "continue them with trainer.resume=auto, or start over in another hydra.run.dir"
         else:
             fix = (
                 "start this run in another hydra.run.dir, or move them away "

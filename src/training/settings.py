@@ -28,12 +28,15 @@ class CheckpointSettings:
         if self.mode not in ("max", "min"):
             raise ValueError(f"trainer.checkpoint.mode={self.mode!r}: expected max or min.")
         if self.monitor not in MONITORABLE:
-            raise ValueError(f"trainer.checkpoint.monitor={self.monitor!r}: expected one of the "
-                             f"per-epoch metrics {list(MONITORABLE)}.")  # fmt: skip
+            raise ValueError(
+                f"trainer.checkpoint.monitor={self.monitor!r}: expected one of the "
+                f"per-epoch metrics {list(MONITORABLE)}."
+            )
         for key in ("every_n_steps", "every_minutes"):
             if getattr(self, key) < 0:
-                raise ValueError(f"trainer.checkpoint.{key} must be >= 0 (0 = off), "
-                                 f"got {getattr(self, key)}.")  # fmt: skip
+                raise ValueError(
+                    f"trainer.checkpoint.{key} must be >= 0 (0 = off), got {getattr(self, key)}."
+                )
 
 
 @dataclass(frozen=True)
@@ -58,17 +61,20 @@ class TrainerSettings:
 
     def __post_init__(self) -> None:
         if str(self.precision) not in PRECISIONS:
-            raise ValueError(f"trainer.precision={self.precision!r}: expected one of "
-                             f"{list(PRECISIONS)}.")  # fmt: skip
+            raise ValueError(
+                f"trainer.precision={self.precision!r}: expected one of {list(PRECISIONS)}."
+            )
         if self.device != "auto":
             try:
                 torch.device(self.device)
             except RuntimeError:
-                raise ValueError(f"trainer.device={self.device!r}: expected auto, cpu, cuda, "
-                                 "cuda:N or mps.") from None  # fmt: skip
+                raise ValueError(
+                    f"trainer.device={self.device!r}: expected auto, cpu, cuda, cuda:N or mps."
+                ) from None
         if self.max_nonfinite_steps < 0:
-            raise ValueError(f"trainer.max_nonfinite_steps must be >= 0, got "
-                             f"{self.max_nonfinite_steps}.")  # fmt: skip
+            raise ValueError(
+                f"trainer.max_nonfinite_steps must be >= 0, got {self.max_nonfinite_steps}."
+            )
         for key in ("max_epochs", "grad_accum", "log_every_n_steps"):
             if getattr(self, key) < 1:
                 raise ValueError(f"trainer.{key} must be >= 1, got {getattr(self, key)}.")

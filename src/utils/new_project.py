@@ -16,8 +16,11 @@ def template_files(root: Path) -> list[Path]:
     """Files of the checkout at `root` that git tracks or would track, as relative paths."""
     listing = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=root, check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return [Path(p) for p in sorted(set(listing.split("\0"))) if p and (root / p).is_file()]
 
 

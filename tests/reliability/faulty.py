@@ -15,8 +15,9 @@ class FaultyImageFolder(ImageFolderDataset):
     """`fault`: hang (sleep forever) or die (exit the worker) at sample `at_index`, or slow
     (sleep `delay_s` per sample, to leave time for a kill). Faults fire in workers only."""
 
-    def __init__(self, *args: Any, fault: str, at_index: int = -1, delay_s: float = 0.0,
-                 **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self, *args: Any, fault: str, at_index: int = -1, delay_s: float = 0.0, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.fault, self.at_index, self.delay_s = fault, at_index, delay_s
 

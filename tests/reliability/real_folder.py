@@ -35,9 +35,14 @@ def real_folder(demo_dir: Path, dest: Path, copies: int = 5) -> tuple[Path, dict
         data = source.read_bytes()
         for copy in range(copies):
             mode, fmt, suffix = rng.choice(
-                [("RGB", None, source.suffix), ("L", "PNG", ".png"), ("P", "PNG", ".png"),
-                 ("CMYK", "JPEG", ".jpg"), ("L", "JPEG", ".JPG")]
-            )  # fmt: skip
+                [
+                    ("RGB", None, source.suffix),
+                    ("L", "PNG", ".png"),
+                    ("P", "PNG", ".png"),
+                    ("CMYK", "JPEG", ".jpg"),
+                    ("L", "JPEG", ".JPG"),
+                ]
+            )
             name = f"{rng.choice(['', 'a photo ', 'café_'])}{source.stem}_{copy}{suffix}"
             body = data if fmt is None else _reencoded(data, fmt, mode)
             (folder / name).write_bytes(body)

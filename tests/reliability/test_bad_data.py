@@ -137,10 +137,15 @@ def test_raise_keeps_the_plain_loader_and_batches(make_cfg) -> None:
 def test_worker_reraise_keeps_the_message(demo_dir: Path, tmp_path: Path) -> None:
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
     result = run_train(
-        f"dataset.root={root}", "loader.num_workers=2", "loader.batch_size=16",
-        "sampler=sequential", "loader.shuffle=false", "trainer.max_epochs=1",
-        f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path,
-    )  # fmt: skip
+        f"dataset.root={root}",
+        "loader.num_workers=2",
+        "loader.batch_size=16",
+        "sampler=sequential",
+        "loader.shuffle=false",
+        "trainer.max_epochs=1",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
     assert result.returncode != 0
     assert "DataLoader worker process" in result.stderr
     named = re.search(NAMED, result.stderr)
@@ -151,10 +156,15 @@ def test_skip_with_two_workers_reports_exactly_the_bad_files(demo_dir: Path, tmp
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
     run = tmp_path / "run"
     result = run_train(
-        f"dataset.root={root}", "dataset.on_error=skip", "dataset.max_bad_fraction=0.1",
-        "loader.num_workers=2", "loader.batch_size=16", "trainer.max_epochs=1",
-        f"hydra.run.dir={run}", cwd=tmp_path,
-    )  # fmt: skip
+        f"dataset.root={root}",
+        "dataset.on_error=skip",
+        "dataset.max_bad_fraction=0.1",
+        "loader.num_workers=2",
+        "loader.batch_size=16",
+        "trainer.max_epochs=1",
+        f"hydra.run.dir={run}",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(r["path"] for r in _report(run)) == sorted(bad)
     assert json.loads((run / "metrics.json").read_text())["epochs"] == 1

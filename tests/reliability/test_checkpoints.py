@@ -35,15 +35,20 @@ def _manager(tmp_path: Path, keep: int = 2) -> Checkpoints:
 def _state(step: int, key: str) -> dict:
     """A checkpoint as the trainer writes it (every key `restore` reads), of config `key`."""
     return {key_: None for key_ in REQUIRED_KEYS} | {
-        "model": {"w": torch.zeros(2)}, "step": step, "config_key": key, "history": [],
-    }  # fmt: skip
+        "model": {"w": torch.zeros(2)},
+        "step": step,
+        "config_key": key,
+        "history": [],
+    }
 
 
 def test_keeps_the_last_n_and_the_best(tmp_path: Path) -> None:
     ckpt = _manager(tmp_path)
     for step, acc in [(1, 0.5), (2, 0.9), (3, 0.7), (4, None), (5, 0.6)]:
-        ckpt.save({"step": step, "w": torch.tensor(float(step))},
-                  None if acc is None else {"val/acc": acc})  # fmt: skip
+        ckpt.save(
+            {"step": step, "w": torch.tensor(float(step))},
+            None if acc is None else {"val/acc": acc},
+        )
     assert [p.name for p in ckpt.history()] == ["step00000004.pt", "step00000005.pt"]
     assert load_checkpoint(tmp_path / "last.pt")["step"] == 5
     best = load_checkpoint(tmp_path / "best.pt")
@@ -131,15 +136,20 @@ def test_pruning_never_removes_fresh_steps_for_stale_or_foreign_ones(tmp_path: P
     for step in (2, 4, 6, 8):
         ckpt.save(_state(step, "mine"))
     assert [p.name for p in ckpt.history()] == [
-        "step00000003.pt", "step00000006.pt", "step00000008.pt", "step00000040.pt",
-    ]  # fmt: skip
+        "step00000003.pt",
+        "step00000006.pt",
+        "step00000008.pt",
+        "step00000040.pt",
+    ]
     assert load_checkpoint(tmp_path / "step00000003.pt")["config_key"] == "other"
     ckpt.save(_state(40, "mine"))
     assert load_checkpoint(tmp_path / "step00000040.pt")["config_key"] == "mine"
     assert load_checkpoint(tmp_path / "step00000040.pt.set-aside")["config_key"] == "other"
     assert [p.name for p in ckpt.history()] == [
-        "step00000003.pt", "step00000008.pt", "step00000040.pt",
-    ]  # fmt: skip
+        "step00000003.pt",
+        "step00000008.pt",
+        "step00000040.pt",
+    ]
 
 
 def test_adopted_steps_of_a_resumed_run_are_pruned_like_its_own(tmp_path: Path) -> None:
@@ -172,8 +182,10 @@ def test_resume_auto_falls_back_past_another_configs_and_malformed_steps(tmp_pat
     assert path.name == "step00000004.pt" and state["step"] == 4
     skipped = [r.getMessage() for r in caplog.records if "skipping checkpoint" in r.getMessage()]
     assert len(skipped) == 3
-    assert "step00000007.pt its weights do not fit this model (w is [3] in the file, [2] here)" in (
-        skipped[0])  # fmt: skip
+    assert (
+        "step00000007.pt its weights do not fit this model (w is [3] in the file, [2] here)"
+        in (skipped[0])
+    )
     assert "step00000006.pt is not a training checkpoint" in skipped[1]
     assert "lacks ['batches_done']" in skipped[1]
     assert "step00000005.pt comes from another config (config_key other" in skipped[2]
@@ -185,8 +197,11 @@ def test_an_unusable_file_given_by_name_is_one_error_naming_it(tmp_path: Path) -
     with pytest.raises(CheckpointError, match=r"foreign\.pt: this file its weights do not fit"):
         find_resume_state(str(path), "k", tmp_path, tmp_path / "run", _model_state())
     save_checkpoint(path, {"model": {}, "step": 1})
-    with pytest.raises(CheckpointError, match=r"foreign\.pt: this file is not a training ch.*"
-                       r"lacks \['optimizer'"):  # fmt: skip
+    with pytest.raises(
+        CheckpointError,
+        match=r"foreign\.pt: this file is not a training ch.*"
+        r"lacks \['optimizer'",
+    ):
         find_resume_state(str(path), "k", tmp_path, tmp_path / "run", _model_state())
 
 
@@ -194,12 +209,17 @@ def test_a_run_dir_holding_checkpoints_it_does_not_continue_is_refused(tmp_path:
     run = tmp_path / "run"
     save_checkpoint(run / "checkpoints" / "step00000040.pt", _state(40, "other"))
     before = sorted(p.name for p in (run / "checkpoints").iterdir())
-    refusal = (r"checkpoints already holds 1 step checkpoint.*newest step00000040\.pt, of "
-               r"another config.*another hydra\.run\.dir")  # fmt: skip
+    refusal = (
+        r"checkpoints already holds 1 step checkpoint.*newest step00000040\.pt, of "
+        r"another config.*another hydra\.run\.dir"
+    )
     with pytest.raises(ResumeError, match=refusal):
         claim_run_dir(run, None, None, "mine", _manager(run / "checkpoints"))
     save_checkpoint(run / "checkpoints" / "step00000041.pt", _state(41, "mine"))
-    with pytest.raises(ResumeError, match=r"of this config\).*continue them with trainer\.resume="
-                       r"auto, or start over in another hydra\.run\.dir"):  # fmt: skip
+    with pytest.raises(
+        ResumeError,
+        match=r"of this config\).*continue them with trainer\.resume="
+        r"auto, or start over in another hydra\.run\.dir",
+    ):
         claim_run_dir(run, None, None, "mine", _manager(run / "checkpoints"))
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [*before, "step00000041.pt"]

@@ -56,24 +56,39 @@ def test_every_shipped_option_passes(make_cfg, group: str, option: str) -> None:
         ("loader.collate_fn=pad", "loader.collate_fn='pad': expected Callable | None, got str"),
         ("+loader.batchsize=3", "loader.batchsize: unknown key (did you mean loader.batch_size?)"),
         ("optimizer.lr=???", "optimizer.lr=??? is a required value that nothing set"),
-        ("dataset.root=${paths.nope}", "dataset.root=${paths.nope}: the interpolation cannot be "
-                                       "resolved (Interpolation key 'paths.nope' not found)"),
-        ("dataset._target_=src.data.datasets.nope.Reader", "dataset._target_=src.data.datasets."
-                                                           "nope.Reader: cannot be imported "
-                                                           "(ModuleNotFoundError"),
-        ("model._target_=src.models.small_cnn.NoNet", "model._target_=src.models.small_cnn.NoNet:"
-                                                      " cannot be imported"),
-        ("trainer.checkpoint.monitor=val/accuracy", "trainer.checkpoint.monitor='val/accuracy':"
-                                                    " expected one of the per-epoch metrics"),
+        (
+            "dataset.root=${paths.nope}",
+            "dataset.root=${paths.nope}: the interpolation cannot be "
+            "resolved (Interpolation key 'paths.nope' not found)",
+        ),
+        (
+            "dataset._target_=src.data.datasets.nope.Reader",
+            "dataset._target_=src.data.datasets."
+            "nope.Reader: cannot be imported "
+            "(ModuleNotFoundError",
+        ),
+        (
+            "model._target_=src.models.small_cnn.NoNet",
+            "model._target_=src.models.small_cnn.NoNet: cannot be imported",
+        ),
+        (
+            "trainer.checkpoint.monitor=val/accuracy",
+            "trainer.checkpoint.monitor='val/accuracy': expected one of the per-epoch metrics",
+        ),
         ("trainer.checkpoint.keep_last=0", "trainer.checkpoint.keep_last=0: expected int >= 1."),
         ("trainer.checkpoint.mode=mx", "trainer.checkpoint.mode='mx': expected max or min."),
         ("trainer.precision=16", "trainer.precision=16: expected one of ['32', 'bf16-mixed'"),
         ("trainer.device=gpu", "trainer.device='gpu': expected auto, cpu, cuda, cuda:N or mps."),
         # a word or a bool for a Tensor-annotated value (Adam's lr: float | Tensor)
-        ("optimizer.lr=fast", "optimizer.lr='fast': expected float | torch.Tensor, got str; set a "
-                              "number, e.g. optimizer.lr=0.001 (torch.optim.Adam takes lr: "),
-        ("optimizer.lr=true", "optimizer.lr=True: expected float | torch.Tensor, got bool; set a "
-                              "number"),
+        (
+            "optimizer.lr=fast",
+            "optimizer.lr='fast': expected float | torch.Tensor, got str; set a "
+            "number, e.g. optimizer.lr=0.001 (torch.optim.Adam takes lr: ",
+        ),
+        (
+            "optimizer.lr=true",
+            "optimizer.lr=True: expected float | torch.Tensor, got bool; set a number",
+        ),
         # inf and nan pass every type check and fail only after a step
         ("optimizer.lr=inf", "optimizer.lr=inf: expected a finite number"),
         ("optimizer.lr=nan", "optimizer.lr=nan: expected a finite number"),
@@ -81,18 +96,24 @@ def test_every_shipped_option_passes(make_cfg, group: str, option: str) -> None:
         ("+optimizer.betas=[0.9,inf]", "optimizer.betas=[0.9, inf]: expected a finite number"),
         ("model.dropout=nan", "model.dropout=nan: expected a finite number"),
         ("loader.timeout=inf", "loader.timeout=inf: expected a finite number"),
-        ("trainer.starvation_threshold=-inf", "trainer.starvation_threshold=-inf: expected a "
-                                              "finite number"),
-        ("trainer.checkpoint.every_minutes=nan", "trainer.checkpoint.every_minutes=nan: expected a"
-                                                 " finite number"),
-        ("trainer.checkpoint.every_n_steps=inf", "trainer.checkpoint.every_n_steps=inf: expected "
-                                                 "int, got float; set an int"),
+        (
+            "trainer.starvation_threshold=-inf",
+            "trainer.starvation_threshold=-inf: expected a finite number",
+        ),
+        (
+            "trainer.checkpoint.every_minutes=nan",
+            "trainer.checkpoint.every_minutes=nan: expected a finite number",
+        ),
+        (
+            "trainer.checkpoint.every_n_steps=inf",
+            "trainer.checkpoint.every_n_steps=inf: expected int, got float; set an int",
+        ),
         ("loader.batch_size=nan", "loader.batch_size=nan: expected int, got float"),
         ("benchmark.batches=inf", "benchmark.batches=inf: expected int, got float"),
         ("cache.short_side=inf", "cache.short_side=inf: expected int, got float"),
         ("inspect.images=nan", "inspect.images=nan: expected int, got float"),
     ],
-)  # fmt: skip
+)
 def test_bad_value_gives_one_short_message(make_cfg, override: str, message: str) -> None:
     text = _refused(make_cfg, override)
     assert text.startswith(message), text
@@ -137,8 +158,13 @@ def test_every_problem_is_listed(make_cfg) -> None:
 
 
 def test_console_shows_the_message_not_a_traceback(demo_dir: Path, tmp_path: Path) -> None:
-    command = [sys.executable, str(ROOT / "train.py"), f"paths.demo_dir={demo_dir}",
-               f"hydra.run.dir={tmp_path / 'run'}", "loader.batch_size=0"]  # fmt: skip
+    command = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        f"paths.demo_dir={demo_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "loader.batch_size=0",
+    ]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert "loader.batch_size=0: expected int >= 1." in result.stderr.splitlines()
@@ -156,9 +182,14 @@ def test_a_tensor_takes_numbers_and_lists_and_a_path_takes_words() -> None:
 
 def test_every_settings_dataclass_refuses_non_finite_floats(make_cfg) -> None:
     """Each float field of a settings dataclass, set to inf: one line naming the key."""
-    groups = {"loader": LoaderSettings, "trainer": TrainerSettings,
-              "trainer.checkpoint": CheckpointSettings, "benchmark": BenchmarkSettings,
-              "cache": CacheSettings, "inspect": InspectSettings}  # fmt: skip
+    groups = {
+        "loader": LoaderSettings,
+        "trainer": TrainerSettings,
+        "trainer.checkpoint": CheckpointSettings,
+        "benchmark": BenchmarkSettings,
+        "cache": CacheSettings,
+        "inspect": InspectSettings,
+    }
     checked = 0
     for group, settings in groups.items():
         hints = typing.get_type_hints(settings)

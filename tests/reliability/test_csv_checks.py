@@ -37,7 +37,7 @@ def _load(listing: Path) -> CsvDataset:
         ([f"{GOOD},circle", f"{OTHER},cross", f"{GOOD},circle"], r":4: .* twice .*lines 2 and 4"),
         ([f"{GOOD},circle", f"./{GOOD},circle"], r":3: .* twice .*lines 2 and 3"),
     ],
-)  # fmt: skip
+)
 def test_listing_errors_name_the_line(demo_dir, tmp_path, rows, message) -> None:
     listing = _listing(demo_dir, tmp_path, rows)
     with pytest.raises((ValueError, FileNotFoundError), match=re.escape(str(listing)) + message):

@@ -31,13 +31,16 @@ def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
     run = tmp_path / "run"
     result = run_train(
         "dataset._target_=mydata.broken.Broken",
-        "~dataset.root", "~dataset.on_error", "~dataset.max_bad_fraction",
-        "~dataset.reduced_decode", "~dataset.max_image_pixels",
+        "~dataset.root",
+        "~dataset.on_error",
+        "~dataset.max_bad_fraction",
+        "~dataset.reduced_decode",
+        "~dataset.max_image_pixels",
         allowing("mydata.*"),
         f"hydra.run.dir={run}",
         cwd=tmp_path,
         env={"PYTHONPATH": str(tmp_path)},
-    )  # fmt: skip
+    )
     assert result.returncode == 1
     named = "FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/labels.txt'"
     assert named in result.stderr  # not FileNotFoundError(2, 'No such file or directory')

@@ -25,17 +25,30 @@ ALLOW_TESTS = allowing(FAULTY_DATASET)
 
 def _args(demo_dir: Path, run_dir: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, str(ROOT / "train.py"), f"paths.demo_dir={demo_dir}",
-        f"paths.log_dir={run_dir.parent}", f"hydra.run.dir={run_dir}", "loader.batch_size=16",
-        ALLOW_TESTS, FAULTY, *extra,
-    ]  # fmt: skip
+        sys.executable,
+        str(ROOT / "train.py"),
+        f"paths.demo_dir={demo_dir}",
+        f"paths.log_dir={run_dir.parent}",
+        f"hydra.run.dir={run_dir}",
+        "loader.batch_size=16",
+        ALLOW_TESTS,
+        FAULTY,
+        *extra,
+    ]
 
 
 @pytest.mark.parametrize(("fault", "expected"), [("hang", "timed out"), ("die", "exited")])
 def test_a_hung_or_dead_worker_is_reported_with_its_file(demo_dir, tmp_path, fault, expected):
     culprit = ImageFolderDataset(str(demo_dir / "imagefolder"), "train").get_filename(5)
-    args = _args(demo_dir, tmp_path / "run", f"+dataset.fault={fault}", "+dataset.at_index=5",
-                 "loader.num_workers=2", "loader.timeout=3", "trainer.max_epochs=1")  # fmt: skip
+    args = _args(
+        demo_dir,
+        tmp_path / "run",
+        f"+dataset.fault={fault}",
+        "+dataset.at_index=5",
+        "loader.num_workers=2",
+        "loader.timeout=3",
+        "trainer.max_epochs=1",
+    )
     start = time.monotonic()
     done = subprocess.run(args, capture_output=True, text=True, timeout=90, check=False)
     assert done.returncode != 0
@@ -44,15 +57,26 @@ def test_a_hung_or_dead_worker_is_reported_with_its_file(demo_dir, tmp_path, fau
 
 
 def test_kill_9_mid_epoch_then_resume_auto_equals_the_uninterrupted_run(demo_dir, tmp_path):
-    run = ("+dataset.fault=slow", "+dataset.delay_s=0.02", "loader.num_workers=2",
-           "trainer.max_epochs=3", "trainer.checkpoint.every_n_steps=1")  # fmt: skip
-    whole = subprocess.run(_args(demo_dir, tmp_path / "a" / "run", *run), timeout=120,
-                           capture_output=True, text=True, check=False)  # fmt: skip
+    run = (
+        "+dataset.fault=slow",
+        "+dataset.delay_s=0.02",
+        "loader.num_workers=2",
+        "trainer.max_epochs=3",
+        "trainer.checkpoint.every_n_steps=1",
+    )
+    whole = subprocess.run(
+        _args(demo_dir, tmp_path / "a" / "run", *run),
+        timeout=120,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert whole.returncode == 0, whole.stderr[-2000:]
 
     first = tmp_path / "b" / "first"
-    proc = subprocess.Popen(_args(demo_dir, first, *run), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        _args(demo_dir, first, *run), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 90
     while not (first / "checkpoints" / "step00000004.pt").exists():  # epoch 2, batch 1
         assert proc.poll() is None and time.monotonic() < deadline, "never reached step 4"
@@ -62,8 +86,13 @@ def test_kill_9_mid_epoch_then_resume_auto_equals_the_uninterrupted_run(demo_dir
     killed_at = load_checkpoint(first / "checkpoints" / "last.pt")
     assert killed_at["step"] < 9 and not (first / "metrics.json").exists()
 
-    again = subprocess.run(_args(demo_dir, tmp_path / "b" / "second", *run, "trainer.resume=auto"),
-                           timeout=120, capture_output=True, text=True, check=False)  # fmt: skip
+    again = subprocess.run(
+        _args(demo_dir, tmp_path / "b" / "second", *run, "trainer.resume=auto"),
+        timeout=120,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert "resumed from" in again.stdout
     a = load_checkpoint(tmp_path / "a" / "run" / "checkpoints" / "last.pt")["model"]

@@ -107,10 +107,26 @@ def test_hostile_csv_listings_parse_or_fail_naming_file_and_line(demo_dir, tmp_p
         _assert_one_line_naming(result, "csv", path)
         if name not in {"empty_file", "header_only"}:
             assert re.search(re.escape(shown(path)) + r":\d+: ", result["error"]), result
-    for name in ("enc_latin-1", "enc_cp1252", "enc_utf-16", "unclosed_quote", "extra_field",
-                 "nul_byte", "huge_field", "sparse_ints", "negative_int", "duplicate",
-                 "escape_dots", "escape_abs", "escape_home", "binary", "missing_file",
-                 "missing_field", "empty_file", "header_only"):  # fmt: skip
+    for name in (
+        "enc_latin-1",
+        "enc_cp1252",
+        "enc_utf-16",
+        "unclosed_quote",
+        "extra_field",
+        "nul_byte",
+        "huge_field",
+        "sparse_ints",
+        "negative_int",
+        "duplicate",
+        "escape_dots",
+        "escape_abs",
+        "escape_home",
+        "binary",
+        "missing_file",
+        "missing_field",
+        "empty_file",
+        "header_only",
+    ):
         assert not results[str(tmp_path / f"{name}.csv")]["ok"], name
 
 

@@ -52,11 +52,14 @@ def test_skip_trains_every_epoch_and_lists_exactly_the_bad_files(demo_dir, tmp_p
     ("name", "data", "reason"),
     [
         ("short.png", short_png(40, 40), "truncated or damaged PNG"),
-        ("bomb.jpg", lying_images(__import__("random").Random(0))["lying.jpg"],
-         "dataset.max_image_pixels=89,478,485"),
+        (
+            "bomb.jpg",
+            lying_images(__import__("random").Random(0))["lying.jpg"],
+            "dataset.max_image_pixels=89,478,485",
+        ),
         ("pipe.jpg", None, "a FIFO (named pipe), not an image file"),
     ],
-)  # fmt: skip
+)
 def test_raise_stops_at_a_hostile_first_val_image_naming_it(demo_dir, tmp_path, name, data, reason):
     root = tmp_path / "tree"
     real_folder(demo_dir, root, copies=1)

@@ -23,10 +23,17 @@ from src.data.sharing import TORCH_DEFAULT_STRATEGY, apply_sharing_strategy
 
 MIB = 2**20
 SETTINGS = LoaderSettings(
-    batch_size=32, shuffle=True, num_workers=2, collate_fn=None, pin_memory=False,
-    drop_last=True, prefetch_factor=2, persistent_workers=False, timeout=0,
+    batch_size=32,
+    shuffle=True,
+    num_workers=2,
+    collate_fn=None,
+    pin_memory=False,
+    drop_last=True,
+    prefetch_factor=2,
+    persistent_workers=False,
+    timeout=0,
     multiprocessing_context=None,
-)  # fmt: skip
+)
 
 
 class Images(MapDataset):

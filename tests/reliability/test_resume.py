@@ -95,8 +95,13 @@ def test_results_do_not_depend_on_num_workers(make_cfg, tmp_path: Path) -> None:
 
 def test_resume_auto_ignores_runs_of_another_config(make_cfg, tmp_path: Path, caplog) -> None:
     _run(make_cfg, tmp_path, "other", "optimizer.lr=0.01", "trainer.max_epochs=1")
-    fresh = make_cfg(*RUN, f"paths.log_dir={tmp_path}", f"paths.output_dir={tmp_path / 'new'}",
-                     "trainer.resume=auto", "trainer.max_epochs=1")  # fmt: skip
+    fresh = make_cfg(
+        *RUN,
+        f"paths.log_dir={tmp_path}",
+        f"paths.output_dir={tmp_path / 'new'}",
+        "trainer.resume=auto",
+        "trainer.max_epochs=1",
+    )
     with caplog.at_level(logging.INFO, logger="src.training.resume"):
         train(fresh)
     assert "no earlier run of this config" in caplog.text
@@ -110,8 +115,9 @@ def test_stop_after_the_last_partial_batch_resumes_into_validation(make_cfg, tmp
     _stop_at_step(monkeypatch, 3, signal.SIGTERM)  # after epoch 1's last batch, before val
     with pytest.raises(SystemExit):
         _run(make_cfg, tmp_path / "b", "first", *knobs)
-    assert load_checkpoint(tmp_path / "b" / "first" / "checkpoints" / "last.pt")[
-        "batches_done"] == 3  # fmt: skip
+    assert (
+        load_checkpoint(tmp_path / "b" / "first" / "checkpoints" / "last.pt")["batches_done"] == 3
+    )
     monkeypatch.undo()
     resumed = _run(make_cfg, tmp_path / "b", "second", *knobs, "trainer.resume=auto")
     assert resumed["val/acc"] == pytest.approx(whole["val/acc"])

@@ -22,17 +22,31 @@ from src.utils.io import atomic_write_bytes, remove_stale_temporaries, write_jso
 from tests.train_process import FAULTY, allowing, run_train
 
 ROOT = Path(__file__).resolve().parents[2]
-SLOW = (f"dataset._target_={FAULTY}", "+dataset.fault=slow", "+dataset.delay_s=0.03",
-        allowing(FAULTY))  # fmt: skip
+SLOW = (
+    f"dataset._target_={FAULTY}",
+    "+dataset.fault=slow",
+    "+dataset.delay_s=0.03",
+    allowing(FAULTY),
+)
 # 48 train images / batch 16 = 3 steps an epoch, 9 in all; a checkpoint after each step
-RUN = ("loader.batch_size=16", "loader.num_workers=1", "trainer.max_epochs=3",
-       "trainer.checkpoint.every_n_steps=1", *SLOW)  # fmt: skip
+RUN = (
+    "loader.batch_size=16",
+    "loader.num_workers=1",
+    "trainer.max_epochs=3",
+    "trainer.checkpoint.every_n_steps=1",
+    *SLOW,
+)
 COMPARED = ("val/acc", "val/loss", "train/loss", "val/best_acc", "epochs")
 
 
 def _args(demo_dir: Path, run: Path, *extra: str) -> list[str]:
-    return [f"paths.demo_dir={demo_dir}", f"paths.log_dir={run.parent}",
-            f"hydra.run.dir={run}", *RUN, *extra]  # fmt: skip
+    return [
+        f"paths.demo_dir={demo_dir}",
+        f"paths.log_dir={run.parent}",
+        f"hydra.run.dir={run}",
+        *RUN,
+        *extra,
+    ]
 
 
 def _train(demo_dir: Path, run: Path, *extra: str) -> subprocess.CompletedProcess:
@@ -51,9 +65,12 @@ def whole(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _kill_9_after(demo_dir: Path, run: Path, step: int) -> int:
     """Start the run and SIGKILL it once checkpoint `step` exists; the last step it saved."""
     run.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *_args(demo_dir, run)],
-                            cwd=run.parent, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *_args(demo_dir, run)],
+        cwd=run.parent,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while not (run / "checkpoints" / f"step{step:08d}.pt").exists():
         assert proc.poll() is None and time.monotonic() < deadline, f"never reached step {step}"
@@ -103,8 +120,11 @@ def test_auto_skips_another_configs_and_malformed_steps(demo_dir, tmp_path, whol
     saved = _kill_9_after(demo_dir, run, 3)
     good = load_checkpoint(run / "checkpoints" / f"step{saved:08d}.pt")
     layer = next(iter(good["model"]))
-    other = good | {"config_key": "0123456789abcdef", "step": saved + 1,
-                    "model": good["model"] | {layer: torch.zeros(3, 1)}}  # fmt: skip
+    other = good | {
+        "config_key": "0123456789abcdef",
+        "step": saved + 1,
+        "model": good["model"] | {layer: torch.zeros(3, 1)},
+    }
     foreign, malformed = (run / "checkpoints" / f"step{saved + n:08d}.pt" for n in (1, 2))
     save_checkpoint(foreign, other)
     lacking = {k: v for k, v in good.items() if k != "batches_done"} | {"step": saved + 2}
@@ -149,8 +169,10 @@ def test_an_explicit_checkpoint_of_another_model_is_one_line(demo_dir, tmp_path,
     save_checkpoint(other, state | {"model": state["model"] | {layer: torch.zeros(3, 1)}})
     done = _train(demo_dir, tmp_path / "run", f"trainer.resume={other}")
     assert done.returncode != 0 and "Traceback" not in done.stderr
-    assert f"trainer.resume={other}: this file its weights do not fit this model ({layer} is " \
-           "[3, 1] in the file" in done.stderr  # fmt: skip
+    assert (
+        f"trainer.resume={other}: this file its weights do not fit this model ({layer} is "
+        "[3, 1] in the file" in done.stderr
+    )
 
 
 # 3. leftovers and permissions --------------------------------------------------------------------
@@ -168,8 +190,11 @@ def test_written_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
         os.umask(old)
     expected = (tmp_path / "plain").stat().st_mode & 0o777
     assert expected == 0o666 & ~umask
-    files = ["bytes", "metrics.json", *(f"checkpoints/{n}" for n in
-             ("step00000001.pt", "last.pt", "best.pt"))]  # fmt: skip
+    files = [
+        "bytes",
+        "metrics.json",
+        *(f"checkpoints/{n}" for n in ("step00000001.pt", "last.pt", "best.pt")),
+    ]
     assert {f: (tmp_path / f).stat().st_mode & 0o777 for f in files} == dict.fromkeys(
         files, expected
     )
@@ -200,17 +225,26 @@ def test_a_run_cleans_its_own_leftovers_and_shares_its_files(demo_dir: Path, tmp
     elsewhere.write_bytes(b"")
     old = os.umask(0o002)
     try:
-        done = run_train(f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}",
-                         f"hydra.run.dir={run}", "loader.batch_size=16", "loader.num_workers=0",
-                         "trainer.max_epochs=1", "trainer.checkpoint.every_n_steps=1",
-                         cwd=tmp_path)  # fmt: skip
+        done = run_train(
+            f"paths.demo_dir={demo_dir}",
+            f"paths.log_dir={tmp_path}",
+            f"hydra.run.dir={run}",
+            "loader.batch_size=16",
+            "loader.num_workers=0",
+            "trainer.max_epochs=1",
+            "trainer.checkpoint.every_n_steps=1",
+            cwd=tmp_path,
+        )
     finally:
         os.umask(old)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "removed 2 temporary file(s)" in done.stdout
     assert not list((run / "checkpoints").glob("*.tmp")) and elsewhere.exists()
-    written = ["metrics.json", "config_resolved.yaml", *(f"checkpoints/{n}" for n in
-               ("step00000003.pt", "last.pt", "best.pt"))]  # fmt: skip
+    written = [
+        "metrics.json",
+        "config_resolved.yaml",
+        *(f"checkpoints/{n}" for n in ("step00000003.pt", "last.pt", "best.pt")),
+    ]
     assert {f: oct((run / f).stat().st_mode & 0o777) for f in written} == dict.fromkeys(
         written, oct(0o664)
     )
@@ -225,8 +259,10 @@ def test_a_failed_write_names_the_file_and_the_fix(tmp_path: Path, monkeypatch) 
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(os, "fsync", full)
-    message = (r"No space left on device while writing .*step00000002\.pt: free space on that "
-               r"disk, or .*another hydra\.run\.dir")  # fmt: skip
+    message = (
+        r"No space left on device while writing .*step00000002\.pt: free space on that "
+        r"disk, or .*another hydra\.run\.dir"
+    )
     with pytest.raises(OSError, match=message) as failed:
         atomic_write_bytes(path, b"new" * 1000)
     assert failed.value.errno == errno.ENOSPC and str(path) in str(failed.value)
@@ -237,18 +273,34 @@ def test_a_failed_write_names_the_file_and_the_fix(tmp_path: Path, monkeypatch) 
 def test_a_full_disk_stops_the_run_naming_the_checkpoint(demo_dir: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("disk_full.py")), "2",
-         f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}", f"hydra.run.dir={run}",
-         "loader.batch_size=16", "loader.num_workers=0", "trainer.max_epochs=1",
-         "trainer.checkpoint.every_n_steps=1"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(Path(__file__).with_name("disk_full.py")),
+            "2",
+            f"paths.demo_dir={demo_dir}",
+            f"paths.log_dir={tmp_path}",
+            f"hydra.run.dir={run}",
+            "loader.batch_size=16",
+            "loader.num_workers=0",
+            "trainer.max_epochs=1",
+            "trainer.checkpoint.every_n_steps=1",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert done.returncode != 0
     target = run / "checkpoints" / "step00000003.pt"
     assert f"No space left on device while writing {target}: free space on that disk" in (
-        done.stderr)  # fmt: skip
+        done.stderr
+    )
     assert "another hydra.run.dir" in done.stderr
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
-        "config_key", "last.pt", "step00000001.pt", "step00000002.pt",
-    ]  # fmt: skip
+        "config_key",
+        "last.pt",
+        "step00000001.pt",
+        "step00000002.pt",
+    ]
     assert load_checkpoint(run / "checkpoints" / "last.pt")["step"] == 2

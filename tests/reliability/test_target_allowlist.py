@@ -34,10 +34,32 @@ NOT_LISTED = "refused, not in allowed_targets"
 # words in the name of a public member that would need a look before a torch or torchvision
 # module stays in the default list (a future version may add such a member)
 DANGEROUS_WORDS = {
-    "run", "system", "exec", "eval", "load", "save", "download", "compile", "open", "import",
-    "spawn", "popen", "remove", "rmtree", "unlink", "write", "url", "hub", "pickle", "script",
-    "shell", "command", "fetch", "jit", "serialize",
-}  # fmt: skip
+    "run",
+    "system",
+    "exec",
+    "eval",
+    "load",
+    "save",
+    "download",
+    "compile",
+    "open",
+    "import",
+    "spawn",
+    "popen",
+    "remove",
+    "rmtree",
+    "unlink",
+    "write",
+    "url",
+    "hub",
+    "pickle",
+    "script",
+    "shell",
+    "command",
+    "fetch",
+    "jit",
+    "serialize",
+}
 
 
 def allow(*extra: str) -> str:
@@ -63,13 +85,16 @@ def _refusal(make_cfg, *overrides: str) -> str:
         ("src.models.small_cnn.SmallCNN", ["src.models.*"], True),
         ("src.modes.benchmark.BenchmarkSettings", ["src.modes.benchmark.BenchmarkSettings"], True),
         ("src.modes.benchmark.benchmark", ["src.modes.benchmark.BenchmarkSettings"], False),
-        ("src.modes.benchmark.BenchmarkSettings.x", ["src.modes.benchmark.BenchmarkSettings"],
-         False),  # an object entry is not a module: nothing under it
+        (
+            "src.modes.benchmark.BenchmarkSettings.x",
+            ["src.modes.benchmark.BenchmarkSettings"],
+            False,
+        ),  # an object entry is not a module: nothing under it
         ("os.system", DEFAULT, False),
         ("builtins.eval", DEFAULT, False),
         ("torch.utils.collect_env.run", DEFAULT, False),
     ],
-)  # fmt: skip
+)
 def test_entries_admit_by_module_object_or_subtree(target, entries, admitted) -> None:
     assert bool(grants(target, entries)) is admitted
 
@@ -77,36 +102,84 @@ def test_entries_admit_by_module_object_or_subtree(target, entries, admitted) ->
 @pytest.mark.parametrize(
     ("override", "key", "target", "reason"),
     [
-        ("transforms.train=[{_target_:torch.utils.collect_env.run,command:'touch SENTINEL'}]",
-         "transforms.train[0]._target_", "torch.utils.collect_env.run", NOT_LISTED),
-        (f"loader.collate_fn={EXEC}", "loader.collate_fn._target_",
-         "torch.fx.graph_module._exec_with_source", "refused, _exec_with_source is a private name"),
-        ("+job={_target_:src.utils.io.write_json,path:SENTINEL,obj:1}", "job._target_",
-         "src.utils.io.write_json", NOT_LISTED),
-        ("+job={_target_:src.utils.new_project.copy_template,root:.,dest:SENTINEL}",
-         "job._target_", "src.utils.new_project.copy_template", NOT_LISTED),
-        ("+job={_target_:src.data.demo.make_demo_data,out:SENTINEL}", "job._target_",
-         "src.data.demo.make_demo_data", NOT_LISTED),
-        ("+job={_target_:src.data.cache_store.CacheWriter,folder:.,paths:[],settings:{},"
-         "classes:[],rebuild:true}", "job._target_", "src.data.cache_store.CacheWriter",
-         NOT_LISTED),
-        ("+job={_target_:src.modes.cache.cache}", "job._target_", "src.modes.cache.cache",
-         NOT_LISTED),
-        ("loader.collate_fn={_target_:os.system,command:'touch SENTINEL'}",
-         "loader.collate_fn._target_", "os.system", NOT_LISTED),
+        (
+            "transforms.train=[{_target_:torch.utils.collect_env.run,command:'touch SENTINEL'}]",
+            "transforms.train[0]._target_",
+            "torch.utils.collect_env.run",
+            NOT_LISTED,
+        ),
+        (
+            f"loader.collate_fn={EXEC}",
+            "loader.collate_fn._target_",
+            "torch.fx.graph_module._exec_with_source",
+            "refused, _exec_with_source is a private name",
+        ),
+        (
+            "+job={_target_:src.utils.io.write_json,path:SENTINEL,obj:1}",
+            "job._target_",
+            "src.utils.io.write_json",
+            NOT_LISTED,
+        ),
+        (
+            "+job={_target_:src.utils.new_project.copy_template,root:.,dest:SENTINEL}",
+            "job._target_",
+            "src.utils.new_project.copy_template",
+            NOT_LISTED,
+        ),
+        (
+            "+job={_target_:src.data.demo.make_demo_data,out:SENTINEL}",
+            "job._target_",
+            "src.data.demo.make_demo_data",
+            NOT_LISTED,
+        ),
+        (
+            "+job={_target_:src.data.cache_store.CacheWriter,folder:.,paths:[],settings:{},"
+            "classes:[],rebuild:true}",
+            "job._target_",
+            "src.data.cache_store.CacheWriter",
+            NOT_LISTED,
+        ),
+        (
+            "+job={_target_:src.modes.cache.cache}",
+            "job._target_",
+            "src.modes.cache.cache",
+            NOT_LISTED,
+        ),
+        (
+            "loader.collate_fn={_target_:os.system,command:'touch SENTINEL'}",
+            "loader.collate_fn._target_",
+            "os.system",
+            NOT_LISTED,
+        ),
         (f"loader.collate_fn={EVAL}", "loader.collate_fn._target_", "builtins.eval", NOT_LISTED),
         ("dataset._target_=builtins.eval", "dataset._target_", "builtins.eval", NOT_LISTED),
-        ("+job={_target_:subprocess.run,args:[touch,SENTINEL]}", "job._target_",
-         "subprocess.run", NOT_LISTED),
-        ("+job={_target_:importlib.import_module,name:antigravity}", "job._target_",
-         "importlib.import_module", NOT_LISTED),
-        ("+job={_target_:src.data.decode.os.system,command:'touch SENTINEL'}", "job._target_",
-         "src.data.decode.os.system", NOT_LISTED),
+        (
+            "+job={_target_:subprocess.run,args:[touch,SENTINEL]}",
+            "job._target_",
+            "subprocess.run",
+            NOT_LISTED,
+        ),
+        (
+            "+job={_target_:importlib.import_module,name:antigravity}",
+            "job._target_",
+            "importlib.import_module",
+            NOT_LISTED,
+        ),
+        (
+            "+job={_target_:src.data.decode.os.system,command:'touch SENTINEL'}",
+            "job._target_",
+            "src.data.decode.os.system",
+            NOT_LISTED,
+        ),
         ("+job={_target_:torch.load,f:SENTINEL}", "job._target_", "torch.load", NOT_LISTED),
-        ("+job={_target_:torch.hub.load,repo_or_dir:SENTINEL,model:x}", "job._target_",
-         "torch.hub.load", NOT_LISTED),
+        (
+            "+job={_target_:torch.hub.load,repo_or_dir:SENTINEL,model:x}",
+            "job._target_",
+            "torch.hub.load",
+            NOT_LISTED,
+        ),
     ],
-)  # fmt: skip
+)
 def test_unsafe_target_is_refused(make_cfg, monkeypatch, tmp_path, override, key, target, reason):
     monkeypatch.chdir(tmp_path)
     text = _refusal(make_cfg, override)
@@ -125,10 +198,13 @@ def test_unsafe_target_is_refused(make_cfg, monkeypatch, tmp_path, override, key
         ("src.models.small_cnn.torch.load", "torch.serialization.load", "src.models.*"),
         ("src.data.datasets.imagefolder.os.system", "posix.system", "src.data.datasets.*"),
         ("src.data.collate.pad_sequence", "torch.nn.utils.rnn.pad_sequence", "src.data.collate"),
-        ("torch.optim.lr_scheduler.Optimizer", "torch.optim.optimizer.Optimizer",
-         "torch.optim.lr_scheduler"),
+        (
+            "torch.optim.lr_scheduler.Optimizer",
+            "torch.optim.optimizer.Optimizer",
+            "torch.optim.lr_scheduler",
+        ),
     ],
-)  # fmt: skip
+)
 def test_reexports_are_refused_by_what_they_resolve_to(make_cfg, tmp_path, target, real, entry):
     sentinel = tmp_path / "SENTINEL"
     text = _refusal(make_cfg, f"loader.collate_fn={{_target_:{target},_args_:['{sentinel}']}}")
@@ -229,8 +305,9 @@ def test_a_user_package_as_a_subtree(make_cfg, myproject, caplog) -> None:
 
 def test_a_user_object_as_an_exact_entry(make_cfg, myproject) -> None:
     validate_config(make_cfg("+job={_target_:myproject.models.Net}", allow("myproject.models.Net")))
-    other = _refusal(make_cfg, "+job={_target_:myproject.models.Other}",
-                     allow("myproject.models.Net"))  # fmt: skip
+    other = _refusal(
+        make_cfg, "+job={_target_:myproject.models.Other}", allow("myproject.models.Net")
+    )
     assert other.startswith(f"job._target_=myproject.models.Other: {NOT_LISTED}")
 
 
@@ -274,13 +351,17 @@ def test_refused_before_import_and_allowed_once_listed(make_cfg, monkeypatch, tm
     ("override", "message"),
     [
         ("allowed_targets=src", "allowed_targets='src': expected a list of entries"),
-        ("allowed_targets=[src.,torch.]", "allowed_targets[0]='src.': a prefix is no longer an "
-                                          "entry"),
-        ("allowed_targets=['torch optim']", "allowed_targets[0]='torch optim': expected a module "
-                                            "path (torch.optim), an object"),
+        (
+            "allowed_targets=[src.,torch.]",
+            "allowed_targets[0]='src.': a prefix is no longer an entry",
+        ),
+        (
+            "allowed_targets=['torch optim']",
+            "allowed_targets[0]='torch optim': expected a module path (torch.optim), an object",
+        ),
         ("allowed_targets=['*']", "allowed_targets[0]='*': expected a module path"),
     ],
-)  # fmt: skip
+)
 def test_allowlist_entries_are_checked(make_cfg, override: str, message: str) -> None:
     assert _refusal(make_cfg, override).startswith(message)
 
@@ -330,8 +411,13 @@ def test_denied_members_of_listed_modules_are_refused() -> None:
     ],
 )
 def test_train_py_never_runs_the_command(demo_dir: Path, tmp_path: Path, override: str) -> None:
-    result = run_train(f"paths.demo_dir={demo_dir}", f"hydra.run.dir={tmp_path / 'run'}",
-                       "trainer.max_epochs=1", override, cwd=tmp_path)  # fmt: skip
+    result = run_train(
+        f"paths.demo_dir={demo_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        "trainer.max_epochs=1",
+        override,
+        cwd=tmp_path,
+    )
     assert result.returncode == 1
     assert "._target_=" in result.stderr and ": refused, " in result.stderr
     assert "Traceback" not in result.stderr

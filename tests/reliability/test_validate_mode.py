@@ -41,9 +41,12 @@ def test_validate_exits_non_zero_past_max_bad_fraction(demo_dir: Path, tmp_path:
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
     run = tmp_path / "run"
     result = run_train(
-        "mode=validate", f"dataset.root={root}", "loader.num_workers=2",
-        f"hydra.run.dir={run}", cwd=tmp_path,
-    )  # fmt: skip
+        "mode=validate",
+        f"dataset.root={root}",
+        "loader.num_workers=2",
+        f"hydra.run.dir={run}",
+        cwd=tmp_path,
+    )
     assert result.returncode != 0
     assert "3 of 49 train samples are unreadable" in result.stderr
     assert "dataset.max_bad_fraction=0.01" in result.stderr

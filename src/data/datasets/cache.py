@@ -37,11 +37,15 @@ class CachedImages(MapDataset):
         jpeg_quality: int | None = None,
     ) -> None:
         if encoding not in (None, *DATA_FILES):
-            raise ValueError(f"dataset.encoding={encoding!r}: expected null (any) or one of "
-                             f"{', '.join(DATA_FILES)}.")  # fmt: skip
+            raise ValueError(
+                f"dataset.encoding={encoding!r}: expected null (any) or one of "
+                f"{', '.join(DATA_FILES)}."
+            )
         if jpeg_quality is not None and not is_jpeg_quality(jpeg_quality):
-            raise ValueError(f"dataset.jpeg_quality={jpeg_quality!r}: expected null (any) or an "
-                             "int from 1 to 100.")  # fmt: skip
+            raise ValueError(
+                f"dataset.jpeg_quality={jpeg_quality!r}: expected null (any) or an "
+                "int from 1 to 100."
+            )
         self.folder = Path(root) / split
         expected = {"encoding": encoding, "jpeg_quality": jpeg_quality}
         manifest, self.index, self._paths = open_cache(self.folder, check_sources, expected)

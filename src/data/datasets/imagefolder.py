@@ -125,13 +125,17 @@ class ImageFolderDataset(LabelledImageFiles):
         if ignored:
             log.warning(
                 "%s: ignored %d files that are not images by suffix, e.g. %s",
-                split_dir, len(ignored), ignored[0],
-            )  # fmt: skip
+                split_dir,
+                len(ignored),
+                ignored[0],
+            )
         if walk.outside:
             log.warning(
                 "%s: did not follow %d symlinks that lead outside it, e.g. %s",
-                split_dir, len(walk.outside), walk.outside[0],
-            )  # fmt: skip
+                split_dir,
+                len(walk.outside),
+                walk.outside[0],
+            )
         super().__init__(
             paths,
             targets,

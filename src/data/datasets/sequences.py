@@ -46,12 +46,16 @@ class JsonlSequences(MapDataset):
                 record = json.loads(line)
                 seq = record.get(tokens_key)
                 if not isinstance(seq, list) or not seq or min(seq) < 1:
-                    raise ValueError(f"{where}: {tokens_key!r} must be a non-empty list of "
-                                     "token ids >= 1 (0 is padding).")  # fmt: skip
+                    raise ValueError(
+                        f"{where}: {tokens_key!r} must be a non-empty list of "
+                        "token ids >= 1 (0 is padding)."
+                    )
                 label = str(record.get(label_key, "")).strip()
                 if not label:
-                    raise ValueError(f"{where}: no or empty {label_key!r} (dataset.label_key); "
-                                     f"fields found: {sorted(record)}.")  # fmt: skip
+                    raise ValueError(
+                        f"{where}: no or empty {label_key!r} (dataset.label_key); "
+                        f"fields found: {sorted(record)}."
+                    )
                 tokens += seq
                 offsets.append(len(tokens))
                 labels.append((where, label))
@@ -61,13 +65,17 @@ class JsonlSequences(MapDataset):
         index = {name: i for i, name in enumerate(self.classes)}
         unknown = [(where, label) for where, label in labels if label not in index]
         if unknown:
-            raise ValueError(f"{unknown[0][0]}: label {unknown[0][1]!r} is not a train class "
-                             f"{self.classes} (dataset.label_key={label_key!r}).")  # fmt: skip
+            raise ValueError(
+                f"{unknown[0][0]}: label {unknown[0][1]!r} is not a train class "
+                f"{self.classes} (dataset.label_key={label_key!r})."
+            )
         self.targets = np.asarray([index[label] for _, label in labels], dtype=np.int64)
         self.vocab_size = vocab_size if vocab_size is not None else int(self.tokens.max()) + 1
         if int(self.tokens.max()) >= self.vocab_size:
-            raise ValueError(f"{path}: token id {int(self.tokens.max())} is outside the train "
-                             f"vocabulary (ids < {self.vocab_size}).")  # fmt: skip
+            raise ValueError(
+                f"{path}: token id {int(self.tokens.max())} is outside the train "
+                f"vocabulary (ids < {self.vocab_size})."
+            )
 
     def __len__(self) -> int:
         return len(self.targets)
