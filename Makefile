@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache bench bench-peers new-project test test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache bench bench-peers new-project docs-outputs test test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ bench: $(STAMP)  ## side-by-side input-pipeline benchmark vs the tutorial (and p
 
 bench-peers: $(STAMP)  ## install timm and NVIDIA DALI (CPU-capable) into .venv for `make bench` (the `peers` extra)
 	$(BIN)/python -m pip install --quiet -e '.[peers]'
+
+docs-outputs: data  ## rerun the commands README.md and docs/ show, and write their real output into them (NAMES="debug-fast ..." for some)
+	$(BIN)/python docs/regenerate.py $(NAMES)
 
 new-project:  ## copy the template to DEST=../my-project (no outputs, data, caches, git history)
 	$(PYTHON) -m src.utils.new_project "$(DEST)"

@@ -1,0 +1,173 @@
+"""`make docs-outputs`: rerun the commands whose output README.md and docs/*.md show, and write
+that output into them, so every line shown is today's.
+
+A shown output is a fenced block right after a marker line naming an entry of OUTPUTS:
+
+    <!-- output: debug-fast -->
+    ```text
+    ...
+    ```
+
+Each entry runs its command from the repository root (its run dir lands in outputs/, as a
+reader's would), keeps the lines its pattern matches, drops log timestamps and scratch paths,
+and replaces the block. `make docs-outputs NAMES="debug-fast sweep"` reruns some; a failing command stops the
+script with its output. The docs test (tests/test_docs.py) checks that every marker names an
+entry and every entry is shown.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PYTHON = f"{ROOT}/.venv/bin/python"
+TIMESTAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\]")
+BROKEN_TREE = (
+    f"{PYTHON} -c \"import shutil, pathlib; root = pathlib.Path('{{tmp}}/broken'); "
+    "shutil.copytree('data/demo/imagefolder', root); t = root / 'train'; "
+    "f = sorted((t / 'circle').glob('*.jpg'))[1]; f.write_bytes(f.read_bytes()[:300]); "
+    "sorted((t / 'cross').glob('*.jpg'))[0].write_bytes(b''); "
+    "(t / 'square' / 'notes.jpg').write_text('not an image')\""
+)
+
+
+@dataclass(frozen=True)
+class Output:
+    """How one shown output is made: `shown` is the command as the reader types it, `run` the
+    command executed (`{py}` and `{tmp}`, a scratch folder, filled in), `keep` a pattern for
+    the lines kept, `setup` a command run first."""
+
+    shown: str
+    run: str
+    keep: str
+    setup: str | None = None
+    prompt: bool = True  # print "$ <shown>" above the lines
+
+
+TRAIN = "{py} train.py"  # run dirs land in outputs/, as the reader's do
+OUTPUTS = {
+    "make-train": Output(
+        "make train", TRAIN, r"\[src\.assemble\]|epoch 12/12|\[src\.outputs\].*metrics:"
+    ),
+    "new-project": Output(
+        "make new-project DEST=../my-project && cd ../my-project && git init",
+        "{py} -m src.utils.new_project {tmp}/my-project",
+        r".",
+    ),
+    "config-tree": Output(
+        "python train.py experiment=shapes_tensor debug=fast",
+        f"{TRAIN} experiment=shapes_tensor debug=fast",
+        r"\[src\.config\.choices\]|^[├└]|\[src\.assemble\]",
+    ),
+    "config-error": Output(
+        "python train.py +loader.batchsize=3 optimizer.lr=fast",
+        f"{TRAIN} +loader.batchsize=3 optimizer.lr=fast",
+        r"^(Error executing|loader\.|optimizer\.)",
+    ),
+    "loader-notes": Output(
+        "python train.py debug=fast loader.prefetch_factor=4",
+        f"{TRAIN} debug=fast loader.prefetch_factor=4",
+        r"\[src\.data\.resolve_loader\]",
+    ),
+    "debug-fast": Output("python train.py debug=fast", f"{TRAIN} debug=fast", r"epoch 1/1 "),
+    "debug-overfit": Output(
+        "python train.py debug=overfit", f"{TRAIN} debug=overfit", r"epoch (1|20|40)/40 "
+    ),
+    "sequence-demo": Output(
+        "python train.py experiment=sequence_demo",
+        f"{TRAIN} experiment=sequence_demo",
+        r"\[src\.assemble\]|epoch 8/8",
+    ),
+    "cifar10-missing": Output(
+        "python train.py dataset=cifar10", f"{TRAIN} dataset=cifar10", r"^FileNotFoundError"
+    ),
+    "inspect": Output(
+        "python train.py mode=inspect",
+        f"{TRAIN} mode=inspect",
+        r"\[src\.modes\.inspect\]\[INFO\]|^\s+(labels|loader|grid):",
+    ),
+    "inspect-warnings": Output(
+        "python train.py mode=inspect dataset=tensor transforms=none sampler=sequential "
+        "loader.shuffle=false",
+        f"{TRAIN} mode=inspect dataset=tensor transforms=none sampler=sequential "
+        "loader.shuffle=false",
+        r"\[WARNING\] - inspect:",
+    ),
+    "validate": Output(
+        "python train.py mode=validate dataset.root=broken",
+        f"{TRAIN} mode=validate dataset.root={{tmp}}/broken",
+        r"\[src\.data\.bad_samples\]|\[src\.modes\.validate\]",
+        setup=BROKEN_TREE,
+    ),
+    "starvation": Output(
+        "python train.py model=mlp loader.num_workers=0 trainer.max_epochs=2",
+        f"{TRAIN} model=mlp loader.num_workers=0 trainer.max_epochs=2",
+        r"the loader is the bottleneck",
+    ),
+    "sweep": Output("make sweep", f"{TRAIN} +sweep=loader", r"Sweep summary|^\|"),
+    "torchrun": Output(
+        "torchrun --standalone --nproc_per_node=2 train.py trainer.max_epochs=2",
+        "{py} -m torch.distributed.run --standalone --nproc_per_node=2 train.py "
+        "trainer.max_epochs=2",
+        r"\[src\.assemble\]|epoch \d/2 ",
+    ),
+}
+
+
+def produce(name: str, output: Output, tmp: Path) -> str:
+    """Run `output`'s command; the kept lines, without timestamps and scratch paths."""
+    fill = {"py": PYTHON, "tmp": str(tmp)}
+    if output.setup:
+        subprocess.run(output.setup.format(**fill), shell=True, cwd=ROOT, check=True)
+    done = subprocess.run(
+        output.run.format(**fill), shell=True, cwd=ROOT, capture_output=True, text=True
+    )
+    text = done.stdout + done.stderr
+    if done.returncode != 0 and name not in ("config-error", "cifar10-missing"):
+        raise SystemExit(f"docs output {name!r}: {output.run} failed:\n{text[-3000:]}")
+    lines = [TIMESTAMP.sub("", line) for line in text.splitlines()]
+    kept = [line for line in lines if re.search(output.keep, line)]
+    if not kept:
+        raise SystemExit(f"docs output {name!r}: no line matched {output.keep!r}:\n{text[-3000:]}")
+    body = "\n".join(kept).replace(f"{tmp}/my-project", "../my-project")
+    body = body.replace(f"{tmp}/", "").replace(f"{ROOT}/", "")
+    return (f"$ {output.shown}\n" if output.prompt else "") + body
+
+
+def rewrite(page: Path, outputs: dict[str, str]) -> bool:
+    """Replace the blocks of `page` whose markers name an entry of `outputs`."""
+    text = page.read_text()
+
+    def block(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in outputs:
+            return match.group(0)
+        return f"<!-- output: {name} -->\n```text\n{outputs[name]}\n```"
+
+    new = re.sub(r"<!-- output: ([\w-]+) -->\n```text\n.*?```", block, text, flags=re.S)
+    if new != text:
+        page.write_text(new)
+    return new != text
+
+
+def main(names: list[str]) -> None:
+    unknown = [n for n in names if n not in OUTPUTS]
+    if unknown:
+        raise SystemExit(f"unknown docs outputs {unknown}; known: {sorted(OUTPUTS)}")
+    outputs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names or list(OUTPUTS):
+            print(f"docs output {name} ...", file=sys.stderr, flush=True)
+            outputs[name] = produce(name, OUTPUTS[name], Path(tmp))
+    changed = [page.name for page in PAGES if rewrite(page, outputs)]
+    print(f"rewrote {len(outputs)} outputs in {changed or 'no page (unchanged)'}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
