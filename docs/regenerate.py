@@ -10,9 +10,9 @@ A shown output is a fenced block right after a marker line naming an entry of OU
 
 Each entry runs its command from the repository root (its run dir lands in outputs/, as a
 reader's would), keeps the lines its pattern matches, drops log timestamps and scratch paths,
-and replaces the block. `make docs-outputs NAMES="debug-fast sweep"` reruns some; a failing command stops the
-script with its output. The docs test (tests/test_docs.py) checks that every marker names an
-entry and every entry is shown.
+and replaces the block. `make docs-outputs NAMES="debug-fast sweep"` reruns some; a failing
+command stops the script with its output. The docs test (tests/test_docs.py) checks that
+every marker names an entry and every entry is shown.
 """
 
 from __future__ import annotations

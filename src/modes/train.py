@@ -18,10 +18,10 @@ from src.training.optimization import build_optimization
 from src.training.resume import (
     KEY_FILE,
     check_stream_position,
-    claim_run_dir,
     config_key,
     find_resume_state,
 )
+from src.training.run_dir import claim_run_dir
 from src.training.summary import summarize
 from src.training.tensorboard import TensorBoardLogger
 from src.utils.io import remove_stale_temporaries

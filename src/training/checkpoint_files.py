@@ -90,7 +90,7 @@ class Checkpoints:
     fresh steps of a run at step 8 out. Should this run reach the step of such a file, that
     file is renamed to `<name>.set-aside` (kept, with a warning) rather than overwritten. A
     run may not start in a folder holding step files it does not continue at all (e.g. a
-    fresh run where another config's step00000040.pt lies): `resume.claim_run_dir` refuses
+    fresh run where another config's step00000040.pt lies): `run_dir.claim_run_dir` refuses
     that before anything is written."""
 
     def __init__(

@@ -10,13 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.errors import CompactHydraException
 from torch.utils.data import DataLoader, IterableDataset
 
 from src.training.checkpoint_files import (
     Check,
     CheckpointError,
-    Checkpoints,
     load_checkpoint,
     load_newest,
 )
@@ -70,10 +68,6 @@ REQUIRED_KEYS = (
     "ranks",
     "best",
 )
-
-
-class ResumeError(CompactHydraException):
-    """This run cannot start where it was asked to: one line naming the folder and the fix."""
 
 
 def _shape(value: Any) -> tuple[int, ...] | None:
@@ -193,64 +187,6 @@ def find_resume_state(
             path,
         )
     return path, state
-
-
-def _describe(path: Path, key: str) -> str:
-    """Whose checkpoint `path` is, in a few words, read cheaply (tensors mapped, not read)."""
-    try:
-        theirs = load_checkpoint(path, mmap=True).get("config_key")
-    except CheckpointError:
-        return f"{path.name}, unreadable"
-    if theirs == key:
-        return f"{path.name}, of this config"
-    return f"{path.name}, of another config (config_key {theirs or 'missing'})"
-
-
-def claim_run_dir(
-    run_dir: Path,
-    resume: str | None,
-    resumed: tuple[Path, dict[str, Any]] | None,
-    key: str,
-    checkpoints: Checkpoints,
-) -> None:
-    """Make sure this run may write checkpoints in `run_dir`/checkpoints, and hand the ones it
-    continues to `checkpoints` (pruned like its own). Allowed: a folder without step files,
-    or the folder the run resumed from (`resumed`: path and state). Then its complete checkpoints
-    of this config up to the step resumed from are adopted; the rest (another config's,
-    unreadable, later steps this run did not continue) are left alone (see `Checkpoints`).
-    Anything else, e.g. a fresh run (trainer.resume=null) in a folder of another run, is
-    refused with one line naming the folder and the fix, before anything is written: a run's
-    checkpoints are never mixed with, nor pruned in favour of, another run's."""
-    folder = run_dir / "checkpoints"
-    steps = sorted(folder.glob("step*.pt"))
-    if not steps:
-        return
-    if resumed is None or resumed[0].parent.resolve() != folder.resolve():
-        newest = _describe(steps[-1], key)
-        if newest.endswith("of this config") and resume != "auto":
-            fix = "continue them with trainer.resume=auto, or start over in another hydra.run.dir"
-        else:
-            fix = (
-                "start this run in another hydra.run.dir, or move them away "
-                "(trainer.resume=auto continues only checkpoints of the same config)"
-            )
-        started = "starts fresh" if resumed is None else f"resumes from {resumed[0]}"
-        raise ResumeError(
-            f"{folder} already holds {len(steps)} step checkpoint(s) this run does not "
-            f"continue (newest {newest}); this run {started} and will not mix its "
-            f"checkpoints with them: {fix}."
-        )
-    mine, upto = [], resumed[1]["step"]
-    for path in steps:
-        if not (path.stem[4:].isdigit() and int(path.stem[4:]) <= upto):
-            continue  # a later step, which this run did not continue
-        try:
-            state = load_checkpoint(path, mmap=True)
-        except CheckpointError:
-            continue
-        if state.get("config_key") == key and problem_with(state) is None:
-            mine.append(path)
-    checkpoints.adopt(mine)
 
 
 def check_stream_position(state: dict[str, Any], loader: DataLoader) -> None:

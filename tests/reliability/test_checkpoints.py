@@ -21,10 +21,9 @@ from src.training.checkpoint_files import (
 from src.training.resume import (
     KEY_FILE,
     REQUIRED_KEYS,
-    ResumeError,
-    claim_run_dir,
     find_resume_state,
 )
+from src.training.run_dir import ResumeError, claim_run_dir
 from src.utils.seeding import restore_rng_states, rng_states
 
 

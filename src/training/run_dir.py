@@ -1,0 +1,77 @@
+"""Whether a run may write its checkpoints into its run dir: a folder without step files, or
+the one it resumed from; never another run's (nothing is mixed, pruned or overwritten)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from hydra.errors import CompactHydraException
+
+from src.training.checkpoint_files import CheckpointError, Checkpoints, load_checkpoint
+from src.training.resume import problem_with
+
+log = logging.getLogger(__name__)
+
+
+class ResumeError(CompactHydraException):
+    """This run cannot start where it was asked to: one line naming the folder and the fix."""
+
+
+def _describe(path: Path, key: str) -> str:
+    """Whose checkpoint `path` is, in a few words, read cheaply (tensors mapped, not read)."""
+    try:
+        theirs = load_checkpoint(path, mmap=True).get("config_key")
+    except CheckpointError:
+        return f"{path.name}, unreadable"
+    if theirs == key:
+        return f"{path.name}, of this config"
+    return f"{path.name}, of another config (config_key {theirs or 'missing'})"
+
+
+def claim_run_dir(
+    run_dir: Path,
+    resume: str | None,
+    resumed: tuple[Path, dict[str, Any]] | None,
+    key: str,
+    checkpoints: Checkpoints,
+) -> None:
+    """Make sure this run may write checkpoints in `run_dir`/checkpoints, and hand the ones it
+    continues to `checkpoints` (pruned like its own). Allowed: a folder without step files,
+    or the folder the run resumed from (`resumed`: path and state). Then its complete checkpoints
+    of this config up to the step resumed from are adopted; the rest (another config's,
+    unreadable, later steps this run did not continue) are left alone (see `Checkpoints`).
+    Anything else, e.g. a fresh run (trainer.resume=null) in a folder of another run, is
+    refused with one line naming the folder and the fix, before anything is written: a run's
+    checkpoints are never mixed with, nor pruned in favour of, another run's."""
+    folder = run_dir / "checkpoints"
+    steps = sorted(folder.glob("step*.pt"))
+    if not steps:
+        return
+    if resumed is None or resumed[0].parent.resolve() != folder.resolve():
+        newest = _describe(steps[-1], key)
+        if newest.endswith("of this config") and resume != "auto":
+            fix = "continue them with trainer.resume=auto, or start over in another hydra.run.dir"
+        else:
+            fix = (
+                "start this run in another hydra.run.dir, or move them away "
+                "(trainer.resume=auto continues only checkpoints of the same config)"
+            )
+        started = "starts fresh" if resumed is None else f"resumes from {resumed[0]}"
+        raise ResumeError(
+            f"{folder} already holds {len(steps)} step checkpoint(s) this run does not "
+            f"continue (newest {newest}); this run {started} and will not mix its "
+            f"checkpoints with them: {fix}."
+        )
+    mine, upto = [], resumed[1]["step"]
+    for path in steps:
+        if not (path.stem[4:].isdigit() and int(path.stem[4:]) <= upto):
+            continue  # a later step, which this run did not continue
+        try:
+            state = load_checkpoint(path, mmap=True)
+        except CheckpointError:
+            continue
+        if state.get("config_key") == key and problem_with(state) is None:
+            mine.append(path)
+    checkpoints.adopt(mine)
