@@ -24,6 +24,7 @@ from src.modes import METRICS_BY_MODE
 from src.modes.benchmark import benchmark
 from src.modes.cache import cache
 from src.modes.inspect import inspect
+from src.modes.shards import shards
 from src.modes.train import train
 from src.modes.validate import validate
 from src.outputs import log_config_tree
@@ -37,6 +38,7 @@ MODES: dict[str, Callable[[DictConfig], dict[str, Any]]] = {
     "inspect": inspect,
     "validate": validate,
     "cache": cache,
+    "shards": shards,
 }
 
 

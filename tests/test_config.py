@@ -13,6 +13,7 @@ from src.models.build import build_model
 from src.modes.benchmark import BenchmarkSettings
 from src.modes.cache import CacheSettings
 from src.modes.inspect import InspectSettings
+from src.modes.shards import ShardSettings
 from src.outputs import config_tree
 from src.training.settings import TrainerSettings
 from tests.conftest import CONF_DIR
@@ -74,7 +75,7 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
         obj = instantiate(node)
         expected = {"loader": LoaderSettings, "transforms": Pipelines, "trainer": TrainerSettings,
                     "benchmark": BenchmarkSettings, "inspect": InspectSettings,
-                    "cache": CacheSettings}  # fmt: skip
+                    "cache": CacheSettings, "shards": ShardSettings}  # fmt: skip
         if group in expected:
             assert isinstance(obj, expected[group])
         else:  # sampler: a factory taking the train dataset

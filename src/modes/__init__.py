@@ -3,6 +3,7 @@
 from src.modes.benchmark import METRIC_KEYS as BENCHMARK_METRICS
 from src.modes.cache import METRIC_KEYS as CACHE_METRICS
 from src.modes.inspect import METRIC_KEYS as INSPECT_METRICS
+from src.modes.shards import METRIC_KEYS as SHARDS_METRICS
 from src.modes.validate import METRIC_KEYS as VALIDATE_METRICS
 from src.training.summary import METRIC_KEYS as TRAIN_METRICS
 
@@ -13,4 +14,5 @@ METRICS_BY_MODE = {
     "inspect": INSPECT_METRICS,
     "validate": VALIDATE_METRICS,
     "cache": CACHE_METRICS,
+    "shards": SHARDS_METRICS,
 }
