@@ -59,6 +59,7 @@ def test_mode_shards_writes_what_webdataset_reads_and_training_uses(
     assert 0.0 <= result["val/acc"] <= 1.0
     manifest = json.loads((out / "shards.json").read_text())
     assert manifest["classes"] == files.classes
+    assert (out / "shards.json").stat().st_mode & 0o777 == 0o644  # a server may read it
     assert TarShardDataset("val", "unused", f"{out}/val-*.tar").classes == files.classes
 
 

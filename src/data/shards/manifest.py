@@ -65,7 +65,8 @@ class Manifest:
         return self.entries.get(self.name_of(shard)) or self.entries.get(shard)
 
     def save(self) -> None:
-        """Write the manifest atomically, one shard per line."""
+        """Write the manifest atomically, one shard per line, readable by all (mode 644, as
+        the shards are, for whatever serves them; the temporary file it replaces is private)."""
         head = {"format": FORMAT, "version": VERSION} | (
             {"classes": self.classes} if self.classes else {}
         )
@@ -75,6 +76,7 @@ class Manifest:
         )
         text = f'{json.dumps(head)[:-1]}, "shards": {{\n{shards}\n}}}}\n'
         atomic_write_bytes(self.location, text.encode())
+        os.chmod(self.location, 0o644)
 
 
 def _local(manifest: Manifest) -> bool:
