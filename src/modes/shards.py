@@ -102,7 +102,8 @@ class _Encoded(Dataset):
                 return data, ext, label, source
         if image.dtype != torch.uint8:
             raise ValueError(
-                f"mode=shards stores 8-bit images; {type(files).__name__} gives {image.dtype}."
+                f"mode=shards stores 8-bit images and {type(files).__name__} gives "
+                f"{image.dtype} ones: store the inputs as uint8 images (N x C x H x W) first."
             )
         if self.settings.encoding == "jpeg":
             data, ext = encode_jpeg(image.contiguous(), quality=self.settings.jpeg_quality), "jpg"
