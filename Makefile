@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache bench bench-peers new-project docs-outputs test test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-peers new-project docs-outputs test test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ validate: data  ## decode every train/val file once, list unreadable ones in bad
 
 cache: data  ## pre-resize every train/val image once into data/cache (resumable); train with dataset=cache
 	$(BIN)/python train.py mode=cache $(ARGS)
+
+shards: data  ## write the train/val images into WebDataset tar shards in data/shards; train with dataset=iterable (docs/streaming.md)
+	$(BIN)/python train.py mode=shards $(ARGS)
 
 bench: $(STAMP)  ## side-by-side input-pipeline benchmark vs the tutorial (and peers if installed); writes BENCHMARKS.md
 	$(BIN)/python -m bench $(ARGS)

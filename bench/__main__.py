@@ -1,11 +1,12 @@
 """`make bench`: the input pipelines side by side on this machine, as ratios measured in one run.
 
-    python -m bench [--repeats 5] [--workers 2] [--batch-size 64] [--no-write]
+    python -m bench [--repeats 5] [--workers 2] [--batch-size 64] [--no-write] [--only shards]
 
 Writes seeded photo-like JPEGs once (data/bench/), builds the pre-resized caches with the
 template's `mode=cache`, then measures, in interleaved rounds: the tutorial pipeline, the
 template (normalised float and uint8 output, and from the cache), timm and DALI when installed
-(`make bench-peers`), in-memory tensors, start-up costs and ResNet-18 training; checks that
+(`make bench-peers`), in-memory tensors, start-up costs and ResNet-18 training, tar shards
+streamed over HTTP next to local disk and webdataset (bench/shards.py); checks that
 `train.py mode=benchmark` measures what the harness does; prints the tables and puts them into
 BENCHMARKS.md with the command, date, versions and machine.
 """
@@ -21,7 +22,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from bench import image_rows, peers, report, startup, tensors, training
+from bench import image_rows, peers, report, shards, startup, tensors, training
 from bench.images import write_image_folder
 from bench.template import template_config
 from bench.timing import Candidate, Results, interleave
@@ -161,16 +162,26 @@ def benchmark_mode_section(root: Path, train_results: Results, timed: int) -> st
     )
 
 
+def shard_section(small: Path, args: argparse.Namespace) -> str:
+    say("tar shards: local disk, HTTP on loopback, webdataset ...")
+    out = DATA / f"shards_{small.name}"
+    return shards.section(small, out, args.repeats, args.batch_size, args.workers, say)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (>= 5)")
     parser.add_argument("--workers", type=int, default=2, help="loader workers / DALI threads")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md")
+    parser.add_argument("--only", choices=["shards"], help="one section alone, printed only")
     args = parser.parse_args()
     start = time.perf_counter()
     say("writing the seeded JPEGs (once) ...")
     small = write_image_folder(DATA / "jpeg500x375", SMALL, (500, 375), seed=0)
+    if args.only == "shards":
+        print(shard_section(small, args), f"\n\n{time.perf_counter() - start:.0f} s wall.")
+        return
     large = write_image_folder(DATA / "jpeg1000x750", LARGE, (1000, 750), seed=1)
     raw256, raw_built = build_cache(small, 256)
     jpeg256, jpeg_built = build_cache(small, 256, "jpeg")
@@ -207,6 +218,7 @@ def main() -> None:
     )
     timed = SMALL // b - 1 - WARMUP  # the first table's timed batches
     sections.append(benchmark_mode_section(small, train_results, timed))
+    sections.append(shard_section(small, args))
     wall = time.perf_counter() - start
     text = "\n\n".join(
         [

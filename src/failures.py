@@ -15,6 +15,7 @@ from hydra.errors import InstantiationException
 log = logging.getLogger(__name__)
 
 _TARGET = re.compile(r"Error in call to target '([^']+)'")
+_WORKER = re.compile(r"Caught \w+ in DataLoader worker process \d+\.$")
 
 
 def root_cause(err: BaseException) -> BaseException:
@@ -30,8 +31,12 @@ def root_cause(err: BaseException) -> BaseException:
 
 
 def one_line(err: BaseException) -> str:
-    """`Type: first line of the message` (the whole story is in the traceback above it)."""
+    """`Type: first line of the message` (the whole story is in the traceback above it); for
+    an error torch re-raised from a loader worker, the worker's own last line (torch's first
+    only says which worker)."""
     lines = str(err).strip().splitlines()
+    if len(lines) > 1 and _WORKER.match(lines[0]):
+        return lines[-1]
     return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
 
 

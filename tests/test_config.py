@@ -14,6 +14,7 @@ from src.models.build import build_model
 from src.modes.benchmark import BenchmarkSettings
 from src.modes.cache import CacheSettings
 from src.modes.inspect import InspectSettings
+from src.modes.shards import ShardSettings
 from src.training.metrics.base import Metric
 from src.training.settings import TrainerSettings
 from tests.conftest import CONF_DIR
@@ -83,6 +84,7 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
             "benchmark": BenchmarkSettings,
             "inspect": InspectSettings,
             "cache": CacheSettings,
+            "shards": ShardSettings,
         }
         if group in expected:
             assert isinstance(obj, expected[group])

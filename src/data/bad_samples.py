@@ -48,12 +48,14 @@ def check_policy(on_error: str, max_bad_fraction: float) -> None:
 
 @dataclass(frozen=True)
 class BadSample:
-    """A sample that could not be read (what a dataset returns for it with on_error=skip)."""
+    """A sample that could not be read (what a dataset returns for it with on_error=skip); a
+    stream's shard that broke off stands for the `count` samples it had left from `index`."""
 
     index: int
     path: str
     label: str
     error: str
+    count: int = 1
 
 
 class Delivery(NamedTuple):
@@ -110,7 +112,7 @@ class BadSampleLedger:
     @property
     def count(self) -> int:
         """Distinct bad samples seen so far."""
-        return len(self.seen)
+        return sum(b.count for b in self.seen.values())
 
     @property
     def fraction(self) -> float:
@@ -122,10 +124,11 @@ class BadSampleLedger:
         new = [b for b in bad if b.index not in self.seen]
         for b in new:
             self.seen[b.index] = b
+            which = f"{b.index}" if b.count == 1 else f"{b.index}-{b.index + b.count - 1}"
             log.warning(
-                "%s sample %d (class %r) unreadable%s: %s: %s",
+                "%s sample %s (class %r) unreadable%s: %s: %s",
                 self.split,
-                b.index,
+                which,
                 b.label,
                 self.note,
                 shown(b.path),

@@ -5,7 +5,7 @@ from typing import Any, NamedTuple
 
 from omegaconf import DictConfig
 
-from src.modes import benchmark, cache, inspect, train, validate
+from src.modes import benchmark, cache, inspect, shards, train, validate
 from src.training.summary import METRIC_KEYS as TRAIN_METRICS
 
 
@@ -23,5 +23,6 @@ MODES = {
     "inspect": Mode(inspect.inspect, inspect.METRIC_KEYS),
     "validate": Mode(validate.validate, validate.METRIC_KEYS),
     "cache": Mode(cache.cache, cache.METRIC_KEYS),
+    "shards": Mode(shards.shards, shards.METRIC_KEYS),
 }
 METRICS_BY_MODE = {name: mode.metric_keys for name, mode in MODES.items()}

@@ -72,6 +72,16 @@ def shrink(image: torch.Tensor, short_side: int) -> torch.Tensor:
     return v2.functional.resize(image, [short_side], antialias=True)
 
 
+def load_shrunk(files: Dataset, index: int, short_side: int) -> torch.Tensor:
+    """Image `index` of the image files `files`, decoded (at reduced scale when it is large
+    enough) and shrunk to `short_side` (also used by mode=shards)."""
+    label = int(files.targets[index])  # type: ignore[attr-defined]
+    path = files.get_filename(index)  # type: ignore[attr-defined]
+    name = files.classes[label]  # type: ignore[attr-defined]
+    limit = files.max_image_pixels  # type: ignore[attr-defined]
+    return shrink(load_sample(path, index, name, short_side, limit), short_side)
+
+
 class _Shrunk(Dataset):
     """Image `start + i` of `files`, decoded (at reduced scale when it is large enough), shrunk
     and stored as `settings.encoding` says (HWC pixels or JPEG bytes), with height, width and
@@ -84,12 +94,9 @@ class _Shrunk(Dataset):
         return len(self.files) - self.start  # type: ignore[arg-type]
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int, int, int]:
-        index, side = self.start + i, self.settings.short_side
+        index = self.start + i
         label = int(self.files.targets[index])  # type: ignore[attr-defined]
-        path = self.files.get_filename(index)  # type: ignore[attr-defined]
-        name = self.files.classes[label]  # type: ignore[attr-defined]
-        limit = self.files.max_image_pixels  # type: ignore[attr-defined]
-        image = shrink(load_sample(path, index, name, side, limit), side)
+        image = load_shrunk(self.files, index, self.settings.short_side)
         if self.settings.encoding == "jpeg":
             data = encode_jpeg(image.contiguous(), quality=self.settings.jpeg_quality)
         else:

@@ -36,6 +36,9 @@ RESULT_NEUTRAL_KEYS = (
     "loader.timeout",
     "loader.multiprocessing_context",
     "loader.sharing_strategy",
+    "dataset.retries",
+    "dataset.backoff",
+    "dataset.read_timeout",
 )
 
 

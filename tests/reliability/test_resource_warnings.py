@@ -18,7 +18,7 @@ from src.config.validate import validate_config
 from src.data import limits
 from src.data.datasets.base import MapDataset
 from src.data.limits import sample_size, warn_host_limits
-from src.data.loaders import LoaderSettings
+from src.data.loader_settings import LoaderSettings
 from src.data.sharing import TORCH_DEFAULT_STRATEGY, apply_sharing_strategy
 
 MIB = 2**20

@@ -1,132 +1,47 @@
-"""Streaming WebDataset-style tar shards (`KEY.jpg|png` + `KEY.cls`) as an IterableDataset."""
+"""Streaming WebDataset tar shards, local or remote, as an IterableDataset.
+
+Shards come from paths, globs, brace patterns, URLs, `pipe:` commands or fsspec
+(src/data/shards/sources.py), their samples follow WebDataset's member rules
+(src/data/shards/members.py), and their sample counts and labels come from the manifest
+(src/data/shards/manifest.py), so start-up reads no remote shard. With `on_error=skip`,
+samples that cannot be read (and with `skip_bad_shards`, the rest of a shard that cannot)
+become `BadSample` records the loader lists in bad_samples.csv (src/data/bad_samples.py).
+"""
 
 from __future__ import annotations
 
-import glob
 import logging
 import random
-import tarfile
-import zlib
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
+from src.data.bad_samples import BadSample, check_policy
 from src.data.datasets.base import StreamDataset, Transform
-from src.data.decode import IMAGE_SUFFIXES, SampleError, decode_image_bytes, describe_error
+from src.data.decode import SampleError, decode_image_bytes, describe_error
 from src.data.image_header import PILLOW_MAX_PIXELS
 from src.data.safe_read import max_file_bytes
+from src.data.shards import ShardError
+from src.data.shards.counts import counted, shard_entries
+from src.data.shards.members import Record, Rules, split_exts
+from src.data.shards.remote import Network
+from src.data.shards.sources import expand_shards, kind, open_shard
+from src.utils.seeding import derive_seed
 from src.utils.text import shown
+
+__all__ = ["ShardError", "TarShardDataset", "shuffle_buffer"]
 
 log = logging.getLogger(__name__)
 
-Sample = tuple[str, bytes, int]  # (member name, encoded image, label)
+Item = tuple[int, Record] | BadSample  # (index in the split, record), or a lost shard's rest
 
 
-def expand_shards(patterns: str | Sequence[str], key: str) -> list[str]:
-    """Sorted shard paths matched by one glob pattern or a list of them."""
-    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
-    shards = sorted({p for pattern in patterns for p in glob.glob(str(pattern))})
-    if not shards:
-        raise FileNotFoundError(f"dataset.{key}: no tar shards match {patterns}.")
-    return shards
-
-
-class ShardError(ValueError):
-    """A shard that cannot be read as tar, or a member that breaks the sample rules."""
-
-
-def parse_label(data: bytes, where: str) -> int:
-    """The class index a `.cls` member holds (ASCII digits), or a `ShardError` naming it."""
-    text = data.decode("utf-8", "replace").strip()
-    if not (text.isascii() and text.isdigit()):
-        raise ShardError(
-            f"{where}: a .cls member must hold a class index (0, 1, ...), not {text[:40]!r}; "
-            "write the index of the class in dataset.classes_file instead of its name."
-        )
-    return int(text)
-
-
-@contextmanager
-def _reading(path: str, members: list[str]) -> Iterator[None]:
-    """Turn a broken tar stream into one `ShardError` naming the shard and the last member."""
-    try:
-        yield
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as err:
-        after = f" after member {shown(members[-1])}" if members else " before its first member"
-        raise ShardError(
-            f"{shown(path)}: not a readable tar shard{after} ({type(err).__name__}: "
-            f"{str(err) or 'no detail'}); the file is truncated or corrupt: copy or write it again."
-        ) from err
-
-
-def read_shard(path: str, max_member_bytes: int | None = None) -> Iterator[Sample]:
-    """One shard's samples in stored order, named `SHARD::MEMBER` (KEY needs image + `.cls`);
-    a member larger than `max_member_bytes` is refused before it is read."""
-    images: dict[str, tuple[str, bytes]] = {}
-    labels: dict[str, int] = {}
-    seen: list[str] = []
-    with _reading(path, seen), tarfile.open(path, mode="r|") as tar:
-        for member in tar:
-            seen.append(member.name)
-            if not member.isfile():
-                continue
-            head, _, base = member.name.rpartition("/")
-            stem, _, suffix = base.partition(".")
-            key = f"{head}/{stem}"
-            if max_member_bytes is not None and member.size > max_member_bytes:
-                raise ShardError(
-                    f"{shown(path)}::{shown(member.name)}: {member.size:,} bytes, more than an "
-                    f"image within dataset.max_image_pixels can take ({max_member_bytes:,} bytes)."
-                )
-            data = tar.extractfile(member).read()  # type: ignore[union-attr]
-            if suffix == "cls":
-                labels[key] = parse_label(data, f"{shown(path)}::{shown(member.name)}")
-            elif f".{suffix.lower()}" in IMAGE_SUFFIXES:
-                images[key] = (f"{shown(path)}::{shown(member.name)}", data)
-            if key in labels and key in images:
-                name, image = images.pop(key)
-                yield name, image, labels.pop(key)
-    if images or labels:
-        raise ShardError(
-            f"{shown(path)}: samples without both an image and a .cls: "
-            f"{[shown(key) for key in sorted({*images, *labels})[:5]]}"
-        )
-
-
-def shard_labels(path: str) -> list[int]:
-    """The `.cls` labels of one shard in stored order, reading only those small members.
-    The whole file must be tar: Python's tarfile ends an archive quietly at a damaged header,
-    which would drop every sample after it, so data past the last member is an error."""
-    seen: list[str] = []
-    labels = []
-    with _reading(path, seen), tarfile.open(path, mode="r:") as tar:
-        for member in tar:
-            seen.append(member.name)
-            if member.isfile() and member.name.endswith(".cls"):
-                data = tar.extractfile(member).read()  # type: ignore[union-attr]
-                labels.append(parse_label(data, f"{shown(path)}::{shown(member.name)}"))
-        end = tar.offset
-    with open(path, "rb") as f:
-        f.seek(end)
-        while chunk := f.read(2**20):
-            if chunk.strip(b"\0"):
-                after = f"member {shown(seen[-1])}" if seen else "the start"
-                raise ShardError(
-                    f"{shown(path)}: a damaged tar header at byte {end} (after {after}); the "
-                    "samples after it cannot be read: copy or write the shard again."
-                )
-    if not labels:
-        raise ShardError(f"{shown(path)}: no samples (no .cls members) in this shard.")
-    return labels
-
-
-def shuffle_buffer(samples: Iterator[Sample], size: int, rng: random.Random) -> Iterator[Sample]:
+def shuffle_buffer(samples: Iterator[Item], size: int, rng: random.Random) -> Iterator[Item]:
     """Approximate shuffle of a stream: yield a random element of a buffer of `size` items."""
-    buffer: list[Sample] = []
+    buffer: list[Item] = []
     for sample in samples:
         buffer.append(sample)
         if len(buffer) >= size:
@@ -143,6 +58,8 @@ class TarShardDataset(StreamDataset):
 
     With `shuffle`, each rank's shard order is reshuffled every epoch (same order in every
     worker, so the split stays exact) and samples pass through a `shuffle_buffer` per worker.
+    A sample's random transform is seeded by (seed, epoch, its index in the split), so a run
+    resumed mid-epoch (which replays the epoch's first batches) draws the same augmentations.
     """
 
     def __init__(
@@ -156,8 +73,21 @@ class TarShardDataset(StreamDataset):
         max_image_pixels: int | None = PILLOW_MAX_PIXELS,
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
+        manifest: str | None = None,
+        image_exts: str = "jpg;jpeg;png;webp",
+        label_field: str | None = None,
+        ignore_exts: str | None = None,
+        retries: int = 3,
+        backoff: float = 1.0,
+        read_timeout: float = 60.0,
+        on_error: str = "raise",
+        max_bad_fraction: float = 0.01,
+        skip_bad_shards: bool = False,
     ) -> None:
-        key = f"{split}_shards"
+        check_policy(on_error, max_bad_fraction)
+        self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
+        self.skip_bad_shards = skip_bad_shards and on_error == "skip"
+        key = f"dataset.{split}_shards"
         self.shards = expand_shards(train_shards if split == "train" else val_shards, key)
         self.split = split
         self.shuffle = split == "train"
@@ -165,26 +95,45 @@ class TarShardDataset(StreamDataset):
         self.seed = seed
         self.transform = transform
         self.max_image_pixels = max_image_pixels
-        labels = [shard_labels(shard) for shard in self.shards]
-        self.shard_sizes = [len(shard) for shard in labels]
-        self.targets = np.array([label for shard in labels for label in shard])
+        self.network = Network(retries, backoff, read_timeout)
+        self.rules = Rules(
+            split_exts(image_exts, "dataset.image_exts"),
+            label_field,
+            split_exts(ignore_exts, "dataset.ignore_exts"),
+            max_file_bytes(max_image_pixels),
+        )
+        entries, listed = shard_entries(self.shards, key, manifest, self.rules, self.network)
+        for entry in entries:  # faults the manifest knows of stop the run here, unless skipped
+            if entry["errors"] and on_error == "raise":
+                raise ShardError(entry["errors"][0][1])
+            if "error" in entry and not self.skip_bad_shards:
+                raise ShardError(entry["error"])
+        self.shard_sizes = [entry["samples"] for entry in entries]
+        self.starts = np.cumsum([0, *self.shard_sizes[:-1]]).tolist()
+        labels = np.array([label for entry in entries for label in entry["labels"]], np.int64)
+        self.targets = labels[labels >= 0]
+        if not len(self.targets):
+            raise ShardError(
+                f"{key}: no readable samples in {len(self.shards)} shards; check the shards and "
+                "dataset.image_exts / label_field."
+            )
         self.rank, self.world_size = 0, 1
         if classes is None:
-            classes = self._read_classes(classes_file) or [
-                str(i) for i in range(int(self.targets.max()) + 1)
-            ]
-        self.classes = list(classes)
-        if int(self.targets.max()) >= len(self.classes) or int(self.targets.min()) < 0:
+            classes = self._read_classes(classes_file) or listed
+        self.classes = list(classes or (str(i) for i in range(int(self.targets.max()) + 1)))
+        if int(self.targets.max()) >= len(self.classes):
             raise ValueError(
-                f"dataset.{key}: labels span {self.targets.min()}..{self.targets.max()} but "
+                f"{key}: labels span {self.targets.min()}..{self.targets.max()} but "
                 f"there are {len(self.classes)} classes; check dataset.classes_file."
             )
         self._epoch = 0
         self._iterations_since_set = 0
 
     def _read_classes(self, classes_file: str | None) -> list[str] | None:
-        path = Path(classes_file) if classes_file else Path(self.shards[0]).parent / "classes.txt"
-        if not path.is_file():
+        first = self.shards[0]
+        beside = Path(first).parent / "classes.txt" if kind(first) == "local" else None
+        path = Path(classes_file) if classes_file else beside
+        if path is None or not path.is_file():
             if classes_file:
                 raise FileNotFoundError(f"dataset.classes_file: {path} does not exist.")
             return None
@@ -211,26 +160,65 @@ class TarShardDataset(StreamDataset):
         """Seed the next pass; persistent workers keep counting passes on their own copy."""
         self._epoch, self._iterations_since_set = epoch, 0
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, int]]:
+    def _read(self, shard: int) -> Iterator[Item]:
+        """Shard number `shard`'s records with their index in the split; with skip_bad_shards
+        a shard that fails gives one `BadSample` for the samples it had left."""
+        name, expected, done = self.shards[shard], self.shard_sizes[shard], 0
+        try:
+            with open_shard(name, self.network) as stream:
+                for record in counted(stream, name, self.rules, expected):
+                    yield self.starts[shard] + done, record
+                    done += 1
+        except ShardError as err:
+            if not self.skip_bad_shards:
+                raise
+            lost = max(1, expected - done)
+            error = f"{lost} samples left out: {str(err).removeprefix(f'{shown(name)}: ')}"
+            yield BadSample(self.starts[shard] + done, name, "", error, lost)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, int] | BadSample]:
         epoch = self._epoch + self._iterations_since_set
         self._iterations_since_set += 1
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        shards = self.local_shards
+        shards = list(range(len(self.shards)))[self.rank :: self.world_size]
         if self.shuffle:
             random.Random(f"{self.seed}-{epoch}").shuffle(shards)
-        limit = max_file_bytes(self.max_image_pixels)
-        samples = (s for shard in shards[worker::workers] for s in read_shard(shard, limit))
+        items = (item for shard in shards[worker::workers] for item in self._read(shard))
         if self.shuffle and self.shuffle_buffer > 1:
             rng = random.Random(f"{self.seed}-{epoch}-{self.rank}-{worker}")
-            samples = shuffle_buffer(samples, self.shuffle_buffer, rng)
-        for name, data, label in samples:
-            try:
-                image = decode_image_bytes(data, name, max_pixels=self.max_image_pixels)
-            except Exception as err:
-                raise SampleError(
-                    f"cannot decode {name} (class {self.classes[label]!r}) from "
-                    f"dataset.{self.split}_shards: {describe_error(err)}. Fix or remove that "
-                    "member and write the shard again."
-                ) from err
-            yield (self.transform(image) if self.transform else image), label
+            items = shuffle_buffer(items, self.shuffle_buffer, rng)
+        for item in items:
+            yield item if isinstance(item, BadSample) else self._sample(*item, epoch)
+
+    def _transformed(self, image: torch.Tensor, index: int, epoch: int) -> torch.Tensor:
+        """The transform under torch's generator seeded from (seed, epoch, index), as for
+        map-style data (src/data/seeded.py): a resumed run's replay draws the same crops."""
+        if self.transform is None:
+            return image
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(derive_seed(self.seed, epoch, index))
+            return self.transform(image)
+
+    def _sample(
+        self, index: int, record: Record, epoch: int
+    ) -> tuple[torch.Tensor, int] | BadSample:
+        """The decoded, transformed sample of `record`, or (on_error=skip) its `BadSample`."""
+        name, data, label, error = record
+        if error is None and not label < len(self.classes):
+            error = f"{name}: label {label} is outside the {len(self.classes)} classes."
+        if error is not None:
+            if self.on_error == "skip":
+                return BadSample(index, name, "", error.removeprefix(f"{name}: "))
+            raise ShardError(error)
+        try:
+            image = decode_image_bytes(data, name, max_pixels=self.max_image_pixels)  # type: ignore[arg-type]
+        except Exception as err:
+            if self.on_error == "skip":
+                return BadSample(index, name, self.classes[label], describe_error(err))
+            raise SampleError(
+                f"cannot decode {name} (class {self.classes[label]!r}) from "
+                f"dataset.{self.split}_shards: {describe_error(err)}. Fix or remove that member "
+                "and write the shard again, or set dataset.on_error=skip to leave it out."
+            ) from err
+        return self._transformed(image, index, epoch), label

@@ -1,0 +1,88 @@
+"""Test helpers for streamed shards: a loopback HTTP server (src/data/shards/serve.py) that can
+break connections and ignore Range requests, and shards written by webdataset itself."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from src.data.shards.serve import RangeHandler
+
+
+@dataclass
+class Faults:
+    """What the server does wrong: cut each of the first `drops` answers per file after `cut`
+    bytes (a connection that breaks mid-shard), answer Range requests (or not), and with
+    `down`, answer each shard's requests after its first with 503 (a server gone down)."""
+
+    cut: int | None = None
+    drops: float = 1
+    ranges: bool = True
+    down: bool = False
+    requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range)
+
+    def served(self, suffix: str) -> list[tuple[str, str | None]]:
+        return [r for r in self.requests if r[0].endswith(suffix)]
+
+
+class FaultyHandler(RangeHandler):
+    faults: Faults
+
+    def send_head(self) -> Any:
+        self.faults.requests.append((self.path, self.headers.get("Range")))
+        shard = self.path.endswith((".tar", ".gz"))
+        if shard and self.faults.down and len(self.faults.served(self.path)) > 1:
+            self.send_error(503, "Service Unavailable")
+            return None
+        if self.faults.ranges:
+            return super().send_head()
+        return SimpleHTTPRequestHandler.send_head(self)
+
+    def copyfile(self, source: Any, outputfile: Any) -> None:
+        cut, done = self.faults.cut, len(self.faults.served(self.path))
+        if cut is None or not self.path.endswith((".tar", ".gz")) or done > self.faults.drops:
+            return super().copyfile(source, outputfile)
+        outputfile.write(source.read(cut))
+        self.close_connection = True  # the client was promised more: it sees a broken read
+
+
+@contextmanager
+def serving(folder: Path, faults: Faults | None = None) -> Iterator[str]:
+    """`folder` served on a free loopback port while the block runs; yields its base URL."""
+    handler = type("Handler", (FaultyHandler,), {"faults": faults or Faults()})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(folder)))
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def write_wds_shards(
+    images: Path, out: Path, split: str, key: str = "{i:06d}", **writer: Any
+) -> list[str]:
+    """The images of `images`/<class>/ as shards of 16 written by webdataset's ShardWriter
+    (`writer`: e.g. compress=True), in a seeded order, each key made from `key`; the names."""
+    import webdataset as wds
+
+    classes = sorted(p.name for p in images.iterdir())
+    files = sorted(images.glob("*/*"))
+    random.Random(0).shuffle(files)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = ".tar.gz" if writer.get("compress") else ".tar"
+    with wds.ShardWriter(f"{out}/{split}-%06d{suffix}", maxcount=16, verbose=0, **writer) as sink:
+        for i, path in enumerate(files):
+            sample = {path.suffix[1:]: path.read_bytes(), "cls": classes.index(path.parent.name)}
+            sink.write({"__key__": key.format(i=i, split=split)} | sample)
+    return sorted(p.name for p in out.glob(f"{split}-*{suffix}"))

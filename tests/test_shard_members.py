@@ -1,0 +1,162 @@
+"""WebDataset's rules for what a shard holds, matched exactly: keys, extensions, grouping,
+labels from .cls or .json, gzip; every member that fits no rule is a named error."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import webdataset as wds
+from braceexpand import braceexpand
+from webdataset.tariterators import base_plus_ext, group_by_keys, tar_file_expander
+
+from src.data.datasets.tar_shards import TarShardDataset
+from src.data.shards import ShardError
+from src.data.shards.members import KEY_EXT, Record, Rules, read_records
+from src.data.shards.sources import expand_shards
+
+NAMES = [
+    "dir/sub_000123.jpg",
+    "img.v2.000123.jpg",
+    "a.b/c.d.png",
+    "x.JPG",
+    "./rel.cls",
+    "plain",
+    "dir/.hidden.jpg",
+    ".hidden.jpg",
+    "dir.x/noext",
+    "a/b/c.tar.gz",
+    "k.",
+    "__key__.txt",
+    "deep/a.b/c.cls",
+    "sp ace.jpg",
+    "ünï.cödé.json",
+]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_key_and_extension_split_as_webdataset_does(name: str) -> None:
+    match = KEY_EXT.match(name)
+    ours = (match.group(1), match.group(2)) if match else (None, None)
+    assert ours == base_plus_ext(name)
+
+
+def _tar(members: dict[str, bytes], gz: bool = False) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(buf.getvalue()) if gz else buf.getvalue()
+
+
+def _records(data: bytes, rules: Rules | None = None) -> list[Record]:
+    return list(read_records(io.BytesIO(data), "s.tar", rules or Rules()))
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_samples_group_like_webdataset_plain_and_gzip(gz: bool) -> None:
+    members = {
+        "dir/sub_000001.jpg": b"J1",
+        "dir/sub_000001.cls": b"1",
+        "dir/sub_000002.cls": b"0",
+        "dir/sub_000002.png": b"P2",
+        "dir/sub_000002.jpg": b"J2",
+        "__meta__": b"skipped",
+        "b/x.webp": b"W3",
+        "b/x.cls": b" 4\n",
+    }
+    data = _tar(members, gz)
+    records = _records(data)
+    ours = [(r.name.split("::")[1], r.image, r.label) for r in records]
+    assert ours == [
+        ("dir/sub_000001.jpg", b"J1", 1),
+        ("dir/sub_000002.jpg", b"J2", 0),
+        ("b/x.webp", b"W3", 4),
+    ]
+    theirs = list(group_by_keys(tar_file_expander([{"url": "s", "stream": io.BytesIO(data)}])))
+    assert [s["__key__"] for s in theirs] == ["dir/sub_000001", "dir/sub_000002", "b/x"]
+
+
+def test_image_extensions_are_tried_in_order_and_labels_come_from_json() -> None:
+    data = _tar({"k.png": b"P", "k.jpg": b"J", "k.json": json.dumps({"y": 2}).encode()})
+    rules = Rules(image_exts=("png", "jpg"), label_field="y")
+    assert _records(data, rules) == [Record("s.tar::k.png", b"P", 2)]
+
+
+@pytest.mark.parametrize(
+    ("members", "rules", "message"),
+    [
+        (
+            {"img.v2.000123.jpg": b"J", "img.v2.000123.cls": b"1"},
+            Rules(),
+            r"s\.tar::img\.v2\.000123\.jpg: extension 'v2\.000123\.jpg' fits no sample rule",
+        ),
+        (
+            {"k.jpg": b"J", "k.txt": b"t", "k.cls": b"1"},
+            Rules(),
+            r"s\.tar::k\.txt: extension 'txt' fits no sample rule.*dataset\.ignore_exts",
+        ),
+        ({"k.cls": b"1"}, Rules(), r"s\.tar::k\.cls: a sample without an image"),
+        ({"k.jpg": b"J"}, Rules(), r"s\.tar::k\.jpg: a sample without a label \(no \.cls"),
+        ({"k.jpg": b"J", "k.cls": b"cat"}, Rules(), r"s\.tar::k\.cls: a \.cls member must hold"),
+        (
+            {"k.jpg": b"J", "k.json": b"{}"},
+            Rules(label_field="y"),
+            r"s\.tar::k\.json: no class index \(0, 1, \.\.\.\) in field 'y'",
+        ),
+        ({"noext": b"x"}, Rules(), r"s\.tar::noext: a member without an extension"),
+        ({"k.jpg": b"J", "k.cls": b"1", "k.JPG": b"J"}, Rules(), r"s\.tar::k\.JPG: a second \.jpg"),
+    ],
+)
+def test_a_member_that_fits_no_rule_is_one_error_naming_shard_and_member(
+    members: dict[str, bytes], rules: Rules, message: str
+) -> None:
+    bad = [r for r in _records(_tar(members), rules) if r.error]
+    assert bad and bad[0].label == -1 and "\n" not in bad[0].error
+    assert re.search(message, bad[0].error), bad[0].error
+
+
+def test_ignored_extensions_are_passed_over() -> None:
+    data = _tar({"k.jpg": b"J", "k.txt": b"caption", "k.cls": b"3"})
+    assert _records(data, Rules(ignore_exts=("txt",))) == [Record("s.tar::k.jpg", b"J", 3)]
+
+
+def test_a_dataset_stops_at_the_first_rule_error_naming_it(tmp_path: Path) -> None:
+    shard = tmp_path / "d.tar"
+    shard.write_bytes(_tar({"a.jpg": b"J", "a.cls": b"0", "img.v2.0001.jpg": b"J"}))
+    with pytest.raises(ShardError, match=r"d\.tar::img\.v2\.0001\.jpg: extension 'v2\.0001\.jpg'"):
+        TarShardDataset("train", str(shard), str(shard))
+
+
+@pytest.mark.parametrize("cut", ["boundary", "garbage_after_end"])
+def test_data_stopping_on_a_block_boundary_or_after_the_end_is_an_error(cut: str) -> None:
+    data = _tar({"a.jpg": b"J" * 600, "a.cls": b"0", "b.jpg": b"J", "b.cls": b"1"})
+    damaged = data[:2048] if cut == "boundary" else data + b"\x01" * 512
+    with pytest.raises(ShardError, match=r"s\.tar: (not a readable tar shard|a damaged tar)"):
+        _records(damaged)
+
+
+def test_brace_patterns_expand_as_webdataset_expands_them(tmp_path: Path) -> None:
+    for i in range(3):
+        (tmp_path / f"t-{i:06d}.tar").touch()
+    pattern = f"{tmp_path}/t-{{000000..000002}}.tar"
+    assert expand_shards(pattern, "dataset.train_shards") == list(braceexpand(pattern))
+    urls = "http://h/{a,b}/x-{08..10}.tar"
+    assert expand_shards([urls, "pipe:cat y"], "k") == [*braceexpand(urls), "pipe:cat y"]
+    assert wds.SimpleShardList(urls).urls == expand_shards(urls, "k")
+    with pytest.raises(FileNotFoundError, match=r"t-000003\.tar' \(from .*\{000000\.\.000003\}"):
+        expand_shards(f"{tmp_path}/t-{{000000..000003}}.tar", "dataset.train_shards")
+
+
+def test_an_fsspec_url_without_fsspec_names_the_key_and_the_extra(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "fsspec", None)
+    with pytest.raises(ImportError, match=r"dataset\.val_shards: s3://b/x\.tar .*\[remote\]"):
+        expand_shards("s3://b/x.tar", "dataset.val_shards")

@@ -1,0 +1,156 @@
+"""mode=shards writes WebDataset shards webdataset itself reads, sample for sample, from any
+map-style dataset; shards webdataset's ShardWriter wrote train here."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import webdataset as wds
+
+from src.data.datasets.imagefolder import ImageFolderDataset
+from src.data.datasets.tar_shards import TarShardDataset
+from src.modes import METRICS_BY_MODE
+from src.modes.cache import cache
+from src.modes.shards import ShardSettings, shards
+from src.modes.train import train
+from tests.shard_server import write_wds_shards
+
+
+def _write(make_cfg, out: Path, *overrides: str) -> dict[str, float]:
+    return shards(make_cfg("mode=shards", f"shards.dir={out}", "shards.max_samples=16", *overrides))
+
+
+def test_mode_shards_writes_what_webdataset_reads_and_training_uses(
+    make_cfg, demo_dir, tmp_path, caplog
+) -> None:
+    out = tmp_path / "shards"
+    with caplog.at_level("INFO", logger="src.modes.shards"):
+        metrics = _write(make_cfg, out)
+    assert set(metrics) == set(METRICS_BY_MODE["shards"])
+    assert metrics["shards/samples"] == 78 and metrics["shards/shards"] == 5
+    names = sorted(p.name for p in out.iterdir())
+    assert names == [
+        "classes.txt",
+        "shards.json",
+        *(f"train-{i:06d}.tar" for i in range(3)),
+        "val-000000.tar",
+        "val-000001.tar",
+    ]
+    files = ImageFolderDataset(str(demo_dir / "imagefolder"), "train")
+    expected = sorted(
+        (Path(files.get_filename(i)).read_bytes(), int(files.targets[i])) for i in range(len(files))
+    )
+    read = wds.WebDataset(f"{out}/train-{{000000..000002}}.tar", shardshuffle=False).decode()
+    samples = list(read.to_tuple("jpg;png", "cls", "json", handler=wds.reraise_exception))
+    assert len(samples) == 48
+    assert all(meta["label"] == label for _, label, meta in samples)
+    raw = wds.WebDataset(f"{out}/train-{{000000..000002}}.tar", shardshuffle=False)
+    assert sorted((s.get("jpg", s.get("png")), int(s["cls"])) for s in raw) == expected
+    line = next(r.getMessage() for r in caplog.records if "train from them" in r.getMessage())
+    overrides = re.findall(r"'(dataset\.\w+_shards=\"[^']+\")'", line)
+    assert overrides == [
+        f'dataset.train_shards="{out}/train-{{000000..000002}}.tar"',
+        f'dataset.val_shards="{out}/val-{{000000..000001}}.tar"',
+    ]
+    result = train(make_cfg("dataset=iterable", *overrides, "trainer.max_epochs=1"))
+    assert 0.0 <= result["val/acc"] <= 1.0
+    manifest = json.loads((out / "shards.json").read_text())
+    assert manifest["classes"] == files.classes
+    assert (out / "shards.json").stat().st_mode & 0o777 == 0o644  # a server may read it
+    assert TarShardDataset("val", "unused", f"{out}/val-*.tar").classes == files.classes
+
+
+def test_shrunk_jpeg_gzip_shards_from_a_csv_listing(make_cfg, tmp_path) -> None:
+    out = tmp_path / "shards"
+    _write(
+        make_cfg,
+        out,
+        "dataset=csv",
+        "shards.short_side=24",
+        "shards.encoding=jpeg",
+        "shards.compress=true",
+        "shards.shuffle=false",
+    )
+    read = wds.WebDataset(f"{out}/val-{{000000..000001}}.tar.gz", shardshuffle=False)
+    images = [s["jpg"] for s in read.decode("torchrgb8")]
+    assert len(images) == 30 and all(min(x.shape[1:]) <= 24 for x in images)
+    data = TarShardDataset("val", "unused", f"{out}/val-*.tar.gz", shuffle_buffer=1)
+    assert [int(y) for _, y in data] == sorted(int(y) for _, y in data)  # dataset order
+
+
+def test_png_shards_from_a_pre_resized_cache(make_cfg, tmp_path) -> None:
+    cached = tmp_path / "cache"
+    cache(make_cfg("mode=cache", f"cache.dir={cached}", "cache.short_side=32"))
+    out = tmp_path / "shards"
+    metrics = _write(
+        make_cfg, out, "dataset=cache", f"dataset.root={cached}", "shards.encoding=png"
+    )
+    assert metrics["shards/samples"] == 78
+    samples = list(TarShardDataset("train", f"{out}/train-*.tar", "unused"))
+    assert len(samples) == 48 and all(min(x.shape[1:]) <= 32 for x, _ in samples)
+    with pytest.raises(ValueError, match=r"shards\.encoding=keep stores image files as they are"):
+        _write(make_cfg, tmp_path / "keep", "dataset=cache", f"dataset.root={cached}")
+
+
+def test_earlier_shards_are_kept_unless_overwrite(make_cfg, tmp_path) -> None:
+    out = tmp_path / "shards"
+    _write(make_cfg, out, "shards.max_samples=100")
+    with pytest.raises(FileExistsError, match=r"shards\.dir: .* already holds shards"):
+        _write(make_cfg, out)
+    _write(make_cfg, out, "shards.overwrite=true")
+    assert len(list(out.glob("train-*.tar"))) == 3
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"encoding": "keep", "short_side": 64}, r"shards\.short_side needs shards\.encoding"),
+        ({"max_samples": 0}, r"shards\.max_samples=0: expected an int >= 1"),
+        ({"encoding": "webp"}, r"shards\.encoding='webp': expected one of"),
+    ],
+)
+def test_settings_name_the_key(changes: dict, message: str) -> None:
+    values = {
+        "dir": "x",
+        "max_samples": 10,
+        "short_side": None,
+        "encoding": "jpeg",
+        "jpeg_quality": 90,
+        "compress": False,
+        "shuffle": True,
+        "seed": 0,
+        "overwrite": False,
+    }
+    with pytest.raises(ValueError, match=message):
+        ShardSettings(**(values | changes))
+
+
+def test_shards_from_webdatasets_shardwriter_train_here(make_cfg, demo_dir, tmp_path) -> None:
+    out = tmp_path / "wds"
+    for split in ("train", "val"):
+        write_wds_shards(demo_dir / "imagefolder" / split, out, split, "{split}_{i:06d}")
+    result = train(
+        make_cfg(
+            "dataset=iterable",
+            f"dataset.train_shards={out}/train-*.tar",
+            f"dataset.val_shards={out}/val-*.tar",
+            "trainer.max_epochs=1",
+        )
+    )
+    assert 0.0 <= result["val/acc"] <= 1.0
+
+
+def test_labels_from_a_json_field_of_webdatasets_shards(demo_dir, tmp_path) -> None:
+    out = tmp_path / "json"
+    images = sorted((demo_dir / "imagefolder" / "val").glob("*/*"))
+    with wds.ShardWriter(f"{out}-%06d.tar", maxcount=100, verbose=0) as sink:
+        for i, path in enumerate(images):
+            meta = {"y": i % 5, "caption": path.name}
+            sink.write({"__key__": f"k{i:04d}", path.suffix[1:]: path.read_bytes(), "json": meta})
+    data = TarShardDataset("val", "unused", f"{out}-000000.tar", label_field="y")
+    assert sorted(int(y) for _, y in data) == sorted(i % 5 for i in range(len(images)))
+    with pytest.raises(ValueError, match=r"the manifest .* has labels from json:y"):
+        TarShardDataset("val", "unused", f"file://{out}-000000.tar")  # remote: not read again
