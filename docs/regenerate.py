@@ -47,10 +47,22 @@ class Output:
     run: str
     keep: str
     setup: str | None = None
+    teardown: str | None = None  # run after the command, whatever happened
     prompt: bool = True  # print "$ <shown>" above the lines
 
 
 TRAIN = "{py} train.py"  # run dirs land in outputs/, as the reader's do
+SERVE = "{py} -m src.data.shards.serve data/shards --port 8000 > /dev/null 2>&1 & sleep 3"
+STOP_SERVING = "pkill -f 'src.data.shards.serve data/shards --port 8000'"
+STREAM = (
+    "python train.py dataset=iterable "
+    "'dataset.train_shards=\"http://127.0.0.1:8000/train-{{000000..000007}}.tar\"' "
+    "'dataset.val_shards=\"http://127.0.0.1:8000/val-{{000000..000001}}.tar\"' "
+    "loader.num_workers=2 trainer.max_epochs=3"
+)
+STREAM_KEEP = (
+    r"\[src\.assemble\]|epoch \d/3 |\[src\.outputs\].*metrics:|resumed from|stopped at|received"
+)
 OUTPUTS = {
     "make-train": Output(
         "make train", TRAIN, r"\[src\.assemble\]|epoch 12/12|\[src\.outputs\].*metrics:"
@@ -111,6 +123,28 @@ OUTPUTS = {
         r"the loader is the bottleneck",
     ),
     "sweep": Output("make sweep", f"{TRAIN} +sweep=loader", r"Sweep summary|^\|"),
+    "shards-write": Output(
+        "python train.py mode=shards shards.max_samples=256 shards.overwrite=true",
+        f"{TRAIN} mode=shards shards.max_samples=256 shards.overwrite=true",
+        r"\[src\.modes\.shards\]",
+    ),
+    "stream-train": Output(
+        STREAM.format(), STREAM.replace("python", "{py}", 1), STREAM_KEEP, SERVE, STOP_SERVING
+    ),
+    "stream-stop": Output(
+        STREAM.format(),
+        "timeout -s INT 25 " + STREAM.replace("python", "{py}", 1),
+        STREAM_KEEP,
+        SERVE,
+        STOP_SERVING,
+    ),
+    "stream-resume": Output(
+        STREAM.format() + " trainer.resume=auto",
+        STREAM.replace("python", "{py}", 1) + " trainer.resume=auto",
+        STREAM_KEEP,
+        SERVE,
+        STOP_SERVING,
+    ),
     "torchrun": Output(
         "torchrun --standalone --nproc_per_node=2 train.py trainer.max_epochs=2",
         "{py} -m torch.distributed.run --standalone --nproc_per_node=2 train.py "
@@ -125,11 +159,15 @@ def produce(name: str, output: Output, tmp: Path) -> str:
     fill = {"py": PYTHON, "tmp": str(tmp)}
     if output.setup:
         subprocess.run(output.setup.format(**fill), shell=True, cwd=ROOT, check=True)
-    done = subprocess.run(
-        output.run.format(**fill), shell=True, cwd=ROOT, capture_output=True, text=True
-    )
+    try:
+        done = subprocess.run(
+            output.run.format(**fill), shell=True, cwd=ROOT, capture_output=True, text=True
+        )
+    finally:
+        if output.teardown:
+            subprocess.run(output.teardown, shell=True, cwd=ROOT, check=False)
     text = done.stdout + done.stderr
-    if done.returncode != 0 and name not in ("config-error", "cifar10-missing"):
+    if done.returncode != 0 and name not in ("config-error", "cifar10-missing", "stream-stop"):
         raise SystemExit(f"docs output {name!r}: {output.run} failed:\n{text[-3000:]}")
     lines = [TIMESTAMP.sub("", line) for line in text.splitlines()]
     kept = [line for line in lines if re.search(output.keep, line)]

@@ -77,7 +77,11 @@ def test_every_command_composes_and_validates(page: str, line: str, tmp_path: Pa
         targets = set(MAKE_TARGET.findall((ROOT / "Makefile").read_text()))
         assert words[1] in targets, f"{page}: make {words[1]} is not a Makefile target"
         return
-    assert "train.py" in words, f"{page}: {line!r} is neither make nor a train.py command"
+    if words[:2] == ["python", "-m"]:  # a module of this project, e.g. src.data.shards.serve
+        module = ROOT / (words[2].replace(".", "/") + ".py")
+        assert module.is_file(), f"{page}: python -m {words[2]}: no such module"
+        return
+    assert "train.py" in words, f"{page}: {line!r} is neither make, python -m nor train.py"
     overrides = _overrides(words[words.index("train.py") + 1 :])
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[*overrides, f"paths.output_dir={tmp_path}"])
