@@ -10,8 +10,8 @@ import torch
 from torchvision.datasets import cifar
 
 from src.data.datasets.builtin import TorchvisionBuiltin
+from src.modes.train import train
 from tests.builtin_files import CIFAR_NAMES, write_cifar10, write_mnist
-from train import train
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from src.modes.train import train
 from tests.conftest import CONF_DIR
-from train import train
 
 # The template's experiments that run on the demo data (cifar10_resnet18 and mnist_small_cnn
 # need torchvision's files: test_builtin.py). Experiments you add are composed below.

@@ -11,7 +11,7 @@ import torch
 from src.data.collate import pad_collate
 from src.data.datasets.sequences import JsonlSequences
 from src.data.demo_sequences import SEQUENCE_CLASSES
-from train import train
+from src.modes.train import train
 
 
 def test_pad_collate_pads_to_the_longest_and_reports_lengths_and_mask() -> None:

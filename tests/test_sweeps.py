@@ -15,10 +15,10 @@ from hydra.utils import instantiate
 from src.data.autotune import choose_workers, measured_workers, worker_candidates
 from src.data.samplers import SequentialOrder
 from src.modes.benchmark import METRIC_KEYS, benchmark
+from src.modes.train import train
 from src.sweeps.plot import parse_overrides, plot_sweep
 from src.training.resources import ProcessTreeMonitor
 from src.utils.resolvers import job_dir
-from train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW = ["dataset=tensor", "dataset._target_=tests.slow_dataset.SlowTensorFile"]

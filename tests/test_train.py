@@ -15,10 +15,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.data import DataLoader, IterableDataset
 
+from src.modes.train import train
 from src.training.checkpoint import load_checkpoint
 from src.training.optimization import optimizer_steps_per_epoch
 from tests.train_process import run_train
-from train import train
 
 ROOT = Path(__file__).resolve().parents[1]
 METRIC_KEYS = {

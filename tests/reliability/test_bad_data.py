@@ -27,9 +27,9 @@ from src.data.datasets.base import MapDataset
 from src.data.datasets.imagefolder import ImageFolderDataset
 from src.data.decode import SampleError
 from src.data.loaders import make_loader
+from src.modes.train import train
 from tests.reliability.bad_files import corrupt_tree
 from tests.train_process import run_train
-from train import train
 
 NAMED = r"cannot decode sample (\d+) \(class '(circle|cross|square)'\) from (\S+):"
 

@@ -14,8 +14,8 @@ import torch
 from omegaconf import OmegaConf
 
 from src.data.datasets.imagefolder import ImageFolderDataset
+from src.modes.train import train
 from src.training.checkpoint import load_checkpoint
-from train import train
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULTY = "dataset._target_=tests.reliability.faulty.FaultyImageFolder"

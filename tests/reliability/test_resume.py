@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from src.modes.train import train
 from src.training.checkpoint import load_checkpoint
 from src.training.loop import Fitter
-from train import train
 
 # 48 train images / batch 16 = 3 batches per epoch (drop_last), 3 epochs = 9 optimizer steps
 RUN = ("trainer.max_epochs=3", "trainer.log_every_n_steps=1")
