@@ -78,7 +78,9 @@ def test_benchmark_mode_writes_loader_metrics(make_cfg) -> None:
     written = json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())
     assert written == pytest.approx(metrics)
     assert metrics["loader/samples_per_s"] > 0 and metrics["loader/peak_rss_mb"] > 10
-    assert 0 < metrics["loader/data_wait_frac"] <= 1 and metrics["loader/cpu_ms_per_sample"] > 0
+    # every timed batch is full (batch 16, drop_last): samples/s is 16 x batches/s exactly
+    assert metrics["loader/samples_per_s"] == pytest.approx(16 * metrics["loader/batches_per_s"])
+    assert metrics["loader/data_wait_frac"] > 0 and metrics["loader/cpu_ms_per_sample"] > 0
 
 
 def test_benchmark_with_model_steps(make_cfg) -> None:
