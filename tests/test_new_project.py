@@ -37,6 +37,7 @@ def test_readme_walkthrough_is_complete() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_new_project_passes_its_own_tests_with_the_walkthrough(tmp_path: Path) -> None:
     dest = tmp_path / "my-project"
     subprocess.run(["make", "new-project", f"DEST={dest}"], cwd=ROOT, check=True)

@@ -37,6 +37,7 @@ def _rows(sweep_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.process
 def test_sweep_summary_has_one_row_per_job(demo_dir: Path, tmp_path: Path) -> None:
     result = _sweep(demo_dir, tmp_path, "loader.num_workers=0,1", "loader.batch_size=8,16")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -51,6 +52,7 @@ def test_sweep_summary_has_one_row_per_job(demo_dir: Path, tmp_path: Path) -> No
     assert "batch_size=16,num_workers=1" in job3.name and (job3 / "metrics.json").exists()
 
 
+@pytest.mark.process
 def test_failed_job_is_recorded_and_others_kept(demo_dir: Path, tmp_path: Path) -> None:
     result = _sweep(demo_dir, tmp_path, "loader.batch_size=8,0")
     assert result.returncode != 0  # the sweep still fails
@@ -127,6 +129,7 @@ def test_job_dir_names_are_short() -> None:
     assert "/" not in job_dir(1, "dataset.root=/data/x")
 
 
+@pytest.mark.process
 def test_unknown_rank_metric_fails_before_any_work(demo_dir: Path, tmp_path: Path) -> None:
     command = [sys.executable, str(ROOT / "train.py"), f"paths.demo_dir={demo_dir}",
                f"hydra.run.dir={tmp_path}", "summary.rank_by=val/accuracy"]  # fmt: skip
@@ -154,6 +157,7 @@ def test_cpu_time_counts_workers_that_already_exited() -> None:
     assert monitor.cpu_seconds() >= 0.3
 
 
+@pytest.mark.process
 def test_failed_jobs_do_not_leave_loader_workers_behind(demo_dir: Path, tmp_path: Path) -> None:
     # 2-value mean/std on 3-channel images: every job fails inside the training loop
     result = _sweep(demo_dir, tmp_path, "mode=train", "loader.num_workers=2",

@@ -132,6 +132,7 @@ def test_mixed_precision_and_grad_accum_run(make_cfg, precision: str, grad_accum
     assert not [w for w in caught if "lr_scheduler.step()" in str(w.message)]
 
 
+@pytest.mark.process
 def test_multirun_over_loader_knobs_gives_one_dir_per_job(demo_dir: Path, tmp_path: Path) -> None:
     result = run_train(
         "-m",
@@ -150,6 +151,7 @@ def test_multirun_over_loader_knobs_gives_one_dir_per_job(demo_dir: Path, tmp_pa
     assert all(json.loads(p.read_text())["epochs"] == 1 for p in jobs)
 
 
+@pytest.mark.process
 def test_two_runs_started_together_get_separate_dirs(demo_dir: Path, tmp_path: Path) -> None:
     args = [
         sys.executable,
@@ -174,6 +176,7 @@ def test_two_runs_started_together_get_separate_dirs(demo_dir: Path, tmp_path: P
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_default_training_learns_the_demo_set(tmp_path: Path) -> None:
     """The README's promise: `make train` reaches val/acc >= 0.90 on the demo data."""
     result = run_train(f"paths.log_dir={tmp_path}", cwd=ROOT, timeout=900)

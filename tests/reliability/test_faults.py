@@ -33,6 +33,7 @@ def _args(demo_dir: Path, run_dir: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("fault", "expected"), [("hang", "timed out"), ("die", "exited")])
+@pytest.mark.process
 def test_a_hung_or_dead_worker_is_reported_with_its_file(demo_dir, tmp_path, fault, expected):
     culprit = ImageFolderDataset(str(demo_dir / "imagefolder"), "train").get_filename(5)
     args = _args(demo_dir, tmp_path / "run", f"+dataset.fault={fault}", "+dataset.at_index=5",
@@ -44,6 +45,7 @@ def test_a_hung_or_dead_worker_is_reported_with_its_file(demo_dir, tmp_path, fau
     assert expected in done.stderr and f"while reading sample 5 ({culprit})" in done.stderr
 
 
+@pytest.mark.process
 def test_kill_9_mid_epoch_then_resume_auto_equals_the_uninterrupted_run(demo_dir, tmp_path):
     run = ("+dataset.fault=slow", "+dataset.delay_s=0.02", "loader.num_workers=2",
            "trainer.max_epochs=3", "trainer.checkpoint.every_n_steps=1")  # fmt: skip
