@@ -35,7 +35,7 @@ def _leaves(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]
 @pytest.mark.parametrize(("group", "name"), BUNDLES)
 def test_every_bundle_applies_its_choices_and_values(demo_dir: Path, group: str, name: str):
     """An experiment or debug preset composes into the options its defaults list picks and every
-    value it sets: nothing composed after it (a group default, config.yaml) overrides them."""
+    value it sets: no other entry of config.yaml's defaults list overrides them."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(
             config_name="config",
