@@ -17,13 +17,16 @@ from pathlib import Path
 import pytest
 import torch
 
+from src.config.allowlist import shipped_entries
 from src.training.checkpoint import Checkpoints, load_checkpoint, save_checkpoint
 from src.utils.io import atomic_write_bytes, remove_stale_temporaries, write_json
 from tests.train_process import run_train
 
 ROOT = Path(__file__).resolve().parents[2]
-SLOW = ("dataset._target_=tests.reliability.faulty.FaultyImageFolder", "+dataset.fault=slow",
-        "+dataset.delay_s=0.03", "allowed_targets=[src.,torch.,torchvision.,tests.]")  # fmt: skip
+FAULTY = "tests.reliability.faulty.FaultyImageFolder"
+ALLOW_FAULTY = f"allowed_targets=[{','.join([*shipped_entries(), FAULTY])}]"  # the shipped + it
+SLOW = (f"dataset._target_={FAULTY}", "+dataset.fault=slow", "+dataset.delay_s=0.03",
+        ALLOW_FAULTY)  # fmt: skip
 # 48 train images / batch 16 = 3 steps an epoch, 9 in all; a checkpoint after each step
 RUN = ("loader.batch_size=16", "loader.num_workers=1", "trainer.max_epochs=3",
        "trainer.checkpoint.every_n_steps=1", *SLOW)  # fmt: skip
