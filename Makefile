@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-peers new-project docs-outputs test test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-peers new-project docs-outputs test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,9 @@ new-project:  ## copy the template to DEST=../my-project (no outputs, data, cach
 
 test: data lint  ## lint, then the test suite (offline, a few minutes on 2 cores)
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
+
+test-fast: data  ## the quick loop while coding: no lint, no slow tests, nothing run in child processes
+	$(BIN)/python -m pytest -m "not slow and not process" $(ARGS)
 
 test-slow: data  ## the longer end-to-end checks (full demo training runs)
 	$(BIN)/python -m pytest -m slow $(ARGS)

@@ -11,6 +11,7 @@ from torchvision.datasets import cifar
 
 from src.data.datasets.builtin import TorchvisionBuiltin
 from src.modes.train import train
+from src.training.checkpoint_files import load_checkpoint
 from tests.builtin_files import CIFAR_NAMES, write_cifar10, write_mnist
 
 
@@ -67,3 +68,5 @@ def test_mnist_experiment_takes_one_channel_from_the_data(make_cfg, tmp_path: Pa
         "loader.batch_size=4",
     )
     assert train(cfg)["epochs"] == 1
+    weights = load_checkpoint(Path(cfg.paths.output_dir) / "checkpoints" / "last.pt")["model"]
+    assert weights["features.0.0.weight"].shape[1] == 1  # the first conv takes one channel

@@ -22,6 +22,8 @@ from src.training.evaluate import evaluate
 from tests import ddp_probe
 from tests.reliability.bad_files import corrupt_tree
 
+pytestmark = pytest.mark.process  # torchrun jobs and spawned DDP ranks
+
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH_VARIABLES = (
     "RANK",

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from src.modes.train import train
 from tests.conftest import CONF_DIR
@@ -18,12 +22,43 @@ DEMO_EXPERIMENTS = [
     "shapes_iterable",
     "shapes_tensor",
 ]
-ALL_EXPERIMENTS = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+BUNDLES = [
+    (g, p.stem) for g in ("experiment", "debug") for p in sorted((CONF_DIR / g).glob("*.yaml"))
+]
 
 
-@pytest.mark.parametrize("name", ALL_EXPERIMENTS)
-def test_every_experiment_composes(make_cfg, name: str) -> None:
-    assert make_cfg(f"experiment={name}").trainer.max_epochs >= 1
+def _leaves(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted key, value) of every value a YAML mapping sets; lists are values."""
+    for key, value in node.items():
+        if isinstance(value, dict) and value:
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value
+
+
+@pytest.mark.parametrize(("group", "name"), BUNDLES)
+def test_every_bundle_applies_its_choices_and_values(demo_dir: Path, group: str, name: str):
+    """An experiment or debug preset composes into the options its defaults list picks and every
+    value it sets: no other entry of config.yaml's defaults list overrides them."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(
+            config_name="config",
+            overrides=[f"paths.demo_dir={demo_dir}", f"{group}={name}"],
+            return_hydra_config=True,
+        )
+    bundle = OmegaConf.to_container(OmegaConf.load(CONF_DIR / group / f"{name}.yaml"))
+    picks = [e for e in bundle.pop("defaults", []) if isinstance(e, dict)]
+    for entry in picks:  # {"override /dataset": "csv"}
+        ((key, option),) = entry.items()
+        assert cfg.hydra.runtime.choices[key.removeprefix("override").strip(" /")] == option
+    composed = OmegaConf.to_container(cfg, resolve=False)  # interpolations as written
+    values = list(_leaves(bundle))
+    for key, value in values:
+        node = composed
+        for part in key.split("."):
+            node = node[part]
+        assert node == value, key
+    assert picks or values  # the bundle sets something
 
 
 def test_one_experiment_per_dataset_kind(make_cfg) -> None:

@@ -142,7 +142,9 @@ def test_make_cache_then_train_with_random_crops(make_cfg, tmp_path: Path, encod
     crops = [train[0][0] for _ in range(4)]
     assert all(c.dtype == torch.uint8 and c.shape == (3, 48, 48) for c in crops)
     assert any(not torch.equal(crops[0], c) for c in crops[1:])  # random crops still vary
-    assert torch.equal(val[0][0], val[0][0]) and len(val) == 30
+    stored = instantiate(cfg.dataset, split="val", classes=train.classes)  # no transform
+    assert len(val) == len(stored) == 30
+    assert val[0][0].shape == (3, 48, 48) and torch.equal(val[0][0], pipelines.val(stored[0][0]))
     again = cache(make_cfg(*overrides, f"cache.encoding={encoding}"))
     assert again["cache/written"] == 0  # a finished cache is reused, not rebuilt
     assert np.array_equal(

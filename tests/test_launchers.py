@@ -9,7 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
+
+pytestmark = pytest.mark.process  # multirun sweeps of train.py
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ("trainer.max_epochs=1", "trainer.limit_train_batches=2", "loader.num_workers=0")

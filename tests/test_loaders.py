@@ -112,8 +112,11 @@ def test_weighted_sampler_balances_an_imbalanced_set() -> None:
     sampler = WeightedOrder(Labels(labels, 3), seed=0, replacement=True, num_samples=30000)
     drawn = np.bincount(np.array(labels)[list(sampler)], minlength=3) / 30000
     assert np.allclose(drawn, 1 / 3, atol=0.02), drawn
-    plain = np.bincount(np.array(labels)[list(RandomSampler(Labels(labels, 3)))]) / 1000
-    assert plain[0] == 0.9  # without it, the majority class dominates
+    generator = torch.Generator().manual_seed(0)
+    unweighted = RandomSampler(Labels(labels, 3), True, num_samples=30000, generator=generator)
+    plain = np.bincount(np.array(labels)[list(unweighted)], minlength=3) / 30000
+    assert np.allclose(plain, [0.9, 0.09, 0.01], atol=0.02), plain  # the majority dominates
+    assert drawn[2] > 20 * plain[2]  # the rare class: ~33x as often as an unweighted draw
 
 
 def test_invalid_knob_names_the_key(make_cfg) -> None:

@@ -1,4 +1,5 @@
-"""`make new-project` and the README's "Make it yours" walk-through, run in a fresh copy."""
+"""`make new-project`: a copy that is the user's own (named after its folder, its own README,
+without the template's benchmarks), and the README's "Make it yours" walk-through run in it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,19 @@ from pathlib import Path
 
 import pytest
 
+from src.utils.new_project import IMPORTS_BENCH, copy_template, project_name, report, template_files
+
 ROOT = Path(__file__).resolve().parents[1]
+NAME = b"hydra-torch-data-template"  # the template's own name
+LEFT_OUT = {
+    "BENCHMARKS.md",
+    "bench/",
+    "tests/test_bench_report.py",
+    "tests/test_reduced_decode.py",  # imports bench
+    "tests/test_docs.py",
+    "tests/test_new_project.py",
+    "docs/regenerate.py",
+}
 SECTION = re.compile(r"## Make it yours\n(.*?)\n## ", re.S)
 # a fenced block whose first comment (after an optional Hydra package header) names its file
 FILE_BLOCK = re.compile(
@@ -34,12 +47,17 @@ def test_readme_walkthrough_is_complete() -> None:
         "conf/dataset/my_listing.yaml",
         "src/models/tiny.py",
         "conf/model/tiny.yaml",
+        "src/training/losses/focal.py",
+        "conf/loss/focal.yaml",
+        "src/training/metrics/confident_errors.py",
+        "conf/metrics/with_errors.yaml",
         "conf/experiment/my_first.yaml",
     ]
     assert commands[-1] == "make test"
 
 
 @pytest.mark.slow
+@pytest.mark.process
 def test_new_project_passes_its_own_tests_with_the_walkthrough(tmp_path: Path) -> None:
     dest = tmp_path / "my-project"
     subprocess.run(["make", "new-project", f"DEST={dest}"], cwd=ROOT, check=True)
@@ -47,6 +65,8 @@ def test_new_project_passes_its_own_tests_with_the_walkthrough(tmp_path: Path) -
     assert not (dest / "data").exists() and sorted((dest / "outputs").iterdir()) == [
         dest / "outputs" / ".gitkeep"
     ]
+    assert (dest / "README.md").read_text().startswith("# my-project\n")
+    assert not (dest / "bench").exists() and not (dest / "BENCHMARKS.md").exists()
     files, commands = walkthrough()
     for path, content in files:
         (dest / path).write_text(content)
@@ -55,3 +75,48 @@ def test_new_project_passes_its_own_tests_with_the_walkthrough(tmp_path: Path) -
             command, shell=True, cwd=dest, capture_output=True, text=True, timeout=1500
         )
         assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}{result.stderr[-3000:]}"
+
+
+@pytest.mark.parametrize(
+    ("folder", "name"),
+    [("my-project", "my-project"), ("My Project!", "my-project"), ("exp_2024.v1", "exp-2024-v1")],
+)
+def test_the_project_is_named_after_its_folder(folder: str, name: str) -> None:
+    assert project_name(folder) == name
+    with pytest.raises(SystemExit, match="letters or digits"):
+        project_name("!!!")
+
+
+def _targets(folder: Path) -> set[str]:
+    """The targets `make help` lists in `folder`."""
+    command = ["make", "-s", "-C", str(folder), "help"]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return {line.split()[0] for line in done.stdout.splitlines()}
+
+
+def test_the_copy_is_the_users_own(tmp_path: Path) -> None:
+    dest = tmp_path / "My Project"
+    project = copy_template(ROOT, dest)
+    assert project.name == "my-project" and {path for path, _ in project.left_out} == LEFT_OUT
+    copied = {p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()}
+    kept = {rel.as_posix() for rel in template_files(ROOT)} - LEFT_OUT
+    kept = {rel for rel in kept if rel.split("/")[0] + "/" not in LEFT_OUT}  # bench/...
+    assert copied == kept and project.copied == len(kept)
+    assert not [p for p in dest.rglob("*.py") if IMPORTS_BENCH.search(p.read_text())]
+    ours, theirs = ((d / "pyproject.toml").read_text() for d in (dest, ROOT))
+    assert re.search(r'^name = "my-project"$', ours, re.M)
+    assert 'description = "TODO: say in one line what my-project does."' in ours
+    lists = re.compile(r"^([a-z]+) = \[$", re.M)  # extras, dependencies, markers, ...
+    assert set(lists.findall(ours)) == set(lists.findall(theirs)) - {"peers"}
+    assert '    "my-project[scale]",\n' in ours  # dev pulls in the scale extra of this project
+    naming = [p.name for p in dest.rglob("*") if p.is_file() and NAME in p.read_bytes()]
+    assert naming == ["README.md"]  # "It started as a copy of ..."
+    assert _targets(dest) == _targets(ROOT) - {"bench", "bench-peers", "docs-outputs"}
+    readme = (dest / "README.md").read_text()
+    assert readme.startswith("# my-project\n") and len(readme.splitlines()) <= 40
+    assert "make train" in readme and "make test" in readme and "(docs/README.md)" in readme
+    layout = readme.split("## Layout\n\n```\n")[1].split("```")[0].splitlines()
+    assert all((dest / line.split()[0]).exists() for line in layout)
+    assert {"train.py", "conf/", "src/data/", "tests/"} <= {line.split()[0] for line in layout}
+    told = report(project, ROOT, dest)
+    assert all(path in told for path in LEFT_OUT) and "cp -r" in told and "bench-peers" in told

@@ -24,10 +24,13 @@ from PIL import Image, ImageDraw, ImageFilter
 from torchvision.transforms.v2 import functional as F
 
 from src.data.demo_sequences import write_sequences
+from src.data.shards.manifest import NAME as MANIFEST
+from src.data.shards.manifest import build
+from src.data.shards.members import Rules
 
 CLASSES: tuple[str, ...] = ("circle", "cross", "square", "star", "triangle")
 
-_FORMAT_VERSION = 2
+_FORMAT_VERSION = 3  # 3: shards.json, the shard manifest, beside the shards
 _SMALL = {
     "train_per_class": (12, 10, 10, 8, 8),
     "val_per_class": 6,
@@ -244,6 +247,8 @@ def make_demo_data(
     rows = [(s.path, CLASSES[s.label], s.split) for samples in splits.values() for s in samples]
     _write_csv(out / "samples.csv", ("path", "label", "split"), rows)
     (out / "shards" / "classes.txt").write_text("".join(f"{c}\n" for c in CLASSES), "utf-8")
+    shards = sorted(str(p) for p in (out / "shards").glob("*.tar"))
+    build(shards, str(out / "shards" / MANIFEST), Rules(), list(CLASSES))
     write_sequences(out / "sequences", sequences, sequences // 5, rng)
     (out / ".complete").write_text(fingerprint, "utf-8")
     return out

@@ -134,6 +134,7 @@ def test_raise_keeps_the_plain_loader_and_batches(make_cfg) -> None:
     assert isinstance(next(iter(loader)), list)  # default_collate's batch, unwrapped
 
 
+@pytest.mark.process
 def test_worker_reraise_keeps_the_message(demo_dir: Path, tmp_path: Path) -> None:
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
     result = run_train(
@@ -152,6 +153,7 @@ def test_worker_reraise_keeps_the_message(demo_dir: Path, tmp_path: Path) -> Non
     assert named and named.group(3) in bad and "dataset.on_error=skip" in result.stderr
 
 
+@pytest.mark.process
 def test_skip_with_two_workers_reports_exactly_the_bad_files(demo_dir: Path, tmp_path: Path):
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
     run = tmp_path / "run"

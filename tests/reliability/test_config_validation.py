@@ -157,6 +157,7 @@ def test_every_problem_is_listed(make_cfg) -> None:
     assert text.splitlines()[1].startswith("trainer.max_epochs=1.5: expected int")
 
 
+@pytest.mark.process
 def test_console_shows_the_message_not_a_traceback(demo_dir: Path, tmp_path: Path) -> None:
     command = [
         sys.executable,

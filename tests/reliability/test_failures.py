@@ -6,6 +6,7 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hydra.utils import instantiate
 
 from src.data import resolve_loader
@@ -24,6 +25,7 @@ def _last_log_line(run: Path) -> str:
     return (run / "train.log").read_text().strip().splitlines()[-1]
 
 
+@pytest.mark.process
 def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
     (tmp_path / "mydata").mkdir()
     (tmp_path / "mydata" / "__init__.py").write_text("")
@@ -48,6 +50,7 @@ def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
     assert _last_log_line(run).endswith(f"run failed: {named}")
 
 
+@pytest.mark.process
 def test_a_config_error_is_the_last_line_of_the_log(tmp_path: Path) -> None:
     run = tmp_path / "run"
     result = run_train("optimizer.lr=fast", f"hydra.run.dir={run}", cwd=tmp_path)

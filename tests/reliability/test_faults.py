@@ -3,6 +3,7 @@ timeout, so a hang fails the test instead of the suite."""
 
 from __future__ import annotations
 
+import math
 import signal
 import subprocess
 import sys
@@ -38,6 +39,7 @@ def _args(demo_dir: Path, run_dir: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("fault", "expected"), [("hang", "timed out"), ("die", "exited")])
+@pytest.mark.process
 def test_a_hung_or_dead_worker_is_reported_with_its_file(demo_dir, tmp_path, fault, expected):
     culprit = ImageFolderDataset(str(demo_dir / "imagefolder"), "train").get_filename(5)
     args = _args(
@@ -56,6 +58,7 @@ def test_a_hung_or_dead_worker_is_reported_with_its_file(demo_dir, tmp_path, fau
     assert expected in done.stderr and f"while reading sample 5 ({culprit})" in done.stderr
 
 
+@pytest.mark.process
 def test_kill_9_mid_epoch_then_resume_auto_equals_the_uninterrupted_run(demo_dir, tmp_path):
     run = (
         "+dataset.fault=slow",
@@ -122,4 +125,4 @@ def test_nan_losses_within_the_budget_skip_their_step(make_cfg, monkeypatch, cap
     _nan_on_call(monkeypatch, 2)
     metrics = train(make_cfg("trainer.max_epochs=1", "trainer.max_nonfinite_steps=1"))
     assert "step skipped (1 of 1 allowed)" in caplog.text
-    assert metrics["train/loss"] == metrics["train/loss"]  # finite: the NaN batch left out
+    assert math.isfinite(metrics["train/loss"])  # the NaN batch was left out of the mean

@@ -26,6 +26,8 @@ from tests.reliability.hostile import (
     write_images,
 )
 
+pytestmark = pytest.mark.process  # every input is read in a child process
+
 ROOT = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("FUZZ_SEED", "0"))  # another seed: FUZZ_SEED=7 make test
 LIMIT = 89_478_485  # the default dataset.max_image_pixels

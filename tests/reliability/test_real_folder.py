@@ -17,6 +17,8 @@ from tests.reliability.hostile import lying_images, short_png
 from tests.reliability.real_folder import real_folder
 from tests.train_process import run_train
 
+pytestmark = pytest.mark.process  # train.py in a child process
+
 
 def _listed(run: Path) -> dict[str, str]:
     """path -> error of every row of the run's bad_samples.csv (file names byte for byte)."""

@@ -99,6 +99,7 @@ def _steps(run: Path) -> list[str]:
 
 
 # 1. resume=auto with a fixed run dir -------------------------------------------------------------
+@pytest.mark.process
 def test_a_requeued_run_continues_its_own_folder(demo_dir: Path, tmp_path: Path, whole) -> None:
     """kill -9, then the same command + trainer.resume=auto (a SLURM requeue): the run resumes
     from its own folder, ends like the uninterrupted run and keeps its newest checkpoints."""
@@ -113,6 +114,7 @@ def test_a_requeued_run_continues_its_own_folder(demo_dir: Path, tmp_path: Path,
 
 
 # 2. resume=auto trusts the checkpoint, not the folder --------------------------------------------
+@pytest.mark.process
 def test_auto_skips_another_configs_and_malformed_steps(demo_dir, tmp_path, whole) -> None:
     """(b) another config's checkpoint (another model width) and (c) one lacking keys, as the
     newest steps of the folder: each one warning line naming it, then the good step before."""
@@ -142,6 +144,7 @@ def test_auto_skips_another_configs_and_malformed_steps(demo_dir, tmp_path, whol
     assert load_checkpoint(run / "checkpoints" / aside[0])["config_key"] == "0123456789abcdef"
 
 
+@pytest.mark.process
 def test_a_folder_of_another_run_is_refused_and_left_as_it_was(demo_dir, tmp_path, whole):
     """(a) a finished run's folder, reused by another config with resume=auto, or by the same
     config with resume=null: one line naming the folder and the fix; nothing changes there."""
@@ -162,6 +165,7 @@ def test_a_folder_of_another_run_is_refused_and_left_as_it_was(demo_dir, tmp_pat
     assert (run / "metrics.json").read_text() == metrics
 
 
+@pytest.mark.process
 def test_an_explicit_checkpoint_of_another_model_is_one_line(demo_dir, tmp_path, whole) -> None:
     other = tmp_path / "other.pt"
     state = load_checkpoint(whole / "checkpoints" / "last.pt")
@@ -213,6 +217,7 @@ def test_stale_temporaries_are_removed_and_nothing_else(tmp_path: Path) -> None:
     assert remove_stale_temporaries(tmp_path / "missing") == 0
 
 
+@pytest.mark.process
 def test_a_run_cleans_its_own_leftovers_and_shares_its_files(demo_dir: Path, tmp_path: Path):
     """Temp files of a write cut short by kill -9 (2 MiB and 0 B) are removed at the start from
     this run's checkpoints/ only, and under umask 002 every file is group-writable."""
@@ -270,6 +275,7 @@ def test_a_failed_write_names_the_file_and_the_fix(tmp_path: Path, monkeypatch) 
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd (Linux)")
+@pytest.mark.process
 def test_a_full_disk_stops_the_run_naming_the_checkpoint(demo_dir: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     done = subprocess.run(

@@ -410,6 +410,7 @@ def test_denied_members_of_listed_modules_are_refused() -> None:
         "loader.collate_fn={_target_:os.system,command:'touch SENTINEL'}",
     ],
 )
+@pytest.mark.process
 def test_train_py_never_runs_the_command(demo_dir: Path, tmp_path: Path, override: str) -> None:
     result = run_train(
         f"paths.demo_dir={demo_dir}",

@@ -37,6 +37,7 @@ def test_validate_refuses_datasets_without_files(make_cfg) -> None:
         validate(make_cfg("mode=validate", "dataset=tensor", "transforms=none", "model=mlp"))
 
 
+@pytest.mark.process
 def test_validate_exits_non_zero_past_max_bad_fraction(demo_dir: Path, tmp_path: Path) -> None:
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
     run = tmp_path / "run"

@@ -153,6 +153,20 @@ def scan(shard: str, rules: Rules, network: Network) -> dict:
     return entry
 
 
+def build(
+    shards: list[str], location: str, rules: Rules, classes: list[str] | None = None
+) -> Manifest:
+    """Read every shard once and save their manifest at `location` (kept entries of other
+    shards stay); returns it."""
+    manifest = load(location, Network())
+    if classes is not None:
+        manifest.classes = list(classes)
+    for shard in shards:
+        manifest.entries[manifest.name_of(shard)] = scan(shard, rules, Network())
+    manifest.save()
+    return manifest
+
+
 def main(argv: list[str] | None = None) -> None:
     """CLI: read every shard the patterns name once and write their manifest."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -164,11 +178,11 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     images = split_exts(args.image_exts, "--image-exts")
     rules = Rules(images, args.label_field, split_exts(args.ignore_exts, "--ignore-exts"))
-    manifest = load(args.out, Network())
-    for shard in expand_shards(args.patterns, "patterns"):
-        entry = manifest.entries[manifest.name_of(shard)] = scan(shard, rules, Network())
-        print(f"{shard}: {entry['samples']} samples", entry.get("error", ""))
-    manifest.save()
+    shards = expand_shards(args.patterns, "patterns")
+    manifest = build(shards, args.out, rules)
+    for shard in shards:
+        entry = manifest.entry(shard) or {}
+        print(f"{shard}: {entry.get('samples', 0)} samples", entry.get("error", ""))
     print(f"wrote {args.out} ({len(manifest.entries)} shards)")
 
 
