@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache bench bench-peers new-project test test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache bench bench-growth bench-peers new-project test test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -39,8 +39,11 @@ validate: data  ## decode every train/val file once, list unreadable ones in bad
 cache: data  ## pre-resize every train/val image once into data/cache (resumable); train with dataset=cache
 	$(BIN)/python train.py mode=cache $(ARGS)
 
-bench: $(STAMP)  ## side-by-side input-pipeline benchmark vs the tutorial (and peers if installed); writes BENCHMARKS.md
+bench: $(STAMP)  ## side-by-side input-pipeline benchmark vs the tutorial (and peers if installed), growth to 1M files; writes BENCHMARKS.md
 	$(BIN)/python -m bench $(ARGS)
+
+bench-growth: $(STAMP)  ## the `make bench` section on start-up and memory for 10k-1M files alone (minutes; ~100 MB of disk)
+	$(BIN)/python -m bench --only growth $(ARGS)
 
 bench-peers: $(STAMP)  ## install timm and NVIDIA DALI (CPU-capable) into .venv for `make bench` (the `peers` extra)
 	$(BIN)/python -m pip install --quiet -e '.[peers]'

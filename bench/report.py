@@ -11,6 +11,7 @@ import psutil
 from bench.timing import Results, paired_ratio, spread
 
 START, END = "<!-- make bench: start -->", "<!-- make bench: end -->"
+GROWTH = "make bench-growth"  # the growth section's block (bench/growth.py)
 HEADER = "| pipeline | images/s | x {ref} | CPU ms / image | first batch, s | peak RSS, MB |"
 
 
@@ -77,14 +78,23 @@ def machine() -> str:
     )
 
 
-def write_block(path: Path, text: str) -> None:
-    """Put `text` between the markers in `path` (re-read now: others may have edited it);
-    without markers, insert the block before the first section."""
+def markers(name: str) -> tuple[str, str]:
+    """The comments that delimit the block `name` in BENCHMARKS.md."""
+    return f"<!-- {name}: start -->", f"<!-- {name}: end -->"
+
+
+def write_block(path: Path, text: str, name: str = "make bench") -> None:
+    """Put `text` between the markers of block `name` in `path` (re-read now: others may have
+    edited it); without them, insert the block after the `make bench` block, else before the
+    first section."""
     content = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{START}\n{text.strip()}\n{END}"
-    if START in content and END in content:
-        before, rest = content.split(START, 1)
-        content = before + block + rest.split(END, 1)[1]
+    start, end = markers(name)
+    block = f"{start}\n{text.strip()}\n{end}"
+    if start in content and end in content:
+        before, rest = content.split(start, 1)
+        content = before + block + rest.split(end, 1)[1]
+    elif END in content:
+        content = content.replace(END, f"{END}\n\n{block}", 1)
     elif "\n## " in content:
         head, tail = content.split("\n## ", 1)
         content = f"{head}\n{block}\n\n## {tail}"
