@@ -7,6 +7,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from src.data.datasets.base import Transform
 from src.data.datasets.image_files import LabelledImageFiles
 from src.data.decode import IMAGE_SUFFIXES
@@ -17,13 +19,20 @@ log = logging.getLogger(__name__)
 
 class _Walk:
     """Files below one split folder, sorted. Symlinks are followed only when they resolve
-    inside the split folder, and each real file and folder is visited once (no loops)."""
+    inside the split folder, and each real file and folder is visited once (no loops).
+
+    Each real folder is visited once, so only a linked file can reach a real file twice: the
+    walk keeps the real paths of the linked files alone (no Python object per file beyond
+    its listed path), and tells whether a link's target was listed already from the folders
+    visited so far."""
 
     def __init__(self, split_dir: Path) -> None:
         self.root = os.path.realpath(split_dir)
         self.outside: list[str] = []  # links not followed: "link -> target"
+        self.ignored = 0  # files that are not images by suffix
+        self.first_ignored = ""
         self._dirs: set[str] = set()
-        self._files: set[str] = set()
+        self._targets: set[str] = set()  # real paths of the linked files listed
 
     def inside(self, path: str) -> bool:
         """Whether `path` resolves inside the split folder (recorded as skipped if not)."""
@@ -33,14 +42,23 @@ class _Walk:
         self.outside.append(f"{path} -> {real}")
         return False
 
-    def list(self, directory: str) -> tuple[list[str], list[str]]:
-        """Image files under `directory` (recursively) and the other files found."""
+    def images(self, directory: str) -> list[str]:
+        """Image files under `directory` (recursively); the other files are counted."""
         images: list[str] = []
-        others: list[str] = []
-        self._visit(directory, images, others)
-        return images, others
+        self._visit(directory, images)
+        return images
 
-    def _visit(self, directory: str, images: list[str], others: list[str]) -> None:
+    def _listed_before(self, real: str, real_dir: str, name: str) -> bool:
+        """Whether the real file `real` was listed already, as a link's target or as a file of
+        a folder visited before (or earlier in `real_dir`, the folder now at entry `name`)."""
+        if real in self._targets:
+            return True
+        folder, base = os.path.split(real)
+        if folder not in self._dirs or (folder == real_dir and base >= name):
+            return False
+        return os.path.lexists(real) and not os.path.isdir(real)
+
+    def _visit(self, directory: str, images: list[str]) -> None:
         real_dir = os.path.realpath(directory)
         if real_dir in self._dirs:  # a loop, or a second link to the same folder
             return
@@ -48,7 +66,8 @@ class _Walk:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
         subdirs = []
         for entry in entries:
-            if entry.is_symlink() and not self.inside(entry.path):
+            linked = entry.is_symlink()
+            if linked and not self.inside(entry.path):
                 continue
             try:
                 is_dir = entry.is_dir()
@@ -57,17 +76,20 @@ class _Walk:
             if is_dir:
                 subdirs.append(entry.path)
                 continue
-            real = (
-                os.path.realpath(entry.path)
-                if entry.is_symlink()
-                else os.path.join(real_dir, entry.name)
-            )
-            if real in self._files:  # the same file reached twice, through a link
-                continue
-            self._files.add(real)
-            (images if entry.name.lower().endswith(IMAGE_SUFFIXES) else others).append(entry.path)
+            if linked:
+                real = os.path.realpath(entry.path)
+                if self._listed_before(real, real_dir, entry.name):
+                    continue  # the same file reached twice, through a link
+                self._targets.add(real)
+            elif self._targets and os.path.join(real_dir, entry.name) in self._targets:
+                continue  # listed already, through a link
+            if entry.name.lower().endswith(IMAGE_SUFFIXES):
+                images.append(entry.path)
+            else:
+                self.ignored += 1
+                self.first_ignored = self.first_ignored or entry.path
         for subdir in subdirs:
-            self._visit(subdir, images, others)
+            self._visit(subdir, images)
 
 
 class ImageFolderDataset(LabelledImageFiles):
@@ -104,30 +126,30 @@ class ImageFolderDataset(LabelledImageFiles):
                 f"dataset.root: {split_dir} has class folders {unknown} that the train split "
                 f"does not have (train classes: {list(classes)}). Rename or remove them."
             )
-        paths: list[str] = []
-        targets: list[int] = []
-        ignored: list[str] = []
+        # one bytes array per class folder, joined at the end: no Python object per file
+        # outlives its folder's listing
+        paths: list[np.ndarray] = []
+        targets: list[np.ndarray] = []
         for label, name in enumerate(classes):
             if name not in found:
                 log.warning("%s: no folder for class %r; it has no samples here", split_dir, name)
                 continue
-            images, others = walk.list(os.path.join(split_dir, name))
+            images = walk.images(os.path.join(split_dir, name))
             if not images and split == "train":
                 raise ValueError(
                     f"dataset.root: class folder {split_dir / name} holds no images with a "
                     f"suffix in {IMAGE_SUFFIXES}. Add images or remove the folder."
                 )
-            paths += images
-            targets += [label] * len(images)
-            ignored += others
-        if not paths:
+            paths.append(np.array([os.fsencode(p) for p in images], dtype=np.bytes_))
+            targets.append(np.full(len(images), label, dtype=np.int64))
+        if not sum(map(len, paths)):
             raise ValueError(f"dataset.root: no images found under {split_dir}.")
-        if ignored:
+        if walk.ignored:
             log.warning(
                 "%s: ignored %d files that are not images by suffix, e.g. %s",
                 split_dir,
-                len(ignored),
-                ignored[0],
+                walk.ignored,
+                walk.first_ignored,
             )
         if walk.outside:
             log.warning(
@@ -137,8 +159,8 @@ class ImageFolderDataset(LabelledImageFiles):
                 walk.outside[0],
             )
         super().__init__(
-            paths,
-            targets,
+            np.concatenate(paths),
+            np.concatenate(targets),
             classes,
             transform,
             on_error,
