@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from src.data.decode import IMAGE_SUFFIXES
 from src.data.image_header import PILLOW_MAX_PIXELS
 
 log = logging.getLogger(__name__)
+
+CHUNK = 65_536  # files listed between two conversions to a bytes array
 
 
 class _Walk:
@@ -42,10 +45,11 @@ class _Walk:
         self.outside.append(f"{path} -> {real}")
         return False
 
-    def images(self, directory: str) -> list[str]:
-        """Image files under `directory` (recursively); the other files are counted."""
+    def images(self, directory: str, real: str | None = None) -> list[str]:
+        """Image files under `directory` (recursively; `real`: its real path, when known);
+        the other files are counted."""
         images: list[str] = []
-        self._visit(directory, images)
+        self._visit(directory, images, real)
         return images
 
     def _listed_before(self, real: str, real_dir: str, name: str) -> bool:
@@ -58,8 +62,8 @@ class _Walk:
             return False
         return os.path.lexists(real) and not os.path.isdir(real)
 
-    def _visit(self, directory: str, images: list[str]) -> None:
-        real_dir = os.path.realpath(directory)
+    def _visit(self, directory: str, images: list[str], real_dir: str | None = None) -> None:
+        real_dir = real_dir or os.path.realpath(directory)
         if real_dir in self._dirs:  # a loop, or a second link to the same folder
             return
         self._dirs.add(real_dir)
@@ -73,8 +77,8 @@ class _Walk:
                 is_dir = entry.is_dir()
             except OSError:  # a symlink loop: kept as a file, reported unreadable when read
                 is_dir = False
-            if is_dir:
-                subdirs.append(entry.path)
+            if is_dir:  # a real sub-folder's real path is known: no realpath() per folder
+                subdirs.append((entry.path, None if linked else f"{real_dir}{os.sep}{entry.name}"))
                 continue
             if linked:
                 real = os.path.realpath(entry.path)
@@ -88,8 +92,8 @@ class _Walk:
             else:
                 self.ignored += 1
                 self.first_ignored = self.first_ignored or entry.path
-        for subdir in subdirs:
-            self._visit(subdir, images)
+        for subdir, real in subdirs:
+            self._visit(subdir, images, real)
 
 
 class ImageFolderDataset(LabelledImageFiles):
@@ -113,11 +117,12 @@ class ImageFolderDataset(LabelledImageFiles):
                 f"train/<class>/*.jpg and val/<class>/*.jpg; set dataset.root to that folder."
             )
         walk = _Walk(split_dir)
-        found = sorted(
-            entry.name
+        real = {  # class folder -> its real path (None: a link, resolved by the walk)
+            entry.name: None if entry.is_symlink() else os.path.join(walk.root, entry.name)
             for entry in os.scandir(split_dir)
             if entry.is_dir() and (not entry.is_symlink() or walk.inside(entry.path))
-        )
+        }
+        found = sorted(real)
         if classes is None:
             classes = found
         unknown = sorted(set(found) - set(classes))
@@ -126,23 +131,28 @@ class ImageFolderDataset(LabelledImageFiles):
                 f"dataset.root: {split_dir} has class folders {unknown} that the train split "
                 f"does not have (train classes: {list(classes)}). Rename or remove them."
             )
-        # one bytes array per class folder, joined at the end: no Python object per file
-        # outlives its folder's listing
-        paths: list[np.ndarray] = []
-        targets: list[np.ndarray] = []
+        # paths encoded as they are listed, into a bytes array every CHUNK files: no Python
+        # object per file outlives its chunk
+        chunks: list[np.ndarray] = []
+        encoded: list[bytes] = []
+        targets = array("q")
         for label, name in enumerate(classes):
             if name not in found:
                 log.warning("%s: no folder for class %r; it has no samples here", split_dir, name)
                 continue
-            images = walk.images(os.path.join(split_dir, name))
+            images = walk.images(os.path.join(split_dir, name), real[name])
             if not images and split == "train":
                 raise ValueError(
                     f"dataset.root: class folder {split_dir / name} holds no images with a "
                     f"suffix in {IMAGE_SUFFIXES}. Add images or remove the folder."
                 )
-            paths.append(np.array([os.fsencode(p) for p in images], dtype=np.bytes_))
-            targets.append(np.full(len(images), label, dtype=np.int64))
-        if not sum(map(len, paths)):
+            encoded += map(os.fsencode, images)
+            targets.extend([label] * len(images))
+            if len(encoded) >= CHUNK:
+                chunks.append(np.array(encoded, dtype=np.bytes_))
+                encoded = []
+        chunks.append(np.array(encoded, dtype=np.bytes_))
+        if not targets:
             raise ValueError(f"dataset.root: no images found under {split_dir}.")
         if walk.ignored:
             log.warning(
@@ -159,8 +169,8 @@ class ImageFolderDataset(LabelledImageFiles):
                 walk.outside[0],
             )
         super().__init__(
-            np.concatenate(paths),
-            np.concatenate(targets),
+            np.concatenate(chunks),
+            np.frombuffer(targets, dtype=np.int64),
             classes,
             transform,
             on_error,
