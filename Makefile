@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache bench bench-growth bench-peers new-project test test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache bench bench-growth bench-peers gpu-check new-project test test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -44,6 +44,9 @@ bench: $(STAMP)  ## side-by-side input-pipeline benchmark vs the tutorial (and p
 
 bench-growth: $(STAMP)  ## the `make bench` section on start-up and memory for 10k-1M files alone (minutes; ~100 MB of disk)
 	$(BIN)/python -m bench --only growth $(ARGS)
+
+gpu-check: $(STAMP)  ## on CUDA: data wait feeding ResNet-50 (prefetch x pinning), GPU vs CPU JPEG decode; writes BENCHMARKS.md (tiny smoke run without CUDA)
+	$(BIN)/python -m bench.gpu_check $(ARGS)
 
 bench-peers: $(STAMP)  ## install timm and NVIDIA DALI (CPU-capable) into .venv for `make bench` (the `peers` extra)
 	$(BIN)/python -m pip install --quiet -e '.[peers]'

@@ -22,7 +22,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from bench import growth, image_rows, peers, report, startup, tensors, training
+from bench import blocks, growth, image_rows, peers, report, startup, tensors, training
 from bench.images import write_image_folder
 from bench.template import template_config
 from bench.timing import Candidate, Results, interleave
@@ -181,7 +181,7 @@ def growth_block(args: argparse.Namespace) -> None:
     )
     print(text)
     if not args.no_write:
-        report.write_block(Path("BENCHMARKS.md"), text, report.GROWTH)
+        blocks.write_block(Path("BENCHMARKS.md"), text, blocks.GROWTH)
         say(f"written into BENCHMARKS.md ({wall:.0f} s)")
 
 
@@ -252,7 +252,7 @@ def main() -> None:
     )
     print(text)
     if not args.no_write:
-        report.write_block(Path("BENCHMARKS.md"), text)
+        blocks.write_block(Path("BENCHMARKS.md"), text)
         say(f"written into BENCHMARKS.md ({wall:.0f} s)")
     growth_block(args)
 

@@ -1,4 +1,4 @@
-"""Markdown tables of the benchmark, and its block in BENCHMARKS.md (replaced on every run)."""
+"""Markdown tables of the benchmark and the machine they were measured on."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import psutil
 
 from bench.timing import Results, paired_ratio, spread
 
-START, END = "<!-- make bench: start -->", "<!-- make bench: end -->"
-GROWTH = "make bench-growth"  # the growth section's block (bench/growth.py)
 HEADER = "| pipeline | images/s | x {ref} | CPU ms / image | first batch, s | peak RSS, MB |"
 
 
@@ -76,28 +74,3 @@ def machine() -> str:
         f"{cpu}, {psutil.cpu_count()} cores, {memory:.0f} GiB; Python "
         f"{platform.python_version()}, {', '.join(versions)}"
     )
-
-
-def markers(name: str) -> tuple[str, str]:
-    """The comments that delimit the block `name` in BENCHMARKS.md."""
-    return f"<!-- {name}: start -->", f"<!-- {name}: end -->"
-
-
-def write_block(path: Path, text: str, name: str = "make bench") -> None:
-    """Put `text` between the markers of block `name` in `path` (re-read now: others may have
-    edited it); without them, insert the block after the `make bench` block, else before the
-    first section."""
-    content = path.read_text() if path.exists() else "# Benchmarks\n"
-    start, end = markers(name)
-    block = f"{start}\n{text.strip()}\n{end}"
-    if start in content and end in content:
-        before, rest = content.split(start, 1)
-        content = before + block + rest.split(end, 1)[1]
-    elif END in content:
-        content = content.replace(END, f"{END}\n\n{block}", 1)
-    elif "\n## " in content:
-        head, tail = content.split("\n## ", 1)
-        content = f"{head}\n{block}\n\n## {tail}"
-    else:
-        content = f"{content.rstrip()}\n\n{block}\n"
-    path.write_text(content)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import growth
-from bench.report import END, GROWTH, START, markers, write_block
+from bench.blocks import END, GROWTH, START, markers, write_block
 from bench.timing import Results, Sample, paired_ratio, spread
 
 
