@@ -18,16 +18,22 @@ def markers(name: str) -> tuple[str, str]:
 
 def write_block(path: Path, text: str, name: str = "make bench") -> None:
     """Put `text` between the markers of block `name` in `path` (re-read now: others may have
-    edited it); without them, insert the block after the `make bench` block, else before the
-    first section."""
+    edited it); without them, insert the block before the first section after the `make bench`
+    block (after the text that reads that block), else before the first section."""
     content = path.read_text() if path.exists() else "# Benchmarks\n"
     start, end = markers(name)
     block = f"{start}\n{text.strip()}\n{end}"
     if start in content and end in content:
         before, rest = content.split(start, 1)
         content = before + block + rest.split(end, 1)[1]
-    elif END in content:
-        content = content.replace(END, f"{END}\n\n{block}", 1)
+    elif END in content:  # after the `make bench` block and the text that reads it
+        head, tail = content.split(END, 1)
+        starts = [i for i in (tail.find("\n## "), tail.find("\n<!-- ")) if i >= 0]
+        at = min(starts, default=-1)  # the next section or block
+        if at < 0:
+            content = f"{content.rstrip()}\n\n{block}\n"
+        else:
+            content = f"{head}{END}{tail[:at].rstrip()}\n\n{block}\n{tail[at:]}"
     elif "\n## " in content:
         head, tail = content.split("\n## ", 1)
         content = f"{head}\n{block}\n\n## {tail}"

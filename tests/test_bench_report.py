@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench import growth
-from bench.blocks import END, GROWTH, START, markers, write_block
+from bench.blocks import END, GPU, GROWTH, START, markers, write_block
 from bench.timing import Results, Sample, paired_ratio, spread
 
 
@@ -51,6 +51,9 @@ def test_a_named_block_goes_after_the_bench_block_and_is_replaced_alone(tmp_path
     text = path.read_text()
     assert "growth 2" in text and "bench 2" in text and "growth 1" not in text
     assert text.count(start) == 1 and "\nbench\n" not in text
+    write_block(path, "## GPU", GPU)  # a new block goes before the next block, not inside it
+    gpu_start, gpu_end = markers(GPU)
+    assert f"{gpu_start}\n## GPU\n{gpu_end}\n\n{start}\ngrowth 2\n{end}" in path.read_text()
 
 
 @pytest.mark.slow  # a fresh process per cell: ~30 s on 2 cores
