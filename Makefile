@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-peers new-project docs-outputs test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-peers gpu-check new-project docs-outputs test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -42,8 +42,14 @@ cache: data  ## pre-resize every train/val image once into data/cache (resumable
 shards: data  ## write the train/val images into WebDataset tar shards in data/shards; train with dataset=iterable (docs/streaming.md)
 	$(BIN)/python train.py mode=shards $(ARGS)
 
-bench: $(STAMP)  ## side-by-side input-pipeline benchmark vs the tutorial (and peers if installed); writes BENCHMARKS.md
+bench: $(STAMP)  ## side-by-side input-pipeline benchmark vs the tutorial (and peers if installed), shards, growth to 1M files; writes BENCHMARKS.md
 	$(BIN)/python -m bench $(ARGS)
+
+bench-growth: $(STAMP)  ## the `make bench` section on start-up and memory for 10k-1M files alone (minutes; ~100 MB of disk)
+	$(BIN)/python -m bench --only growth $(ARGS)
+
+gpu-check: $(STAMP)  ## on CUDA: data wait feeding ResNet-50 (prefetch x pinning), GPU vs CPU JPEG decode; writes BENCHMARKS.md (tiny smoke run without CUDA)
+	$(BIN)/python -m bench.gpu_check $(ARGS)
 
 bench-peers: $(STAMP)  ## install timm and NVIDIA DALI (CPU-capable) into .venv for `make bench` (the `peers` extra)
 	$(BIN)/python -m pip install --quiet -e '.[peers]'

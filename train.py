@@ -19,7 +19,8 @@ from src.config.choices import log_config_tree
 from src.config.validate import validate_config
 from src.failures import failures_reported
 from src.modes import MODES
-from src.sweeps.summary import previous_result, rank_metric
+from src.sweeps.reuse import previous_result
+from src.sweeps.summary import rank_metric
 from src.training.distributed import distributed_job, init_distributed
 from src.utils.resolvers import register_resolvers
 

@@ -1,14 +1,15 @@
 """`make bench`: the input pipelines side by side on this machine, as ratios measured in one run.
 
-    python -m bench [--repeats 5] [--workers 2] [--batch-size 64] [--no-write] [--only shards]
+    python -m bench [--repeats 5] [--workers 2] [--batch-size 64] [--no-write] [--only NAME]
 
 Writes seeded photo-like JPEGs once (data/bench/), builds the pre-resized caches with the
 template's `mode=cache`, then measures, in interleaved rounds: the tutorial pipeline, the
 template (normalised float and uint8 output, and from the cache), timm and DALI when installed
 (`make bench-peers`), in-memory tensors, start-up costs and ResNet-18 training, tar shards
 streamed over HTTP next to local disk and webdataset (bench/shards.py); checks that
-`train.py mode=benchmark` measures what the harness does; prints the tables and puts them into
-BENCHMARKS.md with the command, date, versions and machine.
+`train.py mode=benchmark` measures what the harness does; then how start-up and memory grow
+with the dataset (bench/growth.py; alone: `--only growth`, `make bench-growth`); prints the
+tables and puts them into BENCHMARKS.md with the command, date, versions and machine.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from bench import image_rows, peers, report, shards, startup, tensors, training
+from bench import blocks, growth, image_rows, peers, report, shards, startup, tensors, training
 from bench.images import write_image_folder
 from bench.template import template_config
 from bench.timing import Candidate, Results, interleave
@@ -168,14 +169,40 @@ def shard_section(small: Path, args: argparse.Namespace) -> str:
     return shards.section(small, out, args.repeats, args.batch_size, args.workers, say)
 
 
+def growth_block(args: argparse.Namespace) -> None:
+    """The growth section (its own block in BENCHMARKS.md, written by itself)."""
+    start = time.perf_counter()
+    say("start-up and memory as the dataset grows ...")
+    sections = growth.growth_sections(args.repeats, say)
+    wall = time.perf_counter() - start
+    text = "\n\n".join(
+        [
+            f"## Start-up and memory as the dataset grows: `make bench-growth` "
+            f"({date.today().isoformat()})",
+            f"`make bench-growth` (= `python -m bench --only growth --repeats {args.repeats}`; "
+            f"also part of `make bench`), {wall:.0f} s wall. Machine: {report.machine()}.",
+            "Each cell: median [min-max] over the rounds, every one in a fresh process, the two "
+            "pipelines alternating; ratios are medians of per-round ratios. " + growth.HOW,
+            *sections,
+        ]
+    )
+    print(text)
+    if not args.no_write:
+        blocks.write_block(Path("BENCHMARKS.md"), text, blocks.GROWTH)
+        say(f"written into BENCHMARKS.md ({wall:.0f} s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (>= 5)")
     parser.add_argument("--workers", type=int, default=2, help="loader workers / DALI threads")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md")
-    parser.add_argument("--only", choices=["shards"], help="one section alone, printed only")
+    parser.add_argument("--only", choices=["shards", "growth"], help="run this section alone")
     args = parser.parse_args()
+    if args.only == "growth":
+        growth_block(args)
+        return
     start = time.perf_counter()
     say("writing the seeded JPEGs (once) ...")
     small = write_image_folder(DATA / "jpeg500x375", SMALL, (500, 375), seed=0)
@@ -236,8 +263,9 @@ def main() -> None:
     )
     print(text)
     if not args.no_write:
-        report.write_block(Path("BENCHMARKS.md"), text)
+        blocks.write_block(Path("BENCHMARKS.md"), text)
         say(f"written into BENCHMARKS.md ({wall:.0f} s)")
+    growth_block(args)
 
 
 if __name__ == "__main__":

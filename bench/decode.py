@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import torch
 from PIL import Image
 
 from src.data.decode import decode_image_bytes
+from src.timing import BatchMeter, time_window
 
 
 def pillow_decode(data: bytes) -> torch.Tensor:
@@ -28,12 +28,9 @@ def pillow_decode(data: bytes) -> torch.Tensor:
 
 
 def rate(fn: Callable[[bytes], torch.Tensor], blobs: list[bytes], repeats: int) -> float:
-    """Images per second over `repeats` passes."""
-    start = time.perf_counter()
-    for _ in range(repeats):
-        for blob in blobs:
-            fn(blob)
-    return repeats * len(blobs) / (time.perf_counter() - start)
+    """Images per second over `repeats` passes (each pass one batch to src/timing.py)."""
+    passes = ([fn(blob) for blob in blobs] for _ in range(repeats))
+    return time_window(BatchMeter(size=len), lambda: passes, 0, repeats).samples_per_s
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Markdown tables of the benchmark, and its block in BENCHMARKS.md (replaced on every run)."""
+"""Markdown tables of the benchmark and the machine they were measured on."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import psutil
 
 from bench.timing import Results, paired_ratio, spread
 
-START, END = "<!-- make bench: start -->", "<!-- make bench: end -->"
 HEADER = "| pipeline | images/s | x {ref} | CPU ms / image | first batch, s | peak RSS, MB |"
 
 
@@ -75,19 +74,3 @@ def machine() -> str:
         f"{cpu}, {psutil.cpu_count()} cores, {memory:.0f} GiB; Python "
         f"{platform.python_version()}, {', '.join(versions)}"
     )
-
-
-def write_block(path: Path, text: str) -> None:
-    """Put `text` between the markers in `path` (re-read now: others may have edited it);
-    without markers, insert the block before the first section."""
-    content = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{START}\n{text.strip()}\n{END}"
-    if START in content and END in content:
-        before, rest = content.split(START, 1)
-        content = before + block + rest.split(END, 1)[1]
-    elif "\n## " in content:
-        head, tail = content.split("\n## ", 1)
-        content = f"{head}\n{block}\n\n## {tail}"
-    else:
-        content = f"{content.rstrip()}\n\n{block}\n"
-    path.write_text(content)

@@ -6,7 +6,6 @@ listing vs a torchvision-style list of (path, label) tuples."""
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ from src.data.loader_settings import LoaderSettings
 from src.data.loaders import make_loader
 from src.data.samplers import RandomOrder
 from src.data.seeded import SeededSamples
+from src.timing import BatchMeter
 
 ENTRIES = 1_000_000
 BATCH = 1024
@@ -100,11 +100,11 @@ def reentry_ms(dataset: Dataset, persistent: bool, context: str, epochs: int) ->
         pass
     times = []
     for _ in range(epochs):
-        start = time.perf_counter()
-        batches = iter(loader)
+        meter = BatchMeter()
+        batches = meter.timed(loader)  # the clock starts before iter(loader)
         next(batches)
-        times.append(1000 * (time.perf_counter() - start))
-        del batches
+        times.append(1000 * meter.stop().first_batch_s)
+        batches.close()  # restarted workers stop here
     return times
 
 

@@ -56,7 +56,7 @@ def template_candidate(name: str, cfg: DictConfig, split: str, normalise: bool) 
         moves[:] = [mover_for(parts)]
         return endless(parts.train_loader if split == "train" else parts.val_loader)
 
-    def finish(batch: Any) -> int:
-        return touch(moves[0](batch).inputs if normalise else batch[0])
+    def finish(batch: Any) -> None:
+        touch(moves[0](batch).inputs if normalise else batch[0])
 
     return Candidate(name, start, finish)

@@ -5,78 +5,63 @@ from __future__ import annotations
 
 import gc
 import statistics
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from src.training.resources import ProcessTreeMonitor
+from src.resources import ProcessTreeMonitor
+from src.timing import BatchMeter, time_window
 
 PAGE = 4096
-RSS_EVERY_S = 0.05  # seconds between memory samples (each costs ~1 ms: not per batch)
 
 
-def touch(x: torch.Tensor) -> int:
+def touch(x: torch.Tensor) -> None:
     """Read one value per memory page of `x`, as the model's first read would (page faults of
-    shared-memory batches land here, for every pipeline alike); returns the batch size."""
+    shared-memory batches land here, for every pipeline alike)."""
     flat = x.reshape(-1) if x.is_contiguous() else x.contiguous().reshape(-1)
     flat[:: max(1, PAGE // x.element_size())].sum()
-    return len(x)
+
+
+def images_in(batch: Any) -> int:
+    """Images in a batch: a tensor of them, or (images, labels, ...)."""
+    return len(batch) if isinstance(batch, torch.Tensor) else len(batch[0])
 
 
 @dataclass
 class Candidate:
     """One row: `start` builds the pipeline and returns its batches (workers start there);
-    `finish` turns a batch into what the consumer gets and returns its image count."""
+    `finish` turns a batch into what the consumer gets."""
 
     name: str
     start: Callable[[], Iterator[Any]]
-    finish: Callable[[Any], int]
+    finish: Callable[[Any], Any]
 
 
 @dataclass
 class Sample:
-    """One measured pass of a candidate."""
+    """One measured pass of a candidate (src/timing.py's window)."""
 
     rate: float  # images/s over the timed batches
-    cpu_ms: float  # CPU ms per image over the timed batches, main process + workers
+    cpu_ms: float  # CPU ms per image, main process + workers, from building the pipeline on
     first_s: float  # from building the pipeline to its first batch
     peak_mb: float  # largest summed RSS of main process + workers seen
     wait_frac: float  # share of the timed window spent waiting for the next batch
 
 
 def measure(candidate: Candidate, warmup: int, batches: int) -> Sample:
-    """Build, take the first batch, `warmup` more, then time `batches`; tear down."""
-    monitor = ProcessTreeMonitor()
-    start = time.perf_counter()
-    stream = candidate.start()
-    candidate.finish(next(stream))
-    first_s = time.perf_counter() - start
-    for _ in range(warmup):
-        candidate.finish(next(stream))
-    monitor.sample()
-    cpu_start, t0, images = monitor.cpu_seconds(), time.perf_counter(), 0
-    sampled, waited = t0, 0.0
-    for _ in range(batches):
-        before = time.perf_counter()
-        batch = next(stream)
-        waited += time.perf_counter() - before
-        images += candidate.finish(batch)
-        if time.perf_counter() - sampled > RSS_EVERY_S:
-            monitor.sample()
-            sampled = time.perf_counter()
-    elapsed = time.perf_counter() - t0
-    cpu = monitor.cpu_seconds() - cpu_start
-    monitor.sample()
-    close = getattr(stream, "close", None)
-    if close is not None:
-        close()
-    del stream
+    """Build, take the first batch and `warmup` more, then time `batches`; tear down."""
+    meter = BatchMeter(resources=ProcessTreeMonitor, size=images_in)
+    window = time_window(meter, candidate.start, 1 + warmup, batches, step=candidate.finish)
     gc.collect()  # shut this pipeline's workers down before the next one starts
-    peak_mb = monitor.peak_rss_bytes / 2**20
-    return Sample(images / elapsed, 1000.0 * cpu / images, first_s, peak_mb, waited / elapsed)
+    return Sample(
+        window.samples_per_s,
+        window.cpu_ms_per_sample,
+        window.first_batch_s,
+        window.peak_rss_bytes / 2**20,
+        window.data_wait_frac,
+    )
 
 
 @dataclass

@@ -1,10 +1,14 @@
-"""`make bench` bookkeeping: ratios paired per round, and its block in BENCHMARKS.md."""
+"""`make bench` bookkeeping: ratios paired per round, its blocks in BENCHMARKS.md, and the
+growth section's tables (on tiny trees)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from bench.report import END, START, write_block
+import pytest
+
+from bench import growth
+from bench.blocks import END, GPU, GROWTH, START, markers, write_block
 from bench.timing import Results, Sample, paired_ratio, spread
 
 
@@ -32,3 +36,32 @@ def test_the_block_replaces_only_its_own_text(tmp_path: Path) -> None:
     text = path.read_text()
     assert "second run" in text and "first run" not in text
     assert text.count(START) == 1 and text.endswith("## Older results\n\nkept\n")
+
+
+def test_a_named_block_goes_after_the_bench_block_and_is_replaced_alone(tmp_path: Path) -> None:
+    path = tmp_path / "BENCHMARKS.md"
+    path.write_text(f"# Benchmarks\n\n{START}\nbench\n{END}\n\n## Older results\n")
+    write_block(path, "growth 1", GROWTH)
+    start, end = markers(GROWTH)
+    assert path.read_text() == (
+        f"# Benchmarks\n\n{START}\nbench\n{END}\n\n{start}\ngrowth 1\n{end}\n\n## Older results\n"
+    )
+    write_block(path, "growth 2", GROWTH)
+    write_block(path, "bench 2")
+    text = path.read_text()
+    assert "growth 2" in text and "bench 2" in text and "growth 1" not in text
+    assert text.count(start) == 1 and "\nbench\n" not in text
+    write_block(path, "## GPU", GPU)  # a new block goes before the next block, not inside it
+    gpu_start, gpu_end = markers(GPU)
+    assert f"{gpu_start}\n## GPU\n{gpu_end}\n\n{start}\ngrowth 2\n{end}" in path.read_text()
+
+
+@pytest.mark.slow  # a fresh process per cell: ~30 s on 2 cores
+def test_the_growth_tables_have_every_quantity_side_by_side(monkeypatch) -> None:
+    monkeypatch.setattr(growth, "SIZES", (30,))
+    monkeypatch.setattr(growth, "CLASSES", 3)
+    tables = growth.growth_sections(1, lambda line: None)
+    for table, (_, _, reference) in zip(tables, growth.PAIRS.values(), strict=True):
+        assert f"| files | measurement | template | {reference} | template / {reference} |" in table
+        for _, label in growth.QUANTITIES:
+            assert f"| 30 | {label} |" in table

@@ -16,8 +16,9 @@ from src.data.autotune import choose_workers, measured_workers, worker_candidate
 from src.data.samplers import SequentialOrder
 from src.modes.benchmark import METRIC_KEYS, benchmark
 from src.modes.train import train
+from src.resources import ProcessTreeMonitor
 from src.sweeps.plot import parse_overrides, plot_sweep
-from src.training.resources import ProcessTreeMonitor
+from src.timing import Spread
 from src.utils.resolvers import job_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,13 +127,16 @@ def test_auto_workers_pick_the_faster_candidate(make_cfg, caplog) -> None:
             dataset, instantiate(cfg.loader), SequentialOrder, candidates=[0, 2]
         )
     assert workers == 2  # two workers sleep in parallel
-    assert "measured samples/s per worker count {0:" in caplog.text
+    assert "measured samples/s per worker count, median [min-max] of 3 rounds {0:" in caplog.text
 
 
 def test_worker_candidates_and_ties() -> None:
     assert worker_candidates(1) == [0, 1]
     assert worker_candidates(6) == [0, 1, 2, 4, 6]
-    assert choose_workers({0: 100.0, 1: 180.0, 2: 185.0}) == 1  # within 5%: fewer workers
+    rates = {0: Spread(100, 90, 110), 1: Spread(180, 150, 200), 2: Spread(190, 185, 195)}
+    assert choose_workers(rates) == 1  # its range overlaps the best's: fewer workers
+    rates[1] = Spread(180, 170, 184)
+    assert choose_workers(rates) == 2  # told apart by every repeat
 
 
 def test_job_dir_names_are_short() -> None:

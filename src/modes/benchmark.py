@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -17,9 +18,10 @@ from torch.utils.data import DataLoader
 from src.assemble import Components, assemble
 from src.data.loaders import endless
 from src.outputs import finish_run, save_resolved_config
+from src.resources import ProcessTreeMonitor
+from src.timing import BatchMeter, Spread, time_window
 from src.training.batches import DeviceBatch, mover_for
 from src.training.prefetch import device_batches, side_stream_for
-from src.training.resources import ProcessTreeMonitor
 from src.training.step import TrainStep
 from src.training.tensorboard import TensorBoardLogger
 
@@ -27,6 +29,8 @@ log = logging.getLogger(__name__)
 
 METRIC_KEYS = (
     "loader/samples_per_s",
+    "loader/samples_per_s_min",
+    "loader/samples_per_s_max",
     "loader/batches_per_s",
     "loader/first_batch_s",
     "loader/data_wait_frac",
@@ -34,7 +38,6 @@ METRIC_KEYS = (
     "loader/peak_rss_mb",
 )
 COMPUTE = ("none", "normalize", "model")
-RSS_EVERY = 10  # batches between memory samples
 
 
 @dataclass(frozen=True)
@@ -44,12 +47,13 @@ class BenchmarkSettings:
     batches: int
     warmup: int
     compute: str
+    repeats: int = 3
 
     def __post_init__(self) -> None:
-        if self.batches < 1 or self.warmup < 0:
+        if self.batches < 1 or self.warmup < 0 or self.repeats < 1:
             raise ValueError(
-                f"benchmark.batches must be >= 1 and benchmark.warmup >= 0, got "
-                f"{self.batches} and {self.warmup}."
+                f"benchmark.batches and benchmark.repeats must be >= 1 and benchmark.warmup "
+                f">= 0, got {self.batches}, {self.repeats} and {self.warmup}."
             )
         if self.compute not in COMPUTE:
             raise ValueError(f"benchmark.compute={self.compute!r}; expected one of {COMPUTE}.")
@@ -60,48 +64,34 @@ def time_loader(
     settings: BenchmarkSettings,
     move: Callable[[Iterator[Any]], Iterator[Any]] | None = None,
     step: Callable[[Any], Any] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, float]:
-    """Time `settings.batches` batches after `settings.warmup`: `move` turns the loader's
-    batches into what `step` (if any) consumes; waits count the loader's own delivery."""
-    monitor = ProcessTreeMonitor()
-    start = time.perf_counter()
-    # per batch the loader delivered: (arrival time, wait, samples); a lookahead (side stream)
-    # fetches one batch ahead of the consumer, so the loader's own deliveries are what count
-    fetches: list[tuple[float, float, int]] = []
-
-    def fetched() -> Iterator[Any]:
-        batches = endless(loader)
-        while True:
-            t0 = time.perf_counter()
-            batch = next(batches)
-            now = time.perf_counter()
-            fetches.append((now, now - t0, len(batch[1])))
-            yield batch
-
-    consumed = fetched() if move is None else move(fetched())
-    window_start, window_first = start, 0
-    for i in range(settings.warmup + settings.batches):
-        if i == settings.warmup:
-            window_start, window_first = time.perf_counter(), len(fetches)
-        batch = next(consumed)
-        if step is not None:
-            step(batch)
-        if i % RSS_EVERY == 0:
-            monitor.sample()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    elapsed = time.perf_counter() - window_start
-    window = fetches[window_first:]
-    monitor.sample()
-    cpu_s = monitor.cpu_seconds()
-    consumed.close()  # stop the workers
+    """`settings.repeats` windows of `settings.batches` batches after `settings.warmup`, each
+    from a new iterator over `loader`: `move` turns the loader's batches into what `step` (if
+    any) consumes; waits count the loader's own deliveries (src/timing.py). Reports the
+    median of each rate over the repeats, the range of samples/s, the first repeat's
+    first batch (cold start-up) and the largest memory peak."""
+    windows = [
+        time_window(
+            BatchMeter(clock, ProcessTreeMonitor),
+            lambda: endless(loader),
+            settings.warmup,
+            settings.batches,
+            move,
+            step,
+        )
+        for _ in range(settings.repeats)
+    ]
+    rates = Spread.of(w.samples_per_s for w in windows)
     return {
-        "loader/samples_per_s": sum(n for _, _, n in window) / elapsed,
-        "loader/batches_per_s": len(window) / elapsed,
-        "loader/first_batch_s": fetches[0][0] - start,
-        "loader/data_wait_frac": sum(w for _, w, _ in window) / elapsed,
-        "loader/cpu_ms_per_sample": 1000.0 * cpu_s / sum(n for _, _, n in fetches),
-        "loader/peak_rss_mb": monitor.peak_rss_bytes / 2**20,
+        "loader/samples_per_s": rates.median,
+        "loader/samples_per_s_min": rates.low,
+        "loader/samples_per_s_max": rates.high,
+        "loader/batches_per_s": statistics.median(w.batches_per_s for w in windows),
+        "loader/first_batch_s": windows[0].first_batch_s,
+        "loader/data_wait_frac": statistics.median(w.data_wait_frac for w in windows),
+        "loader/cpu_ms_per_sample": statistics.median(w.cpu_ms_per_sample for w in windows),
+        "loader/peak_rss_mb": max(w.peak_rss_bytes for w in windows) / 2**20,
     }
 
 

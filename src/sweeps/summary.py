@@ -1,8 +1,11 @@
 """Hydra callback: one summary.csv row per finished sweep job, kept ranked as it goes.
 
-Each job's row is appended the moment the job ends (ok or failed, with the error's first
-line), and summary.md and summary.png are rebuilt from the CSV each time, so a job that
-crashes, or a sweep that is killed, loses nobody else's results.
+Each job's row is appended the moment the job ends (ok, failed with the error's first line,
+or `same as job N` when it reused an earlier job's result: src/sweeps/reuse.py), and
+summary.md and summary.png are rebuilt from the CSV each time, so a job that crashes, or a
+sweep that is killed, loses nobody else's results. With repeated measurements (mode=benchmark:
+`<metric>_min` / `_max`) the `tied` column marks the jobs whose range overlaps the best job's;
+in summary.csv it is filled in when the sweep ends.
 """
 
 from __future__ import annotations
@@ -21,31 +24,27 @@ from omegaconf import DictConfig
 
 from src.modes import METRICS_BY_MODE
 from src.sweeps.plot import plot_sweep
-from src.sweeps.table import BASE_COLUMNS, append_row, rank, read_rows, to_markdown
+from src.sweeps.reuse import SUMMARY_CSV, kept_overrides, runs_as, same_as
+from src.sweeps.table import (
+    BASE_COLUMNS,
+    TIED,
+    append_row,
+    mark_tied,
+    rank,
+    read_rows,
+    to_markdown,
+    write_rows,
+)
 from src.utils.resolvers import launch_rank
 
 log = logging.getLogger(__name__)
 
-SUMMARY_CSV, SUMMARY_MD, SUMMARY_PNG = "summary.csv", "summary.md", "summary.png"
+SUMMARY_MD, SUMMARY_PNG = "summary.md", "summary.png"
 
 
 def rank_metric(config: DictConfig) -> str:
     """`summary.rank_by`, or the mode's headline metric when it is null."""
     return config.summary.rank_by or METRICS_BY_MODE[config.mode][0]
-
-
-def completed_jobs(sweep_dir: Path) -> dict[str, Path]:
-    """Override string -> output dir of the jobs that already finished ok in this sweep dir."""
-    rows = read_rows(sweep_dir / SUMMARY_CSV)
-    return {r["overrides"]: Path(r["dir"]) for r in rows if r["status"] == "ok"}
-
-
-def job_overrides(overrides: list[str] | None) -> str:
-    """A job's overrides as stored in the CSV: sorted, space-separated, without the keys that
-    job directory names leave out (hydra.job.config.override_dirname.exclude_keys)."""
-    excluded = set(HydraConfig.get().job.config.override_dirname.exclude_keys)
-    kept = [o for o in overrides or [] if o.lstrip("+~").partition("=")[0] not in excluded]
-    return " ".join(sorted(kept))
 
 
 def error_line(error: BaseException) -> str:
@@ -54,6 +53,36 @@ def error_line(error: BaseException) -> str:
         error = error.__cause__
     first = (str(error).strip().splitlines() or [""])[0]
     return f"{type(error).__name__}: {first}"
+
+
+def tie_columns(config: DictConfig) -> list[str]:
+    """`<metric>_min`, `<metric>_max` and `tied` when the ranking metric is measured with
+    repeats (mode=benchmark's loader/samples_per_s), else none."""
+    metric = rank_metric(config)
+    ranged = f"{metric}_min" in METRICS_BY_MODE[config.mode]
+    return [f"{metric}_min", f"{metric}_max", TIED] if ranged else []
+
+
+def notes(rows: list[dict[str, str]], metric: str) -> list[str]:
+    """What the ranked, tie-marked `rows` do not say by themselves."""
+    lines = []
+    tied = [r["job"] for r in rows if r.get(TIED) == "yes"]
+    if len(tied) > 1:
+        lines.append(
+            f"The top jobs cannot be told apart: the {metric} ranges [min-max over the repeats] "
+            f"of jobs {', '.join(tied)} overlap the best job's (tied = yes); choose among them "
+            "by the other columns (fewer workers, less memory)."
+        )
+    elif tied:
+        lines.append(f"Job {tied[0]} is ahead of every other job in every repeat ({metric}).")
+    same = [r for r in rows if r["status"].startswith("same as")]
+    if same:
+        lines.append(
+            f"{len(same)} job{'s' if len(same) > 1 else ''} did not run: the loader settings "
+            "normalise to an earlier job's (knobs that cannot apply are unset: "
+            "LoaderSettings.applicable); listed as `same as job N`."
+        )
+    return lines
 
 
 class SweepSummary(Callback):
@@ -80,57 +109,60 @@ class SweepSummary(Callback):
         if hydra_cfg.mode != RunMode.MULTIRUN or launch_rank() != 0:
             return  # one row per job: rank 0's when the job ran on several processes
         sweep_dir = Path(hydra_cfg.sweep.dir)
-        overrides = job_overrides(job_return.overrides)
-        if config.summary.skip_completed and overrides in completed_jobs(sweep_dir):
+        overrides = kept_overrides(job_return.overrides)
+        text = " ".join(overrides)
+        if config.summary.skip_completed and any(
+            r["overrides"] == text and r["status"] != "failed"
+            for r in read_rows(sweep_dir / SUMMARY_CSV)
+        ):
             return  # train.py skipped it: its earlier row stands
         metric_keys = METRICS_BY_MODE[config.mode]
+        out = Path(hydra_cfg.runtime.output_dir)
         row: dict[str, Any] = {
             "job": hydra_cfg.job.num,
             "job_s": f"{time.perf_counter() - self._started.pop(hydra_cfg.job.num):.2f}",
-            "overrides": overrides,
-            "dir": hydra_cfg.runtime.output_dir,
+            "overrides": text,
+            "dir": out,
+            "runs_as": runs_as(config, overrides),
         }
-        if job_return.status == JobStatus.COMPLETED:
-            metrics = json.loads((Path(hydra_cfg.runtime.output_dir) / "metrics.json").read_text())
+        earlier = same_as(out)
+        if job_return.status == JobStatus.COMPLETED and earlier is not None:
+            row |= {"status": f"same as job {earlier}", "error": ""}  # its metrics: job N's
+        elif job_return.status == JobStatus.COMPLETED:
+            metrics = json.loads((out / "metrics.json").read_text())
             row |= {"status": "ok", "error": ""} | {k: metrics.get(k, "") for k in metric_keys}
         else:
             # the exception; Hydra re-raises it after the sweep
             row |= {"status": "failed", "error": error_line(job_return._return_value)}
-        append_row(sweep_dir / SUMMARY_CSV, [*BASE_COLUMNS, *metric_keys], row)
+        tied = [TIED] if tie_columns(config) else []
+        append_row(sweep_dir / SUMMARY_CSV, [*BASE_COLUMNS, *metric_keys, *tied], row)
         self._rewrite_reports(config, sweep_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        rows = rank(read_rows(sweep_dir / SUMMARY_CSV), rank_metric(config))
-        columns = ["job", "status", rank_metric(config), "overrides"]
+        metric = rank_metric(config)
+        written = read_rows(sweep_dir / SUMMARY_CSV)
+        rows = mark_tied(rank(written, metric), metric)  # sets `tied` in the rows read
+        if rows and tie_columns(config):
+            write_rows(sweep_dir / SUMMARY_CSV, list(written[0]), written)  # in their order
+        columns = ["job", "status", metric, *tie_columns(config), "overrides"]
         log.info(
-            "Sweep summary (%s), best first; all rows in %s:\n%s",
-            rank_metric(config),
+            "Sweep summary (%s), best first; all rows in %s:\n%s%s",
+            metric,
             sweep_dir / SUMMARY_MD,
             to_markdown(rows[: config.summary.top], columns),
+            "".join(f"{line}\n" for line in notes(rows, metric)),
         )
 
     def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
         metric = rank_metric(config)
-        rows = rank(read_rows(sweep_dir / SUMMARY_CSV), metric)
-        columns = [*BASE_COLUMNS[:3], *METRICS_BY_MODE[config.mode], "overrides", "error"]
-        header = f"# Sweep summary\n\nRanked by `{metric}`; failed jobs last.\n\n"
-        (sweep_dir / SUMMARY_MD).write_text(header + to_markdown(rows, columns))
+        rows = mark_tied(rank(read_rows(sweep_dir / SUMMARY_CSV), metric), metric)
+        tied = [TIED] if tie_columns(config) else []
+        columns = [*BASE_COLUMNS[:3], *METRICS_BY_MODE[config.mode], *tied, "overrides", "error"]
+        header = (
+            f"# Sweep summary\n\nRanked by `{metric}`, then the jobs that did not run (same "
+            "as an earlier job) or failed, in job order.\n\n"
+        )
+        lines = "".join(f"{line}\n\n" for line in notes(rows, metric))
+        (sweep_dir / SUMMARY_MD).write_text(header + lines + to_markdown(rows, columns))
         plot_sweep(rows, metric, sweep_dir / SUMMARY_PNG)
-
-
-def previous_result(config: DictConfig) -> dict[str, float] | None:
-    """With summary.skip_completed, the metrics of this sweep job if it already finished ok."""
-    hydra_cfg = HydraConfig.get()
-    if hydra_cfg.mode != RunMode.MULTIRUN or not config.summary.skip_completed:
-        return None
-    done = completed_jobs(Path(hydra_cfg.sweep.dir))
-    earlier = done.get(job_overrides(list(hydra_cfg.overrides.task)))
-    if earlier is None or not (earlier / "metrics.json").is_file():
-        return None  # not finished before (or its directory is gone): run it
-    log.info(
-        "summary.skip_completed: job %d already finished ok; reusing %s",
-        hydra_cfg.job.num,
-        earlier / "metrics.json",
-    )
-    return json.loads((earlier / "metrics.json").read_text())

@@ -7,11 +7,11 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from src.timing import BatchMeter
 from src.training.batches import BatchMover
 from src.training.device import Precision
 from src.training.distributed import broadcast_module, reduce_totals, unwrap
 from src.training.loader_failures import loader_failures_named
-from src.training.loader_timer import LoaderTimer
 from src.training.metrics.base import Metric
 from src.training.prefetch import SideStream, device_batches
 from src.training.totals import PassTotals
@@ -35,13 +35,13 @@ def evaluate(
     broadcast_module(model)  # rank 0's BatchNorm statistics (the weights already agree)
     model.eval()
     totals = PassTotals(move.device, metrics)
-    timer = LoaderTimer()
+    timer = BatchMeter()
     with loader_failures_named(loader.dataset):
-        for inputs, labels, extras in device_batches(timer.iterate(loader, limit), move, side):
+        for inputs, labels, extras in device_batches(timer.timed(loader, limit), move, side):
             with precision.autocast():
                 logits = model(inputs, *extras)
             totals.add(criterion(logits, labels), logits, labels)
     reduce_totals(totals)
-    timer.stop(totals.samples)
+    window = timer.stop(totals.samples)
     means = totals.means("val", "check the val split and trainer.limit_val_batches.")
-    return means | {"val/samples_per_s": timer.samples_per_s}
+    return means | {"val/samples_per_s": window.samples_per_s}

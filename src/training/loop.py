@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from src.data.samplers import EpochSampler
+from src.timing import BatchMeter
 from src.training.batches import DeviceBatch, batches_per_epoch, mover_for
 from src.training.checkpoint_files import Checkpoints
 from src.training.device import gpu_stats
@@ -24,7 +25,6 @@ from src.training.distributed import any_rank, reduce_totals, share_bad_samples
 from src.training.evaluate import evaluate
 from src.training.interrupts import StopRequest
 from src.training.loader_failures import loader_failures_named
-from src.training.loader_timer import LoaderTimer
 from src.training.nonfinite import NonFiniteGuard
 from src.training.prefetch import device_batches, side_stream_for
 from src.training.profiling import batch_profiler
@@ -77,7 +77,7 @@ class Fitter:
     # -- one epoch -----------------------------------------------------------------------
     def train_epoch(self, loader: DataLoader, epoch: int, start: int = 0) -> dict[str, float]:
         """The rest of one pass over the train loader from batch `start`; its train/* metrics."""
-        s, timer = self.settings, LoaderTimer()
+        s, timer = self.settings, BatchMeter()
         self.model.train()
         totals = PassTotals(self.move.device, self.parts.metrics)
         if start and self._resumed_totals is not None:
@@ -101,7 +101,7 @@ class Fitter:
                 uneven.joined(),
                 batch_profiler(profiling, self.tb.log_dir / "plugins" / "profile") as prof,
             ):
-                batches = timer.iterate(positioned(loader, start), limit)
+                batches = timer.timed(positioned(loader, start), limit)
                 for i, batch in enumerate(device_batches(batches, self.move, self.side), start):
                     at_boundary = False
                     self._show_first_batch(batch, epoch, i)
@@ -134,15 +134,15 @@ class Fitter:
         if self.move.device.type == "cuda":
             torch.cuda.synchronize()
         reduce_totals(totals)  # train/* over every rank's samples
-        timer.stop(totals.samples - base)
+        window = timer.stop(totals.samples - base)
         bar.close()
         metrics = totals.means("train", "check the data, loader.batch_size and loader.drop_last.")
         return metrics | {
-            "train/samples_per_s": timer.samples_per_s,
-            "train/data_wait_frac": timer.data_wait_frac,
-            "train/first_batch_s": timer.first_batch_s,
-            "train/epoch_s": timer.elapsed_s,
-            "train/samples": timer.samples,
+            "train/samples_per_s": window.samples_per_s,
+            "train/data_wait_frac": window.data_wait_frac,
+            "train/first_batch_s": window.first_batch_s,
+            "train/epoch_s": window.elapsed_s,
+            "train/samples": window.samples,
         }
 
     def _show_first_batch(self, batch: DeviceBatch, epoch: int, i: int) -> None:
@@ -151,7 +151,7 @@ class Fitter:
             denormalize = self.parts.pipelines.normalizer.denormalize
             self.tb.images("train/first_batch", denormalize(batch.inputs[:64]))
 
-    def _log_window(self, bar: tqdm, samples: int, timer: LoaderTimer) -> None:
+    def _log_window(self, bar: tqdm, samples: int, timer: BatchMeter) -> None:
         """train/loss (mean since the last point) and train/lr at the current optimizer step."""
         mean_loss, lr = self.window.take(), self.step.optimizer.param_groups[0]["lr"]
         self.tb.scalars({"train/loss": mean_loss, "train/lr": lr}, self.step.steps)

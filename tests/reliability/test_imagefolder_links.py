@@ -72,3 +72,17 @@ def test_upper_case_suffixes_are_images(tree: Path) -> None:
         source = sorted((tree / "train").glob(f"*/*{like}"))[0]
         shutil.copy(source, circle / f"upper{suffix}")
     assert len(ImageFolderDataset(str(tree), "train")) == before + 3
+
+
+def test_a_link_across_class_folders_keeps_the_first_visit(tree: Path) -> None:
+    before = len(ImageFolderDataset(str(tree), "train"))
+    train = tree / "train"
+    classes = sorted(p.name for p in train.iterdir())
+    early, late = (sorted((train / c).glob("*.jpg"))[0] for c in (classes[0], classes[-1]))
+    (train / classes[1] / "to_early.jpg").symlink_to(early)  # listed already: skipped
+    (train / classes[0] / "zz_to_late.jpg").symlink_to(late)  # first: the late file is skipped
+    data = ImageFolderDataset(str(tree), "train")
+    listed = _listed(data)
+    assert len(data) == before and len({os.path.realpath(p) for p in listed}) == before
+    assert str(train / classes[0] / "zz_to_late.jpg") in listed and str(late) not in listed
+    assert data.targets[listed.index(str(train / classes[0] / "zz_to_late.jpg"))] == 0

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import codecs
-from collections.abc import Sequence
+import os
+from array import array
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from src.data.datasets.base import Transform
 from src.data.datasets.image_files import LabelledImageFiles
@@ -50,11 +54,7 @@ class CsvDataset(LabelledImageFiles):
         if csv is not None and train_csv is None and val_csv is None:
             csv_path = Path(csv)
             columns["split_column"] = split_column
-            rows = [
-                (line, row)
-                for line, row in self._split_rows(csv_path, columns, split_column, csv_encoding)
-                if row[split_column].strip() == split
-            ]
+            rows = self._split_rows(csv_path, columns, split, csv_encoding)
         elif csv is None and train_csv is not None and val_csv is not None:
             csv_path = Path(train_csv if split == "train" else val_csv)
             rows = read_csv_rows(csv_path, columns, csv_encoding)
@@ -63,41 +63,51 @@ class CsvDataset(LabelledImageFiles):
                 "dataset: set either dataset.train_csv and dataset.val_csv, or dataset.csv with "
                 f"dataset.split_column (got train_csv={train_csv}, val_csv={val_csv}, csv={csv})."
             )
-        if not rows:
-            raise ValueError(f"{csv_path}: no rows for split {split!r}.")
         guard = RootGuard(Path(root) if root is not None else csv_path.parent, path_column)
-        labels = []
-        paths = []
-        first_line: dict[str, int] = {}
-        for line, row in rows:
+        # one entry per row, nothing else: encoded paths, labels (one string object per
+        # distinct label), line numbers; the `where` of an error is made only when it is raised
+        paths: list[bytes] = []
+        labels: list[str] = []
+        lines = array("q")
+        seen: set[bytes] = set()
+        names: dict[str, str] = {}
+        for line, (raw_path, raw_label, *_) in rows:
             where = f"{csv_path}:{line}"
-            label = (row[label_column] or "").strip()
+            label = raw_label.strip()
             if not label:
                 raise ValueError(f"{where}: empty {label_column!r} (dataset.label_column).")
-            labels.append((where, label))
-            raw = (row[path_column] or "").strip()
+            raw = raw_path.strip()
             if not raw:
                 raise ValueError(f"{where}: empty {path_column!r} (dataset.path_column).")
-            path = guard.resolve(raw, where, check_files)
-            if path in first_line:
+            path = os.fsencode(guard.resolve(raw, where, check_files))
+            if path in seen:
                 raise ValueError(
                     f"{where}: {raw!r} is listed twice for split {split!r} (lines "
-                    f"{first_line[path]} and {line}). Remove one of the rows."
+                    f"{lines[paths.index(path)]} and {line}). Remove one of the rows."
                 )
-            first_line[path] = line
+            seen.add(path)
             paths.append(path)
-        classes = list(classes) if classes is not None else class_list(labels)
+            labels.append(names.setdefault(label, label))
+            lines.append(line)
+        if not paths:
+            raise ValueError(f"{csv_path}: no rows for split {split!r}.")
+        del seen  # before the arrays are built: the peak of the listing
+
+        def at(i: int) -> str:
+            return f"{csv_path}:{lines[i]}"
+
+        classes = list(classes) if classes is not None else class_list(labels, at)
         index = {name: i for i, name in enumerate(classes)}
-        targets = []
-        for where, label in labels:
-            if label not in index:
-                raise ValueError(
-                    f"{where}: label {label!r} is not a train class {classes}. "
-                    "Fix the row, or add the class to the train split."
-                )
-            targets.append(index[label])
+        unknown = set(names) - set(index)
+        if unknown:
+            i = next(i for i, label in enumerate(labels) if label in unknown)
+            raise ValueError(
+                f"{at(i)}: label {labels[i]!r} is not a train class {classes}. "
+                "Fix the row, or add the class to the train split."
+            )
+        targets = np.fromiter((index[label] for label in labels), np.int64, len(labels))
         super().__init__(
-            paths,
+            np.array(paths, dtype=np.bytes_),
             targets,
             classes,
             transform,
@@ -109,13 +119,15 @@ class CsvDataset(LabelledImageFiles):
 
     @staticmethod
     def _split_rows(
-        csv_path: Path, columns: dict[str, str], split_column: str, encoding: str
-    ) -> list[tuple[int, dict[str, str]]]:
-        rows = read_csv_rows(csv_path, columns, encoding)
-        for line, row in rows:
-            if (row[split_column] or "").strip() not in SPLITS:
+        csv_path: Path, columns: dict[str, str], split: str, encoding: str
+    ) -> Iterator[tuple[int, tuple[str, ...]]]:
+        """The rows of `split` (the last column); every row's split must be one of SPLITS."""
+        for line, row in read_csv_rows(csv_path, columns, encoding):
+            value = row[-1].strip()
+            if value not in SPLITS:
                 raise ValueError(
-                    f"{csv_path}:{line}: {split_column!r} is {row[split_column]!r}; "
+                    f"{csv_path}:{line}: {columns['split_column']!r} is {row[-1]!r}; "
                     f"expected one of {SPLITS} (dataset.split_column)."
                 )
-        return rows
+            if value == split:
+                yield line, row

@@ -18,8 +18,9 @@ from src.data.transforms import decode_min_side
 class LabelledImageFiles(MapDataset):
     """Images listed by path with integer targets.
 
-    Paths live in one fixed-width bytes array and targets in one int64 array, so forked
-    workers share them without copy-on-read growth (no per-sample Python objects).
+    Paths live in one fixed-width bytes array (given as one, or as strings) and targets in one
+    int64 array, so forked workers share them without copy-on-read growth (no per-sample
+    Python objects).
     With `on_error="skip"` an unreadable file gives a `BadSample` record instead of an error
     (see src/data/bad_samples.py); `max_bad_fraction` bounds how many a split may have.
     With `reduced_decode`, JPEGs at least twice the size the transform's first Resize asks for
@@ -31,7 +32,7 @@ class LabelledImageFiles(MapDataset):
 
     def __init__(
         self,
-        paths: Sequence[str],
+        paths: Sequence[str] | np.ndarray,
         targets: Sequence[int] | np.ndarray,
         classes: Sequence[str],
         transform: Transform | None = None,
@@ -43,7 +44,11 @@ class LabelledImageFiles(MapDataset):
         check_policy(on_error, max_bad_fraction)
         self.max_image_pixels = max_image_pixels
         self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
-        self._paths = np.array([os.fsencode(p) for p in paths], dtype=np.bytes_)
+        self._paths = (
+            paths  # already encoded by the listing (no Python object per path on the way)
+            if isinstance(paths, np.ndarray) and paths.dtype.kind == "S"
+            else np.array([os.fsencode(p) for p in paths], dtype=np.bytes_)
+        )
         self.targets = np.asarray(targets, dtype=np.int64)
         self.classes = list(classes)
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import logging
 import os
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from src.data.datasets.base import Transform
 from src.data.datasets.image_files import LabelledImageFiles
@@ -14,16 +17,25 @@ from src.data.image_header import PILLOW_MAX_PIXELS
 
 log = logging.getLogger(__name__)
 
+CHUNK = 65_536  # files listed between two conversions to a bytes array
+
 
 class _Walk:
     """Files below one split folder, sorted. Symlinks are followed only when they resolve
-    inside the split folder, and each real file and folder is visited once (no loops)."""
+    inside the split folder, and each real file and folder is visited once (no loops).
+
+    Each real folder is visited once, so only a linked file can reach a real file twice: the
+    walk keeps the real paths of the linked files alone (no Python object per file beyond
+    its listed path), and tells whether a link's target was listed already from the folders
+    visited so far."""
 
     def __init__(self, split_dir: Path) -> None:
         self.root = os.path.realpath(split_dir)
         self.outside: list[str] = []  # links not followed: "link -> target"
+        self.ignored = 0  # files that are not images by suffix
+        self.first_ignored = ""
         self._dirs: set[str] = set()
-        self._files: set[str] = set()
+        self._targets: set[str] = set()  # real paths of the linked files listed
 
     def inside(self, path: str) -> bool:
         """Whether `path` resolves inside the split folder (recorded as skipped if not)."""
@@ -33,41 +45,55 @@ class _Walk:
         self.outside.append(f"{path} -> {real}")
         return False
 
-    def list(self, directory: str) -> tuple[list[str], list[str]]:
-        """Image files under `directory` (recursively) and the other files found."""
+    def images(self, directory: str, real: str | None = None) -> list[str]:
+        """Image files under `directory` (recursively; `real`: its real path, when known);
+        the other files are counted."""
         images: list[str] = []
-        others: list[str] = []
-        self._visit(directory, images, others)
-        return images, others
+        self._visit(directory, images, real)
+        return images
 
-    def _visit(self, directory: str, images: list[str], others: list[str]) -> None:
-        real_dir = os.path.realpath(directory)
+    def _listed_before(self, real: str, real_dir: str, name: str) -> bool:
+        """Whether the real file `real` was listed already, as a link's target or as a file of
+        a folder visited before (or earlier in `real_dir`, the folder now at entry `name`)."""
+        if real in self._targets:
+            return True
+        folder, base = os.path.split(real)
+        if folder not in self._dirs or (folder == real_dir and base >= name):
+            return False
+        return os.path.lexists(real) and not os.path.isdir(real)
+
+    def _visit(self, directory: str, images: list[str], real_dir: str | None = None) -> None:
+        real_dir = real_dir or os.path.realpath(directory)
         if real_dir in self._dirs:  # a loop, or a second link to the same folder
             return
         self._dirs.add(real_dir)
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
         subdirs = []
         for entry in entries:
-            if entry.is_symlink() and not self.inside(entry.path):
+            linked = entry.is_symlink()
+            if linked and not self.inside(entry.path):
                 continue
             try:
                 is_dir = entry.is_dir()
             except OSError:  # a symlink loop: kept as a file, reported unreadable when read
                 is_dir = False
-            if is_dir:
-                subdirs.append(entry.path)
+            if is_dir:  # a real sub-folder's real path is known: no realpath() per folder
+                subdirs.append((entry.path, None if linked else f"{real_dir}{os.sep}{entry.name}"))
                 continue
-            real = (
-                os.path.realpath(entry.path)
-                if entry.is_symlink()
-                else os.path.join(real_dir, entry.name)
-            )
-            if real in self._files:  # the same file reached twice, through a link
-                continue
-            self._files.add(real)
-            (images if entry.name.lower().endswith(IMAGE_SUFFIXES) else others).append(entry.path)
-        for subdir in subdirs:
-            self._visit(subdir, images, others)
+            if linked:
+                real = os.path.realpath(entry.path)
+                if self._listed_before(real, real_dir, entry.name):
+                    continue  # the same file reached twice, through a link
+                self._targets.add(real)
+            elif self._targets and os.path.join(real_dir, entry.name) in self._targets:
+                continue  # listed already, through a link
+            if entry.name.lower().endswith(IMAGE_SUFFIXES):
+                images.append(entry.path)
+            else:
+                self.ignored += 1
+                self.first_ignored = self.first_ignored or entry.path
+        for subdir, real in subdirs:
+            self._visit(subdir, images, real)
 
 
 class ImageFolderDataset(LabelledImageFiles):
@@ -91,11 +117,12 @@ class ImageFolderDataset(LabelledImageFiles):
                 f"train/<class>/*.jpg and val/<class>/*.jpg; set dataset.root to that folder."
             )
         walk = _Walk(split_dir)
-        found = sorted(
-            entry.name
+        real = {  # class folder -> its real path (None: a link, resolved by the walk)
+            entry.name: None if entry.is_symlink() else os.path.join(walk.root, entry.name)
             for entry in os.scandir(split_dir)
             if entry.is_dir() and (not entry.is_symlink() or walk.inside(entry.path))
-        )
+        }
+        found = sorted(real)
         if classes is None:
             classes = found
         unknown = sorted(set(found) - set(classes))
@@ -104,30 +131,35 @@ class ImageFolderDataset(LabelledImageFiles):
                 f"dataset.root: {split_dir} has class folders {unknown} that the train split "
                 f"does not have (train classes: {list(classes)}). Rename or remove them."
             )
-        paths: list[str] = []
-        targets: list[int] = []
-        ignored: list[str] = []
+        # paths encoded as they are listed, into a bytes array every CHUNK files: no Python
+        # object per file outlives its chunk
+        chunks: list[np.ndarray] = []
+        encoded: list[bytes] = []
+        targets = array("q")
         for label, name in enumerate(classes):
             if name not in found:
                 log.warning("%s: no folder for class %r; it has no samples here", split_dir, name)
                 continue
-            images, others = walk.list(os.path.join(split_dir, name))
+            images = walk.images(os.path.join(split_dir, name), real[name])
             if not images and split == "train":
                 raise ValueError(
                     f"dataset.root: class folder {split_dir / name} holds no images with a "
                     f"suffix in {IMAGE_SUFFIXES}. Add images or remove the folder."
                 )
-            paths += images
-            targets += [label] * len(images)
-            ignored += others
-        if not paths:
+            encoded += map(os.fsencode, images)
+            targets.extend([label] * len(images))
+            if len(encoded) >= CHUNK:
+                chunks.append(np.array(encoded, dtype=np.bytes_))
+                encoded = []
+        chunks.append(np.array(encoded, dtype=np.bytes_))
+        if not targets:
             raise ValueError(f"dataset.root: no images found under {split_dir}.")
-        if ignored:
+        if walk.ignored:
             log.warning(
                 "%s: ignored %d files that are not images by suffix, e.g. %s",
                 split_dir,
-                len(ignored),
-                ignored[0],
+                walk.ignored,
+                walk.first_ignored,
             )
         if walk.outside:
             log.warning(
@@ -137,8 +169,8 @@ class ImageFolderDataset(LabelledImageFiles):
                 walk.outside[0],
             )
         super().__init__(
-            paths,
-            targets,
+            np.concatenate(chunks),
+            np.frombuffer(targets, dtype=np.int64),
             classes,
             transform,
             on_error,

@@ -61,7 +61,11 @@ class JsonlSequences(MapDataset):
                 labels.append((where, label))
         self.tokens = np.asarray(tokens, dtype=np.int64)
         self.offsets = np.asarray(offsets, dtype=np.int64)
-        self.classes = list(classes) if classes is not None else class_list(labels)
+        self.classes = (
+            list(classes)
+            if classes is not None
+            else class_list([label for _, label in labels], lambda i: labels[i][0])
+        )
         index = {name: i for i, name in enumerate(self.classes)}
         unknown = [(where, label) for where, label in labels if label not in index]
         if unknown:
