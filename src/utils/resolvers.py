@@ -41,8 +41,8 @@ def job_dir(number: int, override_dirname: str, max_len: int = 80) -> str:
 
 
 def register_resolvers() -> None:
-    """Register `${launch_time:FMT}`, `${run_id:}`, `${job_dir:...}` and `${if_rank_zero:A,B}`;
-    safe to call again."""
+    """Register `${launch_time:FMT}`, `${run_id:}`, `${job_dir:...}`, `${null_if_set:A,B}` and
+    `${if_rank_zero:A,B}`; safe to call again."""
     # The launch time formatted by FMT (strftime); rank 0's under torchrun, like ${now:} otherwise.
     OmegaConf.register_new_resolver(
         "launch_time",
@@ -59,6 +59,11 @@ def register_resolvers() -> None:
         replace=True,
     )
     OmegaConf.register_new_resolver("job_dir", job_dir, replace=True)
+    # null when A is set, else B: a default that gives way to an alternative key (dataset=csv's
+    # demo train_csv/val_csv give way to dataset.csv)
+    OmegaConf.register_new_resolver(
+        "null_if_set", lambda given, default: None if given is not None else default, replace=True
+    )
     # A on global rank 0 (and in a single process), B on the other ranks of a distributed job.
     OmegaConf.register_new_resolver(
         "if_rank_zero", lambda a, b: a if launch_rank() == 0 else b, replace=True

@@ -11,14 +11,17 @@ from src.data.datasets.image_files import LabelledImageFiles
 from src.data.image_header import PILLOW_MAX_PIXELS
 from src.data.listing import RootGuard, class_list, read_csv_rows
 
-SPLITS = ("train", "val")
+SPLITS = ("train", "val", "test")
 
 
 class CsvDataset(LabelledImageFiles):
-    """One split of images listed in CSV: `train_csv` + `val_csv`, or one `csv` with a split column.
+    """One split of images listed in CSV: `train_csv` + `val_csv` (+ `test_csv`), or one `csv`
+    with a split column (`train`, `val`, `test`).
 
     Relative paths resolve against `root` (default: the folder of the CSV file).
     """
+
+    splits = SPLITS
 
     def __init__(
         self,
@@ -26,6 +29,7 @@ class CsvDataset(LabelledImageFiles):
         train_csv: str | None = None,
         val_csv: str | None = None,
         csv: str | None = None,
+        test_csv: str | None = None,
         split_column: str = "split",
         path_column: str = "path",
         label_column: str = "label",
@@ -56,7 +60,13 @@ class CsvDataset(LabelledImageFiles):
                 if row[split_column].strip() == split
             ]
         elif csv is None and train_csv is not None and val_csv is not None:
-            csv_path = Path(train_csv if split == "train" else val_csv)
+            listing = {"train": train_csv, "val": val_csv, "test": test_csv}[split]
+            if listing is None:
+                raise FileNotFoundError(
+                    "dataset.test_csv is null: set it to the CSV of the test split, or use one "
+                    "dataset.csv whose split column marks test rows."
+                )
+            csv_path = Path(listing)
             rows = read_csv_rows(csv_path, columns, csv_encoding)
         else:
             raise ValueError(

@@ -1,4 +1,5 @@
-"""ImageFolder layout: `root/{train,val}/<class>/<image>`; class = sub-folder name."""
+"""ImageFolder layout: `root/{train,val,test}/<class>/<image>`; class = sub-folder name (test/
+is optional: only mode=eval eval.split=test reads it)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,8 @@ class _Walk:
 class ImageFolderDataset(LabelledImageFiles):
     """One split of an ImageFolder tree; `classes` / `class_to_idx` follow the train split."""
 
+    splits = ("train", "val", "test")
+
     def __init__(
         self,
         root: str,
@@ -85,6 +88,11 @@ class ImageFolderDataset(LabelledImageFiles):
         max_image_pixels: int | None = PILLOW_MAX_PIXELS,
     ) -> None:
         split_dir = Path(root) / split
+        if not split_dir.is_dir() and split == "test":
+            raise FileNotFoundError(
+                f"dataset.root: {split_dir} is not a directory, so this root has no test split "
+                "(test/<class>/*.jpg): add that folder, or evaluate eval.split=val."
+            )
         if not split_dir.is_dir():
             raise FileNotFoundError(
                 f"dataset.root: {split_dir} is not a directory. An ImageFolder root holds "
