@@ -55,6 +55,21 @@ def validate_config(cfg: DictConfig) -> None:
     _raise_if(problems)
 
 
+def check_targets(tree: dict[str, Any], entries: list[str]) -> None:
+    """Raise one ConfigError when a `_target_` in `tree` (a config that did not come from this
+    checkout's YAML, e.g. a checkpoint's) is refused by `entries`: by name before anything is
+    imported, then as imported (modules, values, re-exports, code runners)."""
+    _raise_if(disallowed_targets(tree, entries))
+    problems: list[str] = []
+    for path, node in target_nodes(tree):
+        target = node["_target_"]
+        obj = _import(path, target, problems)
+        if obj is not None:
+            where = after_import(child_key(path, "_target_"), target, obj, entries)
+            problems += [where] if where is not None else []
+    _raise_if(problems)
+
+
 def mode_problems(tree: dict[str, Any]) -> list[str]:
     """`mode` must be one of train.py's modes, and `summary.rank_by` (when set) a metric of it."""
     mode, rank_by = tree.get("mode"), tree.get("summary", {}).get("rank_by")

@@ -16,7 +16,12 @@ from torch.utils.data import DataLoader
 
 from src.assemble import Components, assemble
 from src.data.loaders import endless
-from src.outputs import finish_run, save_resolved_config
+from src.outputs import (
+    finish_run,
+    record_data_values,
+    save_resolved_config,
+    write_resolved_config,
+)
 from src.training.batches import DeviceBatch, mover_for
 from src.training.prefetch import device_batches, side_stream_for
 from src.training.resources import ProcessTreeMonitor
@@ -127,6 +132,8 @@ def benchmark(cfg: DictConfig) -> dict[str, float]:
     resolved = save_resolved_config(cfg, out)
     settings: BenchmarkSettings = instantiate(cfg.benchmark)
     parts = assemble(cfg)
+    record_data_values(resolved, parts)
+    write_resolved_config(resolved, out)  # now with the data's values
     move = None if settings.compute == "none" else device_batches_of(parts)
     step = None
     if settings.compute == "model":

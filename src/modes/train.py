@@ -10,7 +10,12 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from src.assemble import assemble
-from src.outputs import finish_run, save_resolved_config, write_resolved_config
+from src.outputs import (
+    finish_run,
+    record_data_values,
+    save_resolved_config,
+    write_resolved_config,
+)
 from src.training.checkpoint_files import CheckpointError, Checkpoints
 from src.training.distributed import check_resume_world, init_distributed
 from src.training.loop import Fitter
@@ -38,7 +43,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     resolved = save_resolved_config(cfg, out, write=False)  # written once the folder is ours
     parts = assemble(cfg)
     optimizer, scheduler = build_optimization(cfg.optimizer, cfg.scheduler, parts)
-    key = config_key(resolved)
+    key = config_key(resolved)  # of the config as composed (before the data's values)
+    record_data_values(resolved, parts)
     every = parts.settings.checkpoint
     checkpoints = Checkpoints(
         out / "checkpoints", every.keep_last, every.monitor, every.mode, write=ranks.is_main
