@@ -10,7 +10,8 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from src.models.build import FILLED_FROM_DATA
-from src.training.tensorboard import TensorBoardLogger, hparams_of
+from src.training.hparams import hparams_of, run_choices
+from src.training.tensorboard import TensorBoardLogger
 from src.utils.io import write_json
 
 if TYPE_CHECKING:
@@ -57,9 +58,14 @@ def write_resolved_config(resolved: dict[str, Any], out: Path) -> None:
 
 
 def finish_run(
-    out: Path, tb: TensorBoardLogger, resolved: dict[str, Any], metrics: dict[str, float]
+    out: Path,
+    tb: TensorBoardLogger,
+    resolved: dict[str, Any],
+    metrics: dict[str, float],
+    tags: list[str],
 ) -> None:
-    """Record the final metrics: HParams in TensorBoard, metrics.json, one log line."""
-    tb.hparams(hparams_of(resolved), metrics)
+    """Record the final metrics: metrics.json, one log line, and the run's HParams entry (its
+    choices, with the scalar `tags` whose last points sum it up)."""
+    tb.hparams(hparams_of(resolved, *run_choices()), tags)
     write_json(out / "metrics.json", metrics)
     log.info("metrics: %s", ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))

@@ -22,6 +22,7 @@ from src.outputs import (
     save_resolved_config,
     write_resolved_config,
 )
+from src.tensorboard_index import link_run
 from src.training.batches import DeviceBatch, mover_for
 from src.training.prefetch import device_batches, side_stream_for
 from src.training.resources import ProcessTreeMonitor
@@ -140,6 +141,7 @@ def benchmark(cfg: DictConfig) -> dict[str, float]:
         step = train_step(parts, instantiate(cfg.optimizer)(parts.model.parameters()))
     metrics = time_loader(parts.train_loader, settings, move, step)
     with TensorBoardLogger(out / "tensorboard") as tb:
+        link_run(cfg, tb.log_dir)
         tb.scalars(metrics, 0)
-        finish_run(out, tb, resolved, metrics)
+        finish_run(out, tb, resolved, metrics, list(metrics))
     return metrics

@@ -16,6 +16,7 @@ from src.outputs import (
     save_resolved_config,
     write_resolved_config,
 )
+from src.tensorboard_index import link_run
 from src.training.checkpoint_files import CheckpointError, Checkpoints
 from src.training.distributed import check_resume_world, init_distributed
 from src.training.loop import Fitter
@@ -27,7 +28,7 @@ from src.training.resume import (
     config_key,
     find_resume_state,
 )
-from src.training.summary import summarize
+from src.training.summary import BOARD_TAGS, summarize
 from src.training.tensorboard import TensorBoardLogger
 from src.utils.io import remove_stale_temporaries
 
@@ -65,6 +66,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             )
         (out / "checkpoints" / KEY_FILE).write_text(key + "\n")
     with TensorBoardLogger(out / "tensorboard", enabled=ranks.is_main) as tb:
+        if ranks.is_main:
+            link_run(cfg, tb.log_dir)
         run_info = {
             "classes": parts.classes,
             "config": resolved,
@@ -88,7 +91,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         history = fitter.fit()
         metrics = summarize(history, wall_s=time.perf_counter() - start)
         if ranks.is_main:
-            finish_run(out, tb, resolved, metrics)
+            finish_run(out, tb, resolved, metrics, list(BOARD_TAGS))
     return metrics
 
 

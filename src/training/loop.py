@@ -35,6 +35,7 @@ from src.training.step import TrainStep
 from src.training.tensorboard import TensorBoardLogger
 from src.training.totals import PassTotals
 from src.training.uneven import UnevenRanks
+from src.utils.grid import labelled_grid
 
 if TYPE_CHECKING:
     from src.assemble import Components
@@ -146,10 +147,12 @@ class Fitter:
         }
 
     def _show_first_batch(self, batch: DeviceBatch, epoch: int, i: int) -> None:
-        """The run's first batch as the model sees it, de-normalised, in TensorBoard."""
+        """The run's first batch as the model sees it, de-normalised, each tile over its class
+        name, in TensorBoard."""
         if epoch == 1 and i == 0 and batch.inputs.ndim == 4 and batch.inputs.shape[1] in (1, 3):
             denormalize = self.parts.pipelines.normalizer.denormalize
-            self.tb.images("train/first_batch", denormalize(batch.inputs[:64]))
+            names = [self.parts.classes[label] for label in batch.labels[:64].tolist()]
+            self.tb.image("train/first_batch", labelled_grid(denormalize(batch.inputs[:64]), names))
 
     def _log_window(self, bar: tqdm, samples: int, timer: LoaderTimer) -> None:
         """train/loss (mean since the last point) and train/lr at the current optimizer step."""
