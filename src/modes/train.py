@@ -17,6 +17,7 @@ from src.outputs import (
     write_resolved_config,
 )
 from src.tensorboard_index import link_run
+from src.training.board_history import ResumedHistory
 from src.training.checkpoint_files import CheckpointError, Checkpoints
 from src.training.distributed import check_resume_world, init_distributed
 from src.training.loop import Fitter
@@ -65,7 +66,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 out / "checkpoints",
             )
         (out / "checkpoints" / KEY_FILE).write_text(key + "\n")
+    history = ResumedHistory(*resume) if resume is not None and ranks.is_main else None
     with TensorBoardLogger(out / "tensorboard", enabled=ranks.is_main) as tb:
+        if history is not None:
+            history.carry(tb)  # one training, one TensorBoard run
         if ranks.is_main:
             link_run(cfg, tb.log_dir)
         run_info = {
@@ -88,8 +92,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 fitter.start_batch,
             )
         tb.text("config", OmegaConf.to_yaml(resolved))
-        history = fitter.fit()
-        metrics = summarize(history, wall_s=time.perf_counter() - start)
+        metrics = summarize(fitter.fit(), wall_s=time.perf_counter() - start)
         if ranks.is_main:
             finish_run(out, tb, resolved, metrics, list(BOARD_TAGS))
     return metrics
