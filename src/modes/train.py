@@ -79,7 +79,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "world_size": ranks.world_size,
             "num_workers": parts.train_loader.num_workers,
         }
-        fitter = Fitter(parts, optimizer, scheduler, tb, checkpoints, run_info)
+        history_file = out / "history.csv" if ranks.is_main else None
+        fitter = Fitter(parts, optimizer, scheduler, tb, checkpoints, run_info, history_file)
         if resume is not None:
             check_resume_world(resume[1], ranks)
             check_stream_position(resume[1], parts.train_loader)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -21,7 +22,9 @@ from src.training.batches import DeviceBatch, batches_per_epoch, mover_for
 from src.training.checkpoint_files import Checkpoints
 from src.training.device import gpu_stats
 from src.training.distributed import any_rank, reduce_totals, share_bad_samples
+from src.training.early_stopping import epochs_since_best
 from src.training.evaluate import evaluate
+from src.training.history_file import write_history
 from src.training.interrupts import StopRequest
 from src.training.loader_failures import loader_failures_named
 from src.training.loader_timer import LoaderTimer
@@ -45,7 +48,8 @@ log = logging.getLogger(__name__)
 
 class Fitter:
     """Runs the epochs of `parts` (model, loaders, loss, metrics) with `optimizer` and
-    `scheduler`, logging to `tb` and saving into `checkpoints`."""
+    `scheduler`, logging to `tb`, saving into `checkpoints` and, given `history_file`, every
+    epoch's metrics into that CSV."""
 
     def __init__(
         self,
@@ -55,8 +59,10 @@ class Fitter:
         tb: TensorBoardLogger,
         checkpoints: Checkpoints,
         run_info: dict[str, Any],
+        history_file: Path | None = None,
     ) -> None:
         s = self.settings = parts.settings
+        self.history_file = history_file  # history.csv, rewritten after every epoch
         self.parts, self.model, self.tb = parts, parts.model, tb
         self.step = TrainStep(
             parts.model, parts.criterion, optimizer, scheduler, parts.precision, s.grad_accum
@@ -185,6 +191,8 @@ class Fitter:
     def fit(self) -> list[dict[str, float]]:
         """The remaining epochs; a checkpoint after each. Returns every epoch's metrics."""
         parts = self.parts
+        if self.history and self._stops_early(len(self.history)):
+            return self.history  # resumed between the last epoch's save and its stop
         with self.stop.installed():
             for epoch in range(self.start_epoch, self.settings.max_epochs + 1):
                 if isinstance(parts.train_loader.sampler, EpochSampler):
@@ -207,9 +215,35 @@ class Fitter:
                 self._report(epoch, metrics)
                 self.history.append(metrics)
                 self.checkpointer.save(epoch, None, self._counters(), metrics=metrics)
+                if self.history_file is not None:
+                    write_history(self.history_file, self.history)
                 if any_rank([self.stop.signum is not None], parts.device)[0]:
                     raise SystemExit(self.stop.exit_code if self.stop.signum else 143)
+                if self._stops_early(epoch):
+                    break
         return self.history
+
+    def _stops_early(self, epoch: int) -> bool:
+        """Whether trainer.checkpoint.monitor has not improved for trainer.early_stopping
+        .patience epochs (logged when it fires). The history decides: a resumed run agrees."""
+        patience = self.settings.early_stopping.patience
+        if not patience or epoch == self.settings.max_epochs:
+            return False
+        monitor, mode = self.settings.checkpoint.monitor, self.settings.checkpoint.mode
+        stale, best_epoch = epochs_since_best(self.history, monitor, mode)
+        if stale < patience:
+            return False
+        log.info(
+            "early stopping after epoch %d: %s has not improved for %d epochs "
+            "(trainer.early_stopping.patience=%d; best %.4g at epoch %d, kept in best.pt)",
+            epoch,
+            monitor,
+            stale,
+            patience,
+            self.history[best_epoch - 1][monitor],
+            best_epoch,
+        )
+        return True
 
     def _counters(self) -> dict[str, Any]:
         """The loop's own state a checkpoint keeps besides the step's."""
