@@ -28,7 +28,7 @@ from omegaconf import DictConfig
 log = logging.getLogger(__name__)
 
 INDEX = "tensorboard"  # the folder in paths.log_dir that `make tensorboard` serves
-LEFT_OUT = ("mode", "paths.", "hydra.", "hydra/", "summary.")  # overrides that do not say what ran
+LEFT_OUT = ("paths.", "hydra.", "hydra/", "summary.")  # overrides (and mode=): where, not what
 MAX_OVERRIDES = 80  # characters of the overrides in a name
 
 
@@ -37,7 +37,7 @@ def short_overrides(overrides: list[str]) -> str:
     parts = []
     for text in overrides:
         key, _, value = text.lstrip("+~").partition("=")
-        if not key.startswith(LEFT_OUT):
+        if key != "mode" and not key.startswith(LEFT_OUT):
             parts.append(f"{key.rpartition('.')[2]}={value.rstrip('/').rpartition('/')[2]}")
     return ",".join(parts)[:MAX_OVERRIDES]
 

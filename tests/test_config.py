@@ -13,7 +13,9 @@ from src.data.transforms import Pipelines
 from src.models.build import build_model
 from src.modes.benchmark import BenchmarkSettings
 from src.modes.cache import CacheSettings
+from src.modes.evaluation import EvalSettings
 from src.modes.inspect import InspectSettings
+from src.modes.prediction import PredictSettings
 from src.training.metrics.base import Metric
 from src.training.settings import TrainerSettings
 from tests.conftest import CONF_DIR
@@ -83,6 +85,8 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
             "benchmark": BenchmarkSettings,
             "inspect": InspectSettings,
             "cache": CacheSettings,
+            "eval": EvalSettings,
+            "predict": PredictSettings,
         }
         if group in expected:
             assert isinstance(obj, expected[group])

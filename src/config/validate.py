@@ -22,10 +22,18 @@ from src.config.errors import ConfigError
 from src.config.schema import node_problems
 from src.config.tree import child_key, resolve_tree, target_nodes
 from src.models.build import FILLED_FROM_DATA
-from src.modes import METRICS_BY_MODE
 
 # `???` keys that src.models.build fills from the data
 EXEMPT_MISSING = {f"model.{key}" for key in FILLED_FROM_DATA}
+# Keys null by default that a mode needs, with what to set
+CHECKPOINT = "a checkpoint file, or a run dir meaning its best.pt, else last.pt"
+REQUIRED_BY_MODE = {
+    "eval": {"checkpoint": CHECKPOINT},
+    "predict": {
+        "checkpoint": CHECKPOINT,
+        "input": "a folder of images, a CSV with a path column, or one image file",
+    },
+}
 
 
 def validate_config(cfg: DictConfig) -> None:
@@ -71,7 +79,10 @@ def check_targets(tree: dict[str, Any], entries: list[str]) -> None:
 
 
 def mode_problems(tree: dict[str, Any]) -> list[str]:
-    """`mode` must be one of train.py's modes, and `summary.rank_by` (when set) a metric of it."""
+    """`mode` must be one of train.py's modes, `summary.rank_by` (when set) a metric of it, and
+    the keys the mode needs (REQUIRED_BY_MODE) set."""
+    from src.modes import METRICS_BY_MODE  # here: the modes check configs with this module
+
     mode, rank_by = tree.get("mode"), tree.get("summary", {}).get("rank_by")
     if mode not in METRICS_BY_MODE:
         return [f"mode={mode!r}: expected one of {sorted(METRICS_BY_MODE)}."]
@@ -80,7 +91,11 @@ def mode_problems(tree: dict[str, Any]) -> list[str]:
             f"summary.rank_by={rank_by!r} is not a metric of mode={mode}: use one of "
             f"{list(METRICS_BY_MODE[mode])}."
         ]
-    return []
+    return [
+        f"{mode}.{key} is null: mode={mode} needs it ({REQUIRED_BY_MODE[mode][key]})."
+        for key in REQUIRED_BY_MODE.get(mode, {})
+        if tree.get(mode, {}).get(key) is None
+    ]
 
 
 def _raise_if(problems: list[str]) -> None:

@@ -93,8 +93,9 @@ def _bad_encoding(csv_path: Path, encoding: str) -> ValueError:
 def read_csv_rows(
     csv_path: Path, columns: dict[str, str], encoding: str
 ) -> list[tuple[int, dict[str, str]]]:
-    """Rows of `csv_path` as (line number, row); checks that the `columns` (key -> name) exist
-    and that every row parses and has no more fields than the header."""
+    """Rows of `csv_path` as (line number, row); checks that the `columns` (config key, e.g.
+    dataset.path_column -> column name) exist and that every row parses and has no more fields
+    than the header."""
     if not csv_path.is_file():
         raise FileNotFoundError(f"{csv_path} does not exist (set by dataset.train_csv/val_csv/csv)")
     # utf-8-sig reads a file with or without the byte-order mark Excel writes
@@ -108,8 +109,8 @@ def read_csv_rows(
             for key, column in columns.items():
                 if column not in header:
                     raise ValueError(
-                        f"{csv_path}:1: no column {column!r} (dataset.{key}); columns found: "
-                        f"{header}. Set dataset.{key} to one of them."
+                        f"{csv_path}:1: no column {column!r} ({key}); columns found: "
+                        f"{header}. Set {key} to one of them."
                     )
             for row in reader:
                 line = reader.line_num

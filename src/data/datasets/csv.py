@@ -43,7 +43,7 @@ class CsvDataset(LabelledImageFiles):
         reduced_decode: bool = True,
         max_image_pixels: int | None = PILLOW_MAX_PIXELS,
     ) -> None:
-        columns = {"path_column": path_column, "label_column": label_column}
+        columns = {"dataset.path_column": path_column, "dataset.label_column": label_column}
         try:
             codecs.lookup(csv_encoding)
         except LookupError:
@@ -53,7 +53,7 @@ class CsvDataset(LabelledImageFiles):
             ) from None
         if csv is not None and train_csv is None and val_csv is None:
             csv_path = Path(csv)
-            columns["split_column"] = split_column
+            columns["dataset.split_column"] = split_column
             rows = [
                 (line, row)
                 for line, row in self._split_rows(csv_path, columns, split_column, csv_encoding)

@@ -16,7 +16,7 @@ from src.data.image_header import PILLOW_MAX_PIXELS
 log = logging.getLogger(__name__)
 
 
-class _Walk:
+class FolderWalk:
     """Files below one split folder, sorted. Symlinks are followed only when they resolve
     inside the split folder, and each real file and folder is visited once (no loops)."""
 
@@ -98,7 +98,7 @@ class ImageFolderDataset(LabelledImageFiles):
                 f"dataset.root: {split_dir} is not a directory. An ImageFolder root holds "
                 f"train/<class>/*.jpg and val/<class>/*.jpg; set dataset.root to that folder."
             )
-        walk = _Walk(split_dir)
+        walk = FolderWalk(split_dir)
         found = sorted(
             entry.name
             for entry in os.scandir(split_dir)
