@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -179,6 +180,33 @@ def test_predict_inputs_top_k_and_unreadable_files(trained, on_checkpoint, demo_
     one = sorted(inputs.glob("*.png")) or sorted(inputs.glob("*.jpg"))
     predict(on_checkpoint("mode=predict", f"predict.checkpoint={run}", f"predict.input={one[0]}"))
     assert len(_rows(tmp_path / "out" / "predictions.csv")) == 1
+
+
+def test_new_output_files_follow_the_umask(trained, on_checkpoint, demo_dir, tmp_path) -> None:
+    run, _ = trained
+    inputs = tmp_path / "inputs"
+    shutil.copytree(demo_dir / "imagefolder" / "val" / "star", inputs)
+    (inputs / "broken.png").write_bytes(b"not an image")
+    old = os.umask(0o027)
+    try:
+        one_step = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "model.widths=[8]")
+        train(_compose(demo_dir, tmp_path / "train", *one_step))
+        evaluate_checkpoint(on_checkpoint("mode=eval", f"eval.checkpoint={run}"))
+        skip = ("dataset.on_error=skip", "dataset.max_bad_fraction=0.5")
+        predict(
+            on_checkpoint(
+                "mode=predict", f"predict.checkpoint={run}", f"predict.input={inputs}", *skip
+            )
+        )
+    finally:
+        os.umask(old)
+    files = [p for d in ("train", "out") for p in (tmp_path / d).rglob("*") if p.is_file()]
+    assert {"history.csv", "per_class.csv", "confusion.csv", "confusion.png", "hardest.csv"} <= {
+        p.name for p in files
+    }
+    assert {"predictions.csv", "bad_samples.csv", "config_resolved.yaml"} <= {p.name for p in files}
+    modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777) for p in files}
+    assert modes == dict.fromkeys(modes, oct(0o640))  # event files and checkpoints included
 
 
 def test_run_config_takes_the_checkpoint_and_the_command_line(make_cfg) -> None:
