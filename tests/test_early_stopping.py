@@ -38,7 +38,7 @@ def test_epochs_since_best() -> None:
 
 def test_training_stops_when_the_monitor_stalls(make_cfg, caplog) -> None:
     cfg = make_cfg(*FLAT)
-    with caplog.at_level(logging.INFO, logger="src.training.loop"):
+    with caplog.at_level(logging.INFO, logger="src.training.early_stopping"):
         metrics = train(cfg)
     assert metrics["epochs"] == 3  # best at 1, two epochs without improvement
     assert "early stopping after epoch 3: val/acc has not improved for 2 epochs" in caplog.text

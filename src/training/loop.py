@@ -22,7 +22,7 @@ from src.training.batches import DeviceBatch, batches_per_epoch, mover_for
 from src.training.checkpoint_files import Checkpoints
 from src.training.device import gpu_stats
 from src.training.distributed import any_rank, reduce_totals, share_bad_samples
-from src.training.early_stopping import epochs_since_best
+from src.training.early_stopping import EarlyStopping
 from src.training.evaluate import evaluate
 from src.training.history_file import write_history
 from src.training.interrupts import StopRequest
@@ -63,6 +63,10 @@ class Fitter:
     ) -> None:
         s = self.settings = parts.settings
         self.history_file = history_file  # history.csv, rewritten after every epoch
+        every = s.checkpoint
+        self.early_stopping = EarlyStopping(
+            s.early_stopping.patience, every.monitor, every.mode, s.max_epochs
+        )
         self.parts, self.model, self.tb = parts, parts.model, tb
         self.step = TrainStep(
             parts.model, parts.criterion, optimizer, scheduler, parts.precision, s.grad_accum
@@ -191,7 +195,7 @@ class Fitter:
     def fit(self) -> list[dict[str, float]]:
         """The remaining epochs; a checkpoint after each. Returns every epoch's metrics."""
         parts = self.parts
-        if self.history and self._stops_early(len(self.history)):
+        if self.early_stopping.fires(self.history):
             return self.history  # resumed between the last epoch's save and its stop
         with self.stop.installed():
             for epoch in range(self.start_epoch, self.settings.max_epochs + 1):
@@ -219,31 +223,9 @@ class Fitter:
                     write_history(self.history_file, self.history)
                 if any_rank([self.stop.signum is not None], parts.device)[0]:
                     raise SystemExit(self.stop.exit_code if self.stop.signum else 143)
-                if self._stops_early(epoch):
+                if self.early_stopping.fires(self.history):
                     break
         return self.history
-
-    def _stops_early(self, epoch: int) -> bool:
-        """Whether trainer.checkpoint.monitor has not improved for trainer.early_stopping
-        .patience epochs (logged when it fires). The history decides: a resumed run agrees."""
-        patience = self.settings.early_stopping.patience
-        if not patience or epoch == self.settings.max_epochs:
-            return False
-        monitor, mode = self.settings.checkpoint.monitor, self.settings.checkpoint.mode
-        stale, best_epoch = epochs_since_best(self.history, monitor, mode)
-        if stale < patience:
-            return False
-        log.info(
-            "early stopping after epoch %d: %s has not improved for %d epochs "
-            "(trainer.early_stopping.patience=%d; best %.4g at epoch %d, kept in best.pt)",
-            epoch,
-            monitor,
-            stale,
-            patience,
-            self.history[best_epoch - 1][monitor],
-            best_epoch,
-        )
-        return True
 
     def _counters(self) -> dict[str, Any]:
         """The loop's own state a checkpoint keeps besides the step's."""
