@@ -39,6 +39,7 @@ MAIN_KEYS = (
     "data.classes",
 )
 NOT_CHOICES = ("hydra", "paths", "summary", "mode")  # where or how a run is kept, not what
+MAX_TEXT = 120  # characters of a text column (a long class list is cut, ending in '…')
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -81,5 +82,7 @@ def hparams_of(
             params[group] = config[group]["_target_"].rpartition(".")[2]
     for key in (*set_keys, *MAIN_KEYS):
         if key in flat and key.split(".")[0] not in NOT_CHOICES:
-            params[key] = flat[key]
+            value = flat[key]
+            long = isinstance(value, str) and len(value) > MAX_TEXT
+            params[key] = value[: MAX_TEXT - 1] + "…" if long else value
     return params
