@@ -77,8 +77,8 @@ format: $(STAMP)  ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-tensorboard: $(STAMP)  ## serve TensorBoard over every run in outputs/
-	$(BIN)/tensorboard --logdir outputs
+tensorboard: $(STAMP)  ## serve TensorBoard over every run in outputs/, each named by what it was (src/training/tensorboard_index.py)
+	$(BIN)/tensorboard --logdir outputs/tensorboard
 
 clean:  ## remove run outputs, caches and the demo data (keeps .venv)
 	find outputs -mindepth 1 ! -name .gitkeep -exec rm -rf {} +

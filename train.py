@@ -16,9 +16,11 @@ import hydra
 from omegaconf import DictConfig
 
 from src.config.choices import log_config_tree
+from src.config.errors import ConfigError
 from src.config.validate import validate_config
 from src.failures import failures_reported
 from src.modes import MODES
+from src.sweeps.direction import direction_problem
 from src.sweeps.reuse import previous_result
 from src.sweeps.summary import rank_metric
 from src.training.distributed import distributed_job, init_distributed
@@ -30,6 +32,9 @@ def main(cfg: DictConfig) -> float:
     """Hydra entry point; returns the ranking metric (summary.rank_by) for sweepers."""
     with failures_reported():  # the error that stops a run is the last line of its log
         validate_config(cfg)  # a bad config stops here, in a few lines, before any work
+        problem = direction_problem(cfg)
+        if problem is not None:
+            raise ConfigError(problem)
         if cfg.mode != "train" and init_distributed().world_size > 1:
             raise ValueError(
                 f"mode={cfg.mode} runs in one process: start it with python train.py, not "

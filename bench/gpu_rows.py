@@ -1,6 +1,6 @@
 """The measurements of `make gpu-check` (bench/gpu_check.py): the template's ImageFolder
 pipeline feeding ResNet-50 under each prefetch x pinning setting, and JPEG decode on CPU and
-CUDA; everything is timed by src/timing.py."""
+CUDA; everything is timed by src/measure/timing.py."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from src.data.loaders import endless, make_loader
 from src.data.samplers import RandomOrder
 from src.data.seeded import SeededSamples
 from src.data.transforms import Normalizer
-from src.timing import BatchMeter, Spread, Window, time_window
+from src.measure.timing import BatchMeter, Spread, Window, time_window
 from src.training.batches import BatchMover
 from src.training.device import resolve_precision
 from src.training.prefetch import device_batches, side_stream_for

@@ -19,7 +19,7 @@ from src.data.loader_settings import LoaderSettings
 from src.data.loaders import make_loader
 from src.data.samplers import RandomOrder
 from src.data.seeded import SeededSamples
-from src.timing import BatchMeter
+from src.measure.timing import BatchMeter
 
 ENTRIES = 1_000_000
 BATCH = 1024

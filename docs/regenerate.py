@@ -18,6 +18,7 @@ every marker names an entry and every entry is shown.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,10 +49,12 @@ class Output:
     keep: str
     setup: str | None = None
     teardown: str | None = None  # run after the command, whatever happened
+    artifact: tuple[str, str] | None = None  # (glob under outputs/runs, file in the repo) to copy
     prompt: bool = True  # print "$ <shown>" above the lines
 
 
 TRAIN = "{py} train.py"  # run dirs land in outputs/, as the reader's do
+NEWEST_TRAINING = "$(dirname $(ls -td outputs/runs/*/*/checkpoints | head -1))"  # make-train's
 SERVE = "{py} -m src.data.shards.serve data/shards --port 8000 > /dev/null 2>&1 & sleep 3"
 STOP_SERVING = "pkill -f 'src.data.shards.serve data/shards --port 8000'"
 STREAM = (
@@ -71,6 +74,12 @@ OUTPUTS = {
         "make new-project DEST=../my-project && cd ../my-project && git init",
         "{py} -m src.utils.new_project {tmp}/my-project",
         r".",
+    ),
+    "eval-demo": Output(
+        "python train.py mode=eval eval.checkpoint=outputs/runs/2026-11-30/16-05-12_a1b2c3",
+        f"{TRAIN} mode=eval eval.checkpoint={NEWEST_TRAINING}",
+        r"\[src\.outputs\].*metrics:|\[src\.modes\.evaluation\]",
+        artifact=("*/*/confusion.png", "docs/images/confusion.png"),
     ),
     "config-tree": Output(
         "python train.py experiment=shapes_tensor debug=fast",
@@ -167,6 +176,9 @@ def produce(name: str, output: Output, tmp: Path) -> str:
         if output.teardown:
             subprocess.run(output.teardown, shell=True, cwd=ROOT, check=False)
     text = done.stdout + done.stderr
+    if output.artifact:
+        found = sorted((ROOT / "outputs" / "runs").glob(output.artifact[0]), key=_mtime)
+        shutil.copyfile(found[-1], ROOT / output.artifact[1])
     if done.returncode != 0 and name not in ("config-error", "cifar10-missing", "stream-stop"):
         raise SystemExit(f"docs output {name!r}: {output.run} failed:\n{text[-3000:]}")
     lines = [TIMESTAMP.sub("", line) for line in text.splitlines()]
@@ -176,6 +188,10 @@ def produce(name: str, output: Output, tmp: Path) -> str:
     body = "\n".join(kept).replace(f"{tmp}/my-project", "../my-project")
     body = body.replace(f"{tmp}/", "").replace(f"{ROOT}/", "")
     return (f"$ {output.shown}\n" if output.prompt else "") + body
+
+
+def _mtime(path: Path) -> float:
+    return path.stat().st_mtime
 
 
 def rewrite(page: Path, outputs: dict[str, str]) -> bool:

@@ -74,6 +74,9 @@ def assemble(cfg: DictConfig) -> Components:
         loader_settings, train_set, sampler, cuda=device.type == "cuda", world_size=ranks.world_size
     )
     sizes = len(train_set), len(val_set)  # the whole splits (a stream's len becomes per rank)
+    val_limit = settings.limit_val_batches
+    if val_limit is not None:  # a fixed sample spread over the classes, in samples of the job
+        val_limit *= loader_settings.batch_size * ranks.world_size
     train_loader, val_loader = build_loaders(
         train_set,
         val_set,
@@ -82,6 +85,7 @@ def assemble(cfg: DictConfig) -> Components:
         report_dir=Path(cfg.paths.output_dir) if ranks.is_main else None,
         rank=ranks.rank,
         world_size=ranks.world_size,
+        val_limit=val_limit,
     )
     per_step = loader_settings.batch_size * settings.grad_accum * ranks.world_size
     log.info(

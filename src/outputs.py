@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from src.training.tensorboard import TensorBoardLogger, hparams_of
+from src.models.build import FILLED_FROM_DATA
+from src.training.hparams import hparams_of, run_choices
+from src.training.tensorboard import TensorBoardLogger
 from src.utils.io import write_json
 
+if TYPE_CHECKING:
+    from src.assemble import Components
+
 log = logging.getLogger(__name__)
+DATA_KEY = "data"  # the section of a resolved config holding what the run took from its data
 
 
 def save_resolved_config(cfg: DictConfig, out: Path, write: bool = True) -> dict[str, Any]:
@@ -23,6 +30,27 @@ def save_resolved_config(cfg: DictConfig, out: Path, write: bool = True) -> dict
     return resolved  # type: ignore[return-value]
 
 
+def record_data_values(resolved: dict[str, Any], parts: Components) -> None:
+    """Write into `resolved` what the run took from its data: the model's `???` keys
+    (num_classes, input_shape, vocab_size) and a `data` section (classes, their count, the
+    input shape, the vocabulary, the train split's samples per class), so that the config
+    alone rebuilds the model (src/inference) and names its outputs."""
+    targets = parts.train_set.targets
+    counts = None
+    if targets is not None:
+        counts = np.bincount(np.asarray(targets), minlength=len(parts.classes)).tolist()
+    values = {
+        "num_classes": len(parts.classes),
+        "input_shape": list(parts.input_shape),
+        "vocab_size": parts.train_set.vocab_size,
+    }
+    model = resolved["model"]
+    for key in FILLED_FROM_DATA:
+        if model.get(key) == "???":
+            model[key] = values[key]
+    resolved[DATA_KEY] = {"classes": list(parts.classes), **values, "class_counts": counts}
+
+
 def write_resolved_config(resolved: dict[str, Any], out: Path) -> None:
     """Write config_resolved.yaml (`resolved`: the config with interpolations resolved)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -30,9 +58,14 @@ def write_resolved_config(resolved: dict[str, Any], out: Path) -> None:
 
 
 def finish_run(
-    out: Path, tb: TensorBoardLogger, resolved: dict[str, Any], metrics: dict[str, float]
+    out: Path,
+    tb: TensorBoardLogger,
+    resolved: dict[str, Any],
+    metrics: dict[str, float],
+    tags: list[str],
 ) -> None:
-    """Record the final metrics: HParams in TensorBoard, metrics.json, one log line."""
-    tb.hparams(hparams_of(resolved), metrics)
+    """Record the final metrics: metrics.json, one log line, and the run's HParams entry (its
+    choices, with the scalar `tags` whose last points sum it up)."""
+    tb.hparams(hparams_of(resolved, *run_choices()), tags)
     write_json(out / "metrics.json", metrics)
     log.info("metrics: %s", ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))

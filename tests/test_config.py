@@ -15,7 +15,9 @@ from src.data.transforms import Pipelines
 from src.models.build import build_model
 from src.modes.benchmark import BenchmarkSettings
 from src.modes.cache import CacheSettings
+from src.modes.evaluation import EvalSettings
 from src.modes.inspect import InspectSettings
+from src.modes.prediction import PredictSettings
 from src.modes.shards import ShardSettings
 from src.training.metrics.base import Metric
 from src.training.settings import TrainerSettings
@@ -110,6 +112,8 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
             "inspect": InspectSettings,
             "cache": CacheSettings,
             "shards": ShardSettings,
+            "eval": EvalSettings,
+            "predict": PredictSettings,
         }
         if group in expected:  # a group you add: instantiating it is the check
             assert isinstance(obj, expected[group])

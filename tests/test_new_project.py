@@ -18,6 +18,7 @@ LEFT_OUT = {
     "bench/",
     "tests/test_bench_report.py",
     "tests/test_reduced_decode.py",  # imports bench
+    "tests/test_gpu_check.py",  # imports bench
     "tests/test_docs.py",
     "tests/test_new_project.py",
     "docs/regenerate.py",

@@ -14,11 +14,11 @@ from hydra.utils import instantiate
 
 from src.data.autotune import choose_workers, measured_workers, worker_candidates
 from src.data.samplers import SequentialOrder
+from src.measure.resources import ProcessTreeMonitor
+from src.measure.timing import Spread
 from src.modes.benchmark import METRIC_KEYS, benchmark
 from src.modes.train import train
-from src.resources import ProcessTreeMonitor
 from src.sweeps.plot import parse_overrides, plot_sweep
-from src.timing import Spread
 from src.utils.resolvers import job_dir
 
 ROOT = Path(__file__).resolve().parents[1]

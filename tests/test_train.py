@@ -88,13 +88,26 @@ def test_train_each_dataset_kind(make_cfg, tmp_path: Path, dataset: str) -> None
     steps = [e.step for e in board.Scalars("train/loss")]  # one x-axis: optimizer steps
     assert steps == sorted(set(steps))
     assert "train/first_batch" in tags["images"] and "config/text_summary" in tags["tensors"]
+    first = board.Images("train/first_batch")[0]  # one labelled grid: tiles over class names
+    assert first.width >= 8 * 96
     hparams = board.PluginTagToContent("hparams")
     start = HParamsPluginData.FromString(hparams["_hparams_/session_start_info"])
-    assert {"loader.batch_size", "loader.num_workers", "dataset._target_"} <= set(
-        start.session_start_info.hparams
+    columns = start.session_start_info.hparams
+    # the choices that tell runs apart, the data's values; not the whole flattened config
+    assert {"dataset", "model", "loader.batch_size", "data.num_classes", "data.classes"} <= set(
+        columns
     )
+    assert len(columns) < 25 and "allowed_targets" not in str(list(columns))
+    assert columns["data.input_shape"].string_value == "[3, 48, 48]"
     experiment = HParamsPluginData.FromString(hparams["_hparams_/experiment"]).experiment
-    assert "hparams/val/acc" in {m.name.tag for m in experiment.metric_infos}
+    # the metrics are the run's own curves: no single-point hparams/* charts
+    assert [m.name.tag for m in experiment.metric_infos] == [
+        "val/acc",
+        "val/loss",
+        "train/epoch_loss",
+        "train/samples_per_s",
+    ]
+    assert not [tag for tag in tags["scalars"] if tag.startswith("hparams/")]
 
 
 def test_train_features_with_mlp(make_cfg, tmp_path: Path) -> None:

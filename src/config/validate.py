@@ -22,10 +22,18 @@ from src.config.errors import ConfigError
 from src.config.schema import node_problems
 from src.config.tree import child_key, resolve_tree, target_nodes
 from src.models.build import FILLED_FROM_DATA
-from src.modes import METRICS_BY_MODE
 
 # `???` keys that src.models.build fills from the data
 EXEMPT_MISSING = {f"model.{key}" for key in FILLED_FROM_DATA}
+# Keys null by default that a mode needs, with what to set
+CHECKPOINT = "a checkpoint file, or a run dir meaning its best.pt, else last.pt"
+REQUIRED_BY_MODE = {
+    "eval": {"checkpoint": CHECKPOINT},
+    "predict": {
+        "checkpoint": CHECKPOINT,
+        "input": "a folder of images, a CSV with a path column, or one image file",
+    },
+}
 
 
 def validate_config(cfg: DictConfig) -> None:
@@ -55,8 +63,26 @@ def validate_config(cfg: DictConfig) -> None:
     _raise_if(problems)
 
 
+def check_targets(tree: dict[str, Any], entries: list[str]) -> None:
+    """Raise one ConfigError when a `_target_` in `tree` (a config that did not come from this
+    checkout's YAML, e.g. a checkpoint's) is refused by `entries`: by name before anything is
+    imported, then as imported (modules, values, re-exports, code runners)."""
+    _raise_if(disallowed_targets(tree, entries))
+    problems: list[str] = []
+    for path, node in target_nodes(tree):
+        target = node["_target_"]
+        obj = _import(path, target, problems)
+        if obj is not None:
+            where = after_import(child_key(path, "_target_"), target, obj, entries)
+            problems += [where] if where is not None else []
+    _raise_if(problems)
+
+
 def mode_problems(tree: dict[str, Any]) -> list[str]:
-    """`mode` must be one of train.py's modes, and `summary.rank_by` (when set) a metric of it."""
+    """`mode` must be one of train.py's modes, `summary.rank_by` (when set) a metric of it, and
+    the keys the mode needs (REQUIRED_BY_MODE) set."""
+    from src.modes import METRICS_BY_MODE  # here: the modes check configs with this module
+
     mode, rank_by = tree.get("mode"), tree.get("summary", {}).get("rank_by")
     if mode not in METRICS_BY_MODE:
         return [f"mode={mode!r}: expected one of {sorted(METRICS_BY_MODE)}."]
@@ -65,7 +91,11 @@ def mode_problems(tree: dict[str, Any]) -> list[str]:
             f"summary.rank_by={rank_by!r} is not a metric of mode={mode}: use one of "
             f"{list(METRICS_BY_MODE[mode])}."
         ]
-    return []
+    return [
+        f"{mode}.{key} is null: mode={mode} needs it ({REQUIRED_BY_MODE[mode][key]})."
+        for key in REQUIRED_BY_MODE.get(mode, {})
+        if tree.get(mode, {}).get(key) is None
+    ]
 
 
 def _raise_if(problems: list[str]) -> None:

@@ -11,7 +11,7 @@ from torch.utils.data import Dataset, IterableDataset, Sampler
 
 from src.data.loader_settings import LoaderSettings
 from src.data.loaders import endless, make_loader
-from src.timing import BatchMeter, Spread, time_window
+from src.measure.timing import BatchMeter, Spread, time_window
 from src.utils.cpus import available_cpus
 
 log = logging.getLogger(__name__)

@@ -139,18 +139,20 @@ def read_image(
 def load_sample(
     path: str,
     index: int,
-    label: str,
+    label: str | None,
     min_side: int | None = None,
     max_pixels: int | None = PILLOW_MAX_PIXELS,
 ) -> torch.Tensor:
-    """`read_image` that turns any failure into a `SampleError` naming file, index and class."""
+    """`read_image` that turns any failure into a `SampleError` naming file, index and class
+    (`label`; None for an unlabelled input, e.g. of mode=predict)."""
     try:
         return read_image(path, min_side, max_pixels)
     except Exception as err:  # re-raised with the context the user needs
         too_large = isinstance(err, ImageTooLarge)
         lead = "Otherwise drop" if too_large else "Fix or remove the file, drop"
         raise SampleError(
-            f"cannot decode sample {index} (class {label!r}) from {shown(path)}: "
+            f"cannot decode sample {index}{'' if label is None else f' (class {label!r})'} from "
+            f"{shown(path)}: "
             f"{describe_error(err)}. "
             f"{lead} it from the dataset listing, or set dataset.on_error=skip to leave "
             "unreadable files out (listed in bad_samples.csv)."

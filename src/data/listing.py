@@ -102,7 +102,8 @@ def _bad_encoding(csv_path: Path, encoding: str) -> ValueError:
 def read_csv_rows(
     csv_path: Path, columns: dict[str, str], encoding: str
 ) -> Iterator[tuple[int, tuple[str, ...]]]:
-    """(line number, the values of `columns` (key -> name) in their order) for each row of
+    """(line number, the values of `columns` (config key, e.g. dataset.path_column -> column
+    name) in their order) for each row of
     `csv_path`, read as they are consumed (no row is kept); checks that the columns exist and
     that every row parses and has no more fields than the header. A missing field reads "",
     an empty line is skipped."""
@@ -118,8 +119,8 @@ def read_csv_rows(
             for key, column in columns.items():
                 if column not in header:
                     raise ValueError(
-                        f"{csv_path}:1: no column {column!r} (dataset.{key}); columns found: "
-                        f"{header}. Set dataset.{key} to one of them."
+                        f"{csv_path}:1: no column {column!r} ({key}); columns found: "
+                        f"{header}. Set {key} to one of them."
                     )
             position = {name: i for i, name in enumerate(header)}  # a repeated name: the last
             wanted = [position[column] for column in columns.values()]

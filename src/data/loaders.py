@@ -72,11 +72,12 @@ def build_loaders(
     report_dir: Path | None = None,
     rank: int = 0,
     world_size: int = 1,
+    val_limit: int | None = None,
 ) -> tuple[DataLoader, DataLoader]:
     """Train loader from resolved `settings` and the sampler group's order; val loader: same
-    knobs, in order, no drop. With dataset.on_error=skip, unreadable samples are listed in
-    `report_dir`/bad_samples.csv. In a distributed job both yield only rank `rank`'s share
-    (src/data/sharding.py)."""
+    knobs, in order, no drop (with `val_limit`, that many samples spread over the classes).
+    With dataset.on_error=skip, unreadable samples are listed in `report_dir`/bad_samples.csv.
+    In a distributed job both yield only rank `rank`'s share (src/data/sharding.py)."""
     notes: list[str] = []
     sampler = _train_order(train_set, sampler_factory(train_set), settings.shuffle, notes)
     share_train(train_set, sampler, rank, world_size)
@@ -89,7 +90,7 @@ def build_loaders(
         )
     if notes:
         log.info("Train order: %s.", "; ".join(notes))
-    val_sampler = val_order(val_set, rank, world_size)
+    val_sampler = val_order(val_set, rank, world_size, val_limit)
     return (
         make_loader(train_set, settings, sampler, settings.drop_last, "train", report_dir),
         make_loader(val_set, settings, val_sampler, False, "val", report_dir),

@@ -150,6 +150,31 @@ class FixedOrder(EpochSampler):
         return torch.randperm(self.num_samples, generator=torch.Generator().manual_seed(self.seed))
 
 
+class SpreadSample(EpochSampler):
+    """A fixed subset of `size` samples spread over the classes, in dataset order: what a
+    limited validation (trainer.limit_val_batches) evaluates every epoch, instead of the
+    first batches of a class-sorted val set. The classes take turns (each its own samples in
+    dataset order); without `targets`, evenly spaced positions."""
+
+    def __init__(self, dataset: Sized, size: int) -> None:
+        n = len(dataset)
+        super().__init__(min(size, n), seed=0)
+        targets = dataset.targets  # type: ignore[attr-defined]
+        if targets is None:
+            picked = np.linspace(0, n - 1, self.num_samples).round().astype(np.int64)
+        else:
+            labels = np.asarray(targets, dtype=np.int64)
+            grouped = np.argsort(labels, kind="stable")  # by class, dataset order within
+            first = np.searchsorted(labels[grouped], labels[grouped], side="left")
+            turn = np.empty(n, dtype=np.int64)
+            turn[grouped] = np.arange(n) - first  # a sample's place within its class
+            picked = np.sort(np.lexsort((np.arange(n), turn))[: self.num_samples])
+        self.picked = torch.from_numpy(picked)
+
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        return self.picked
+
+
 def class_balance_weights(targets: np.ndarray, num_classes: int) -> torch.Tensor:
     """Per-sample weights 1 / count(class): every class is drawn equally often on average."""
     counts = np.bincount(targets, minlength=num_classes)

@@ -14,28 +14,21 @@ from torch.utils.data import Dataset, IterableDataset
 
 from src.data.in_flight import ReadingSlots
 from src.data.samplers import Draw
+from src.data.wrapper import DatasetWrapper
 from src.utils.seeding import derive_seed
 
 
-class SeededSamples(Dataset):
+class SeededSamples(DatasetWrapper):
     """Wraps a map-style dataset: every fetch runs under torch's RNG seeded from
     (seed, epoch, index), restoring the caller's RNG afterwards. Attributes pass through.
     A dataset with `draws_random = False` (no random transform) is fetched without the swap."""
 
     def __init__(self, dataset: Dataset, seed: int) -> None:
-        self.dataset = dataset
+        super().__init__(dataset)
         self.seed = seed
         # shared memory: persistent workers see set_epoch without being restarted
         self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
         self.reading = ReadingSlots()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "dataset":  # unpickling: not yet set
-            raise AttributeError(name)
-        return getattr(self.dataset, name)
-
-    def __len__(self) -> int:
-        return len(self.dataset)  # type: ignore[arg-type]
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose random draws the next fetches use."""

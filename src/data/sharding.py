@@ -3,7 +3,8 @@
 Train: every rank draws the same (seed, epoch) order and keeps every world_size-th position,
 padded with the order's beginning so all ranks run as many batches; a stream is split by shard.
 Val: the dataset's order split without padding, so each sample is evaluated exactly once in
-the job and the all-reduced totals equal a single process's.
+the job and the all-reduced totals equal a single process's. A limited validation
+(trainer.limit_val_batches) evaluates a fixed sample spread over the classes.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from torch.utils.data import Dataset, IterableDataset, Sampler, SequentialSampler
 
 from src.data.datasets.base import StreamDataset
-from src.data.samplers import EpochSampler, SequentialOrder
+from src.data.samplers import EpochSampler, SequentialOrder, SpreadSample
 
 
 def share_train(dataset: Dataset, sampler: Sampler | None, rank: int, world_size: int) -> None:
@@ -30,15 +31,20 @@ def share_train(dataset: Dataset, sampler: Sampler | None, rank: int, world_size
         )
 
 
-def val_order(dataset: Dataset, rank: int, world_size: int) -> Sampler | None:
-    """The val order: the dataset's own; in a distributed job this rank's disjoint share."""
+def val_order(
+    dataset: Dataset, rank: int, world_size: int, limit: int | None = None
+) -> Sampler | None:
+    """The val order: the dataset's own, or with `limit` (samples in the whole job) a fixed
+    `SpreadSample` of that many; in a distributed job this rank's disjoint share. A stream is
+    read in its own order (a limit then takes its first batches)."""
     if isinstance(dataset, IterableDataset):
         if world_size > 1:
             _share_stream(dataset, rank, world_size, "val")
         return None
-    if world_size == 1:
+    limited = limit is not None and limit < len(dataset)  # type: ignore[arg-type]
+    if world_size == 1 and not limited:
         return SequentialSampler(dataset)
-    order = SequentialOrder(dataset)  # type: ignore[arg-type]
+    order = SpreadSample(dataset, limit) if limited else SequentialOrder(dataset)  # type: ignore[arg-type]
     order.distribute(rank, world_size, pad=False)
     return order
 

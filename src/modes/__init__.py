@@ -5,7 +5,7 @@ from typing import Any, NamedTuple
 
 from omegaconf import DictConfig
 
-from src.modes import benchmark, cache, inspect, shards, train, validate
+from src.modes import benchmark, cache, evaluation, inspect, prediction, shards, train, validate
 from src.training.summary import METRIC_KEYS as TRAIN_METRICS
 
 
@@ -19,6 +19,8 @@ class Mode(NamedTuple):
 
 MODES = {
     "train": Mode(train.train, TRAIN_METRICS),
+    "eval": Mode(evaluation.evaluate_checkpoint, evaluation.METRIC_KEYS),
+    "predict": Mode(prediction.predict, prediction.METRIC_KEYS),
     "benchmark": Mode(benchmark.benchmark, benchmark.METRIC_KEYS),
     "inspect": Mode(inspect.inspect, inspect.METRIC_KEYS),
     "validate": Mode(validate.validate, validate.METRIC_KEYS),

@@ -17,13 +17,19 @@ from torch.utils.data import DataLoader
 
 from src.assemble import Components, assemble
 from src.data.loaders import endless
-from src.outputs import finish_run, save_resolved_config
-from src.resources import ProcessTreeMonitor
-from src.timing import BatchMeter, Spread, time_window
+from src.measure.resources import ProcessTreeMonitor
+from src.measure.timing import BatchMeter, Spread, time_window
+from src.outputs import (
+    finish_run,
+    record_data_values,
+    save_resolved_config,
+    write_resolved_config,
+)
 from src.training.batches import DeviceBatch, mover_for
 from src.training.prefetch import device_batches, side_stream_for
 from src.training.step import TrainStep
 from src.training.tensorboard import TensorBoardLogger
+from src.training.tensorboard_index import link_run
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +74,7 @@ def time_loader(
 ) -> dict[str, float]:
     """`settings.repeats` windows of `settings.batches` batches after `settings.warmup`, each
     from a new iterator over `loader`: `move` turns the loader's batches into what `step` (if
-    any) consumes; waits count the loader's own deliveries (src/timing.py). Reports the
+    any) consumes; waits count the loader's own deliveries (src/measure/timing.py). Reports the
     median of each rate over the repeats, the range of samples/s, the first repeat's
     first batch (cold start-up) and the largest memory peak."""
     windows = [
@@ -117,12 +123,15 @@ def benchmark(cfg: DictConfig) -> dict[str, float]:
     resolved = save_resolved_config(cfg, out)
     settings: BenchmarkSettings = instantiate(cfg.benchmark)
     parts = assemble(cfg)
+    record_data_values(resolved, parts)
+    write_resolved_config(resolved, out)  # now with the data's values
     move = None if settings.compute == "none" else device_batches_of(parts)
     step = None
     if settings.compute == "model":
         step = train_step(parts, instantiate(cfg.optimizer)(parts.model.parameters()))
     metrics = time_loader(parts.train_loader, settings, move, step)
     with TensorBoardLogger(out / "tensorboard") as tb:
+        link_run(cfg, tb.log_dir)
         tb.scalars(metrics, 0)
-        finish_run(out, tb, resolved, metrics)
+        finish_run(out, tb, resolved, metrics, list(metrics))
     return metrics

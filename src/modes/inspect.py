@@ -2,7 +2,7 @@
 
 Prints shapes, dtypes, value ranges and per-channel statistics of what the model will see,
 label histograms and the effective loader settings, warns about the classic mistakes it can
-detect, and saves an image grid per split into the run directory.
+detect, and saves an image grid per split into the run directory (each tile over its class name).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from src.assemble import Components, assemble
 from src.data.loaders import RANDOM_ORDERS
 from src.outputs import save_resolved_config
 from src.training.batches import BatchMover, mover_for
+from src.utils.grid import labelled_grid
 from src.utils.io import write_json
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ def split_report(name: str, loader: DataLoader, move: BatchMover, batches: int) 
         "labels_in_batch_order": y.tolist()[:32],
         "label_counts": dict(sorted(Counter(y.tolist()).items())),
         "inputs": x if x_is_images else None,
+        "labels": y,
     }
 
 
@@ -154,11 +156,13 @@ def inspect(cfg: DictConfig) -> dict[str, float]:
     reports = {}
     for split, loader in (("train", parts.train_loader), ("val", parts.val_loader)):
         report = split_report(split, loader, move, settings.batches)
-        inputs = report.pop("inputs")
+        inputs, labels = report.pop("inputs"), report.pop("labels")
         if inputs is not None and inputs.shape[1] in (1, 3):
             grid = out / f"inspect_{split}.png"
-            save_image(parts.pipelines.normalizer.denormalize(inputs[: settings.images]), grid)
-            report["grid"] = str(grid)
+            shown = parts.pipelines.normalizer.denormalize(inputs[: settings.images])
+            names = [parts.classes[label] for label in labels[: len(shown)].tolist()]
+            save_image(labelled_grid(shown, names), grid)
+            report["grid"], report["grid_classes"] = str(grid), names
         report["loader"] = loader_settings(loader)
         reports[split] = report
         log.info("%s", format_report(split, report, parts.classes))

@@ -10,7 +10,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from src.assemble import assemble
-from src.outputs import finish_run, save_resolved_config, write_resolved_config
+from src.outputs import (
+    finish_run,
+    record_data_values,
+    save_resolved_config,
+    write_resolved_config,
+)
+from src.training.board_history import ResumedHistory
 from src.training.checkpoint_files import CheckpointError, Checkpoints
 from src.training.distributed import check_resume_world, init_distributed
 from src.training.loop import Fitter
@@ -22,8 +28,9 @@ from src.training.resume import (
     find_resume_state,
 )
 from src.training.run_dir import claim_run_dir
-from src.training.summary import summarize
+from src.training.summary import BOARD_TAGS, summarize
 from src.training.tensorboard import TensorBoardLogger
+from src.training.tensorboard_index import link_run
 from src.utils.io import remove_stale_temporaries
 
 log = logging.getLogger(__name__)
@@ -38,7 +45,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     resolved = save_resolved_config(cfg, out, write=False)  # written once the folder is ours
     parts = assemble(cfg)
     optimizer, scheduler = build_optimization(cfg.optimizer, cfg.scheduler, parts)
-    key = config_key(resolved)
+    key = config_key(resolved)  # of the config as composed (before the data's values)
+    record_data_values(resolved, parts)
     every = parts.settings.checkpoint
     checkpoints = Checkpoints(
         out / "checkpoints", every.keep_last, every.monitor, every.mode, write=ranks.is_main
@@ -58,7 +66,12 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 out / "checkpoints",
             )
         (out / "checkpoints" / KEY_FILE).write_text(key + "\n")
+    history = ResumedHistory(*resume) if resume is not None and ranks.is_main else None
     with TensorBoardLogger(out / "tensorboard", enabled=ranks.is_main) as tb:
+        if history is not None:
+            history.carry(tb)  # one training, one TensorBoard run
+        if ranks.is_main:
+            link_run(cfg, tb.log_dir)
         run_info = {
             "classes": parts.classes,
             "config": resolved,
@@ -66,7 +79,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "world_size": ranks.world_size,
             "num_workers": parts.train_loader.num_workers,
         }
-        fitter = Fitter(parts, optimizer, scheduler, tb, checkpoints, run_info)
+        history_file = out / "history.csv" if ranks.is_main else None
+        fitter = Fitter(parts, optimizer, scheduler, tb, checkpoints, run_info, history_file)
         if resume is not None:
             check_resume_world(resume[1], ranks)
             check_stream_position(resume[1], parts.train_loader)
@@ -79,10 +93,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
                 fitter.start_batch,
             )
         tb.text("config", OmegaConf.to_yaml(resolved))
-        history = fitter.fit()
-        metrics = summarize(history, wall_s=time.perf_counter() - start)
+        metrics = summarize(fitter.fit(), wall_s=time.perf_counter() - start)
         if ranks.is_main:
-            finish_run(out, tb, resolved, metrics)
+            finish_run(out, tb, resolved, metrics, list(BOARD_TAGS))
     return metrics
 
 

@@ -20,7 +20,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from src.modes import METRICS_BY_MODE
 from src.sweeps.plot import plot_sweep
@@ -43,8 +43,13 @@ SUMMARY_MD, SUMMARY_PNG = "summary.md", "summary.png"
 
 
 def rank_metric(config: DictConfig) -> str:
-    """`summary.rank_by`, or the mode's headline metric when it is null."""
-    return config.summary.rank_by or METRICS_BY_MODE[config.mode][0]
+    """`summary.rank_by`, or the mode's headline metric when it is null: its first metric, or
+    for a mode measuring one split (mode=eval: eval.split) that split's first."""
+    if config.summary.rank_by:
+        return config.summary.rank_by
+    keys = METRICS_BY_MODE[config.mode]
+    split = OmegaConf.select(config, f"{config.mode}.split")
+    return next((k for k in keys if split is not None and k.startswith(f"{split}/")), keys[0])
 
 
 def error_line(error: BaseException) -> str:

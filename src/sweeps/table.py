@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from src.timing import Spread
+from src.measure.timing import Spread
 from src.utils.io import atomic_write_bytes
 
 # job_s: wall time incl. set-up; dir: the job's output directory; runs_as: the overrides with

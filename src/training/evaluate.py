@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from src.timing import BatchMeter
+from src.measure.timing import BatchMeter
 from src.training.batches import BatchMover
 from src.training.device import Precision
 from src.training.distributed import broadcast_module, reduce_totals, unwrap

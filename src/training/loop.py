@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -17,12 +18,14 @@ from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from src.data.samplers import EpochSampler
-from src.timing import BatchMeter
+from src.measure.timing import BatchMeter
 from src.training.batches import DeviceBatch, batches_per_epoch, mover_for
 from src.training.checkpoint_files import Checkpoints
 from src.training.device import gpu_stats
 from src.training.distributed import any_rank, reduce_totals, share_bad_samples
+from src.training.early_stopping import EarlyStopping
 from src.training.evaluate import evaluate
+from src.training.history_file import write_history
 from src.training.interrupts import StopRequest
 from src.training.loader_failures import loader_failures_named
 from src.training.nonfinite import NonFiniteGuard
@@ -35,6 +38,7 @@ from src.training.step import TrainStep
 from src.training.tensorboard import TensorBoardLogger
 from src.training.totals import PassTotals
 from src.training.uneven import UnevenRanks
+from src.utils.grid import labelled_grid
 
 if TYPE_CHECKING:
     from src.assemble import Components
@@ -44,7 +48,8 @@ log = logging.getLogger(__name__)
 
 class Fitter:
     """Runs the epochs of `parts` (model, loaders, loss, metrics) with `optimizer` and
-    `scheduler`, logging to `tb` and saving into `checkpoints`."""
+    `scheduler`, logging to `tb`, saving into `checkpoints` and, given `history_file`, every
+    epoch's metrics into that CSV."""
 
     def __init__(
         self,
@@ -54,8 +59,14 @@ class Fitter:
         tb: TensorBoardLogger,
         checkpoints: Checkpoints,
         run_info: dict[str, Any],
+        history_file: Path | None = None,
     ) -> None:
         s = self.settings = parts.settings
+        self.history_file = history_file  # history.csv, rewritten after every epoch
+        every = s.checkpoint
+        self.early_stopping = EarlyStopping(
+            s.early_stopping.patience, every.monitor, every.mode, s.max_epochs
+        )
         self.parts, self.model, self.tb = parts, parts.model, tb
         self.step = TrainStep(
             parts.model, parts.criterion, optimizer, scheduler, parts.precision, s.grad_accum
@@ -146,10 +157,12 @@ class Fitter:
         }
 
     def _show_first_batch(self, batch: DeviceBatch, epoch: int, i: int) -> None:
-        """The run's first batch as the model sees it, de-normalised, in TensorBoard."""
+        """The run's first batch as the model sees it, de-normalised, each tile over its class
+        name, in TensorBoard."""
         if epoch == 1 and i == 0 and batch.inputs.ndim == 4 and batch.inputs.shape[1] in (1, 3):
             denormalize = self.parts.pipelines.normalizer.denormalize
-            self.tb.images("train/first_batch", denormalize(batch.inputs[:64]))
+            names = [self.parts.classes[label] for label in batch.labels[:64].tolist()]
+            self.tb.image("train/first_batch", labelled_grid(denormalize(batch.inputs[:64]), names))
 
     def _log_window(self, bar: tqdm, samples: int, timer: BatchMeter) -> None:
         """train/loss (mean since the last point) and train/lr at the current optimizer step."""
@@ -182,6 +195,8 @@ class Fitter:
     def fit(self) -> list[dict[str, float]]:
         """The remaining epochs; a checkpoint after each. Returns every epoch's metrics."""
         parts = self.parts
+        if self.early_stopping.fires(self.history):
+            return self.history  # resumed between the last epoch's save and its stop
         with self.stop.installed():
             for epoch in range(self.start_epoch, self.settings.max_epochs + 1):
                 if isinstance(parts.train_loader.sampler, EpochSampler):
@@ -204,8 +219,12 @@ class Fitter:
                 self._report(epoch, metrics)
                 self.history.append(metrics)
                 self.checkpointer.save(epoch, None, self._counters(), metrics=metrics)
+                if self.history_file is not None:
+                    write_history(self.history_file, self.history)
                 if any_rank([self.stop.signum is not None], parts.device)[0]:
                     raise SystemExit(self.stop.exit_code if self.stop.signum else 143)
+                if self.early_stopping.fires(self.history):
+                    break
         return self.history
 
     def _counters(self) -> dict[str, Any]:

@@ -40,6 +40,20 @@ class CheckpointSettings:
 
 
 @dataclass(frozen=True)
+class EarlyStoppingSettings:
+    """`trainer.early_stopping`: stop once trainer.checkpoint.monitor stops improving."""
+
+    patience: int
+
+    def __post_init__(self) -> None:
+        if self.patience < 0:
+            raise ValueError(
+                f"trainer.early_stopping.patience={self.patience}: expected an int >= 0 "
+                "(epochs without improvement before stopping; 0 = off)."
+            )
+
+
+@dataclass(frozen=True)
 class TrainerSettings:
     """The `trainer` config group (see conf/trainer/default.yaml)."""
 
@@ -58,6 +72,7 @@ class TrainerSettings:
     checkpoint: CheckpointSettings
     resume: str | None
     max_nonfinite_steps: int
+    early_stopping: EarlyStoppingSettings
 
     def __post_init__(self) -> None:
         if str(self.precision) not in PRECISIONS:

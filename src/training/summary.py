@@ -13,6 +13,9 @@ METRIC_KEYS = (
     "epochs",
     "wall_s",
 )
+# The per-epoch curves whose last points sum a training up in TensorBoard's HParams tab
+# (train/epoch_loss is metrics.json's train/loss: the last epoch's mean)
+BOARD_TAGS = ("val/acc", "val/loss", "train/epoch_loss", "train/samples_per_s")
 
 
 def summarize(history: list[dict[str, float]], wall_s: float) -> dict[str, float]:

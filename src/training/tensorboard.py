@@ -1,4 +1,13 @@
-"""TensorBoard output of a run: scalars, the first batch as images, config text, hparams."""
+"""TensorBoard output of a run: scalars, labelled image grids, figures, config text, hparams.
+
+Two x-axes, one per kind of series, never mixed within a tag:
+
+- per optimizer step (`STEP_TAGS`: train/loss, the mean since the previous point, and
+  train/lr): x = the optimizer step, counted over the whole training (a resumed run goes on
+  from the checkpoint's step);
+- per epoch (every other scalar: val/*, train/epoch_loss, train/acc, train/samples_per_s,
+  ...): x = the epoch, 1 for the first.
+"""
 
 from __future__ import annotations
 
@@ -6,25 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from matplotlib.figure import Figure
+from tensorboard.compat.proto.event_pb2 import Event
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
-
-def hparams_of(config: dict[str, Any]) -> dict[str, Any]:
-    """The run's choices for the HParams table: every config leaf except paths and `_partial_`."""
-    flat = flatten({k: v for k, v in config.items() if k != "paths"})
-    return {k: v for k, v in flat.items() if not k.endswith("_partial_")}
-
-
-def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    """Nested dicts/lists -> {"a.b": value}; lists become strings (HParams takes scalars)."""
-    if isinstance(tree, dict):
-        out: dict[str, Any] = {}
-        for key, value in tree.items():
-            out.update(flatten(value, f"{prefix}{key}."))
-        return out
-    value = tree if isinstance(tree, (bool, int, float, str)) else str(tree)
-    return {prefix[:-1]: value}
+STEP_TAGS = ("train/loss", "train/lr")  # x = optimizer step; every other scalar: x = epoch
 
 
 class TensorBoardLogger:
@@ -42,28 +38,42 @@ class TensorBoardLogger:
         for tag, value in values.items():
             self.writer.add_scalar(tag, value, step)
 
-    def images(self, tag: str, batch: torch.Tensor) -> None:
-        """A grid of images in [0, 1], shape (N, C, H, W), C in {1, 3}."""
+    def image(self, tag: str, image: torch.Tensor, step: int = 0) -> None:
+        """One image in [0, 1], shape (C, H, W), e.g. a labelled grid (src/utils/grid.py)."""
         if self.writer is not None:
-            self.writer.add_images(tag, batch.float().cpu(), 0)
+            self.writer.add_image(tag, image.float().cpu(), step)
+
+    def figure(self, tag: str, figure: Figure, step: int = 0) -> None:
+        """A matplotlib figure as an image."""
+        if self.writer is not None:
+            self.writer.add_figure(tag, figure, step, close=False)
+
+    def event(self, event: Event) -> None:
+        """Write `event` as it is (its step and wall time kept): a resumed run's history."""
+        if self.writer is not None:
+            self.writer.file_writer.add_event(event)  # type: ignore[union-attr]
+
+    def flush(self) -> None:
+        """Put everything written so far into the event file."""
+        if self.writer is not None:
+            self.writer.flush()
 
     def text(self, tag: str, text: str) -> None:
         """Preformatted text (indented, so TensorBoard's markdown keeps it verbatim)."""
         if self.writer is not None:
             self.writer.add_text(tag, "\n".join("    " + line for line in text.splitlines()), 0)
 
-    def hparams(self, params: dict[str, Any], metrics: dict[str, float]) -> None:
-        """Record `params` and final `metrics` (as `hparams/<key>` scalars) for the HParams tab.
+    def hparams(self, params: dict[str, Any], tags: list[str]) -> None:
+        """Record `params` for the HParams tab, with the scalar `tags` of this run as its
+        metrics (the table shows each one's last point; nothing else is written for them).
 
         Written into this run's own event file, so sweep jobs compare side by side.
         """
         if self.writer is None:
             return
-        tagged = {f"hparams/{key}": float(value) for key, value in metrics.items()}
-        exp, ssi, sei = hparams(params, tagged)
+        exp, ssi, sei = hparams(params, dict.fromkeys(tags, 0.0))
         for summary in (exp, ssi, sei):
             self.writer.file_writer.add_summary(summary)  # type: ignore[union-attr]
-        self.scalars(tagged, 0)
 
     def close(self) -> None:
         """Flush and close the event file."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import errno
+import io
 import json
 import logging
 import os
@@ -66,6 +68,16 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
 def write_json(path: str | Path, obj: Any) -> None:
     """Atomically write `obj` as indented, key-sorted JSON."""
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
+
+
+def write_csv(path: str | Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    """Atomically write `rows` (dicts; a missing column is left empty) as CSV with a header;
+    file names that are not valid UTF-8 are kept byte for byte (as in bad_samples.csv)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_bytes(path, buffer.getvalue().encode("utf-8", "surrogateescape"))
 
 
 def remove_stale_temporaries(folder: Path) -> int:

@@ -40,9 +40,15 @@ def job_dir(number: int, override_dirname: str, max_len: int = 80) -> str:
     return f"{number}_{short}" if short else str(number)
 
 
+def _sweep_direction(*, _root_: Any) -> str:
+    from src.sweeps.direction import direction_of  # here: it imports every mode's metrics
+
+    return direction_of(_root_)
+
+
 def register_resolvers() -> None:
-    """Register `${launch_time:FMT}`, `${run_id:}`, `${job_dir:...}` and `${if_rank_zero:A,B}`;
-    safe to call again."""
+    """Register `${launch_time:FMT}`, `${run_id:}`, `${job_dir:...}`, `${null_if_set:A,B}`,
+    `${sweep_direction:}` and `${if_rank_zero:A,B}`; safe to call again."""
     # The launch time formatted by FMT (strftime); rank 0's under torchrun, like ${now:} otherwise.
     OmegaConf.register_new_resolver(
         "launch_time",
@@ -59,6 +65,13 @@ def register_resolvers() -> None:
         replace=True,
     )
     OmegaConf.register_new_resolver("job_dir", job_dir, replace=True)
+    # null when A is set, else B: a default that gives way to an alternative key (dataset=csv's
+    # demo train_csv/val_csv give way to dataset.csv)
+    OmegaConf.register_new_resolver(
+        "null_if_set", lambda given, default: None if given is not None else default, replace=True
+    )
+    # minimize or maximize: the direction that improves the metric the sweep ranks by
+    OmegaConf.register_new_resolver("sweep_direction", _sweep_direction, replace=True)
     # A on global rank 0 (and in a single process), B on the other ranks of a distributed job.
     OmegaConf.register_new_resolver(
         "if_rank_zero", lambda a, b: a if launch_rank() == 0 else b, replace=True

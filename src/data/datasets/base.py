@@ -2,8 +2,9 @@
 hooks it reads, with their defaults.
 
 A dataset kind is a class the `dataset` config group names; `build_splits` makes one per split:
-``cls(split="train" | "val", transform=<that split's pipeline or None>, classes=<None for train,
-the train split's class names for val>, **your YAML keys)``. It subclasses `MapDataset`
+``cls(split="train" | "val" | "test", transform=<that split's pipeline or None>,
+classes=<None for train, the train split's class names for the others>, **your YAML keys)``
+(test: only mode=eval asks, and only of kinds whose `splits` name it). It subclasses `MapDataset`
 (samples by index) or `StreamDataset` (an IterableDataset) and yields ``(input, label)``
 samples: a uint8 C x H x W image (or float features, or a token tensor) and an int label.
 
@@ -24,6 +25,8 @@ Attributes:
     files_checkable (bool): `check_sample` decodes the file behind a sample (mode=validate).
     vocab_size (int | None): token datasets: ids are below it; the val split takes the train
         split's, and a model key ``vocab_size: ???`` is filled from it. Read by build_splits.
+    splits (tuple[str, ...]): the splits the class can build, ``("train", "val")`` by default;
+        ``"test"`` when it reads a test split (mode=eval eval.split=test). Read by build_split.
     shuffle (bool): a stream shuffles itself (set by the loaders from the sampler group).
 
 Methods (optional):
@@ -62,6 +65,7 @@ class DatasetHooks:
     files_checkable: ClassVar[bool] = False
     vocab_size: int | None = None
     shuffle: bool = False
+    splits: ClassVar[tuple[str, ...]] = ("train", "val")
 
     def get_filename(self, index: int) -> str | None:
         """The file behind sample `index`; None for data that has no files."""

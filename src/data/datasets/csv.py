@@ -15,14 +15,17 @@ from src.data.datasets.image_files import LabelledImageFiles
 from src.data.image_header import PILLOW_MAX_PIXELS
 from src.data.listing import RootGuard, class_list, read_csv_rows
 
-SPLITS = ("train", "val")
+SPLITS = ("train", "val", "test")
 
 
 class CsvDataset(LabelledImageFiles):
-    """One split of images listed in CSV: `train_csv` + `val_csv`, or one `csv` with a split column.
+    """One split of images listed in CSV: `train_csv` + `val_csv` (+ `test_csv`), or one `csv`
+    with a split column (`train`, `val`, `test`).
 
     Relative paths resolve against `root` (default: the folder of the CSV file).
     """
+
+    splits = SPLITS
 
     def __init__(
         self,
@@ -30,6 +33,7 @@ class CsvDataset(LabelledImageFiles):
         train_csv: str | None = None,
         val_csv: str | None = None,
         csv: str | None = None,
+        test_csv: str | None = None,
         split_column: str = "split",
         path_column: str = "path",
         label_column: str = "label",
@@ -43,7 +47,7 @@ class CsvDataset(LabelledImageFiles):
         reduced_decode: bool = True,
         max_image_pixels: int | None = PILLOW_MAX_PIXELS,
     ) -> None:
-        columns = {"path_column": path_column, "label_column": label_column}
+        columns = {"dataset.path_column": path_column, "dataset.label_column": label_column}
         try:
             codecs.lookup(csv_encoding)
         except LookupError:
@@ -53,10 +57,16 @@ class CsvDataset(LabelledImageFiles):
             ) from None
         if csv is not None and train_csv is None and val_csv is None:
             csv_path = Path(csv)
-            columns["split_column"] = split_column
+            columns["dataset.split_column"] = split_column
             rows = self._split_rows(csv_path, columns, split, csv_encoding)
         elif csv is None and train_csv is not None and val_csv is not None:
-            csv_path = Path(train_csv if split == "train" else val_csv)
+            listing = {"train": train_csv, "val": val_csv, "test": test_csv}[split]
+            if listing is None:
+                raise FileNotFoundError(
+                    "dataset.test_csv is null: set it to the CSV of the test split, or use one "
+                    "dataset.csv whose split column marks test rows."
+                )
+            csv_path = Path(listing)
             rows = read_csv_rows(csv_path, columns, csv_encoding)
         else:
             raise ValueError(
@@ -126,7 +136,7 @@ class CsvDataset(LabelledImageFiles):
             value = row[-1].strip()
             if value not in SPLITS:
                 raise ValueError(
-                    f"{csv_path}:{line}: {columns['split_column']!r} is {row[-1]!r}; "
+                    f"{csv_path}:{line}: {columns['dataset.split_column']!r} is {row[-1]!r}; "
                     f"expected one of {SPLITS} (dataset.split_column)."
                 )
             if value == split:

@@ -62,15 +62,18 @@ class LabelledImageFiles(MapDataset):
         """The file behind sample `index` (to trace a bad batch back to its images)."""
         return os.fsdecode(self._paths[index])
 
+    def label_name(self, index: int) -> str | None:
+        """The class name of sample `index`, for messages (None: an unlabelled input)."""
+        return self.classes[int(self.targets[index])]
+
     def _bad(self, index: int, err: SampleError) -> BadSample:
-        label = self.classes[int(self.targets[index])]
         reason = describe_error(err.__cause__ or err)
-        return BadSample(int(index), self.get_filename(index), label, reason)
+        return BadSample(int(index), self.get_filename(index), self.label_name(index) or "", reason)
 
     def check_sample(self, index: int) -> BadSample | None:
         """Decode sample `index` (no transform): None if it reads, else its `BadSample`."""
         try:
-            label = self.classes[int(self.targets[index])]
+            label = self.label_name(index)
             load_sample(self.get_filename(index), index, label, None, self.max_image_pixels)
         except SampleError as err:
             return self._bad(index, err)
@@ -82,7 +85,7 @@ class LabelledImageFiles(MapDataset):
             image = load_sample(
                 self.get_filename(index),
                 index,
-                self.classes[label],
+                self.label_name(index),
                 self.decode_min_side,
                 self.max_image_pixels,
             )

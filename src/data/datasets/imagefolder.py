@@ -1,4 +1,5 @@
-"""ImageFolder layout: `root/{train,val}/<class>/<image>`; class = sub-folder name."""
+"""ImageFolder layout: `root/{train,val,test}/<class>/<image>`; class = sub-folder name (test/
+is optional: only mode=eval eval.split=test reads it)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 CHUNK = 65_536  # files listed between two conversions to a bytes array
 
 
-class _Walk:
+class FolderWalk:
     """Files below one split folder, sorted. Symlinks are followed only when they resolve
     inside the split folder, and each real file and folder is visited once (no loops).
 
@@ -99,6 +100,8 @@ class _Walk:
 class ImageFolderDataset(LabelledImageFiles):
     """One split of an ImageFolder tree; `classes` / `class_to_idx` follow the train split."""
 
+    splits = ("train", "val", "test")
+
     def __init__(
         self,
         root: str,
@@ -111,12 +114,17 @@ class ImageFolderDataset(LabelledImageFiles):
         max_image_pixels: int | None = PILLOW_MAX_PIXELS,
     ) -> None:
         split_dir = Path(root) / split
+        if not split_dir.is_dir() and split == "test":
+            raise FileNotFoundError(
+                f"dataset.root: {split_dir} is not a directory, so this root has no test split "
+                "(test/<class>/*.jpg): add that folder, or evaluate eval.split=val."
+            )
         if not split_dir.is_dir():
             raise FileNotFoundError(
                 f"dataset.root: {split_dir} is not a directory. An ImageFolder root holds "
                 f"train/<class>/*.jpg and val/<class>/*.jpg; set dataset.root to that folder."
             )
-        walk = _Walk(split_dir)
+        walk = FolderWalk(split_dir)
         real = {  # class folder -> its real path (None: a link, resolved by the walk)
             entry.name: None if entry.is_symlink() else os.path.join(walk.root, entry.name)
             for entry in os.scandir(split_dir)

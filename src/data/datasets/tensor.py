@@ -18,7 +18,7 @@ def load_tensor_file(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, list
     """(inputs, labels, classes or None) from a `.pt` or `.npz` file, without running pickles."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist (dataset.path / dataset.val_path).")
+        raise FileNotFoundError(f"{path} does not exist (dataset.path / val_path / test_path).")
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as data:
             content = {key: data[key] for key in data.files}
@@ -48,10 +48,12 @@ def load_tensor_file(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, list
 class TensorFileDataset(MapDataset):
     """One split of a tensor file; uint8 images (N x C x H x W) or float features (N x D).
 
-    The val split is a second file (`val_path`) or a seeded fraction (`val_fraction`).
-    `__getitems__` slices whole batches, so the DataLoader skips per-item collation.
+    The val split is a second file (`val_path`) or a seeded fraction (`val_fraction`); the test
+    split (mode=eval only) is the file `test_path`. `__getitems__` slices whole batches, so the
+    DataLoader skips per-item collation.
     """
 
+    splits = ("train", "val", "test")
     returns_batches = True
     in_memory = True  # loader.num_workers=null means 0 (src/data/resolve_loader.py)
 
@@ -62,6 +64,7 @@ class TensorFileDataset(MapDataset):
         val_path: str | None = None,
         val_fraction: float | None = None,
         split_seed: int = 0,
+        test_path: str | None = None,
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
     ) -> None:
@@ -70,9 +73,19 @@ class TensorFileDataset(MapDataset):
                 "dataset: set exactly one of dataset.val_path (a second file) or "
                 f"dataset.val_fraction (0 < f < 1); got {val_path=}, {val_fraction=}."
             )
-        file = val_path if split == "val" and val_path is not None else path
+        if split == "test" and test_path is None:
+            raise FileNotFoundError(
+                "dataset.test_path is null: set it to the tensor file of the test split (the "
+                "same format as dataset.path), or evaluate eval.split=val."
+            )
+        file = {"val": val_path, "test": test_path}.get(split) or path
         self.inputs, self.labels, file_classes = load_tensor_file(file)
-        if val_fraction is not None:
+        if classes is not None and file_classes is not None and list(file_classes) != list(classes):
+            raise ValueError(
+                f"{file}: its classes {list(file_classes)} differ from the train split's "
+                f"{list(classes)}: use files of one class list."
+            )
+        if val_fraction is not None and split != "test":
             if not 0 < val_fraction < 1:
                 raise ValueError(f"dataset.val_fraction must be in (0, 1), got {val_fraction}.")
             generator = torch.Generator().manual_seed(split_seed)

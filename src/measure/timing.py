@@ -29,7 +29,7 @@ RSS_EVERY_S = 0.05  # seconds between memory samples (each costs ~1 ms: not one 
 
 
 class Resources(Protocol):
-    """What `BatchMeter` reads of the process tree (src/resources.py: ProcessTreeMonitor)."""
+    """What `BatchMeter` reads of the process tree (measure/resources.py: ProcessTreeMonitor)."""
 
     peak_rss_bytes: int
 
