@@ -44,7 +44,8 @@ def kept_overrides(overrides: list[str] | None) -> list[str]:
 def runs_as(config: DictConfig, overrides: list[str]) -> str:
     """`overrides` with every `loader.*` value replaced by the one the loader runs with
     (LoaderSettings.applicable); as given while the loader group does not resolve (a worker
-    count still null or auto, an invalid value: the job decides at run time, or fails)."""
+    count still null or auto, an invalid value: the job decides at run time, or fails).
+    `config` must have passed validate_config: its loader node is instantiated."""
     try:
         settings: LoaderSettings = instantiate(config.loader)
         cuda = resolve_device(config.trainer.device).type == "cuda"

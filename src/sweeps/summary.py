@@ -123,17 +123,19 @@ class SweepSummary(Callback):
             return  # train.py skipped it: its earlier row stands
         metric_keys = METRICS_BY_MODE[config.mode]
         out = Path(hydra_cfg.runtime.output_dir)
+        ran = job_return.status == JobStatus.COMPLETED
         row: dict[str, Any] = {
             "job": hydra_cfg.job.num,
             "job_s": f"{time.perf_counter() - self._started.pop(hydra_cfg.job.num):.2f}",
             "overrides": text,
             "dir": out,
-            "runs_as": runs_as(config, overrides),
+            # only a job that ran passed validate_config: a refused config is never built
+            "runs_as": runs_as(config, overrides) if ran else text,
         }
         earlier = same_as(out)
-        if job_return.status == JobStatus.COMPLETED and earlier is not None:
+        if ran and earlier is not None:
             row |= {"status": f"same as job {earlier}", "error": ""}  # its metrics: job N's
-        elif job_return.status == JobStatus.COMPLETED:
+        elif ran:
             metrics = json.loads((out / "metrics.json").read_text())
             row |= {"status": "ok", "error": ""} | {k: metrics.get(k, "") for k in metric_keys}
         else:

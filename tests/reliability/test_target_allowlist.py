@@ -423,3 +423,27 @@ def test_train_py_never_runs_the_command(demo_dir: Path, tmp_path: Path, overrid
     assert "._target_=" in result.stderr and ": refused, " in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "SENTINEL").exists() and not (ROOT / "SENTINEL").exists()
+
+
+@pytest.mark.process
+def test_a_refused_sweep_job_is_never_built(demo_dir: Path, tmp_path: Path) -> None:
+    """The sweep summary records a refused job (Hydra's on_job_end) without instantiating its
+    config: neither a listed-nowhere nested target nor Hydra's own blocklist gap runs."""
+    mark = tmp_path / "MARK"
+    source = ROOT / "pyproject.toml"
+    copy = f"{{_target_:shutil.copyfile,_args_:['{source}','{mark}']}}"
+    result = run_train(
+        "-m",
+        "mode=benchmark",
+        "benchmark.batches=2",
+        "benchmark.warmup=1",
+        f"paths.demo_dir={demo_dir}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        f"loader.collate_fn={copy}",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert "loader.collate_fn._target_=shutil.copyfile: refused" in result.stderr
+    assert not mark.exists()
+    summary = (tmp_path / "sweep" / "summary.csv").read_text()
+    assert "failed" in summary and "shutil.copyfile" in summary
