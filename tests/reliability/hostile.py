@@ -166,6 +166,7 @@ def hostile_csvs(rows: list[tuple[str, str]], rng: random.Random) -> dict[str, b
         "superscript_label": listing([*good[:1], f"{rows[1][0]},²", *good[2:]]),
         "sparse_ints": listing([f"{p},{[0, 1, 99][i % 3]}" for i, (p, _) in enumerate(rows)]),
         "negative_int": listing([f"{p},{-i}" for i, (p, _) in enumerate(rows)]),
+        "float_among_ints": listing([f"{p},{i or '1.0'}" for i, (p, _) in enumerate(rows)]),
         "duplicate": listing([*good, good[0]]),
         "escape_dots": listing([*good[:1], "../../etc/passwd,circle"]),
         "escape_abs": listing([*good[:1], "/etc/passwd,circle"]),
