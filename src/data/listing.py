@@ -122,7 +122,14 @@ def read_csv_rows(
                         f"{csv_path}:1: no column {column!r} ({key}); columns found: "
                         f"{header}. Set {key} to one of them."
                     )
-            position = {name: i for i, name in enumerate(header)}  # a repeated name: the last
+                places = [i + 1 for i, name in enumerate(header) if name == column]
+                if len(places) > 1:
+                    raise ValueError(
+                        f"{csv_path}:1: column {column!r} ({key}) is in the header "
+                        f"{len(places)} times (columns {', '.join(map(str, places))}); rename or "
+                        "remove all but one, so that it is clear which one to read."
+                    )
+            position = {name: i for i, name in enumerate(header)}  # the columns read: unique
             wanted = [position[column] for column in columns.values()]
             for fields in reader:
                 line = reader.line_num

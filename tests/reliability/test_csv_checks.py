@@ -67,6 +67,16 @@ def test_missing_column_lists_the_columns_found(demo_dir, tmp_path) -> None:
         CsvDataset("train", train_csv=str(listing), val_csv=str(listing), path_column="file")
 
 
+def test_a_column_read_twice_in_the_header_is_refused(demo_dir, tmp_path) -> None:
+    listing = _listing(demo_dir, tmp_path, [])
+    listing.write_text(f"path,path,label,note,note\n{GOOD},{OTHER},circle,a,b\n")
+    pattern = r"list\.csv:1: column 'path' \(dataset\.path_column\) is in the header 2 times"
+    with pytest.raises(ValueError, match=pattern + r" \(columns 1, 2\); rename or remove"):
+        _load(listing)
+    listing.write_text(f"path,label,note,note\n{GOOD},circle,a,b\n")  # not read: no matter
+    assert _load(listing).classes == ["circle"]
+
+
 def test_crlf_and_bom_just_work_and_lines_stay_right(demo_dir, tmp_path) -> None:
     listing = _listing(demo_dir, tmp_path, [f"{GOOD},circle", f"{OTHER},cross"], newline="\r\n")
     listing.write_bytes(b"\xef\xbb\xbf" + listing.read_bytes())  # a BOM, as Excel writes it
