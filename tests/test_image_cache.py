@@ -6,6 +6,7 @@ import json
 import logging
 import re
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from hydra.utils import instantiate
 from PIL import Image
 from torchvision.io import decode_jpeg, encode_jpeg
 
+from src.data.bad_samples import BadSample
 from src.data.cache_store import StaleCacheError
 from src.data.datasets.cache import CachedImages
 from src.data.datasets.imagefolder import ImageFolderDataset
@@ -22,6 +24,7 @@ from src.data.decode import SampleError, read_image
 from src.modes.cache import CacheSettings, cache, shrink, write_split
 
 SIDE = 32  # demo images are 40-96 px: some JPEGs are >= 2x this (reduced decode), some not
+HUGE = 65500  # the side a lying header declares
 
 
 def _settings(**changes: object) -> CacheSettings:
@@ -257,3 +260,77 @@ def test_bad_dataset_encoding_or_quality_is_refused_naming_the_key(
     message = re.escape(f"dataset.{key}={value!r}: expected {allowed}.")
     with pytest.raises(ValueError, match=message):
         CachedImages(str(tmp_path), "train", **{key: value})  # checked before the cache is read
+
+
+def _damage_jpeg_entries(folder: Path) -> dict[int, str]:
+    """Damage five entries of a jpeg cache at once, each its own way; the reason each gives."""
+    rows = np.fromfile(folder / "index.i64", dtype=np.int64).reshape(-1, 5)
+    data = bytearray((folder / "jpegs.bin").read_bytes())
+
+    def set_sof(i: int, width: int, height: int) -> None:
+        sof = data.index(b"\xff\xc0", int(rows[i, 0]))
+        data[sof + 5 : sof + 9] = struct.pack(">HH", height, width)
+
+    set_sof(1, HUGE, HUGE)  # a lying header: 12.9 GB if believed
+    set_sof(2, HUGE, HUGE)  # ... with the index row lying the same way
+    rows[2, 2:4] = HUGE
+    rows[3, 1] //= 2  # its bytes cut short
+    rows[4, 1] = 0  # zero-length
+    start, end = int(rows[5, 0]), int(rows[5, 0] + rows[5, 1])
+    data[start:end] = bytes(end - start)  # zeroed
+    last = len(rows) - 1
+    del data[int(rows[last, 0]) + 10 :]  # the data file ends inside the last entry
+    (folder / "jpegs.bin").write_bytes(data)
+    rows.tofile(folder / "index.i64")
+    return {
+        1: f"declares {HUGE}x{HUGE} pixels, the index records the",
+        2: f"{HUGE}x{HUGE} = 4,290,250,000 pixels, more than dataset.max_image_pixels=89,478,485",
+        3: "Image is incomplete or truncated",
+        4: "the entry is empty (0 bytes)",
+        5: "not a JPEG (first bytes b'\\x00",
+        last: "bytes for it, the data file holds 10 there",
+    }
+
+
+def test_damaged_jpeg_entries_name_entry_source_and_rebuild_or_are_skipped(
+    images: Path, tmp_path: Path
+) -> None:
+    files = ImageFolderDataset(str(images), "train")
+    folder = tmp_path / "cache" / "train"
+    write_split(files, folder, _settings(encoding="jpeg"), workers=0, context=None)
+    reasons = _damage_jpeg_entries(folder)
+    cached = CachedImages(str(tmp_path / "cache"), "train", check_sources=False)
+    for i, reason in reasons.items():
+        source = files.get_filename(i)
+        with pytest.raises(SampleError) as caught:
+            cached[i]
+        message = str(caught.value)
+        assert f"cache entry {i} " in message and f"cached from {source}: " in message
+        assert reason in message, message
+        rebuild = f"python train.py mode=cache cache.dir={tmp_path / 'cache'} cache.rebuild=true"
+        assert rebuild in message and "dataset.on_error=skip" in message
+    skipping = CachedImages(str(tmp_path / "cache"), "train", check_sources=False, on_error="skip")
+    for i in range(len(skipping)):
+        sample = skipping[i]
+        if i in reasons:
+            assert isinstance(sample, BadSample) and sample.path == files.get_filename(i)
+            assert sample.index == i and reasons[i] in sample.error
+        else:
+            assert sample[0].shape[0] == 3  # the other entries still read
+
+
+def test_damaged_raw_entries_are_refused_not_reshaped(images: Path, tmp_path: Path) -> None:
+    files = ImageFolderDataset(str(images), "train")
+    folder = tmp_path / "cache" / "train"
+    write_split(files, folder, _settings(), workers=0, context=None)
+    rows = np.fromfile(folder / "index.i64", dtype=np.int64).reshape(-1, 5)
+    rows[0, 2] += 1  # one row more than its bytes hold
+    rows.tofile(folder / "index.i64")
+    pixels = folder / "pixels.u8"
+    pixels.write_bytes(pixels.read_bytes()[: int(rows[-1, 0]) + 3])
+    cached = CachedImages(str(tmp_path / "cache"), "train", check_sources=False)
+    height, width = int(rows[0, 2]), int(rows[0, 3])
+    with pytest.raises(SampleError, match=rf"entry 0 .*are not the {height}x{width} RGB pixels"):
+        cached[0]
+    with pytest.raises(SampleError, match=rf"entry {len(rows) - 1} .*the data file holds 3 there"):
+        cached[len(rows) - 1]

@@ -5,7 +5,8 @@ torchvision.io (libjpeg-turbo, libwebp: 1.6-2.4x faster than Pillow here, BENCHM
 PNG and every other format through Pillow, because torchvision's PNG decoder crashes the
 whole process (SIGSEGV) on a PNG whose image data is shorter than its header declares, where
 Pillow raises an exception. Every path checks the declared size against the pixel limit
-(`dataset.max_image_pixels`) before it decodes (src/data/image_header.py).
+(`dataset.max_image_pixels`) before it decodes (src/data/image_header.py). A failure is one
+line with the decoder's own cause, the warnings it gave on the way appended.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -24,6 +27,7 @@ from src.data.image_header import (
     JPEG_MAGIC,
     PILLOW_MAX_PIXELS,
     ImageTooLarge,
+    UnknownFormat,
     check_pixels,
     check_png_data,
     jpeg_size,
@@ -53,10 +57,26 @@ class SampleError(RuntimeError):
 
 
 def describe_error(err: BaseException) -> str:
-    """The first two sentences of `err`'s first line, without torchvision's source location."""
+    """The first two sentences of `err`'s first line, without torchvision's source location,
+    then its notes (the warnings its decoding gave)."""
     text = str(err).strip()
     first = _CPP_LOCATION.sub("", text.splitlines()[0]) if text else type(err).__name__
-    return ". ".join(first.split(". ")[:2]).rstrip(".")
+    return "; ".join([". ".join(first.split(". ")[:2]).rstrip("."), *getattr(err, "__notes__", [])])
+
+
+@contextmanager
+def _warnings_in_error() -> Iterator[None]:
+    """Warnings the block gives (Pillow's `Truncated File Read`, ...) become notes of the error
+    it raises, so they are reported with the file; if it raises none, they are shown as usual."""
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            yield
+        except Exception as err:
+            for message in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
+                err.add_note(f"warned: {message}")
+            raise
+    for warning in caught:
+        warnings.warn(warning.message, stacklevel=3)
 
 
 def _from_pil(img: Image.Image) -> torch.Tensor:
@@ -86,6 +106,12 @@ def _reduced_jpeg(img: Image.Image, min_side: int) -> torch.Tensor:
     return resize(image, list(size if height <= width else size[::-1]), antialias=True)
 
 
+def _full_jpeg(data: bytes) -> torch.Tensor:
+    """A JPEG decoded at full size by torchvision (libjpeg-turbo), upright (EXIF)."""
+    buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return decode_jpeg(buf, mode=ImageReadMode.RGB, apply_exif_orientation=True)
+
+
 def decode_image_bytes(
     data: bytes | np.ndarray,
     name: str,
@@ -101,14 +127,24 @@ def decode_image_bytes(
     del name  # the caller names the file in its error; the bytes decide the format
     if len(data) == 0:
         raise ValueError("the file is empty (0 bytes)")
-    data = bytes(data) if isinstance(data, np.ndarray) else data
+    with _warnings_in_error():
+        return _decode(bytes(data) if isinstance(data, np.ndarray) else data, min_side, max_pixels)
+
+
+def _decode(data: bytes, min_side: int | None, max_pixels: int | None) -> torch.Tensor:
+    """decode_image_bytes of non-empty `data`."""
     if data[:2] == JPEG_MAGIC:
         width, height = jpeg_size(data)
         check_pixels(width, height, max_pixels)
         if min_side is None or min(width, height) < 2 * min_side:
-            buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-            return decode_jpeg(buf, mode=ImageReadMode.RGB, apply_exif_orientation=True)
-    with open_image(data, max_pixels) as img:
+            return _full_jpeg(data)
+    try:
+        img = open_image(data, max_pixels)
+    except UnknownFormat:
+        if data[:2] == JPEG_MAGIC:  # a JPEG Pillow cannot open: libjpeg's error names the cause
+            return _full_jpeg(data)
+        raise
+    with img:
         if img.format == "JPEG":
             return _reduced_jpeg(img, min_side)  # type: ignore[arg-type]
         if img.format == "WEBP":

@@ -9,6 +9,7 @@ scan); every other format is identified by Pillow, which reads only the header o
 from __future__ import annotations
 
 import io
+import re
 import struct
 import warnings
 import zlib
@@ -33,6 +34,8 @@ _ADAM7 = (
 _SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 _NO_LENGTH = {0x01, *range(0xD0, 0xD8)}  # TEM and RST0-7: markers without a segment
 
+_PILLOW_PIXELS = re.compile(r"Image size \((\d+) pixels\)")  # in DecompressionBombError
+
 # Our limit replaces Pillow's warning (an error is raised instead, naming the key).
 warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
 
@@ -41,14 +44,22 @@ class ImageTooLarge(ValueError):
     """An image declares more pixels than `dataset.max_image_pixels` allows."""
 
 
+class UnknownFormat(ValueError):
+    """Pillow identifies no image format in the bytes."""
+
+
+def _too_large(declared: str, max_pixels: int) -> ImageTooLarge:
+    return ImageTooLarge(
+        f"it declares {declared}, more than dataset.max_image_pixels={max_pixels:,} (a "
+        "decompression bomb, or a real image that large: raise dataset.max_image_pixels if you "
+        "trust it)"
+    )
+
+
 def check_pixels(width: int, height: int, max_pixels: int | None) -> None:
     """Raise `ImageTooLarge` when `width x height` exceeds `max_pixels` (None: no limit)."""
     if max_pixels is not None and width * height > max_pixels:
-        raise ImageTooLarge(
-            f"it declares {width}x{height} = {width * height:,} pixels, more than "
-            f"dataset.max_image_pixels={max_pixels:,} (a decompression bomb, or a real image "
-            "that large: raise dataset.max_image_pixels if you trust it)"
-        )
+        raise _too_large(f"{width}x{height} = {width * height:,} pixels", max_pixels)
 
 
 def jpeg_size(data: bytes | memoryview) -> tuple[int, int]:
@@ -117,17 +128,21 @@ def check_png_data(data: bytes) -> None:
 
 def open_image(data: bytes, max_pixels: int | None) -> Image.Image:
     """A Pillow image over `data` with only its header read, its size checked against
-    `max_pixels`; a file Pillow cannot identify is one clear error."""
-    if max_pixels is not None and max_pixels > (Image.MAX_IMAGE_PIXELS or 0):
-        Image.MAX_IMAGE_PIXELS = max_pixels  # the user's larger limit: Pillow would refuse at 2x
+    `max_pixels`; a file Pillow cannot identify is one clear error.
+
+    Pillow's own limit (it refuses at twice `Image.MAX_IMAGE_PIXELS`) is raised to the user's
+    larger one, and turned off by `max_pixels=None` (no limit), never lowered: it is global."""
+    pillow = Image.MAX_IMAGE_PIXELS
+    if pillow is not None and (max_pixels is None or max_pixels > pillow):
+        Image.MAX_IMAGE_PIXELS = max_pixels
     try:
         image = Image.open(io.BytesIO(data))
-    except Image.DecompressionBombError as err:
-        raise ImageTooLarge(
-            f"{err} (above dataset.max_image_pixels={max_pixels}: raise it if you trust the file)"
-        ) from None
+    except Image.DecompressionBombError as err:  # past 2x our limit: only its pixel count known
+        pixels = _PILLOW_PIXELS.search(str(err))
+        declared = f"{int(pixels[1]):,} pixels" if pixels else "more pixels"
+        raise _too_large(declared, max_pixels) from None  # type: ignore[arg-type]  # not None
     except Image.UnidentifiedImageError:
-        raise ValueError(
+        raise UnknownFormat(
             f"not an image in a format Pillow or torchvision read (first bytes {data[:8]!r})"
         ) from None
     try:

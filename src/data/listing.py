@@ -122,7 +122,14 @@ def read_csv_rows(
                         f"{csv_path}:1: no column {column!r} ({key}); columns found: "
                         f"{header}. Set {key} to one of them."
                     )
-            position = {name: i for i, name in enumerate(header)}  # a repeated name: the last
+                places = [i + 1 for i, name in enumerate(header) if name == column]
+                if len(places) > 1:
+                    raise ValueError(
+                        f"{csv_path}:1: column {column!r} ({key}) is in the header "
+                        f"{len(places)} times (columns {', '.join(map(str, places))}); rename or "
+                        "remove all but one, so that it is clear which one to read."
+                    )
+            position = {name: i for i, name in enumerate(header)}  # the columns read: unique
             wanted = [position[column] for column in columns.values()]
             for fields in reader:
                 line = reader.line_num
@@ -143,13 +150,24 @@ def read_csv_rows(
         ) from None
 
 
-def class_list(labels: Sequence[str], where: Callable[[int], str]) -> list[str]:
-    """Class names from the labels of the samples (`where(i)`: the location of the i-th, for
-    errors): integer labels keep their value as index (refused when they leave most of the ids
-    0..max unused, logged when they skip some)."""
+def class_list(labels: Sequence[str], where: Callable[[int], str], key: str) -> list[str]:
+    """Class names from the labels of the samples (`where(i)`: the location of the i-th, `key`:
+    the column or field and its config key, for errors): names are sorted; integer labels keep
+    their value as index (refused when they leave most of the ids 0..max unused, logged when
+    they skip some); a mix of both is refused (it would renumber every class)."""
     distinct = set(labels)
-    if not all(INTEGER.fullmatch(v) for v in distinct):
+    integers = {v for v in distinct if INTEGER.fullmatch(v)}
+    if not integers:
         return sorted(distinct)
+    if integers != distinct:
+        odd = next(i for i, v in enumerate(labels) if v not in integers)
+        first = next(i for i, v in enumerate(labels) if v in integers)
+        raise ValueError(
+            f"{where(odd)}: label {labels[odd]!r} ({key}) is not a plain integer (ASCII digits), "
+            f"but label {labels[first]!r} at {where(first)} is: integers index the classes, "
+            "names are sorted into a class list, so a mix would renumber every class. Write "
+            "every label as an integer, or every label as a name (e.g. 'id2' for 2)."
+        )
     used = sorted({int(v) for v in distinct})
     if used[0] < 0:
         first = next(i for i, v in enumerate(labels) if int(v) < 0)

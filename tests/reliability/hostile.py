@@ -94,6 +94,33 @@ def lying_images(rng: random.Random) -> dict[str, bytes]:
     }
 
 
+def odd_jpegs(rng: random.Random) -> dict[str, bytes]:
+    """200 x 200 JPEGs libjpeg refuses though Pillow reads their header: 12-bit precision, and
+    a frame of no components."""
+    jpeg = bytearray(_save(_image(rng).resize((200, 200)), "JPEG"))
+    sof = jpeg.index(b"\xff\xc0")
+    twelve, empty = bytearray(jpeg), bytearray(jpeg)
+    twelve[sof + 4] = 12
+    empty[sof + 9] = 0
+    return {"twelve_bit.jpg": bytes(twelve), "no_components.jpg": bytes(empty)}
+
+
+def truncated_tiff(rng: random.Random) -> bytes:
+    """A TIFF cut inside its first directory: Pillow warns `Truncated File Read`, then fails."""
+    return _save(_image(rng), "TIFF")[:50]
+
+
+def tiff_with_a_lying_tag(rng: random.Random) -> bytes:
+    """A readable TIFF whose description tag claims 1 MB: Pillow warns and skips the tag."""
+    tiff = bytearray(_save(_image(rng), "TIFF", description="x" * 40))
+    directory = struct.unpack_from("<I", tiff, 4)[0]
+    for entry in range(struct.unpack_from("<H", tiff, directory)[0]):
+        at = directory + 2 + 12 * entry
+        if struct.unpack_from("<H", tiff, at)[0] == 270:  # ImageDescription: its count
+            struct.pack_into("<I", tiff, at + 4, 2**20)
+    return bytes(tiff)
+
+
 def real_large_png(side: int = 20000) -> bytes:
     """A real, valid `side` x `side` PNG (1 bit per pixel, ~50 KB): 1.2 GB once decoded to RGB."""
     return _save(Image.new("1", (side, side)), "PNG")
@@ -166,6 +193,7 @@ def hostile_csvs(rows: list[tuple[str, str]], rng: random.Random) -> dict[str, b
         "superscript_label": listing([*good[:1], f"{rows[1][0]},²", *good[2:]]),
         "sparse_ints": listing([f"{p},{[0, 1, 99][i % 3]}" for i, (p, _) in enumerate(rows)]),
         "negative_int": listing([f"{p},{-i}" for i, (p, _) in enumerate(rows)]),
+        "float_among_ints": listing([f"{p},{i or '1.0'}" for i, (p, _) in enumerate(rows)]),
         "duplicate": listing([*good, good[0]]),
         "escape_dots": listing([*good[:1], "../../etc/passwd,circle"]),
         "escape_abs": listing([*good[:1], "/etc/passwd,circle"]),

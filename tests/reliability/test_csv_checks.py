@@ -67,6 +67,16 @@ def test_missing_column_lists_the_columns_found(demo_dir, tmp_path) -> None:
         CsvDataset("train", train_csv=str(listing), val_csv=str(listing), path_column="file")
 
 
+def test_a_column_read_twice_in_the_header_is_refused(demo_dir, tmp_path) -> None:
+    listing = _listing(demo_dir, tmp_path, [])
+    listing.write_text(f"path,path,label,note,note\n{GOOD},{OTHER},circle,a,b\n")
+    pattern = r"list\.csv:1: column 'path' \(dataset\.path_column\) is in the header 2 times"
+    with pytest.raises(ValueError, match=pattern + r" \(columns 1, 2\); rename or remove"):
+        _load(listing)
+    listing.write_text(f"path,label,note,note\n{GOOD},circle,a,b\n")  # not read: no matter
+    assert _load(listing).classes == ["circle"]
+
+
 def test_crlf_and_bom_just_work_and_lines_stay_right(demo_dir, tmp_path) -> None:
     listing = _listing(demo_dir, tmp_path, [f"{GOOD},circle", f"{OTHER},cross"], newline="\r\n")
     listing.write_bytes(b"\xef\xbb\xbf" + listing.read_bytes())  # a BOM, as Excel writes it
@@ -114,8 +124,8 @@ def test_malformed_rows_name_the_line(demo_dir, tmp_path, row, message) -> None:
 
 
 def test_integer_labels_only_digits_and_no_mostly_empty_ids(demo_dir, tmp_path, caplog) -> None:
-    superscript = _listing(demo_dir, tmp_path, [f"{GOOD},1", f"{OTHER},²"])
-    assert _load(superscript).classes == ["1", "²"]  # not integers: class names, not a crash
+    superscript = _listing(demo_dir, tmp_path, [f"{GOOD},circle", f"{OTHER},²"])
+    assert _load(superscript).classes == ["circle", "²"]  # among names: a name, not a crash
     files = sorted((tmp_path / "root" / "imagefolder" / "train").glob("*/*.jpg"))[:6]
     paths = [str(p.relative_to(tmp_path / "root")) for p in files]
     sparse = _listing(
@@ -128,3 +138,22 @@ def test_integer_labels_only_digits_and_no_mostly_empty_ids(demo_dir, tmp_path, 
     )
     assert len(_load(gap).classes) == 4
     assert "1 ids have no samples (e.g. [2])" in caplog.text
+
+
+@pytest.mark.parametrize("odd", ["1.0", "²", "０", "+3", "cat"])
+def test_one_label_that_is_not_an_integer_among_integers_is_refused(
+    demo_dir, tmp_path, odd
+) -> None:
+    _listing(demo_dir, tmp_path, [])  # copies the images
+    files = sorted((tmp_path / "root" / "imagefolder" / "train").glob("*/*.jpg"))[:12]
+    paths = [str(p.relative_to(tmp_path / "root")) for p in files]
+    labels = [*map(str, range(11)), odd]  # 0..10: as names, '10' would sort before '2'
+    listing = _listing(demo_dir, tmp_path, [f"{p},{y}" for p, y in zip(paths, labels, strict=True)])
+    pattern = (
+        re.escape(f"{listing}:13: label {odd!r} (column 'label', dataset.label_column) is not a ")
+        + r"plain integer.*but label '0' at "
+        + re.escape(f"{listing}:2 is")
+        + r".*every label as an integer, or every label as a name"
+    )
+    with pytest.raises(ValueError, match=pattern):
+        _load(listing)

@@ -119,6 +119,7 @@ def test_hostile_csv_listings_parse_or_fail_naming_file_and_line(demo_dir, tmp_p
         "huge_field",
         "sparse_ints",
         "negative_int",
+        "float_among_ints",
         "duplicate",
         "escape_dots",
         "escape_abs",

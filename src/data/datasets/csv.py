@@ -106,7 +106,11 @@ class CsvDataset(LabelledImageFiles):
         def at(i: int) -> str:
             return f"{csv_path}:{lines[i]}"
 
-        classes = list(classes) if classes is not None else class_list(labels, at)
+        classes = (
+            list(classes)
+            if classes is not None
+            else class_list(labels, at, f"column {label_column!r}, dataset.label_column")
+        )
         index = {name: i for i, name in enumerate(classes)}
         unknown = set(names) - set(index)
         if unknown:

@@ -64,7 +64,11 @@ class JsonlSequences(MapDataset):
         self.classes = (
             list(classes)
             if classes is not None
-            else class_list([label for _, label in labels], lambda i: labels[i][0])
+            else class_list(
+                [label for _, label in labels],
+                lambda i: labels[i][0],
+                f"field {label_key!r}, dataset.label_key",
+            )
         )
         index = {name: i for i, name in enumerate(self.classes)}
         unknown = [(where, label) for where, label in labels if label not in index]
