@@ -9,8 +9,8 @@ from typing import Any
 
 from hydra.errors import CompactHydraException
 
+from src.training.checkpoint_checks import problem_with
 from src.training.checkpoint_files import CheckpointError, Checkpoints, load_checkpoint
-from src.training.resume import problem_with
 
 log = logging.getLogger(__name__)
 
@@ -22,11 +22,12 @@ class ResumeError(CompactHydraException):
 def _describe(path: Path, key: str) -> str:
     """Whose checkpoint `path` is, in a few words, read cheaply (tensors mapped, not read)."""
     try:
-        theirs = load_checkpoint(path, mmap=True).get("config_key")
+        state = load_checkpoint(path, mmap=True)
     except CheckpointError:
         return f"{path.name}, unreadable"
+    theirs = state.get("config_key")
     if theirs == key:
-        return f"{path.name}, of this config"
+        return f"{path.name}, of this config" + (", malformed" if problem_with(state) else "")
     return f"{path.name}, of another config (config_key {theirs or 'missing'})"
 
 
@@ -56,7 +57,7 @@ def claim_run_dir(
         else:
             fix = (
                 "start this run in another hydra.run.dir, or move them away "
-                "(trainer.resume=auto continues only checkpoints of the same config)"
+                "(trainer.resume=auto continues only usable checkpoints of the same config)"
             )
         started = "starts fresh" if resumed is None else f"resumes from {resumed[0]}"
         raise ResumeError(
