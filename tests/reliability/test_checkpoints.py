@@ -303,3 +303,22 @@ def test_a_run_dir_holding_checkpoints_it_does_not_continue_is_refused(tmp_path:
     ):
         claim_run_dir(run, None, None, "mine", _manager(run / "checkpoints"))
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [*before, "step00000041.pt"]
+
+
+@pytest.mark.parametrize("config", ["other", "mine"])
+def test_a_run_dir_holding_only_best_and_last_is_refused(tmp_path: Path, config: str) -> None:
+    """best.pt and last.pt with their step files removed (kept as a run's result): a fresh run
+    refuses the folder, naming it and the fix, and leaves both files as they were."""
+    folder = tmp_path / "run" / "checkpoints"
+    _manager(folder).save(_state(6, config), {"val/acc": 0.5})
+    (folder / "step00000006.pt").unlink()
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    refusal = (
+        rf"{folder} already holds last\.pt and best\.pt this run does not continue \(newest "
+        rf"last\.pt, of {'another' if config == 'other' else 'this'} config.*start this run in "
+        r"another hydra\.run\.dir, or move them away"
+    )
+    for resume in (None, "auto"):
+        with pytest.raises(ResumeError, match=refusal):
+            claim_run_dir(tmp_path / "run", resume, None, "mine", _manager(folder))
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

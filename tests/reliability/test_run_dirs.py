@@ -179,6 +179,25 @@ def test_an_explicit_checkpoint_of_another_model_is_one_line(demo_dir, tmp_path,
     )
 
 
+@pytest.mark.process
+def test_a_folder_of_another_configs_best_and_last_is_refused(demo_dir, tmp_path, whole):
+    """A finished run's folder whose step files were removed (best.pt and last.pt kept as its
+    result), reused by another config: refused naming the folder, nothing overwritten."""
+    run = tmp_path / "run"
+    shutil.copytree(whole, run)
+    for step in (run / "checkpoints").glob("step*.pt"):
+        step.unlink()
+    before = {p.name: p.read_bytes() for p in (run / "checkpoints").iterdir()}
+    other = _train(demo_dir, run, "optimizer.lr=0.01")
+    assert other.returncode != 0 and "Traceback" not in other.stderr
+    refusal = (
+        f"{run}/checkpoints already holds last.pt and best.pt this run does not continue "
+        "(newest last.pt, of another config"
+    )
+    assert refusal in other.stderr and "another hydra.run.dir" in other.stderr
+    assert {p.name: p.read_bytes() for p in (run / "checkpoints").iterdir()} == before
+
+
 def _optimizer_of_another_shape(state: dict) -> dict:
     first = next(iter(state["optimizer"]["state"]))
     wrong = {
