@@ -120,7 +120,7 @@ def _preview(value: Any) -> str:
     """`value` in a few characters, with its type."""
     text = repr(value)
     text = text if len(text) <= 40 else text[:37] + "..."
-    return f"{text} (a {type(value).__name__})"
+    return f"{text} ({type(value).__name__})"
 
 
 def _weights_problem(saved: dict[str, Any], model: dict[str, Any]) -> str | None:

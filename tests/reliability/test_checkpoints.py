@@ -230,18 +230,18 @@ MALFORMED = {
         r"its optimizer state does not fit this model: exp_avg of parameter 0 is \[3\] in "
         r"the file, the parameter \[2\] here",
     ),
-    "epoch a string": (lambda s: s | {"epoch": "2"}, r"its 'epoch' is '2' \(a str\).*an int >= 1"),
-    "step a string": (lambda s: s | {"step": "8"}, r"its 'step' is '8' \(a str\).*an int >= 0"),
-    "best a string": (lambda s: s | {"best": "x"}, r"its 'best' is 'x' \(a str\).*a number or"),
+    "epoch a string": (lambda s: s | {"epoch": "2"}, r"its 'epoch' is '2' \(str\).*an int >= 1"),
+    "step a string": (lambda s: s | {"step": "8"}, r"its 'step' is '8' \(str\).*an int >= 0"),
+    "best a string": (lambda s: s | {"best": "x"}, r"its 'best' is 'x' \(str\).*a number or"),
     "history a string": (
         lambda s: s | {"history": "oops"},
-        r"its 'history' is 'oops' \(a str\).*a list of dicts",
+        r"its 'history' is 'oops' \(str\).*a list of dicts",
     ),
     "batches_done negative": (
         lambda s: s | {"batches_done": -7},
-        r"its 'batches_done' is -7 \(a int\).*None or an int >= 0",
+        r"its 'batches_done' is -7 \(int\).*None or an int >= 0",
     ),
-    "no ranks": (lambda s: s | {"ranks": []}, r"its 'ranks' is \[\] \(a list\)"),
+    "no ranks": (lambda s: s | {"ranks": []}, r"its 'ranks' is \[\] \(list\)"),
     "other classes": (
         lambda s: s | {"classes": ["x", "y"]},
         r"its classes \['x', 'y'\] are not the data's \['a', 'b'\]: it was trained on other data",
