@@ -92,3 +92,14 @@ def test_load_model_refuses_what_is_not_a_checkpoint_of_this_project(tmp_path) -
         load_model(tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match=r"holds no best\.pt or last\.pt"):
         load_model(tmp_path)
+    torch.save([1, 2, 3], tmp_path / "list.pt")
+    with pytest.raises(CheckpointError, match=r"list\.pt holds a list, not a checkpoint"):
+        load_model(tmp_path / "list.pt")
+    config = {
+        "model": {"_target_": "src.models.small_cnn.SmallCNN", "num_classes": 2},
+        "transforms": {},
+        "data": {"classes": ["a", "b"]},
+    }
+    torch.save({"model": [1], "config": config}, tmp_path / "no_weights.pt")
+    with pytest.raises(CheckpointError, match=r"no_weights\.pt holds no model weights \(its "):
+        load_model(tmp_path / "no_weights.pt")

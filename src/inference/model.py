@@ -36,6 +36,11 @@ class Preprocess:
 def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> nn.Module:
     """The model `config` describes (its `_target_`s already admitted) with the weights of
     checkpoint `state`, in eval mode on the CPU; a mismatch is an error naming `file`."""
+    if not isinstance(state.get("model"), dict):
+        raise CheckpointError(
+            f"{file} holds no model weights (its 'model' is a {type(state.get('model')).__name__}"
+            "): it is not a checkpoint written by train.py (mode=train) of this project."
+        )
     model = instantiate(config["model"])
     try:
         model.load_state_dict(state["model"])

@@ -88,7 +88,7 @@ def open_checkpoint(cfg: DictConfig, path: str | None, key: str) -> CheckpointSe
     model = rebuild_model(model_cfg, state, file).to(device, memory_format=layout)
     data = OmegaConf.to_container(run_cfg[DATA_KEY])
     log.info(
-        "checkpoint %s (epoch %d, step %d) | %d classes | device %s | precision %s",
+        "checkpoint %s (epoch %s, step %s) | %d classes | device %s | precision %s",
         file,
         state.get("epoch", 0),
         state.get("step", 0),

@@ -17,6 +17,7 @@ from src.outputs import (
     write_resolved_config,
 )
 from src.training.board_history import ResumedHistory
+from src.training.checkpoint_checks import RunShape
 from src.training.checkpoint_files import CheckpointError, Checkpoints
 from src.training.distributed import check_resume_world, init_distributed
 from src.training.loop import Fitter
@@ -52,7 +53,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         out / "checkpoints", every.keep_last, every.monitor, every.mode, write=ranks.is_main
     )
     asked = parts.settings.resume
-    resume = find_resume_state(asked, key, Path(cfg.paths.log_dir), out, parts.model.state_dict())
+    fit = RunShape.of(parts.model, optimizer, parts.classes)
+    resume = find_resume_state(asked, key, Path(cfg.paths.log_dir), out, fit)
     claim_run_dir(out, asked, resume, key, checkpoints)  # refuses another run's folder
     if ranks.is_main:
         write_resolved_config(resolved, out)

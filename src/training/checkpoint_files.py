@@ -33,7 +33,8 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
 
 def load_checkpoint(path: str | Path, mmap: bool = False) -> dict[str, Any]:
     """Load with `weights_only=True`: tensors and plain data only; pickled code never runs.
-    `mmap=True` maps the tensors instead of reading them: a cheap look at what a file holds."""
+    `mmap=True` maps the tensors instead of reading them: a cheap look at what a file holds.
+    Anything but a dict (what every checkpoint is) is a CheckpointError naming the file."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file.")
@@ -41,7 +42,7 @@ def load_checkpoint(path: str | Path, mmap: bool = False) -> dict[str, Any]:
         raise CheckpointError(f"{path} is empty (0 bytes): its write never happened.")
     try:
         mmap = mmap and zipfile.is_zipfile(path)  # only torch.save's zip format maps
-        return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
         first = str(err).strip().splitlines()[0]
         raise CheckpointError(
@@ -53,6 +54,12 @@ def load_checkpoint(path: str | Path, mmap: bool = False) -> dict[str, Any]:
         raise CheckpointError(
             f"{path} is truncated or corrupt ({type(err).__name__}: {err}); it cannot be loaded."
         ) from err
+    if not isinstance(state, dict):
+        raise CheckpointError(
+            f"{path} holds a {type(state).__name__}, not a checkpoint (a dict of the training "
+            "state): it was not written by this project's train.py."
+        )
+    return state
 
 
 def _link(target: Path, link: Path) -> None:

@@ -9,9 +9,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch.utils.data import DataLoader, IterableDataset
 
+from src.training.checkpoint_checks import RunShape, problem_with
 from src.training.checkpoint_files import (
     Check,
     CheckpointError,
@@ -55,71 +55,17 @@ def config_key(resolved: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-# What `Resumable.restore` reads from a checkpoint: a file without one of these is refused
-# before anything is restored (`config_key` besides: trainer.resume=auto matches on it).
-REQUIRED_KEYS = (
-    "model",
-    "optimizer",
-    "scheduler",
-    "scaler",
-    "epoch",
-    "batches_done",
-    "step",
-    "nonfinite",
-    "window",
-    "history",
-    "ranks",
-    "best",
-)
-
-
-def _shape(value: Any) -> tuple[int, ...] | None:
-    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
-
-
-def problem_with(state: dict[str, Any], model_state: dict[str, Any] | None = None) -> str | None:
-    """Why `state` cannot be restored into this run (None: it can): a key `restore` needs is
-    missing, or (given this run's `model_state`) its weights do not fit the model."""
-    missing = [k for k in REQUIRED_KEYS if k not in state]
-    if missing:
-        return (
-            f"is not a training checkpoint of this project: it lacks {missing} (one holds "
-            f"{list(REQUIRED_KEYS)})"
-        )
-    if not isinstance(state["model"], dict):
-        return f"holds no model weights (its 'model' is a {type(state['model']).__name__})"
-    if model_state is None:
-        return None
-    saved = state["model"]
-    problems = [f"{k} missing" for k in model_state if k not in saved]
-    problems += [f"{k} unexpected" for k in saved if k not in model_state]
-    problems += [
-        f"{k} is {list(_shape(saved[k]) or [])} in the file, {list(_shape(v) or [])} here"
-        for k, v in model_state.items()
-        if k in saved and _shape(saved[k]) != _shape(v)
-    ]
-    if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        return (
-            f"its weights do not fit this model ({'; '.join(problems[:3])}{more}): it was "
-            "written for another model"
-        )
-    return None
-
-
-def of_this_config(key: str, model_state: dict[str, Any] | None = None) -> Check:
+def of_this_config(key: str, run: RunShape | None = None) -> Check:
     """A `load_newest` check for trainer.resume=auto: the checkpoint's own config_key must be
     `key` (whatever folder it sits in), and it must be restorable (`problem_with`)."""
 
     def problem(state: dict[str, Any]) -> str | None:
-        if state.get("config_key") != key:
-            theirs = state.get("config_key")
+        theirs = state.get("config_key")
+        if theirs != key:
             return (
-                "comes from another config (config_key "
-                + (theirs or "missing")
-                + f", this run's is {key})"
+                f"comes from another config (config_key {theirs or 'missing'}, this run's is {key})"
             )
-        return problem_with(state, model_state)
+        return problem_with(state, run)
 
     return problem
 
@@ -143,20 +89,21 @@ def find_resume_state(
     key: str,
     log_dir: Path,
     run_dir: Path,
-    model_state: dict[str, Any] | None = None,
+    run: RunShape | None = None,
 ) -> tuple[Path, dict[str, Any]] | None:
     """The checkpoint `trainer.resume` asks for: null = none; auto = the newest usable one of
     this config, first in this run's own folder (a requeued job, hydra.run.dir fixed), then
     in the other runs of this config under `log_dir`, newest first; else a file or folder.
 
-    Usable: loadable, holding every key `restore` needs, with weights that fit `model_state`
-    (this run's model), and under auto carrying this run's config_key itself. With auto or a
+    Usable: loadable, holding every key `restore` needs with its type and range, fitting
+    `run` (this run's model weights, optimizer state and data classes: `problem_with`), and
+    under auto carrying this run's config_key itself. With auto or a
     folder, each unusable file is skipped with one warning line naming it and the previous
     step is tried; a file given by name that is unusable is a CheckpointError naming it."""
     if resume is None:
         return None
     if resume == "auto":
-        usable = of_this_config(key, model_state)
+        usable = of_this_config(key, run)
         own = run_dir / "checkpoints"
         for folder in [own, *reversed(_runs_of(key, log_dir, exclude=run_dir))]:
             found = load_newest(folder, usable) if folder.is_dir() else None
@@ -172,7 +119,7 @@ def find_resume_state(
     path = Path(resume).expanduser()
     if path.is_dir():
         folder = path / "checkpoints" if (path / "checkpoints").is_dir() else path
-        found = load_newest(folder, lambda state: problem_with(state, model_state))
+        found = load_newest(folder, lambda state: problem_with(state, run))
         if found is None:
             raise FileNotFoundError(
                 f"trainer.resume={resume}: no usable step*.pt checkpoint in {folder}."
@@ -180,7 +127,7 @@ def find_resume_state(
         path, state = found
     else:
         state = load_checkpoint(path)
-        problem = problem_with(state, model_state)
+        problem = problem_with(state, run)
         if problem is not None:
             raise CheckpointError(f"trainer.resume={path}: this file {problem}.")
     if state.get("config_key") != key:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import pickle
 import random
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from src.training.checkpoint_checks import RunShape
 from src.training.checkpoint_files import (
     CheckpointError,
     Checkpoints,
@@ -18,11 +20,7 @@ from src.training.checkpoint_files import (
     load_newest,
     save_checkpoint,
 )
-from src.training.resume import (
-    KEY_FILE,
-    REQUIRED_KEYS,
-    find_resume_state,
-)
+from src.training.resume import KEY_FILE, find_resume_state
 from src.training.run_dir import ResumeError, claim_run_dir
 from src.utils.seeding import restore_rng_states, rng_states
 
@@ -32,12 +30,26 @@ def _manager(tmp_path: Path, keep: int = 2) -> Checkpoints:
 
 
 def _state(step: int, key: str) -> dict:
-    """A checkpoint as the trainer writes it (every key `restore` reads), of config `key`."""
-    return {key_: None for key_ in REQUIRED_KEYS} | {
+    """A checkpoint as the trainer writes it (every key `restore` reads), of config `key`,
+    for a model of one weight `w` of shape [2] trained with Adam on classes a and b."""
+    return {
         "model": {"w": torch.zeros(2)},
+        "optimizer": {
+            "state": {0: {"step": torch.tensor(1.0), "exp_avg": torch.zeros(2)}},
+            "param_groups": [{"params": [0], "lr": 0.1}],
+        },
+        "scheduler": {},
+        "scaler": None,
+        "epoch": 1,
+        "batches_done": None,
         "step": step,
-        "config_key": key,
+        "nonfinite": 0,
+        "window": (torch.zeros(()), 0),
         "history": [],
+        "ranks": [{"rng": {}, "totals": None}],
+        "best": None,
+        "config_key": key,
+        "classes": ["a", "b"],
     }
 
 
@@ -161,8 +173,9 @@ def test_adopted_steps_of_a_resumed_run_are_pruned_like_its_own(tmp_path: Path) 
     assert [p.name for p in resumed.history()] == [f"step{s:08d}.pt" for s in (7, 8, 9)]
 
 
-def _model_state() -> dict[str, torch.Tensor]:
-    return {"w": torch.zeros(2)}
+def _run_shape() -> RunShape:
+    """The run `_state`'s checkpoints fit: its model, optimizer parameters and classes."""
+    return RunShape({"w": torch.zeros(2)}, [[(2,)]], ["a", "b"])
 
 
 def test_resume_auto_falls_back_past_another_configs_and_malformed_steps(tmp_path, caplog):
@@ -177,7 +190,7 @@ def test_resume_auto_falls_back_past_another_configs_and_malformed_steps(tmp_pat
     save_checkpoint(folder / "step00000006.pt", malformed)
     no_fit = _state(7, "k") | {"model": {"w": torch.zeros(3)}}
     save_checkpoint(folder / "step00000007.pt", no_fit)
-    path, state = find_resume_state("auto", "k", tmp_path, run, _model_state())
+    path, state = find_resume_state("auto", "k", tmp_path, run, _run_shape())
     assert path.name == "step00000004.pt" and state["step"] == 4
     skipped = [r.getMessage() for r in caplog.records if "skipping checkpoint" in r.getMessage()]
     assert len(skipped) == 3
@@ -194,14 +207,82 @@ def test_an_unusable_file_given_by_name_is_one_error_naming_it(tmp_path: Path) -
     path = tmp_path / "foreign.pt"
     save_checkpoint(path, _state(5, "other") | {"model": {"w": torch.zeros(3, 3)}})
     with pytest.raises(CheckpointError, match=r"foreign\.pt: this file its weights do not fit"):
-        find_resume_state(str(path), "k", tmp_path, tmp_path / "run", _model_state())
+        find_resume_state(str(path), "k", tmp_path, tmp_path / "run", _run_shape())
     save_checkpoint(path, {"model": {}, "step": 1})
     with pytest.raises(
         CheckpointError,
         match=r"foreign\.pt: this file is not a training ch.*"
         r"lacks \['optimizer'",
     ):
-        find_resume_state(str(path), "k", tmp_path, tmp_path / "run", _model_state())
+        find_resume_state(str(path), "k", tmp_path, tmp_path / "run", _run_shape())
+
+
+def _adam_state_of_shape(shape: int) -> dict:
+    return {"step": torch.tensor(1.0), "exp_avg": torch.zeros(shape)}
+
+
+# malformed checkpoints of this config that still load with weights_only=True: how each is
+# made from a good one, and what the one line naming it says
+MALFORMED = {
+    "a list": (lambda s: [1, 2, 3], r"holds a list, not a checkpoint"),
+    "optimizer state of another shape": (
+        lambda s: s | {"optimizer": s["optimizer"] | {"state": {0: _adam_state_of_shape(3)}}},
+        r"its optimizer state does not fit this model: exp_avg of parameter 0 is \[3\] in "
+        r"the file, the parameter \[2\] here",
+    ),
+    "epoch a string": (lambda s: s | {"epoch": "2"}, r"its 'epoch' is '2' \(str\).*an int >= 1"),
+    "step a string": (lambda s: s | {"step": "8"}, r"its 'step' is '8' \(str\).*an int >= 0"),
+    "best a string": (lambda s: s | {"best": "x"}, r"its 'best' is 'x' \(str\).*a number or"),
+    "history a string": (
+        lambda s: s | {"history": "oops"},
+        r"its 'history' is 'oops' \(str\).*a list of dicts",
+    ),
+    "batches_done negative": (
+        lambda s: s | {"batches_done": -7},
+        r"its 'batches_done' is -7 \(int\).*None or an int >= 0",
+    ),
+    "no ranks": (lambda s: s | {"ranks": []}, r"its 'ranks' is \[\] \(list\)"),
+    "other classes": (
+        lambda s: s | {"classes": ["x", "y"]},
+        r"its classes \['x', 'y'\] are not the data's \['a', 'b'\]: it was trained on other data",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_checkpoint_is_skipped_by_auto_and_named_when_given(tmp_path, caplog, case):
+    """The newest step of this config, malformed (loadable, but a key of the wrong type or
+    range, an optimizer state that does not fit, other classes): resume=auto skips it in one
+    line naming it and what is wrong and takes the step before; given by name, it is one
+    CheckpointError saying the same."""
+    make, says = MALFORMED[case]
+    folder = tmp_path / "run" / "checkpoints"
+    save_checkpoint(folder / "step00000004.pt", _state(4, "k"))
+    bad = folder / "step00000005.pt"
+    save_checkpoint(bad, make(_state(5, "k")))
+    path, state = find_resume_state("auto", "k", tmp_path, tmp_path / "run", _run_shape())
+    assert path.name == "step00000004.pt" and state["step"] == 4
+    skipped = [r.getMessage() for r in caplog.records if "skipping checkpoint" in r.getMessage()]
+    assert len(skipped) == 1 and str(bad) in skipped[0]
+    assert re.search(says, skipped[0]), skipped[0]
+    with pytest.raises(CheckpointError, match=re.escape(str(bad)) + ".*" + says):
+        find_resume_state(str(bad), "k", tmp_path, tmp_path / "other", _run_shape())
+
+
+def test_factored_optimizer_state_fits_its_parameter(tmp_path: Path) -> None:
+    """Adafactor keeps row and column statistics, not the parameter's shape: they fit."""
+    adafactor = {
+        "step": torch.tensor(1.0),
+        "row_var": torch.zeros(4, 1),
+        "col_var": torch.zeros(1, 3),
+    }
+    state = _state(1, "k") | {
+        "model": {"w": torch.zeros(4, 3)},
+        "optimizer": {"state": {0: adafactor}, "param_groups": [{"params": [0]}]},
+    }
+    save_checkpoint(tmp_path / "ok.pt", state)
+    run = RunShape({"w": torch.zeros(4, 3)}, [[(4, 3)]], ["a", "b"])
+    assert find_resume_state(str(tmp_path / "ok.pt"), "k", tmp_path, tmp_path / "run", run)
 
 
 def test_a_run_dir_holding_checkpoints_it_does_not_continue_is_refused(tmp_path: Path) -> None:
@@ -222,3 +303,22 @@ def test_a_run_dir_holding_checkpoints_it_does_not_continue_is_refused(tmp_path:
     ):
         claim_run_dir(run, None, None, "mine", _manager(run / "checkpoints"))
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [*before, "step00000041.pt"]
+
+
+@pytest.mark.parametrize("config", ["other", "mine"])
+def test_a_run_dir_holding_only_best_and_last_is_refused(tmp_path: Path, config: str) -> None:
+    """best.pt and last.pt with their step files removed (kept as a run's result): a fresh run
+    refuses the folder, naming it and the fix, and leaves both files as they were."""
+    folder = tmp_path / "run" / "checkpoints"
+    _manager(folder).save(_state(6, config), {"val/acc": 0.5})
+    (folder / "step00000006.pt").unlink()
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    refusal = (
+        rf"{folder} already holds last\.pt and best\.pt this run does not continue \(newest "
+        rf"last\.pt, of {'another' if config == 'other' else 'this'} config.*start this run in "
+        r"another hydra\.run\.dir, or move them away"
+    )
+    for resume in (None, "auto"):
+        with pytest.raises(ResumeError, match=refusal):
+            claim_run_dir(tmp_path / "run", resume, None, "mine", _manager(folder))
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

@@ -179,6 +179,63 @@ def test_an_explicit_checkpoint_of_another_model_is_one_line(demo_dir, tmp_path,
     )
 
 
+@pytest.mark.process
+def test_a_folder_of_another_configs_best_and_last_is_refused(demo_dir, tmp_path, whole):
+    """A finished run's folder whose step files were removed (best.pt and last.pt kept as its
+    result), reused by another config: refused naming the folder, nothing overwritten."""
+    run = tmp_path / "run"
+    shutil.copytree(whole, run)
+    for step in (run / "checkpoints").glob("step*.pt"):
+        step.unlink()
+    before = {p.name: p.read_bytes() for p in (run / "checkpoints").iterdir()}
+    other = _train(demo_dir, run, "optimizer.lr=0.01")
+    assert other.returncode != 0 and "Traceback" not in other.stderr
+    refusal = (
+        f"{run}/checkpoints already holds last.pt and best.pt this run does not continue "
+        "(newest last.pt, of another config"
+    )
+    assert refusal in other.stderr and "another hydra.run.dir" in other.stderr
+    assert {p.name: p.read_bytes() for p in (run / "checkpoints").iterdir()} == before
+
+
+def _optimizer_of_another_shape(state: dict) -> dict:
+    first = next(iter(state["optimizer"]["state"]))
+    wrong = {
+        k: torch.zeros(3) if v.dim() else v for k, v in state["optimizer"]["state"][first].items()
+    }
+    return state | {"optimizer": state["optimizer"] | {"state": {first: wrong}}}
+
+
+MALFORMED = {
+    "a list": (lambda state: [1, 2, 3], "holds a list, not a checkpoint"),
+    "optimizer state of another shape": (
+        _optimizer_of_another_shape,
+        "its optimizer state does not fit this model: exp_avg of parameter 0 is [3] in the file",
+    ),
+}
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_newest_step_is_skipped_or_named(demo_dir, tmp_path, whole, case):
+    """The newest step of a run, malformed but loadable: given by name, one line naming it and
+    what is wrong; under resume=auto, skipped in one line and the step before continued, to
+    the uninterrupted run's result."""
+    make, says = MALFORMED[case]
+    run = tmp_path / "run"
+    shutil.copytree(whole, run)
+    newest = run / "checkpoints" / "step00000009.pt"
+    save_checkpoint(newest, make(load_checkpoint(newest)))
+    named = _train(demo_dir, tmp_path / "named", f"trainer.resume={newest}")
+    assert named.returncode != 0 and "Traceback" not in named.stderr
+    assert f"{newest}" in named.stderr and says in named.stderr
+    again = _train(demo_dir, run, "trainer.resume=auto")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"skipping checkpoint: {newest}" in again.stdout and says in again.stdout
+    assert f"resumed from {run}/checkpoints/step00000008.pt" in again.stdout
+    _assert_same_result(run, whole)
+
+
 # 3. leftovers and permissions --------------------------------------------------------------------
 @pytest.mark.parametrize("umask", [0o002, 0o022, 0o077])
 def test_written_files_follow_the_umask(tmp_path: Path, umask: int) -> None:

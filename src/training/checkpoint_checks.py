@@ -1,0 +1,205 @@
+"""Whether a loaded training checkpoint can be restored into this run: every key the restore
+reads is there with the type (and range) it must have, the weights and the optimizer state
+fit this run's model and optimizer, and the classes are the data's. Checked before anything
+is restored, so a malformed file is named (or, under trainer.resume=auto, skipped) instead of
+failing deep inside torch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.optim import Optimizer
+
+# What `Checkpointer.restore` reads from a checkpoint: a file without one of these is refused
+# before anything is restored (`config_key` besides: trainer.resume=auto matches on it).
+REQUIRED_KEYS = (
+    "model",
+    "optimizer",
+    "scheduler",
+    "scaler",
+    "epoch",
+    "batches_done",
+    "step",
+    "nonfinite",
+    "window",
+    "history",
+    "ranks",
+    "best",
+)
+# Optimizer state that is not shaped like its parameter: torch.optim.Adafactor's row and
+# column statistics (the parameter's shape with 1 in the last or second-to-last dimension).
+FACTORED = ("row_var", "col_var")
+
+
+def _count(value: Any, least: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_dict(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+def _optimizer_state(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("state"), dict)
+        and isinstance(value.get("param_groups"), list)
+        and all(
+            isinstance(g, dict) and isinstance(g.get("params"), list) for g in value["param_groups"]
+        )
+    )
+
+
+def _window(value: Any) -> bool:
+    return (
+        isinstance(value, tuple | list)
+        and len(value) == 2
+        and isinstance(value[0], torch.Tensor)
+        and _count(value[1])
+    )
+
+
+def _ranks(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) > 0
+        and all(isinstance(r, dict) and {"rng", "totals"} <= r.keys() for r in value)
+    )
+
+
+# key -> (its test, what it must be)
+EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "model": (_is_dict, "a dict of tensors"),
+    "optimizer": (_optimizer_state, "an optimizer state dict (state, param_groups)"),
+    "scheduler": (_is_dict, "a scheduler state dict"),
+    "scaler": (lambda v: v is None or _is_dict(v), "a loss-scaler state dict or None"),
+    "epoch": (lambda v: _count(v, least=1), "an int >= 1"),
+    "batches_done": (lambda v: v is None or _count(v), "None or an int >= 0"),
+    "step": (_count, "an int >= 0"),
+    "nonfinite": (_count, "an int >= 0"),
+    "window": (_window, "a (tensor, int >= 0) pair"),
+    "history": (lambda v: isinstance(v, list) and all(map(_is_dict, v)), "a list of dicts"),
+    "ranks": (_ranks, "a non-empty list of per-rank dicts (rng, totals)"),
+    "best": (lambda v: v is None or _number(v), "a number or None"),
+}
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """What a checkpoint must fit to be restored into this run: the model's state dict, the
+    optimizer's parameter shapes (one list per param group) and the data's classes."""
+
+    model: dict[str, Any]
+    params: list[list[tuple[int, ...]]] | None = None
+    classes: list[str] | None = None
+
+    @classmethod
+    def of(cls, model: torch.nn.Module, optimizer: Optimizer, classes: list[str]) -> RunShape:
+        """This run's model, optimizer and classes."""
+        params = [[tuple(p.shape) for p in g["params"]] for g in optimizer.param_groups]
+        return cls(model.state_dict(), params, list(classes))
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
+
+
+def _listed(items: list[Any], most: int = 8) -> str:
+    more = f", ... ({len(items)} in all)" if len(items) > most else ""
+    return "[" + ", ".join(map(repr, items[:most])) + more + "]"
+
+
+def _preview(value: Any) -> str:
+    """`value` in a few characters, with its type."""
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _weights_problem(saved: dict[str, Any], model: dict[str, Any]) -> str | None:
+    problems = [f"{k} missing" for k in model if k not in saved]
+    problems += [f"{k} unexpected" for k in saved if k not in model]
+    problems += [
+        f"{k} is {list(_shape(saved[k]) or [])} in the file, {list(_shape(v) or [])} here"
+        for k, v in model.items()
+        if k in saved and _shape(saved[k]) != _shape(v)
+    ]
+    if not problems:
+        return None
+    more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+    return (
+        f"its weights do not fit this model ({'; '.join(problems[:3])}{more}): it was "
+        "written for another model"
+    )
+
+
+def _fits(name: str, value: Any, shape: tuple[int, ...]) -> bool:
+    """Whether optimizer state `name` of a parameter of `shape` may be `value`."""
+    if not isinstance(value, torch.Tensor) or value.dim() == 0:
+        return True  # numbers and scalar tensors (step, Adam's step, ASGD's eta and mu)
+    if name in FACTORED:
+        ours = torch.Size(shape)
+        return value.dim() == len(shape) and torch.broadcast_shapes(value.shape, ours) == ours
+    return tuple(value.shape) == shape
+
+
+def _optimizer_problem(saved: dict[str, Any], params: list[list[tuple[int, ...]]]) -> str | None:
+    groups = [len(g["params"]) for g in saved["param_groups"]]
+    if groups != [len(g) for g in params]:
+        return (
+            f"its optimizer state has param groups of {groups} parameters, this run's optimizer "
+            f"{[len(g) for g in params]}: it was written for another model or optimizer"
+        )
+    shapes = {
+        i: shape
+        for group, ours in zip(saved["param_groups"], params, strict=True)
+        for i, shape in zip(group["params"], ours, strict=True)
+    }
+    for i, entry in saved["state"].items():
+        if i not in shapes or not isinstance(entry, dict):
+            return f"its optimizer state has an entry {i!r} that is no parameter's"
+        for name, value in entry.items():
+            if not _fits(name, value, shapes[i]):
+                return (
+                    f"its optimizer state does not fit this model: {name} of parameter {i} is "
+                    f"{list(value.shape)} in the file, the parameter {list(shapes[i])} here"
+                )
+    return None
+
+
+def problem_with(state: dict[str, Any], run: RunShape | None = None) -> str | None:
+    """Why `state` cannot be restored into this run (None: it can): a key the restore reads
+    is missing or of the wrong type or range; or (given `run`) its weights, its optimizer
+    state or its classes do not fit this run's model, optimizer and data."""
+    missing = [k for k in REQUIRED_KEYS if k not in state]
+    if missing:
+        return (
+            f"is not a training checkpoint of this project: it lacks {missing} (one holds "
+            f"{list(REQUIRED_KEYS)})"
+        )
+    for key, (test, what) in EXPECTED.items():
+        if not test(state[key]):
+            return (
+                f"is malformed: its {key!r} is {_preview(state[key])}, where a training "
+                f"checkpoint holds {what}"
+            )
+    if run is None:
+        return None
+    problem = _weights_problem(state["model"], run.model)
+    if problem is None and run.params is not None:
+        problem = _optimizer_problem(state["optimizer"], run.params)
+    if problem is None and run.classes is not None and state.get("classes") != run.classes:
+        theirs = state.get("classes")
+        problem = (
+            f"its classes {_listed(theirs) if isinstance(theirs, list) else repr(theirs)} are "
+            f"not the data's {_listed(run.classes)}: it was trained on other data (point "
+            "dataset.* at that data, or start fresh)"
+        )
+    return problem
