@@ -13,22 +13,6 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
-# What `Checkpointer.restore` reads from a checkpoint: a file without one of these is refused
-# before anything is restored (`config_key` besides: trainer.resume=auto matches on it).
-REQUIRED_KEYS = (
-    "model",
-    "optimizer",
-    "scheduler",
-    "scaler",
-    "epoch",
-    "batches_done",
-    "step",
-    "nonfinite",
-    "window",
-    "history",
-    "ranks",
-    "best",
-)
 # Optimizer state that is not shaped like its parameter: torch.optim.Adafactor's row and
 # column statistics (the parameter's shape with 1 in the last or second-to-last dimension).
 FACTORED = ("row_var", "col_var")
@@ -74,7 +58,9 @@ def _ranks(value: Any) -> bool:
     )
 
 
-# key -> (its test, what it must be)
+# What `Checkpointer.restore` reads from a checkpoint, each key -> (its test, what it must
+# be): a file without one of these, or with one that fails its test, is refused before
+# anything is restored (`config_key` besides: trainer.resume=auto matches on it).
 EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "model": (_is_dict, "a dict of tensors"),
     "optimizer": (_optimizer_state, "an optimizer state dict (state, param_groups)"),
@@ -89,6 +75,7 @@ EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "ranks": (_ranks, "a non-empty list of per-rank dicts (rng, totals)"),
     "best": (lambda v: v is None or _number(v), "a number or None"),
 }
+REQUIRED_KEYS = tuple(EXPECTED)
 
 
 @dataclass(frozen=True)
