@@ -11,18 +11,18 @@ ARGS ?=
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml engine/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e ./engine -e '.[dev]'
 	touch $@
 
-setup: $(STAMP)  ## create .venv and install the pinned dependencies
+setup: $(STAMP)  ## create .venv, install the engine (editable, from engine/) and the pinned dependencies
 
 scale: $(STAMP)  ## install the SLURM launcher and Optuna sweeper plugins (the `scale` extra; `make test` has them)
 	$(BIN)/python -m pip install --quiet -e '.[scale]'
 
 data: $(STAMP)  ## generate the demo data in data/demo (skipped when up to date)
-	$(BIN)/python -m src.data.demo --out data/demo
+	$(BIN)/python -m engine.data.demo --out data/demo
 
 train: data  ## train with the default config; pass overrides as ARGS="dataset=csv ..."
 	$(BIN)/python train.py $(ARGS)
@@ -58,7 +58,7 @@ docs-outputs: data  ## rerun the commands README.md and docs/ show, and write th
 	$(BIN)/python docs/regenerate.py $(NAMES)
 
 new-project:  ## copy the template to DEST=../my-project (no outputs, data, caches, git history)
-	$(PYTHON) -m src.utils.new_project "$(DEST)"
+	$(PYTHON) -m engine.new_project "$(DEST)"
 
 test: data lint  ## lint, then the test suite (offline, a few minutes on 2 cores)
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
@@ -77,7 +77,7 @@ format: $(STAMP)  ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-tensorboard: $(STAMP)  ## serve TensorBoard over every run in outputs/, each named by what it was (src/training/tensorboard_index.py)
+tensorboard: $(STAMP)  ## serve TensorBoard over every run in outputs/, each named by what it was (engine/runs/tensorboard_index.py)
 	$(BIN)/tensorboard --logdir outputs/tensorboard
 
 clean:  ## remove run outputs, caches and the demo data (keeps .venv)

@@ -27,7 +27,7 @@ from bench import blocks, growth, image_rows, peers, report, shards, startup, te
 from bench.images import write_image_folder
 from bench.template import template_config
 from bench.timing import Candidate, Results, interleave
-from src.modes.cache import cache
+from engine.modes.cache import cache
 
 DATA = Path("data/bench")
 WARMUP = 3  # batches after the first, untimed

@@ -1,6 +1,6 @@
 """The measurements of `make gpu-check` (bench/gpu_check.py): the template's ImageFolder
 pipeline feeding ResNet-50 under each prefetch x pinning setting, and JPEG decode on CPU and
-CUDA; everything is timed by src/measure/timing.py."""
+CUDA; everything is timed by engine/measure/timing.py."""
 
 from __future__ import annotations
 
@@ -16,17 +16,17 @@ from torchvision.io import decode_jpeg
 from torchvision.models.resnet import Bottleneck, ResNet
 from torchvision.transforms import v2
 
-from src.data.datasets.imagefolder import ImageFolderDataset
-from src.data.loader_settings import LoaderSettings
-from src.data.loaders import endless, make_loader
-from src.data.samplers import RandomOrder
-from src.data.seeded import SeededSamples
-from src.data.transforms import Normalizer
-from src.measure.timing import BatchMeter, Spread, Window, time_window
-from src.training.batches import BatchMover
-from src.training.device import resolve_precision
-from src.training.prefetch import device_batches, side_stream_for
-from src.training.step import TrainStep
+from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.loader_settings import LoaderSettings
+from engine.data.loaders import endless, make_loader
+from engine.data.samplers import RandomOrder
+from engine.data.seeded import SeededSamples
+from engine.data.transforms import Normalizer
+from engine.measure.timing import BatchMeter, Spread, Window, time_window
+from engine.training.batches import BatchMover
+from engine.training.device import resolve_precision
+from engine.training.prefetch import device_batches, side_stream_for
+from src.step import TrainStep
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 

@@ -22,14 +22,14 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import datasets
 from torchvision.transforms import v2
 
-from src.data.datasets.base import MapDataset
-from src.data.datasets.csv import CsvDataset
-from src.data.datasets.imagefolder import ImageFolderDataset
-from src.data.loader_settings import LoaderSettings
-from src.data.loaders import make_loader
-from src.data.samplers import RandomOrder
-from src.data.seeded import SeededSamples
-from src.measure.timing import BatchMeter
+from engine.data.datasets.base import MapDataset
+from engine.data.datasets.csv import CsvDataset
+from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.loader_settings import LoaderSettings
+from engine.data.loaders import make_loader
+from engine.data.samplers import RandomOrder
+from engine.data.seeded import SeededSamples
+from engine.measure.timing import BatchMeter
 
 BATCH, WORKERS = 64, 2
 TEMPLATE = ("template-imagefolder", "template-csv")

@@ -18,8 +18,8 @@ from torchvision import transforms as T
 
 from bench.template import template_candidate, template_config
 from bench.timing import Candidate, touch
-from src.data.datasets.base import MapDataset
-from src.data.loaders import endless
+from engine.data.datasets.base import MapDataset
+from engine.data.loaders import endless
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 CROP, RESIZE = 224, 256

@@ -2,7 +2,7 @@
 (`dataset=iterable`) over HTTP on loopback next to the same shards on local disk, and next to
 webdataset's own reader on them. The shards are the 500x375 JPEG folder written by the
 template's `mode=shards` (128 samples each: 8 train shards, 4 per worker), served by
-src/data/shards/serve.py in its own process. Every row: the train pipeline (RandomResizedCrop
+engine/data/shards/serve.py in its own process. Every row: the train pipeline (RandomResizedCrop
 224 + flip) on uint8 batches, a 256-sample shuffle buffer per worker, persistent workers; the
 timed window spans several epochs, so shard reading and buffer refills are inside it.
 
@@ -25,9 +25,9 @@ from bench import report
 from bench.image_rows import template_overrides
 from bench.template import template_candidate, template_config
 from bench.timing import Candidate, Results, interleave, paired_ratio, touch
-from src.data.decode import decode_image_bytes
-from src.data.loaders import endless
-from src.modes.shards import shards
+from engine.data.decode import decode_image_bytes
+from engine.data.loaders import endless
+from engine.modes.shards import shards
 
 BUFFER = 256  # shuffle buffer per worker, all rows
 PER_SHARD = 128
@@ -47,7 +47,7 @@ def write_shards(root: Path, out: Path) -> dict[str, float]:
 @contextmanager
 def served(folder: Path) -> Iterator[str]:
     """`folder` served over HTTP on loopback by another process; its base URL."""
-    command = [sys.executable, "-m", "src.data.shards.serve", str(folder), "--port", "0"]
+    command = [sys.executable, "-m", "engine.data.shards.serve", str(folder), "--port", "0"]
     server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         line = server.stdout.readline()  # type: ignore[union-attr]

@@ -13,13 +13,13 @@ import numpy as np
 import psutil
 from torch.utils.data import DataLoader, Dataset
 
-from src.data.datasets.base import MapDataset
-from src.data.datasets.image_files import LabelledImageFiles
-from src.data.loader_settings import LoaderSettings
-from src.data.loaders import make_loader
-from src.data.samplers import RandomOrder
-from src.data.seeded import SeededSamples
-from src.measure.timing import BatchMeter
+from engine.data.datasets.base import MapDataset
+from engine.data.datasets.image_files import LabelledImageFiles
+from engine.data.loader_settings import LoaderSettings
+from engine.data.loaders import make_loader
+from engine.data.samplers import RandomOrder
+from engine.data.seeded import SeededSamples
+from engine.measure.timing import BatchMeter
 
 ENTRIES = 1_000_000
 BATCH = 1024
@@ -37,7 +37,7 @@ class TemplateListing(LabelledImageFiles):
     """The template's listing (paths and labels in numpy arrays); a sample is only its
     metadata (path length, label), so the epoch costs metadata access, not decoding."""
 
-    draws_random = False  # no augmentation to seed (src/data/seeded.py)
+    draws_random = False  # no augmentation to seed (engine/data/seeded.py)
 
     def __getitem__(self, index: int) -> tuple[int, int]:
         return len(self.get_filename(index)), int(self.targets[index])

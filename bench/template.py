@@ -1,5 +1,6 @@
 """The template's own path, exactly as `python train.py ...` builds it: conf/ composed with
-overrides, validated, then `src.assemble.assemble` (datasets, seeding wrapper, loaders)."""
+overrides, validated, then `engine.training.assemble.assemble` (datasets, seeding wrapper,
+loaders)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from bench.timing import Candidate, touch
-from src.assemble import Components, assemble
-from src.config.validate import validate_config
-from src.data.loaders import endless
-from src.training.batches import BatchMover, mover_for
-from src.utils.resolvers import register_resolvers
+from engine.app import register_resolvers
+from engine.config.validate import validate_config
+from engine.data.loaders import endless
+from engine.training.assemble import Components, assemble
+from engine.training.batches import BatchMover, mover_for
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 _RUN_DIR = tempfile.mkdtemp(prefix="bench-run-")
@@ -34,7 +35,9 @@ def template_config(*overrides: str) -> DictConfig:
 
 def build(cfg: DictConfig) -> Components:
     """`assemble(cfg)` with its INFO lines kept out of the benchmark's output."""
-    quiet = [logging.getLogger(name) for name in ("src.assemble", "src.data.loaders")]
+    quiet = [
+        logging.getLogger(name) for name in ("engine.training.assemble", "engine.data.loaders")
+    ]
     levels = [logger.level for logger in quiet]
     for logger in quiet:
         logger.setLevel(logging.WARNING)

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from bench.template import template_candidate, template_config
 from bench.timing import Candidate, touch
-from src.data.loaders import endless
+from engine.data.loaders import endless
 
 SHAPE = (3, 32, 32)  # CIFAR-sized uint8 images
 

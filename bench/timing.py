@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from src.measure.resources import ProcessTreeMonitor
-from src.measure.timing import BatchMeter, time_window
+from engine.measure.resources import ProcessTreeMonitor
+from engine.measure.timing import BatchMeter, time_window
 
 PAGE = 4096
 
@@ -41,7 +41,7 @@ class Candidate:
 
 @dataclass
 class Sample:
-    """One measured pass of a candidate (src/measure/timing.py's window)."""
+    """One measured pass of a candidate (engine/measure/timing.py's window)."""
 
     rate: float  # images/s over the timed batches
     cpu_ms: float  # CPU ms per image, main process + workers, from building the pipeline on

@@ -16,9 +16,9 @@ from torch import nn
 from bench.image_rows import tutorial_loader
 from bench.template import build, template_config
 from bench.timing import Candidate
-from src.data.loaders import endless
-from src.modes.benchmark import train_step
-from src.training.batches import mover_for
+from engine.data.loaders import endless
+from engine.modes.benchmark import train_step
+from engine.training.batches import mover_for
 
 CROP = 64
 CACHE_SIDE = 80  # pre-resized short side for 64 px crops (64 / 0.8)

@@ -55,8 +55,8 @@ class Output:
 
 TRAIN = "{py} train.py"  # run dirs land in outputs/, as the reader's do
 NEWEST_TRAINING = "$(dirname $(ls -td outputs/runs/*/*/checkpoints | head -1))"  # make-train's
-SERVE = "{py} -m src.data.shards.serve data/shards --port 8000 > /dev/null 2>&1 & sleep 3"
-STOP_SERVING = "pkill -f 'src.data.shards.serve data/shards --port 8000'"
+SERVE = "{py} -m engine.data.shards.serve data/shards --port 8000 > /dev/null 2>&1 & sleep 3"
+STOP_SERVING = "pkill -f 'engine.data.shards.serve data/shards --port 8000'"
 STREAM = (
     "python train.py dataset=iterable "
     "'dataset.train_shards=\"http://127.0.0.1:8000/train-{{000000..000007}}.tar\"' "
@@ -72,7 +72,7 @@ OUTPUTS = {
     ),
     "new-project": Output(
         "make new-project DEST=../my-project && cd ../my-project && git init",
-        "{py} -m src.utils.new_project {tmp}/my-project",
+        "{py} -m engine.new_project {tmp}/my-project",
         r".",
     ),
     "eval-demo": Output(

@@ -1,1 +1,2 @@
-"""Hydra-configured PyTorch data-pipeline template."""
+"""The template: yours to edit. Your datasets, models, losses, metrics, the train step and
+the training loop; everything else is the engine's (engine/, docs/engine.md)."""

@@ -10,8 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from src.data.demo import make_demo_data
-from src.utils.resolvers import register_resolvers
+from engine.app import register_resolvers
+from engine.data.demo import make_demo_data
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 

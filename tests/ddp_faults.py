@@ -15,7 +15,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from src.training.step import TrainStep  # noqa: E402
+from src.step import TrainStep  # noqa: E402
 
 stop_at = int(os.environ.get("STOP_AT_STEP", "0"))
 nan_rank = os.environ.get("NAN_RANK")

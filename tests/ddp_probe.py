@@ -12,8 +12,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, IterableDataset
 
-from src.training.distributed import DataParallelModel
-from src.training.uneven import UnevenRanks
+from engine.training.distributed import DataParallelModel
+from engine.training.uneven import UnevenRanks
 
 BATCHES = (5, 2)  # per rank
 BATCH = 4

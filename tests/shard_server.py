@@ -1,4 +1,4 @@
-"""Test helpers for streamed shards: a loopback HTTP server (src/data/shards/serve.py) that can
+"""Test helpers for streamed shards: a loopback HTTP server (engine/data/shards/serve.py) that can
 break connections and ignore Range requests, and shards written by webdataset itself."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from src.data.shards.serve import RangeHandler
+from engine.data.shards.serve import RangeHandler
 
 
 @dataclass

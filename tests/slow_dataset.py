@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from src.data.datasets.tensor import TensorFileDataset
+from engine.data.datasets.tensor import TensorFileDataset
 
 
 class SlowTensorFile(TensorFileDataset):

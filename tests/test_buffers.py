@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torchvision.transforms import v2
 
-from src.data.buffers import BufferPool
-from src.data.transforms import Normalizer
-from src.training.batches import BatchMover
+from engine.data.buffers import BufferPool
+from engine.data.transforms import Normalizer
+from engine.training.batches import BatchMover
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 CLASSIC = v2.Compose([v2.ToDtype(torch.float32, scale=True), v2.Normalize(MEAN, STD)])

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torchvision.datasets import cifar
 
-from src.data.datasets.builtin import TorchvisionBuiltin
-from src.modes.train import train
-from src.training.checkpoint_files import load_checkpoint
+from engine.data.datasets.builtin import TorchvisionBuiltin
+from engine.runs.checkpoint_files import load_checkpoint
+from src.run_training import train
 from tests.builtin_files import CIFAR_NAMES, write_cifar10, write_mnist
 
 

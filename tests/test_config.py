@@ -8,19 +8,19 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_class, instantiate
 from torch import nn
 
-from src.config.choices import config_tree
-from src.data.datasets.base import MapDataset, StreamDataset
-from src.data.loader_settings import LoaderSettings
-from src.data.transforms import Pipelines
-from src.models.build import build_model
-from src.modes.benchmark import BenchmarkSettings
-from src.modes.cache import CacheSettings
-from src.modes.evaluation import EvalSettings
-from src.modes.inspect import InspectSettings
-from src.modes.prediction import PredictSettings
-from src.modes.shards import ShardSettings
-from src.training.metrics.base import Metric
-from src.training.settings import TrainerSettings
+from engine.config.choices import config_tree
+from engine.data.datasets.base import MapDataset, StreamDataset
+from engine.data.loader_settings import LoaderSettings
+from engine.data.transforms import Pipelines
+from engine.modes.benchmark import BenchmarkSettings
+from engine.modes.cache import CacheSettings
+from engine.modes.evaluation import EvalSettings
+from engine.modes.inspect import InspectSettings
+from engine.modes.prediction import PredictSettings
+from engine.modes.shards import ShardSettings
+from engine.training.metric import Metric
+from engine.training.models import build_model
+from engine.training.settings import TrainerSettings
 from tests.conftest import CONF_DIR
 from tests.test_loaders import Labels
 

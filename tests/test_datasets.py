@@ -12,11 +12,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from src.data.collate import already_batched
-from src.data.datasets.csv import CsvDataset
-from src.data.datasets.imagefolder import ImageFolderDataset
-from src.data.datasets.tensor import TensorFileDataset
-from src.data.demo import CLASSES
+from engine.data.collate import already_batched
+from engine.data.datasets.csv import CsvDataset
+from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.datasets.tensor import TensorFileDataset
+from engine.data.demo import CLASSES
 
 
 def test_imagefolder_classes_and_files(demo_dir: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from src.data.decode import decode_image_bytes
+from engine.data.decode import decode_image_bytes
 
 RGB = np.random.default_rng(0).integers(0, 256, (20, 30, 3), dtype=np.uint8)
 

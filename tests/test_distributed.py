@@ -15,10 +15,10 @@ import torch
 import torch.multiprocessing as mp
 from omegaconf import OmegaConf
 
-from src.assemble import assemble
-from src.training.batches import mover_for
-from src.training.checkpoint_files import load_checkpoint
-from src.training.evaluate import evaluate
+from engine.runs.checkpoint_files import load_checkpoint
+from engine.training.assemble import assemble
+from engine.training.batches import mover_for
+from engine.training.evaluate import evaluate
 from tests import ddp_probe
 from tests.reliability.bad_files import corrupt_tree
 
@@ -94,7 +94,7 @@ def test_torchrun_job_has_one_run_dir_written_by_rank_0(csv_job: tuple[Path, str
     assert len(list((run / "tensorboard").glob("events.out.tfevents.*"))) == 1
     assert output.count("epoch 2/2") == 1 and "x 2 ranks = 16 per step" in output
     log = (run / "train.log").read_text()
-    assert log.count("epoch 1/2") == 1 and log.count("[src.outputs][INFO] - metrics:") == 1
+    assert log.count("epoch 1/2") == 1 and log.count("[engine.runs.outputs][INFO] - metrics:") == 1
     state = load_checkpoint(run / "checkpoints" / "last.pt")
     assert state["world_size"] == 2 and state["epoch"] == 2
     assert not any(key.startswith("module.") for key in state["model"])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from src.config.validate import validate_config
+from engine.config.validate import validate_config
 from tests.conftest import CONF_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +77,7 @@ def test_every_command_composes_and_validates(page: str, line: str, tmp_path: Pa
         targets = set(MAKE_TARGET.findall((ROOT / "Makefile").read_text()))
         assert words[1] in targets, f"{page}: make {words[1]} is not a Makefile target"
         return
-    if words[:2] == ["python", "-m"]:  # a module of this project, e.g. src.data.shards.serve
+    if words[:2] == ["python", "-m"]:  # a module of this project, e.g. engine.data.shards.serve
         module = ROOT / (words[2].replace(".", "/") + ".py")
         assert module.is_file(), f"{page}: python -m {words[2]}: no such module"
         return

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from src.modes.train import train
-from src.training.early_stopping import epochs_since_best
-from src.training.step import TrainStep
+from engine.training.early_stopping import epochs_since_best
+from src.run_training import train
+from src.step import TrainStep
 
 # lr 0 and a model without BatchNorm: val/acc never changes, so epoch 1 stays the best
 FLAT = (
@@ -38,7 +38,7 @@ def test_epochs_since_best() -> None:
 
 def test_training_stops_when_the_monitor_stalls(make_cfg, caplog) -> None:
     cfg = make_cfg(*FLAT)
-    with caplog.at_level(logging.INFO, logger="src.training.early_stopping"):
+    with caplog.at_level(logging.INFO, logger="engine.training.early_stopping"):
         metrics = train(cfg)
     assert metrics["epochs"] == 3  # best at 1, two epochs without improvement
     assert "early stopping after epoch 3: val/acc has not improved for 2 epochs" in caplog.text

@@ -17,11 +17,11 @@ from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from src.data.decode import SampleError
-from src.inference.checkpoint import run_config
-from src.modes.evaluation import evaluate_checkpoint
-from src.modes.prediction import predict
-from src.modes.train import train
+from engine.data.decode import SampleError
+from engine.inference.checkpoint import run_config
+from engine.modes.evaluation import evaluate_checkpoint
+from engine.modes.prediction import predict
+from src.run_training import train
 from tests.conftest import CONF_DIR
 from tests.train_process import run_train
 
@@ -67,7 +67,7 @@ def on_checkpoint(demo_dir: Path, tmp_path: Path, monkeypatch) -> Callable[..., 
     """A config for a run on a checkpoint; `*overrides` also stand for the command line's."""
 
     def _make(*overrides: str) -> DictConfig:
-        monkeypatch.setattr("src.inference.session.task_overrides", lambda: list(overrides))
+        monkeypatch.setattr("engine.inference.session.task_overrides", lambda: list(overrides))
         return _compose(demo_dir, tmp_path / "out", *overrides)
 
     return _make

@@ -16,12 +16,12 @@ from hydra.utils import instantiate
 from PIL import Image
 from torchvision.io import decode_jpeg, encode_jpeg
 
-from src.data.bad_samples import BadSample
-from src.data.cache_store import StaleCacheError
-from src.data.datasets.cache import CachedImages
-from src.data.datasets.imagefolder import ImageFolderDataset
-from src.data.decode import SampleError, read_image
-from src.modes.cache import CacheSettings, cache, shrink, write_split
+from engine.data.bad_samples import BadSample
+from engine.data.cache_store import StaleCacheError
+from engine.data.datasets.cache import CachedImages
+from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.decode import SampleError, read_image
+from engine.modes.cache import CacheSettings, cache, shrink, write_split
 
 SIDE = 32  # demo images are 40-96 px: some JPEGs are >= 2x this (reduced decode), some not
 HUGE = 65500  # the side a lying header declares
@@ -130,7 +130,7 @@ def test_other_settings_or_an_unfinished_cache_are_refused(images: Path, tmp_pat
 def test_make_cache_then_train_with_random_crops(make_cfg, tmp_path: Path, encoding: str, caplog):
     out = tmp_path / "store"
     overrides = ("mode=cache", f"cache.dir={out}", f"cache.short_side={SIDE}")
-    with caplog.at_level(logging.INFO, logger="src.modes.cache"):
+    with caplog.at_level(logging.INFO, logger="engine.modes.cache"):
         metrics = cache(make_cfg(*overrides, f"cache.encoding={encoding}"))
     assert f"({encoding} encoding," in caplog.text
     assert ("lossy: every image is stored re-encoded as a JPEG of quality 90" in caplog.text) == (

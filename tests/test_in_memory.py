@@ -12,13 +12,13 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from src.assemble import assemble
-from src.data.datasets.base import MapDataset
-from src.data.datasets.tensor import TensorFileDataset
-from src.data.loader_settings import LoaderSettings
-from src.data.loaders import make_loader
-from src.data.seeded import SeededSamples
-from src.utils.cpus import half_the_cores
+from engine.core.cpus import half_the_cores
+from engine.data.datasets.base import MapDataset
+from engine.data.datasets.tensor import TensorFileDataset
+from engine.data.loader_settings import LoaderSettings
+from engine.data.loaders import make_loader
+from engine.data.seeded import SeededSamples
+from engine.training.assemble import assemble
 from tests.conftest import CONF_DIR
 
 
@@ -32,7 +32,7 @@ def _cfg(demo_dir: Path, tmp_path: Path, *overrides: str) -> DictConfig:
 
 
 def test_in_memory_data_gets_no_workers_by_default(demo_dir, tmp_path, caplog) -> None:
-    with caplog.at_level(logging.INFO, logger="src.data.resolve_loader"):
+    with caplog.at_level(logging.INFO, logger="engine.data.resolve_loader"):
         parts = assemble(_cfg(demo_dir, tmp_path, "dataset=tensor"))
     assert parts.train_loader.num_workers == 0 and parts.val_loader.num_workers == 0
     assert "loader.num_workers=null: 0 for TensorFileDataset, held in memory" in caplog.text

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import open_dict
 
-from src.modes.inspect import inspect
+from engine.modes.inspect import inspect
 
 TO_FLOAT = {"_target_": "torchvision.transforms.v2.ConvertImageDtype"}  # uint8 -> [0, 1] float
 NORMALIZE = {"_target_": "torchvision.transforms.v2.Normalize", "mean": [0.5] * 3, "std": [0.2] * 3}
@@ -25,7 +25,7 @@ def _warnings(cfg) -> list[str]:
 
 def test_clean_setup_reports_and_draws_without_warnings(make_cfg, caplog) -> None:
     cfg = make_cfg("mode=inspect", "inspect.batches=2")
-    with caplog.at_level(logging.INFO, logger="src.modes.inspect"):
+    with caplog.at_level(logging.INFO, logger="engine.modes.inspect"):
         assert _warnings(cfg) == []
     out = Path(cfg.paths.output_dir)
     report = json.loads((out / "inspect.json").read_text())["splits"]

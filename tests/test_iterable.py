@@ -13,10 +13,10 @@ from hydra.utils import instantiate
 from torch.utils.data import DataLoader
 from torchvision.transforms import v2
 
-from src.data.datasets.tar_shards import ShardError, TarShardDataset
-from src.data.loaders import build_loaders
-from src.data.resolve_loader import resolve_loader_settings
-from src.data.samplers import RandomOrder
+from engine.data.datasets.tar_shards import ShardError, TarShardDataset
+from engine.data.loaders import build_loaders
+from engine.data.resolve_loader import resolve_loader_settings
+from engine.data.samplers import RandomOrder
 
 
 def _shards(demo_dir: Path, split: str = "train") -> TarShardDataset:

@@ -15,7 +15,7 @@ import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 
-from src.sweeps.direction import direction_problem
+from engine.sweeps.direction import direction_problem
 from tests.conftest import CONF_DIR
 
 pytestmark = pytest.mark.process  # multirun sweeps of train.py

@@ -12,10 +12,10 @@ import pytest
 import torch
 import yaml
 
-from src.inference import load_model
-from src.inference.checkpoint import checkpoint_file
-from src.modes.train import train
-from src.training.checkpoint_files import CheckpointError, load_checkpoint
+from engine.inference import load_model
+from engine.inference.checkpoint import checkpoint_file
+from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
+from src.run_training import train
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_STEP = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1")
@@ -29,7 +29,7 @@ KINDS = {
 # it on a fixed input (images through model.preprocess; token ids for the GRU).
 FRESH = """
 import sys, torch
-from src.inference import load_model
+from engine.inference import load_model
 for name in sys.argv[1:]:
     model = load_model(f"{name}.pt")
     torch.manual_seed(0)

@@ -14,17 +14,17 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from torch.utils.data import Dataset, RandomSampler, SequentialSampler
 
-from src.data.datasets.base import MapDataset
-from src.data.datasets.tensor import TensorFileDataset
-from src.data.loader_settings import LoaderSettings
-from src.data.loaders import build_loaders
-from src.data.resolve_loader import resolve_loader_settings
-from src.data.samplers import (
+from engine.core.seeding import derive_seed
+from engine.data.datasets.base import MapDataset
+from engine.data.datasets.tensor import TensorFileDataset
+from engine.data.loader_settings import LoaderSettings
+from engine.data.loaders import build_loaders
+from engine.data.resolve_loader import resolve_loader_settings
+from engine.data.samplers import (
     RandomOrder,
     SequentialOrder,
     WeightedOrder,
 )
-from src.utils.seeding import derive_seed
 
 shuffled = partial(RandomOrder, seed=0)
 
@@ -51,7 +51,7 @@ def _settings(make_cfg, *overrides: str, data: Dataset | None = None) -> LoaderS
 
 def test_knobs_that_need_workers_are_unset_with_one_note(make_cfg, caplog) -> None:
     data = Labels([0, 1] * 20, 2)
-    with caplog.at_level(logging.INFO, logger="src.data.resolve_loader"):
+    with caplog.at_level(logging.INFO, logger="engine.data.resolve_loader"):
         settings = _settings(
             make_cfg,
             "loader.num_workers=0",
@@ -90,7 +90,7 @@ def test_val_loader_is_sequential_and_keeps_last_batch(make_cfg) -> None:
 def test_sampler_and_shuffle_never_collide(make_cfg, caplog, factory, shuffle, expected, note):
     data = Labels([0, 1] * 20, 2)
     settings = _settings(make_cfg, f"loader.shuffle={str(shuffle).lower()}")
-    with caplog.at_level(logging.INFO, logger="src.data.loaders"):
+    with caplog.at_level(logging.INFO, logger="engine.data.loaders"):
         train, _ = build_loaders(data, data, settings, factory)
     assert isinstance(train.sampler, expected)
     if note:
@@ -148,7 +148,7 @@ def test_loader_runs_under_spawn(make_cfg, demo_dir: Path) -> None:
 
 def test_collate_fn_from_config_is_used(make_cfg) -> None:
     settings = _settings(
-        make_cfg, "loader.collate_fn={_target_:src.data.collate.already_batched,_partial_:true}"
+        make_cfg, "loader.collate_fn={_target_:engine.data.collate.already_batched,_partial_:true}"
     )
     data = Labels([0, 1] * 20, 2)
     train, _ = build_loaders(data, data, settings, SequentialOrder)

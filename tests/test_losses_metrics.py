@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from src.modes.train import train
-from src.training.checkpoint_files import load_checkpoint
-from src.training.losses.cross_entropy import CrossEntropy
-from src.training.metrics.accuracy import Accuracy
-from src.training.totals import PassTotals
+from engine.runs.checkpoint_files import load_checkpoint
+from engine.training.totals import PassTotals
+from src.losses.cross_entropy import CrossEntropy
+from src.metrics.accuracy import Accuracy
+from src.run_training import train
 from tests.test_loaders import Labels
 
 LOGITS = torch.tensor([[2.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, 2.0], [2.0, 0.0, 1.0]])
@@ -60,7 +60,7 @@ def test_top_k_accuracy_and_totals_survive_a_round_trip() -> None:
 def test_a_metric_added_by_config_is_reported_for_train_and_val(make_cfg) -> None:
     cfg = make_cfg(
         "trainer.max_epochs=1",
-        "+metrics.top2={_target_:src.training.metrics.accuracy.Accuracy,k:2}",
+        "+metrics.top2={_target_:src.metrics.accuracy.Accuracy,k:2}",
         "loss.label_smoothing=0.1",
         "loss.class_weights=balanced",
     )

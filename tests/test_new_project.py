@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from src.utils.new_project import IMPORTS_BENCH, copy_template, project_name, report, template_files
+from engine.new_project import IMPORTS_BENCH, copy_template, project_name, report, template_files
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = b"hydra-torch-data-template"  # the template's own name
@@ -44,13 +44,13 @@ def walkthrough() -> tuple[list[tuple[str, str]], list[str]]:
 def test_readme_walkthrough_is_complete() -> None:
     files, commands = walkthrough()
     assert [p for p, _ in files] == [
-        "src/data/datasets/my_listing.py",
+        "src/datasets/my_listing.py",
         "conf/dataset/my_listing.yaml",
         "src/models/tiny.py",
         "conf/model/tiny.yaml",
-        "src/training/losses/focal.py",
+        "src/losses/focal.py",
         "conf/loss/focal.yaml",
-        "src/training/metrics/confident_errors.py",
+        "src/metrics/confident_errors.py",
         "conf/metrics/with_errors.yaml",
         "conf/experiment/my_first.yaml",
     ]
@@ -118,6 +118,6 @@ def test_the_copy_is_the_users_own(tmp_path: Path) -> None:
     assert "make train" in readme and "make test" in readme and "(docs/README.md)" in readme
     layout = readme.split("## Layout\n\n```\n")[1].split("```")[0].splitlines()
     assert all((dest / line.split()[0]).exists() for line in layout)
-    assert {"train.py", "conf/", "src/data/", "tests/"} <= {line.split()[0] for line in layout}
+    assert {"train.py", "conf/", "src/models/", "tests/"} <= {line.split()[0] for line in layout}
     told = report(project, ROOT, dest)
     assert all(path in told for path in LEFT_OUT) and "cp -r" in told and "bench-peers" in told

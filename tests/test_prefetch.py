@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from src.data.transforms import Normalizer
-from src.modes import benchmark
-from src.training.batches import BatchMover, DeviceBatch
-from src.training.prefetch import device_batches, side_stream_for
+from engine.data.transforms import Normalizer
+from engine.modes import benchmark
+from engine.training.batches import BatchMover, DeviceBatch
+from engine.training.prefetch import device_batches, side_stream_for
 
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 

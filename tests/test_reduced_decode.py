@@ -12,9 +12,9 @@ from PIL import Image
 from torchvision.transforms import v2
 
 from bench.images import photo_like
-from src.data.datasets.imagefolder import ImageFolderDataset
-from src.data.decode import decode_image_bytes
-from src.data.transforms import decode_min_side
+from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.decode import decode_image_bytes
+from engine.data.transforms import decode_min_side
 
 
 def _jpeg(width: int, height: int, seed: int = 0, exif_orientation: int | None = None) -> bytes:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from src.modes.train import train
-from src.training.board_history import NOTE, event_files
-from src.training.step import TrainStep
+from engine.runs.board_history import NOTE, event_files
+from src.run_training import train
+from src.step import TrainStep
 
 # 48 train images / batch 16 = 3 steps per epoch; 2 epochs = 6 steps; a checkpoint every 2
 RUN = (

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from src.data.collate import pad_collate
-from src.data.datasets.sequences import JsonlSequences
-from src.data.demo_sequences import SEQUENCE_CLASSES
-from src.modes.train import train
+from engine.data.collate import pad_collate
+from engine.data.datasets.sequences import JsonlSequences
+from engine.data.demo_sequences import SEQUENCE_CLASSES
+from src.run_training import train
 
 
 def test_pad_collate_pads_to_the_longest_and_reports_lengths_and_mask() -> None:

@@ -16,10 +16,10 @@ import webdataset as wds
 from braceexpand import braceexpand
 from webdataset.tariterators import base_plus_ext, group_by_keys, tar_file_expander
 
-from src.data.datasets.tar_shards import TarShardDataset
-from src.data.shards import ShardError
-from src.data.shards.members import KEY_EXT, Record, Rules, read_records
-from src.data.shards.sources import expand_shards
+from engine.data.datasets.tar_shards import TarShardDataset
+from engine.data.shards import ShardError
+from engine.data.shards.members import KEY_EXT, Record, Rules, read_records
+from engine.data.shards.sources import expand_shards
 
 NAMES = [
     "dir/sub_000123.jpg",

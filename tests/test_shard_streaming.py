@@ -17,17 +17,17 @@ import torch
 from torch.utils.data import DataLoader
 from torchvision.transforms import v2
 
-from src.data.bad_samples import BadDataError
-from src.data.datasets.tar_shards import TarShardDataset
-from src.data.loader_settings import LoaderSettings
-from src.data.loaders import make_loader
-from src.data.shards import ShardError
-from src.data.shards.manifest import main as write_manifest
-from src.failures import one_line
-from src.modes.train import train
-from src.training.checkpoint_files import load_checkpoint
-from src.training.resume import config_key
-from src.training.step import TrainStep
+from engine.core.failures import one_line
+from engine.data.bad_samples import BadDataError
+from engine.data.datasets.tar_shards import TarShardDataset
+from engine.data.loader_settings import LoaderSettings
+from engine.data.loaders import make_loader
+from engine.data.shards import ShardError
+from engine.data.shards.manifest import main as write_manifest
+from engine.runs.checkpoint_files import load_checkpoint
+from engine.runs.resume import config_key
+from src.run_training import train
+from src.step import TrainStep
 from tests.shard_server import Faults, serving, write_wds_shards
 from tests.test_distributed import single_process_eval, torchrun
 
@@ -96,7 +96,7 @@ def test_remote_shards_without_a_manifest_are_refused_naming_the_fix(wds_dir, tm
     with serving(bare) as url, pytest.raises(ValueError) as caught:
         TarShardDataset("train", f"{url}/train-000000.tar.gz", "unused", **FAST)
     assert re.search(r"^dataset\.manifest: .*/shards\.json: HTTP 404", str(caught.value))
-    assert "python -m src.data.shards.manifest" in str(caught.value)
+    assert "python -m engine.data.shards.manifest" in str(caught.value)
 
 
 def test_a_server_that_stays_down_fails_naming_the_url_and_the_byte(make_cfg, wds_dir, tmp_path):

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import webdataset as wds
 
-from src.data.datasets.imagefolder import ImageFolderDataset
-from src.data.datasets.tar_shards import TarShardDataset
-from src.modes import METRICS_BY_MODE
-from src.modes.cache import cache
-from src.modes.shards import ShardSettings, shards
-from src.modes.train import train
+from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.datasets.tar_shards import TarShardDataset
+from engine.metric_keys import METRICS_BY_MODE
+from engine.modes.cache import cache
+from engine.modes.shards import ShardSettings, shards
+from src.run_training import train
 from tests.shard_server import write_wds_shards
 
 
@@ -27,7 +27,7 @@ def test_mode_shards_writes_what_webdataset_reads_and_training_uses(
     make_cfg, demo_dir, tmp_path, caplog
 ) -> None:
     out = tmp_path / "shards"
-    with caplog.at_level("INFO", logger="src.modes.shards"):
+    with caplog.at_level("INFO", logger="engine.modes.shards"):
         metrics = _write(make_cfg, out)
     assert set(metrics) == set(METRICS_BY_MODE["shards"])
     assert metrics["shards/samples"] == 78 and metrics["shards/shards"] == 5

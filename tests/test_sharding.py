@@ -11,11 +11,11 @@ import pytest
 from hydra.utils import instantiate
 from torch.utils.data import DataLoader, Dataset
 
-from src.data.datasets.tar_shards import TarShardDataset
-from src.data.loaders import build_loaders
-from src.data.resolve_loader import resolve_loader_settings
-from src.data.samplers import RandomOrder, WeightedOrder
-from src.utils import cpus
+from engine.core import cpus
+from engine.data.datasets.tar_shards import TarShardDataset
+from engine.data.loaders import build_loaders
+from engine.data.resolve_loader import resolve_loader_settings
+from engine.data.samplers import RandomOrder, WeightedOrder
 from tests.test_loaders import Labels
 
 

@@ -13,8 +13,8 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 
-from src.assemble import assemble
-from src.data.splits import build_split
+from engine.data.splits import build_split
+from engine.training.assemble import assemble
 
 CLASSES = ["circle", "cross", "square", "star", "triangle"]
 

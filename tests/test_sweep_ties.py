@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from src.sweeps.plot import plot_sweep
-from src.sweeps.summary import notes
-from src.sweeps.table import mark_tied, rank
+from engine.sweeps.plot import plot_sweep
+from engine.sweeps.summary import notes
+from engine.sweeps.table import mark_tied, rank
 
 ROOT = Path(__file__).resolve().parents[1]
 METRIC = "loader/samples_per_s"

@@ -12,14 +12,16 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from src.data.autotune import choose_workers, measured_workers, worker_candidates
-from src.data.samplers import SequentialOrder
-from src.measure.resources import ProcessTreeMonitor
-from src.measure.timing import Spread
-from src.modes.benchmark import METRIC_KEYS, benchmark
-from src.modes.train import train
-from src.sweeps.plot import parse_overrides, plot_sweep
-from src.utils.resolvers import job_dir
+from engine.core.launch import job_dir
+from engine.data.autotune import choose_workers, measured_workers, worker_candidates
+from engine.data.samplers import SequentialOrder
+from engine.measure.resources import ProcessTreeMonitor
+from engine.measure.timing import Spread
+from engine.metric_keys import METRICS_BY_MODE
+from engine.modes.benchmark import benchmark
+from engine.sweeps.plot import parse_overrides, plot_sweep
+from src.run_training import train
+from src.step import TrainStep
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW = ["dataset=tensor", "dataset._target_=tests.slow_dataset.SlowTensorFile"]
@@ -84,8 +86,8 @@ def test_failed_job_is_recorded_and_others_kept(demo_dir: Path, tmp_path: Path) 
 
 def test_benchmark_mode_writes_loader_metrics(make_cfg) -> None:
     cfg = make_cfg("mode=benchmark", "benchmark.batches=4", "benchmark.warmup=1")
-    metrics = benchmark(cfg)
-    assert set(metrics) == set(METRIC_KEYS)
+    metrics = benchmark(cfg, step=TrainStep)
+    assert set(metrics) == set(METRICS_BY_MODE["benchmark"])
     written = json.loads((Path(cfg.paths.output_dir) / "metrics.json").read_text())
     assert written == pytest.approx(metrics)
     assert metrics["loader/samples_per_s"] > 0 and metrics["loader/peak_rss_mb"] > 10
@@ -98,7 +100,7 @@ def test_benchmark_with_model_steps(make_cfg) -> None:
     cfg = make_cfg(
         "mode=benchmark", "benchmark.batches=3", "benchmark.warmup=0", "benchmark.compute=model"
     )
-    metrics = benchmark(cfg)
+    metrics = benchmark(cfg, step=TrainStep)
     assert metrics["loader/data_wait_frac"] < 0.9  # the model step takes real time
 
 
@@ -111,7 +113,7 @@ def test_starved_loop_logs_a_hint(make_cfg, caplog, delay_s: float, hinted: bool
         "trainer.limit_train_batches=4",
         "trainer.limit_val_batches=1",
     )
-    with caplog.at_level(logging.WARNING, logger="src.training.loop"):
+    with caplog.at_level(logging.WARNING, logger="src.loop"):
         train(cfg)
     hint = "loader is the bottleneck" in caplog.text
     assert hint is hinted
@@ -122,7 +124,7 @@ def test_starved_loop_logs_a_hint(make_cfg, caplog, delay_s: float, hinted: bool
 def test_auto_workers_pick_the_faster_candidate(make_cfg, caplog) -> None:
     cfg = make_cfg(*SLOW, "+dataset.delay_s=0.05", "loader.num_workers=auto")
     dataset = instantiate(cfg.dataset, split="train")
-    with caplog.at_level(logging.INFO, logger="src.data.autotune"):
+    with caplog.at_level(logging.INFO, logger="engine.data.autotune"):
         workers = measured_workers(
             dataset, instantiate(cfg.loader), SequentialOrder, candidates=[0, 2]
         )

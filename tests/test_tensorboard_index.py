@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from src.training.tensorboard_index import run_name, short_overrides
+from engine.runs.tensorboard_index import run_name, short_overrides
 
 
 def test_names_say_the_mode_the_time_and_the_overrides() -> None:

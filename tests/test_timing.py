@@ -1,4 +1,4 @@
-"""The one batch-timing primitive (src/measure/timing.py) on a fake clock: every number exact."""
+"""The one batch-timing primitive (engine/measure/timing.py) on a fake clock: every number exact."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import torch
 
-from src.measure.timing import BatchMeter, Spread, time_window
+from engine.measure.timing import BatchMeter, Spread, time_window
 
 
 class FakeClock:

@@ -17,12 +17,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.data import DataLoader, IterableDataset
 
-from src.assemble import assemble
-from src.modes.train import train
-from src.training.batches import mover_for
-from src.training.checkpoint_files import load_checkpoint
-from src.training.evaluate import evaluate
-from src.training.optimization import optimizer_steps_per_epoch
+from engine.runs.checkpoint_files import load_checkpoint
+from engine.training.assemble import assemble
+from engine.training.batches import mover_for
+from engine.training.evaluate import evaluate
+from engine.training.optimization import optimizer_steps_per_epoch
+from src.run_training import train
 from tests.train_process import run_train
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,9 +11,9 @@ import torch
 from hydra.utils import instantiate
 from torchvision.transforms import v2
 
-from src.data.transforms import Normalizer
-from src.modes.train import train
-from src.training.checkpoint_files import load_checkpoint
+from engine.data.transforms import Normalizer
+from engine.runs.checkpoint_files import load_checkpoint
+from src.run_training import train
 
 
 def test_uint8_batch_normalised_once_matches_classic_pipeline() -> None:
@@ -83,7 +83,7 @@ def test_grey_gives_the_model_one_channel(make_cfg, caplog) -> None:
     pipelines = instantiate(cfg.transforms)
     image = _gradient()
     assert pipelines.train(image).shape == pipelines.val(image).shape == (1, 48, 48)
-    with caplog.at_level(logging.INFO, logger="src.assemble"):
+    with caplog.at_level(logging.INFO, logger="engine.training.assemble"):
         train(cfg)  # the demo images decode to RGB and are trained on as one channel
     assert "| input (1, 48, 48) |" in caplog.text  # the model's input_shape, from the data
     weights = load_checkpoint(Path(cfg.paths.output_dir) / "checkpoints" / "last.pt")["model"]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from src.config.allowlist import shipped_entries
+from engine.config.allowlist import shipped_entries
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTY = "tests.reliability.faulty.FaultyImageFolder"  # a dataset that misbehaves on purpose

@@ -8,7 +8,7 @@ from typing import Any
 
 from torch.utils.data import get_worker_info
 
-from src.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.datasets.imagefolder import ImageFolderDataset
 
 
 class FaultyImageFolder(ImageFolderDataset):

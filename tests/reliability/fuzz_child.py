@@ -12,9 +12,9 @@ import resource
 import sys
 from typing import Any
 
-from src.data.datasets.csv import CsvDataset
-from src.data.datasets.tar_shards import TarShardDataset
-from src.data.decode import load_sample
+from engine.data.datasets.csv import CsvDataset
+from engine.data.datasets.tar_shards import TarShardDataset
+from engine.data.decode import load_sample
 
 
 def limit_address_space(headroom: int) -> None:

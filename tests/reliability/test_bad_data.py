@@ -16,18 +16,18 @@ import torch
 from hydra.utils import instantiate
 from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
-from src.data.bad_samples import (
+from engine.data.bad_samples import (
     REPORT_COLUMNS,
     BadDataError,
     BadSample,
     BadSampleLedger,
     SkipBadCollate,
 )
-from src.data.datasets.base import MapDataset
-from src.data.datasets.imagefolder import ImageFolderDataset
-from src.data.decode import SampleError
-from src.data.loaders import make_loader
-from src.modes.train import train
+from engine.data.datasets.base import MapDataset
+from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.decode import SampleError
+from engine.data.loaders import make_loader
+from src.run_training import train
 from tests.reliability.bad_files import corrupt_tree
 from tests.train_process import run_train
 
@@ -61,7 +61,7 @@ def test_skip_trains_to_the_end_and_lists_each_bad_file_once(make_cfg, demo_dir,
         "dataset.max_bad_fraction=0.1",
         "trainer.max_epochs=2",
     )
-    with caplog.at_level(logging.WARNING, logger="src.data.bad_samples"):
+    with caplog.at_level(logging.WARNING, logger="engine.data.bad_samples"):
         metrics = train(cfg)
     assert metrics["epochs"] == 2
     rows = _report(Path(cfg.paths.output_dir))
@@ -119,7 +119,7 @@ def test_collate_sets_bad_records_apart_and_travels_to_workers() -> None:
 
 def test_skipping_loader_drops_an_all_bad_batch_and_logs_each_file_once(make_cfg, caplog):
     loader = _loader(make_cfg, Flaky())
-    with caplog.at_level(logging.WARNING, logger="src.data.bad_samples"):
+    with caplog.at_level(logging.WARNING, logger="engine.data.bad_samples"):
         epochs = [list(loader), list(loader), list(itertools.islice(loader, 1, None))]
     assert [len(e) for e in epochs] == [2, 2, 1]  # [0, 1], [4, 5]; [2, 3] was all bad
     assert torch.equal(epochs[0][1][0], torch.tensor([[4.0, 4.0], [5.0, 5.0]]))

@@ -12,17 +12,17 @@ import numpy as np
 import pytest
 import torch
 
-from src.training.checkpoint_checks import RunShape
-from src.training.checkpoint_files import (
+from engine.core.seeding import restore_rng_states, rng_states
+from engine.runs.checkpoint_checks import RunShape
+from engine.runs.checkpoint_files import (
     CheckpointError,
     Checkpoints,
     load_checkpoint,
     load_newest,
     save_checkpoint,
 )
-from src.training.resume import KEY_FILE, find_resume_state
-from src.training.run_dir import ResumeError, claim_run_dir
-from src.utils.seeding import restore_rng_states, rng_states
+from engine.runs.resume import KEY_FILE, find_resume_state
+from engine.runs.run_dir import ResumeError, claim_run_dir
 
 
 def _manager(tmp_path: Path, keep: int = 2) -> Checkpoints:

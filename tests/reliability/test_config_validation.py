@@ -14,15 +14,15 @@ import pytest
 import torch
 from omegaconf import open_dict
 
-from src.config.errors import ConfigError
-from src.config.schema import accepts, is_numeric, node_problems
-from src.config.validate import EXEMPT_MISSING, validate_config
-from src.data.loader_settings import LoaderSettings
-from src.models.build import FILLED_FROM_DATA
-from src.modes.benchmark import BenchmarkSettings
-from src.modes.cache import CacheSettings
-from src.modes.inspect import InspectSettings
-from src.training.settings import CheckpointSettings, TrainerSettings
+from engine.config.errors import ConfigError
+from engine.config.schema import accepts, is_numeric, node_problems
+from engine.config.validate import EXEMPT_MISSING, validate_config
+from engine.data.loader_settings import LoaderSettings
+from engine.modes.benchmark import BenchmarkSettings
+from engine.modes.cache import CacheSettings
+from engine.modes.inspect import InspectSettings
+from engine.training.models import FILLED_FROM_DATA
+from engine.training.settings import CheckpointSettings, TrainerSettings
 from tests.conftest import CONF_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,8 +62,8 @@ def test_every_shipped_option_passes(make_cfg, group: str, option: str) -> None:
             "resolved (Interpolation key 'paths.nope' not found)",
         ),
         (
-            "dataset._target_=src.data.datasets.nope.Reader",
-            "dataset._target_=src.data.datasets."
+            "dataset._target_=engine.data.datasets.nope.Reader",
+            "dataset._target_=engine.data.datasets."
             "nope.Reader: cannot be imported "
             "(ModuleNotFoundError",
         ),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from src.data.datasets.csv import CsvDataset
+from engine.data.datasets.csv import CsvDataset
 
 GOOD = "imagefolder/train/circle/circle_00000.jpg"
 OTHER = "imagefolder/train/cross/cross_00000.jpg"

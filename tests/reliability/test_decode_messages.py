@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from src.data.decode import SampleError, load_sample
-from src.data.image_header import open_image
+from engine.data.decode import SampleError, load_sample
+from engine.data.image_header import open_image
 from tests.reliability.hostile import (
     HUGE,
     lying_images,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch.utils.data import DataLoader
 
-from src.data.datasets.base import MapDataset
-from src.data.samplers import Draw, RandomOrder, WeightedOrder
-from src.data.seeded import SeededSamples
+from engine.data.datasets.base import MapDataset
+from engine.data.samplers import Draw, RandomOrder, WeightedOrder
+from engine.data.seeded import SeededSamples
 from tests.test_loaders import Labels
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from src.data import resolve_loader
-from src.data.samplers import SequentialOrder
+from engine.data import resolve_loader
+from engine.data.samplers import SequentialOrder
 from tests.test_loaders import Labels
 from tests.train_process import allowing, run_train
 
@@ -68,7 +68,7 @@ def test_worker_counts_far_above_the_cores_are_capped(make_cfg, monkeypatch, cap
             chosen, data, SequentialOrder, False
         ).num_workers
 
-    with caplog.at_level(logging.WARNING, logger="src.data.resolve_loader"):
+    with caplog.at_level(logging.WARNING, logger="engine.data.resolve_loader"):
         assert workers(1000) == 8
         assert workers(8) == 8
     assert len(caplog.records) == 1 and "loader.num_workers=1000 is far above" in caplog.text

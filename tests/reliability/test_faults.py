@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from src.data.datasets.imagefolder import ImageFolderDataset
-from src.modes.train import train
-from src.training.checkpoint_files import load_checkpoint
+from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.runs.checkpoint_files import load_checkpoint
+from src.run_training import train
 from tests.train_process import FAULTY as FAULTY_DATASET
 from tests.train_process import allowing
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from src.utils.text import shown
+from engine.core.text import shown
 from tests.reliability.hostile import (
     damaged_shards,
     hostile_csvs,

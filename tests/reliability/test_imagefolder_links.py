@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from src.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.datasets.imagefolder import ImageFolderDataset
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_links_leading_outside_the_split_are_not_followed(tree: Path, tmp_path: 
     (val_circle / "outside_dir").symlink_to(elsewhere, target_is_directory=True)
     train_file = sorted((tree / "train" / "circle").glob("*.jpg"))[0]
     (val_circle / "from_train.jpg").symlink_to(train_file)  # another split: a leak
-    with caplog.at_level(logging.WARNING, logger="src.data.datasets.imagefolder"):
+    with caplog.at_level(logging.WARNING, logger="engine.data.datasets.imagefolder"):
         data = ImageFolderDataset(str(tree), "val")
     assert len(data) == before
     links = {"outside.jpg", "x.jpg", "from_train.jpg"}

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from src.data.bad_samples import REPORT_TEXT
-from src.utils.text import shown
+from engine.core.text import shown
+from engine.data.bad_samples import REPORT_TEXT
 from tests.reliability.hostile import lying_images, short_png
 from tests.reliability.real_folder import real_folder
 from tests.train_process import run_train

@@ -12,14 +12,14 @@ import torch
 import torch.multiprocessing as torch_mp
 from hydra.utils import instantiate
 
-from src.assemble import assemble
-from src.config.errors import ConfigError
-from src.config.validate import validate_config
-from src.data import limits
-from src.data.datasets.base import MapDataset
-from src.data.limits import sample_size, warn_host_limits
-from src.data.loader_settings import LoaderSettings
-from src.data.sharing import TORCH_DEFAULT_STRATEGY, apply_sharing_strategy
+from engine.config.errors import ConfigError
+from engine.config.validate import validate_config
+from engine.data import limits
+from engine.data.datasets.base import MapDataset
+from engine.data.limits import sample_size, warn_host_limits
+from engine.data.loader_settings import LoaderSettings
+from engine.data.sharing import TORCH_DEFAULT_STRATEGY, apply_sharing_strategy
+from engine.training.assemble import assemble
 
 MIB = 2**20
 SETTINGS = LoaderSettings(
@@ -70,7 +70,7 @@ def test_sample_size_counts_bytes_and_tensors() -> None:
 
 def test_small_shm_warns_with_estimate_and_fixes(monkeypatch, caplog) -> None:
     monkeypatch.setattr(limits, "shm_free_bytes", lambda: 1 * MIB)
-    with caplog.at_level(logging.WARNING, logger="src.data.limits"):
+    with caplog.at_level(logging.WARNING, logger="engine.data.limits"):
         warn_host_limits(SETTINGS, Images())
     # 2 workers x 2 batches x 32 x (12288 + 8) bytes x 2 headroom = 3.0 MiB
     assert "/dev/shm has 1 MiB free, but 2 workers x prefetch 2 x 0.4 MiB batches" in caplog.text
@@ -81,20 +81,20 @@ def test_small_shm_warns_with_estimate_and_fixes(monkeypatch, caplog) -> None:
 def test_enough_shm_and_files_stay_quiet(monkeypatch, caplog) -> None:
     monkeypatch.setattr(limits, "shm_free_bytes", lambda: 64 * 2**30)
     monkeypatch.setattr(resource, "getrlimit", lambda which: (65536, 65536))
-    with caplog.at_level(logging.WARNING, logger="src.data.limits"):
+    with caplog.at_level(logging.WARNING, logger="engine.data.limits"):
         warn_host_limits(SETTINGS, Images())
     assert caplog.text == ""
 
 
 def test_low_open_files_limit_warns(open_files, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="src.data.limits"):
+    with caplog.at_level(logging.WARNING, logger="engine.data.limits"):
         warn_host_limits(SETTINGS, Images())
     assert "open-files limit (ulimit -n) is 64" in caplog.text
     assert "ulimit -n 65536" in caplog.text and "loader.sharing_strategy=file_system" in caplog.text
 
 
 def test_file_system_strategy_is_applied_and_needs_no_fds(open_files, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="src.data.limits"):
+    with caplog.at_level(logging.WARNING, logger="engine.data.limits"):
         file_system = replace(SETTINGS, sharing_strategy="file_system")
         apply_sharing_strategy(file_system)
         warn_host_limits(file_system, Images())
@@ -106,7 +106,7 @@ def test_file_system_strategy_is_applied_and_needs_no_fds(open_files, caplog) ->
 
 def test_no_workers_no_checks(open_files, monkeypatch, caplog) -> None:
     monkeypatch.setattr(limits, "shm_free_bytes", lambda: 0)
-    with caplog.at_level(logging.WARNING, logger="src.data.limits"):
+    with caplog.at_level(logging.WARNING, logger="engine.data.limits"):
         warn_host_limits(replace(SETTINGS, num_workers=0), Untouchable())
     assert caplog.text == ""
 

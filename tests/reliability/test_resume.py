@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from src.modes.train import train
-from src.training.checkpoint_files import load_checkpoint
-from src.training.step import TrainStep
+from engine.runs.checkpoint_files import load_checkpoint
+from src.run_training import train
+from src.step import TrainStep
 
 # 48 train images / batch 16 = 3 batches per epoch (drop_last), 3 epochs = 9 optimizer steps
 RUN = ("trainer.max_epochs=3", "trainer.log_every_n_steps=1")
@@ -102,7 +102,7 @@ def test_resume_auto_ignores_runs_of_another_config(make_cfg, tmp_path: Path, ca
         "trainer.resume=auto",
         "trainer.max_epochs=1",
     )
-    with caplog.at_level(logging.INFO, logger="src.training.resume"):
+    with caplog.at_level(logging.INFO, logger="engine.runs.resume"):
         train(fresh)
     assert "no earlier run of this config" in caplog.text
     metrics = json.loads((tmp_path / "new" / "metrics.json").read_text())

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from src.training.checkpoint_files import Checkpoints, load_checkpoint, save_checkpoint
-from src.utils.io import atomic_write_bytes, remove_stale_temporaries, write_json
+from engine.core.io import atomic_write_bytes, remove_stale_temporaries, write_json
+from engine.runs.checkpoint_files import Checkpoints, load_checkpoint, save_checkpoint
 from tests.train_process import FAULTY, allowing, run_train
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,10 +17,10 @@ import pytest
 from hydra._internal.utils import _locate
 from omegaconf import OmegaConf, open_dict
 
-from src.config import allowlist
-from src.config.allowlist import after_import, before_import, denied_reason, grants
-from src.config.errors import ConfigError
-from src.config.validate import validate_config
+from engine.config import allowlist
+from engine.config.allowlist import after_import, before_import, denied_reason, grants
+from engine.config.errors import ConfigError
+from engine.config.validate import validate_config
 from tests.train_process import run_train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,11 +83,15 @@ def _refusal(make_cfg, *overrides: str) -> str:
         ("torchx.components.run", ["torch.*"], False),  # subtrees match on module boundaries
         ("srcevil.payload", ["src.*"], False),
         ("src.models.small_cnn.SmallCNN", ["src.models.*"], True),
-        ("src.modes.benchmark.BenchmarkSettings", ["src.modes.benchmark.BenchmarkSettings"], True),
-        ("src.modes.benchmark.benchmark", ["src.modes.benchmark.BenchmarkSettings"], False),
         (
-            "src.modes.benchmark.BenchmarkSettings.x",
-            ["src.modes.benchmark.BenchmarkSettings"],
+            "engine.modes.benchmark.BenchmarkSettings",
+            ["engine.modes.benchmark.BenchmarkSettings"],
+            True,
+        ),
+        ("engine.modes.benchmark.benchmark", ["engine.modes.benchmark.BenchmarkSettings"], False),
+        (
+            "engine.modes.benchmark.BenchmarkSettings.x",
+            ["engine.modes.benchmark.BenchmarkSettings"],
             False,
         ),  # an object entry is not a module: nothing under it
         ("os.system", DEFAULT, False),
@@ -115,34 +119,34 @@ def test_entries_admit_by_module_object_or_subtree(target, entries, admitted) ->
             "refused, _exec_with_source is a private name",
         ),
         (
-            "+job={_target_:src.utils.io.write_json,path:SENTINEL,obj:1}",
+            "+job={_target_:engine.core.io.write_json,path:SENTINEL,obj:1}",
             "job._target_",
-            "src.utils.io.write_json",
+            "engine.core.io.write_json",
             NOT_LISTED,
         ),
         (
-            "+job={_target_:src.utils.new_project.copy_template,root:.,dest:SENTINEL}",
+            "+job={_target_:engine.new_project.copy_template,root:.,dest:SENTINEL}",
             "job._target_",
-            "src.utils.new_project.copy_template",
+            "engine.new_project.copy_template",
             NOT_LISTED,
         ),
         (
-            "+job={_target_:src.data.demo.make_demo_data,out:SENTINEL}",
+            "+job={_target_:engine.data.demo.make_demo_data,out:SENTINEL}",
             "job._target_",
-            "src.data.demo.make_demo_data",
+            "engine.data.demo.make_demo_data",
             NOT_LISTED,
         ),
         (
-            "+job={_target_:src.data.cache_store.CacheWriter,folder:.,paths:[],settings:{},"
+            "+job={_target_:engine.data.cache_store.CacheWriter,folder:.,paths:[],settings:{},"
             "classes:[],rebuild:true}",
             "job._target_",
-            "src.data.cache_store.CacheWriter",
+            "engine.data.cache_store.CacheWriter",
             NOT_LISTED,
         ),
         (
-            "+job={_target_:src.modes.cache.cache}",
+            "+job={_target_:engine.modes.cache.cache}",
             "job._target_",
-            "src.modes.cache.cache",
+            "engine.modes.cache.cache",
             NOT_LISTED,
         ),
         (
@@ -166,9 +170,9 @@ def test_entries_admit_by_module_object_or_subtree(target, entries, admitted) ->
             NOT_LISTED,
         ),
         (
-            "+job={_target_:src.data.decode.os.system,command:'touch SENTINEL'}",
+            "+job={_target_:engine.data.decode.os.system,command:'touch SENTINEL'}",
             "job._target_",
-            "src.data.decode.os.system",
+            "engine.data.decode.os.system",
             NOT_LISTED,
         ),
         ("+job={_target_:torch.load,f:SENTINEL}", "job._target_", "torch.load", NOT_LISTED),
@@ -196,8 +200,12 @@ def test_unsafe_target_is_refused(make_cfg, monkeypatch, tmp_path, override, key
     ("target", "real", "entry"),
     [
         ("src.models.small_cnn.torch.load", "torch.serialization.load", "src.models.*"),
-        ("src.data.datasets.imagefolder.os.system", "posix.system", "src.data.datasets.*"),
-        ("src.data.collate.pad_sequence", "torch.nn.utils.rnn.pad_sequence", "src.data.collate"),
+        ("engine.data.datasets.imagefolder.os.system", "posix.system", "engine.data.datasets.*"),
+        (
+            "engine.data.collate.pad_sequence",
+            "torch.nn.utils.rnn.pad_sequence",
+            "engine.data.collate",
+        ),
         (
             "torch.optim.lr_scheduler.Optimizer",
             "torch.optim.optimizer.Optimizer",
@@ -220,7 +228,7 @@ def test_reexports_are_refused_by_what_they_resolve_to(make_cfg, tmp_path, targe
     ("target", "reason"),
     [
         ("torch.nn", "it is a module, not a class or function"),
-        ("src.models.build.FILLED_FROM_DATA", "it is a tuple value, not a class or function"),
+        ("engine.data.datasets.csv.SPLITS", "it is a tuple value, not a class or function"),
         ("torchvision.models.get_model", "it builds any torchvision model by name"),
         ("torchvision.models.get_model_builder", "it returns any torchvision model builder"),
     ],
@@ -257,11 +265,11 @@ def test_target_in_a_list_is_refused(make_cfg) -> None:
         "+job={_target_:torch.nn.CrossEntropyLoss,label_smoothing:0.1}",
         "+job={_target_:torch.optim.lr_scheduler.StepLR,_partial_:true,step_size:3}",
         "model=resnet18",
-        "loader.collate_fn={_target_:src.data.collate.already_batched,_partial_:true}",
+        "loader.collate_fn={_target_:engine.data.collate.already_batched,_partial_:true}",
     ],
 )
 def test_what_configs_need_passes(make_cfg, caplog, override: str) -> None:
-    with caplog.at_level(logging.WARNING, logger="src.config.allowlist"):
+    with caplog.at_level(logging.WARNING, logger="engine.config.allowlist"):
         validate_config(make_cfg(override))
     assert not caplog.records  # the shipped list: nothing to warn about
 
@@ -288,7 +296,7 @@ def myproject(tmp_path: Path, monkeypatch) -> Iterator[Path]:
 def test_a_user_package_as_a_subtree(make_cfg, myproject, caplog) -> None:
     net = "+job={_target_:myproject.models.Net,width:8}"
     assert _refusal(make_cfg, net).startswith(f"job._target_=myproject.models.Net: {NOT_LISTED}")
-    with caplog.at_level(logging.WARNING, logger="src.config.allowlist"):
+    with caplog.at_level(logging.WARNING, logger="engine.config.allowlist"):
         validate_config(make_cfg(net, allow("myproject.*")))
         validate_config(make_cfg(net, "+job.limit=inf", allow("myproject.*")))  # default: inf
     assert [r.getMessage() for r in caplog.records] == [
@@ -316,7 +324,7 @@ def test_widening_in_an_experiment_file_warns(make_cfg, tmp_path, caplog) -> Non
     (tmp_path / "experiment" / "wide.yaml").write_text(
         f"# @package _global_\nallowed_targets: [{', '.join([*DEFAULT, 'torch.*'])}]\n"
     )
-    with caplog.at_level(logging.WARNING, logger="src.config.allowlist"):
+    with caplog.at_level(logging.WARNING, logger="engine.config.allowlist"):
         validate_config(make_cfg(f"hydra.searchpath=[file://{tmp_path}]", "experiment=wide"))
         with pytest.raises(ConfigError, match=r"dataset\._target_=.*: refused, not in"):
             validate_config(make_cfg("allowed_targets=[src.models.*]"))  # narrower: no warning

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from src.modes import METRICS_BY_MODE
-from src.modes.validate import validate
+from engine.metric_keys import METRICS_BY_MODE
+from engine.modes.validate import validate
 from tests.reliability.bad_files import corrupt_tree
 from tests.train_process import run_train
 

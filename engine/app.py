@@ -1,0 +1,103 @@
+"""The frame train.py runs in: the checks before any work, the dispatch on `mode`, and the
+process set-up of a launch (resolvers, torchrun's process group, the project root).
+
+The template passes in what it owns: its training function (mode=train) and its step class
+(mode=benchmark times it). Every other mode is the engine's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from engine.config.choices import log_config_tree
+from engine.config.errors import ConfigError
+from engine.config.validate import validate_config
+from engine.core.failures import failures_reported
+from engine.core.launch import job_dir, launch_id, launch_rank, launch_time
+from engine.modes import benchmark, cache, evaluation, inspect, prediction, shards, validate
+from engine.sweeps.direction import direction_of, direction_problem
+from engine.sweeps.reuse import previous_result
+from engine.sweeps.summary import rank_metric
+from engine.training.distributed import distributed_job, init_distributed
+
+Run = Callable[[DictConfig], dict[str, Any]]
+
+
+def modes(train: Run, step: type) -> dict[str, Run]:
+    """What `mode=` can be: the template's `train`, and the engine's modes (benchmark times
+    the template's `step` class)."""
+    return {
+        "train": train,
+        "eval": evaluation.evaluate_checkpoint,
+        "predict": prediction.predict,
+        "benchmark": partial(benchmark.benchmark, step=step),
+        "inspect": inspect.inspect,
+        "validate": validate.validate,
+        "cache": cache.cache,
+        "shards": shards.shards,
+    }
+
+
+def run(cfg: DictConfig, train: Run, step: type) -> float:
+    """Check `cfg`, then run its mode; returns the ranking metric (summary.rank_by) for
+    sweepers. A bad config stops before any work; the error that stops a run is the last line
+    of its log."""
+    with failures_reported():
+        validate_config(cfg)
+        problem = direction_problem(cfg)
+        if problem is not None:
+            raise ConfigError(problem)
+        if cfg.mode != "train" and init_distributed().world_size > 1:
+            raise ValueError(
+                f"mode={cfg.mode} runs in one process: start it with python train.py, not "
+                "torchrun (or a launcher with several tasks)."
+            )
+        log_config_tree()
+        metrics = previous_result(cfg) or modes(train, step)[cfg.mode](cfg)
+    return metrics[rank_metric(cfg)]
+
+
+def register_resolvers() -> None:
+    """Register `${launch_time:FMT}`, `${run_id:}`, `${job_dir:...}`, `${null_if_set:A,B}`,
+    `${sweep_direction:}` and `${if_rank_zero:A,B}`; safe to call again."""
+    # The launch time formatted by FMT (strftime); rank 0's under torchrun, like ${now:} otherwise.
+    OmegaConf.register_new_resolver(
+        "launch_time", lambda pattern: launch_time().strftime(pattern), use_cache=True, replace=True
+    )
+    # A random tag, fixed for the life of the config, that keeps run and sweep dirs unique
+    # when two runs start in the same second (rank 0's under torchrun).
+    OmegaConf.register_new_resolver("run_id", launch_id, use_cache=True, replace=True)
+    OmegaConf.register_new_resolver("job_dir", job_dir, replace=True)
+    # null when A is set, else B: a default that gives way to an alternative key (dataset=csv's
+    # demo train_csv/val_csv give way to dataset.csv)
+    OmegaConf.register_new_resolver(
+        "null_if_set", lambda given, default: None if given is not None else default, replace=True
+    )
+    # minimize or maximize: the direction that improves the metric the sweep ranks by
+    OmegaConf.register_new_resolver(
+        "sweep_direction", lambda *, _root_: direction_of(_root_), replace=True
+    )
+    # A on global rank 0 (and in a single process), B on the other ranks of a distributed job.
+    OmegaConf.register_new_resolver(
+        "if_rank_zero", lambda a, b: a if launch_rank() == 0 else b, replace=True
+    )
+
+
+def launch(main: Callable[[], Any], script: str) -> None:
+    """Run Hydra's `main` as the process `script` (train.py) starts: PROJECT_ROOT is the
+    script's folder, launchers that start new processes (submitit) import from it too, the
+    resolvers are registered, and under torchrun the ranks share a process group and one run
+    dir."""
+    os.environ.setdefault("PROJECT_ROOT", str(Path(script).resolve().parent))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [os.environ["PROJECT_ROOT"], os.environ.get("PYTHONPATH")])
+    )
+    register_resolvers()
+    with distributed_job():
+        main()

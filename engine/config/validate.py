@@ -1,0 +1,140 @@
+"""`validate_config`: refuse a bad composed config in one short message, before any work.
+
+In order: every value resolves (no `???`, no broken `${...}`); every `_target_` is admitted by
+`allowed_targets` (before anything is imported: engine/config/allowlist.py); each target imports
+and is what its entry admits (no re-export, module or plain value); each node's keys are
+parameters of its target and its values fit their type hints (finite numbers included); the
+settings dataclasses' own checks (`__post_init__`) pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from hydra._internal.utils import _locate  # what instantiate uses; get_object logs an ERROR
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from engine.config.allowlist import after_import, check_entries, disallowed_targets, warn_if_widened
+from engine.config.errors import ConfigError
+from engine.config.schema import node_problems
+from engine.config.tree import child_key, resolve_tree, target_nodes
+from engine.metric_keys import METRICS_BY_MODE
+from engine.training.models import FILLED_FROM_DATA
+
+# `???` keys that engine.training.models fills from the data
+EXEMPT_MISSING = {f"model.{key}" for key in FILLED_FROM_DATA}
+# Keys null by default that a mode needs, with what to set
+CHECKPOINT = "a checkpoint file, or a run dir meaning its best.pt, else last.pt"
+REQUIRED_BY_MODE = {
+    "eval": {"checkpoint": CHECKPOINT},
+    "predict": {
+        "checkpoint": CHECKPOINT,
+        "input": "a folder of images, a CSV with a path column, or one image file",
+    },
+}
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Raise one ConfigError listing what is wrong with `cfg` (one line per problem)."""
+    problems: list[str] = []
+    tree = resolve_tree(cfg, EXEMPT_MISSING, problems)
+    _raise_if(problems)
+    _raise_if(mode_problems(tree))
+    entries = check_entries(tree)
+    warn_if_widened(entries)
+    _raise_if(disallowed_targets(tree, entries))
+    targets = {}
+    for path, node in target_nodes(tree):
+        obj = _import(path, node["_target_"], problems)
+        if obj is None:
+            continue
+        where = after_import(child_key(path, "_target_"), node["_target_"], obj, entries)
+        if where is not None:
+            problems.append(where)
+        else:
+            targets[path] = obj
+            problems += node_problems(path, node, node["_target_"], obj)
+    _raise_if(problems)
+    for path, node in target_nodes(tree):
+        if _is_settings(targets.get(path), node):
+            problems += _settings_problem(path, node)
+    _raise_if(problems)
+
+
+def check_targets(tree: dict[str, Any], entries: list[str]) -> None:
+    """Raise one ConfigError when a `_target_` in `tree` (a config that did not come from this
+    checkout's YAML, e.g. a checkpoint's) is refused by `entries`: by name before anything is
+    imported, then as imported (modules, values, re-exports, code runners)."""
+    _raise_if(disallowed_targets(tree, entries))
+    problems: list[str] = []
+    for path, node in target_nodes(tree):
+        target = node["_target_"]
+        obj = _import(path, target, problems)
+        if obj is not None:
+            where = after_import(child_key(path, "_target_"), target, obj, entries)
+            problems += [where] if where is not None else []
+    _raise_if(problems)
+
+
+def mode_problems(tree: dict[str, Any]) -> list[str]:
+    """`mode` must be one of train.py's modes, `summary.rank_by` (when set) a metric of it, and
+    the keys the mode needs (REQUIRED_BY_MODE) set."""
+    mode, rank_by = tree.get("mode"), tree.get("summary", {}).get("rank_by")
+    if mode not in METRICS_BY_MODE:
+        return [f"mode={mode!r}: expected one of {sorted(METRICS_BY_MODE)}."]
+    if rank_by is not None and rank_by not in METRICS_BY_MODE[mode]:
+        return [
+            f"summary.rank_by={rank_by!r} is not a metric of mode={mode}: use one of "
+            f"{list(METRICS_BY_MODE[mode])}."
+        ]
+    return [
+        f"{mode}.{key} is null: mode={mode} needs it ({REQUIRED_BY_MODE[mode][key]})."
+        for key in REQUIRED_BY_MODE.get(mode, {})
+        if tree.get(mode, {}).get(key) is None
+    ]
+
+
+def _raise_if(problems: list[str]) -> None:
+    if problems:  # a nested settings node can fail twice (alone and inside its parent)
+        raise ConfigError("\n".join(dict.fromkeys(problems))) from None
+
+
+def _import(path: str, target: str, problems: list[str]) -> Any:
+    """The object `target` names, or None with a line in `problems`."""
+    try:
+        return _locate(target)
+    except Exception as err:
+        cause = err.__cause__ or err
+        reason = f"{type(cause).__name__}: {str(cause).splitlines()[0] if str(cause) else ''}"
+        problems.append(
+            f"{child_key(path, '_target_')}={target}: cannot be imported ({reason}); expected "
+            "the dotted path of a class or function: check the spelling and that its module "
+            f"imports (python -c 'import {target.rpartition('.')[0] or target}')."
+        )
+        return None
+
+
+def _is_settings(obj: Any, node: dict[str, Any]) -> bool:
+    """A dataclass with its own checks: cheap to build now, so its errors come early."""
+    return (
+        isinstance(obj, type)
+        and dataclasses.is_dataclass(obj)
+        and hasattr(obj, "__post_init__")
+        and not node.get("_partial_", False)
+    )
+
+
+def _settings_problem(path: str, node: dict[str, Any]) -> list[str]:
+    """The settings check's own message (not Hydra's InstantiationException around it)."""
+    try:
+        instantiate(node)
+    except InstantiationException as err:
+        cause: BaseException = err
+        while cause.__cause__ is not None:
+            cause = cause.__cause__
+        message = str(cause).strip() or type(cause).__name__
+        return [message if message.startswith(f"{path}.") else f"{path}: {message}"]
+    return []

@@ -1,0 +1,49 @@
+"""Where a launch stands before any process group exists: its rank, and under torchrun rank
+0's launch time and run id, shared by every rank (one run dir per job); job folder names."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from datetime import datetime
+from typing import Any
+
+# Under torchrun: rank 0's launch time and run id, shared by every rank (one run dir per job)
+_shared_launch: dict[str, Any] = {}
+
+
+def launch_rank() -> int:
+    """This process's global rank as its launcher says, before any process group exists:
+    torchrun's RANK, a submitit task's global rank, else 0."""
+    if "RANK" in os.environ:
+        return int(os.environ["RANK"])
+    if "SUBMITIT_EXECUTOR" in os.environ:  # a job started by hydra-submitit-launcher
+        import submitit
+
+        return submitit.JobEnvironment().global_rank
+    return 0
+
+
+def share_launch(time: datetime, run_id: str) -> None:
+    """Make `launch_time()` and `launch_id()` return these (every rank of a torchrun job)."""
+    _shared_launch.update(time=time, run_id=run_id)
+
+
+def launch_time() -> datetime:
+    """When this launch started: now, or rank 0's time under torchrun."""
+    return _shared_launch.get("time", datetime.now())
+
+
+def launch_id() -> str:
+    """A random tag that keeps runs started in the same second apart (rank 0's under torchrun)."""
+    return _shared_launch.get("run_id") or secrets.token_hex(3)
+
+
+def job_dir(number: int, override_dirname: str, max_len: int = 80) -> str:
+    """`3` + `loader.batch_size=64,loader.num_workers=2` -> `3_batch_size=64,num_workers=2`."""
+    parts = []
+    for item in filter(None, override_dirname.split(",")):
+        key, _, value = item.partition("=")
+        parts.append(f"{key.rpartition('.')[2]}={value}")
+    short = ",".join(parts).replace("/", "_")[:max_len]
+    return f"{number}_{short}" if short else str(number)

@@ -1,0 +1,204 @@
+"""The pre-resized image store of `mode=cache`: one split's images in one memory-mapped file.
+
+A split folder holds
+- the data file, by the `encoding` setting: `pixels.u8` (raw: every image's HWC uint8 pixels)
+  or `jpegs.bin` (jpeg: every image as a complete JPEG file), one after another;
+- `index.i64`: per image (offset and length in bytes in the data file, height, width, label),
+  int64;
+- `sources.npz`: each image's source path, size (bytes) and mtime (ns), in cache order;
+- `manifest.json`: the format version, settings and classes it was built with;
+- `progress.json`: images committed so far and their data bytes (rewritten atomically).
+Entries are appended in source order and committed every few hundred images, so an
+interrupted build resumes from its last commit (bytes past it are cut off). A build or a
+reader whose settings or sources differ from the stored ones is refused, naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from engine.core.io import write_json
+
+FORMAT_VERSION = 2  # 2: the nbytes column and the jpeg encoding
+FIELDS = 5  # index.i64 columns: offset, nbytes, height, width, label
+DATA_FILES = {"raw": "pixels.u8", "jpeg": "jpegs.bin"}  # the data file of each encoding
+REBUILD_HINT = "run `make cache ARGS='cache.rebuild=true ...'` (or delete {dir}) to build it anew"
+
+
+class StaleCacheError(RuntimeError):
+    """The cache does not match its sources or settings any more."""
+
+
+def is_jpeg_quality(value: object) -> bool:
+    """Whether `value` is a JPEG quality: an int from 1 to 100 (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 100
+
+
+def data_file(settings: dict) -> str:
+    """The name of the data file of a cache built with `settings` (see DATA_FILES)."""
+    return DATA_FILES[settings["encoding"]]  # format 2 always stores it (older ones are refused)
+
+
+def _check_format(folder: Path, stored: dict) -> None:
+    """Refuse a cache written in another format version (older code, other index columns)."""
+    if stored.get("format") != FORMAT_VERSION:
+        raise StaleCacheError(
+            f"cache {folder} was written in cache format {stored.get('format')}, this version "
+            f"reads format {FORMAT_VERSION}: {REBUILD_HINT.format(dir=folder)}."
+        )
+
+
+def source_stats(paths: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(size in bytes, mtime in ns) of every path; a missing file gets (-1, -1)."""
+    sizes, mtimes = np.full(len(paths), -1, np.int64), np.full(len(paths), -1, np.int64)
+    for i, path in enumerate(paths):
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            continue
+        sizes[i], mtimes[i] = stat.st_size, stat.st_mtime_ns
+    return sizes, mtimes
+
+
+def _write_sources(folder: Path, paths: list[str]) -> None:
+    """sources.npz: every path with its size and mtime now (atomically replaced)."""
+    sizes, mtimes = source_stats(paths)
+    encoded = np.array([os.fsencode(p) for p in paths], dtype=np.bytes_)
+    tmp = folder / ".sources.tmp.npz"
+    np.savez(tmp, paths=encoded, sizes=sizes, mtimes=mtimes)
+    os.replace(tmp, folder / "sources.npz")
+
+
+def _first_change(stored: dict[str, np.ndarray], paths: list[str], cached: int) -> str | None:
+    """A sentence naming the first difference between the stored sources and `paths` now
+    (the listing, and size and mtime of the first `cached` entries), or None."""
+    stored_paths = [os.fsdecode(p) for p in stored["paths"]]
+    for i, (old, new) in enumerate(zip(stored_paths, paths, strict=False)):
+        if old != new:
+            return f"entry {i} was cached from {old}, but the dataset now lists {new} there"
+    if len(stored_paths) != len(paths):
+        return f"it holds {len(stored_paths)} sources, the dataset now lists {len(paths)}"
+    sizes, mtimes = source_stats(paths[:cached])
+    changed = np.flatnonzero(
+        (sizes != stored["sizes"][:cached]) | (mtimes != stored["mtimes"][:cached])
+    )
+    if len(changed):
+        i = int(changed[0])
+        what = "is missing" if sizes[i] < 0 else "changed (size or modification time)"
+        return f"{len(changed)} sources changed since caching, e.g. entry {i}: {paths[i]} {what}"
+    return None
+
+
+class CacheWriter:
+    """Appends one split's images; resumes a compatible unfinished build, refuses a stale one."""
+
+    def __init__(
+        self, folder: Path, paths: list[str], settings: dict, classes: list[str], rebuild: bool
+    ) -> None:
+        self.folder = Path(folder)
+        if rebuild and self.folder.exists():
+            shutil.rmtree(self.folder)
+        manifest = {"format": FORMAT_VERSION, "settings": settings, "classes": list(classes)}
+        if (self.folder / "manifest.json").is_file():
+            progress = json.loads((self.folder / "progress.json").read_text())
+            self._check(manifest, paths, progress["done"])
+            _write_sources(self.folder, paths)  # the entries still to cache: as they are now
+        else:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            progress = {"done": 0, "data_bytes": 0}
+            write_json(self.folder / "progress.json", progress)
+            _write_sources(self.folder, paths)
+            write_json(self.folder / "manifest.json", manifest)  # last: marks the folder a cache
+        self.done, self.data_bytes = progress["done"], progress["data_bytes"]
+        self._data = open(self.folder / data_file(settings), "ab")  # noqa: SIM115 (see close())
+        self._index = open(self.folder / "index.i64", "ab")  # noqa: SIM115
+        for f, size in ((self._data, self.data_bytes), (self._index, self.done * FIELDS * 8)):
+            f.truncate(size)  # drop what an interrupted build wrote after its last commit
+
+    def _check(self, manifest: dict, paths: list[str], done: int) -> None:
+        stored = json.loads((self.folder / "manifest.json").read_text())
+        _check_format(self.folder, stored)
+        hint = REBUILD_HINT.format(dir=self.folder)
+        if stored != manifest:
+            old, new = stored["settings"], manifest["settings"]
+            keys = [f"cache.{k}" for k in sorted({*old, *new}) if old.get(k) != new.get(k)]
+            raise StaleCacheError(
+                f"cache {self.folder} differs in {', '.join(keys) or 'classes'}: built with {old} "
+                f"and classes {stored['classes']}, not {new} and {manifest['classes']}: "
+                f"{hint}, or set cache.dir to another folder."
+            )
+        with np.load(self.folder / "sources.npz") as sources:
+            change = _first_change(dict(sources), paths, done)
+        if change:
+            raise StaleCacheError(f"cache {self.folder} is stale: {change}. Not mixing: {hint}.")
+
+    def append(self, data: np.ndarray, height: int, width: int, label: int) -> None:
+        """Add the next image: `data` is its HWC uint8 pixels or its JPEG file's bytes."""
+        data = np.ascontiguousarray(data, dtype=np.uint8)
+        self._data.write(data.tobytes())
+        record = np.array([self.data_bytes, data.size, height, width, label], dtype=np.int64)
+        self._index.write(record.tobytes())
+        self.data_bytes += data.size
+        self.done += 1
+
+    def commit(self) -> None:
+        """Make everything appended so far survive a crash (fsync, then the progress file)."""
+        for f in (self._data, self._index):
+            f.flush()
+            os.fsync(f.fileno())
+        write_json(
+            self.folder / "progress.json", {"done": self.done, "data_bytes": self.data_bytes}
+        )
+
+    def close(self) -> None:
+        self.commit()
+        self._data.close()
+        self._index.close()
+
+
+def open_cache(
+    folder: Path, check_sources: bool, expected: dict | None = None
+) -> tuple[dict, np.ndarray, np.ndarray]:
+    """(manifest, index rows N x FIELDS, source paths as fsencoded bytes) of a complete cache;
+    refuses one of another format, an unfinished one, one whose settings differ from the
+    non-None values of `expected` (`dataset.<key>`), and with `check_sources` one whose
+    sources changed since."""
+    folder = Path(folder)
+    if not (folder / "manifest.json").is_file():
+        raise FileNotFoundError(
+            f"dataset.root: {folder} holds no image cache (no manifest.json). Build it with "
+            "`make cache` (python train.py mode=cache cache.dir=...) and point dataset.root at "
+            "cache.dir."
+        )
+    manifest = json.loads((folder / "manifest.json").read_text())
+    _check_format(folder, manifest)
+    for key, value in (expected or {}).items():
+        if value is not None and manifest["settings"].get(key) != value:
+            raise StaleCacheError(
+                f"cache {folder} was built with cache.{key}={manifest['settings'].get(key)!r}, "
+                f"not dataset.{key}={value!r}: point dataset.root at a cache built with it, or "
+                f"set dataset.{key}=null to read any."
+            )
+    with np.load(folder / "sources.npz") as sources:
+        stored = dict(sources)
+    done = json.loads((folder / "progress.json").read_text())["done"]
+    if done < len(stored["paths"]):
+        raise StaleCacheError(
+            f"cache {folder} is unfinished ({done} of {len(stored['paths'])} images): run "
+            "`make cache` again with the same settings to finish it (it resumes)."
+        )
+    if check_sources:
+        paths = [os.fsdecode(p) for p in stored["paths"]]
+        change = _first_change(stored, paths, len(paths))
+        if change:
+            raise StaleCacheError(
+                f"cache {folder} is stale: {change}. {REBUILD_HINT.format(dir=folder)}, or set "
+                "dataset.check_sources=false to train on the cached pixels as they are."
+            )
+    index = np.fromfile(folder / "index.i64", dtype=np.int64).reshape(-1, FIELDS)[:done]
+    return manifest, index, stored["paths"]

@@ -1,0 +1,97 @@
+"""The dataset contract, written once: what the template needs from a dataset and the optional
+hooks it reads, with their defaults.
+
+A dataset kind is a class the `dataset` config group names; `build_splits` makes one per split:
+``cls(split="train" | "val" | "test", transform=<that split's pipeline or None>,
+classes=<None for train, the train split's class names for the others>, **your YAML keys)``
+(test: only mode=eval asks, and only of kinds whose `splits` name it). It subclasses `MapDataset`
+(samples by index) or `StreamDataset` (an IterableDataset) and yields ``(input, label)``
+samples: a uint8 C x H x W image (or float features, or a token tensor) and an int label.
+
+Attributes:
+    classes (list[str]): required. Class names; label ``i`` is ``classes[i]``. The val split
+        takes the train split's list. Read by build_splits, the model (num_classes), metrics.
+    targets (np.ndarray | None): every sample's label in index order, or None. Read by
+        sampler=weighted, loss.class_weights=balanced and mode=inspect.
+    returns_batches (bool): ``__getitems__(indices)`` returns a whole collated batch, so the
+        loaders skip collation (in-memory tensors). Read by engine/data/loaders.py.
+    in_memory (bool): samples are slices of memory: ``loader.num_workers=null`` then means 0
+        workers. Read by engine/data/resolve_loader.py.
+    draws_random (bool): a fetch may draw random numbers (a random transform), so SeededSamples
+        seeds it from (seed, epoch, index). Read by engine/data/seeded.py.
+    on_error (str): ``raise`` or ``skip``: with skip, an unreadable sample is returned as a
+        `BadSample` and left out. Read by engine/data/loaders.py.
+    max_bad_fraction (float): with skip, the share of a split that may be unreadable.
+    files_checkable (bool): `check_sample` decodes the file behind a sample (mode=validate).
+    vocab_size (int | None): token datasets: ids are below it; the val split takes the train
+        split's, and a model key ``vocab_size: ???`` is filled from it. Read by build_splits.
+    splits (tuple[str, ...]): the splits the class can build, ``("train", "val")`` by default;
+        ``"test"`` when it reads a test split (mode=eval eval.split=test). Read by build_split.
+    shuffle (bool): a stream shuffles itself (set by the loaders from the sampler group).
+
+Methods (optional):
+    get_filename(index) -> str | None: the file behind a sample, named in errors and reports.
+    check_sample(index) -> BadSample | None: decode sample ``index``; its record if unreadable.
+    set_epoch(epoch): called before each epoch's pass (streams reshuffle their shards).
+
+Streams (`StreamDataset`) also provide ``distribute(rank, world_size)`` (read only this rank's
+share, needed under torchrun) and ``local_shards`` (the shards this rank reads, or None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, IterableDataset
+
+from engine.data.bad_samples import BadSample
+
+Transform = Callable[[torch.Tensor], torch.Tensor]  # a split's pipeline: uint8 image in, out
+
+
+class DatasetHooks:
+    """The optional hooks of the contract with their defaults (see the module docstring)."""
+
+    classes: list[str]
+    targets: np.ndarray | None = None
+    returns_batches: ClassVar[bool] = False
+    in_memory: ClassVar[bool] = False
+    draws_random: bool = True
+    on_error: str = "raise"
+    max_bad_fraction: float = 0.0
+    files_checkable: ClassVar[bool] = False
+    vocab_size: int | None = None
+    shuffle: bool = False
+    splits: ClassVar[tuple[str, ...]] = ("train", "val")
+
+    def get_filename(self, index: int) -> str | None:
+        """The file behind sample `index`; None for data that has no files."""
+        return None
+
+    def check_sample(self, index: int) -> BadSample | None:
+        """Decode sample `index`: None if it reads, else its record (needs files_checkable)."""
+        raise NotImplementedError(f"{type(self).__name__} has no files to check")
+
+    def set_epoch(self, epoch: int) -> None:
+        """Prepare the pass of `epoch` (nothing to do unless the dataset depends on it)."""
+
+
+class MapDataset(DatasetHooks, Dataset):
+    """A dataset of indexed samples (``__len__`` and ``__getitem__``) under the contract."""
+
+
+class StreamDataset(DatasetHooks, IterableDataset):
+    """A stream of samples (``__iter__``, and ``__len__`` for the schedule) under the contract."""
+
+    local_shards: list[str] | None = None
+
+    def distribute(self, rank: int, world_size: int) -> None:
+        """Read only rank `rank`'s share of the stream in a job of `world_size` processes."""
+        raise NotImplementedError(
+            f"{type(self).__name__} streams its samples without distribute(rank, world_size), "
+            "so each rank would read all of them; implement it (as engine/data/datasets/"
+            "tar_shards.py does) or run one process."
+        )

@@ -1,0 +1,147 @@
+"""Images listed in CSV files: a path column and a label column (names or integers)."""
+
+from __future__ import annotations
+
+import codecs
+import os
+from array import array
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from engine.data.datasets.base import Transform
+from engine.data.datasets.image_files import LabelledImageFiles
+from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.listing import RootGuard, class_list, read_csv_rows
+
+SPLITS = ("train", "val", "test")
+
+
+class CsvDataset(LabelledImageFiles):
+    """One split of images listed in CSV: `train_csv` + `val_csv` (+ `test_csv`), or one `csv`
+    with a split column (`train`, `val`, `test`).
+
+    Relative paths resolve against `root` (default: the folder of the CSV file).
+    """
+
+    splits = SPLITS
+
+    def __init__(
+        self,
+        split: str,
+        train_csv: str | None = None,
+        val_csv: str | None = None,
+        csv: str | None = None,
+        test_csv: str | None = None,
+        split_column: str = "split",
+        path_column: str = "path",
+        label_column: str = "label",
+        root: str | None = None,
+        transform: Transform | None = None,
+        classes: Sequence[str] | None = None,
+        check_files: bool = True,
+        csv_encoding: str = "utf-8",
+        on_error: str = "raise",
+        max_bad_fraction: float = 0.01,
+        reduced_decode: bool = True,
+        max_image_pixels: int | None = PILLOW_MAX_PIXELS,
+    ) -> None:
+        columns = {"dataset.path_column": path_column, "dataset.label_column": label_column}
+        try:
+            codecs.lookup(csv_encoding)
+        except LookupError:
+            raise ValueError(
+                f"dataset.csv_encoding={csv_encoding!r} is not a text encoding Python knows "
+                "(e.g. utf-8, latin-1, cp1252, utf-16)."
+            ) from None
+        if csv is not None and train_csv is None and val_csv is None:
+            csv_path = Path(csv)
+            columns["dataset.split_column"] = split_column
+            rows = self._split_rows(csv_path, columns, split, csv_encoding)
+        elif csv is None and train_csv is not None and val_csv is not None:
+            listing = {"train": train_csv, "val": val_csv, "test": test_csv}[split]
+            if listing is None:
+                raise FileNotFoundError(
+                    "dataset.test_csv is null: set it to the CSV of the test split, or use one "
+                    "dataset.csv whose split column marks test rows."
+                )
+            csv_path = Path(listing)
+            rows = read_csv_rows(csv_path, columns, csv_encoding)
+        else:
+            raise ValueError(
+                "dataset: set either dataset.train_csv and dataset.val_csv, or dataset.csv with "
+                f"dataset.split_column (got train_csv={train_csv}, val_csv={val_csv}, csv={csv})."
+            )
+        guard = RootGuard(Path(root) if root is not None else csv_path.parent, path_column)
+        # one entry per row, nothing else: encoded paths, labels (one string object per
+        # distinct label), line numbers; the `where` of an error is made only when it is raised
+        paths: list[bytes] = []
+        labels: list[str] = []
+        lines = array("q")
+        seen: set[bytes] = set()
+        names: dict[str, str] = {}
+        for line, (raw_path, raw_label, *_) in rows:
+            where = f"{csv_path}:{line}"
+            label = raw_label.strip()
+            if not label:
+                raise ValueError(f"{where}: empty {label_column!r} (dataset.label_column).")
+            raw = raw_path.strip()
+            if not raw:
+                raise ValueError(f"{where}: empty {path_column!r} (dataset.path_column).")
+            path = os.fsencode(guard.resolve(raw, where, check_files))
+            if path in seen:
+                raise ValueError(
+                    f"{where}: {raw!r} is listed twice for split {split!r} (lines "
+                    f"{lines[paths.index(path)]} and {line}). Remove one of the rows."
+                )
+            seen.add(path)
+            paths.append(path)
+            labels.append(names.setdefault(label, label))
+            lines.append(line)
+        if not paths:
+            raise ValueError(f"{csv_path}: no rows for split {split!r}.")
+        del seen  # before the arrays are built: the peak of the listing
+
+        def at(i: int) -> str:
+            return f"{csv_path}:{lines[i]}"
+
+        classes = (
+            list(classes)
+            if classes is not None
+            else class_list(labels, at, f"column {label_column!r}, dataset.label_column")
+        )
+        index = {name: i for i, name in enumerate(classes)}
+        unknown = set(names) - set(index)
+        if unknown:
+            i = next(i for i, label in enumerate(labels) if label in unknown)
+            raise ValueError(
+                f"{at(i)}: label {labels[i]!r} is not a train class {classes}. "
+                "Fix the row, or add the class to the train split."
+            )
+        targets = np.fromiter((index[label] for label in labels), np.int64, len(labels))
+        super().__init__(
+            np.array(paths, dtype=np.bytes_),
+            targets,
+            classes,
+            transform,
+            on_error,
+            max_bad_fraction,
+            reduced_decode,
+            max_image_pixels,
+        )
+
+    @staticmethod
+    def _split_rows(
+        csv_path: Path, columns: dict[str, str], split: str, encoding: str
+    ) -> Iterator[tuple[int, tuple[str, ...]]]:
+        """The rows of `split` (the last column); every row's split must be one of SPLITS."""
+        for line, row in read_csv_rows(csv_path, columns, encoding):
+            value = row[-1].strip()
+            if value not in SPLITS:
+                raise ValueError(
+                    f"{csv_path}:{line}: {columns['dataset.split_column']!r} is {row[-1]!r}; "
+                    f"expected one of {SPLITS} (dataset.split_column)."
+                )
+            if value == split:
+                yield line, row

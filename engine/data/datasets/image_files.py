@@ -1,0 +1,98 @@
+"""Map-style dataset over labelled image files, stored as compact arrays."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from engine.data.bad_samples import BadSample, check_policy
+from engine.data.datasets.base import MapDataset, Transform
+from engine.data.decode import SampleError, describe_error, load_sample
+from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.transforms import decode_min_side
+
+
+class LabelledImageFiles(MapDataset):
+    """Images listed by path with integer targets.
+
+    Paths live in one fixed-width bytes array (given as one, or as strings) and targets in one
+    int64 array, so forked workers share them without copy-on-read growth (no per-sample
+    Python objects).
+    With `on_error="skip"` an unreadable file gives a `BadSample` record instead of an error
+    (see engine/data/bad_samples.py); `max_bad_fraction` bounds how many a split may have.
+    With `reduced_decode`, JPEGs at least twice the size the transform's first Resize asks for
+    are decoded at 1/2, 1/4 or 1/8 scale (engine/data/decode.py). An image declaring more than
+    `max_image_pixels` pixels (None: no limit) is unreadable, refused before it is decoded.
+    """
+
+    files_checkable = True
+
+    def __init__(
+        self,
+        paths: Sequence[str] | np.ndarray,
+        targets: Sequence[int] | np.ndarray,
+        classes: Sequence[str],
+        transform: Transform | None = None,
+        on_error: str = "raise",
+        max_bad_fraction: float = 0.01,
+        reduced_decode: bool = True,
+        max_image_pixels: int | None = PILLOW_MAX_PIXELS,
+    ) -> None:
+        check_policy(on_error, max_bad_fraction)
+        self.max_image_pixels = max_image_pixels
+        self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
+        self._paths = (
+            paths  # already encoded by the listing (no Python object per path on the way)
+            if isinstance(paths, np.ndarray) and paths.dtype.kind == "S"
+            else np.array([os.fsencode(p) for p in paths], dtype=np.bytes_)
+        )
+        self.targets = np.asarray(targets, dtype=np.int64)
+        self.classes = list(classes)
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+        self.transform = transform
+        self.decode_min_side = decode_min_side(transform) if reduced_decode else None
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def get_filename(self, index: int) -> str:
+        """The file behind sample `index` (to trace a bad batch back to its images)."""
+        return os.fsdecode(self._paths[index])
+
+    def label_name(self, index: int) -> str | None:
+        """The class name of sample `index`, for messages (None: an unlabelled input)."""
+        return self.classes[int(self.targets[index])]
+
+    def _bad(self, index: int, err: SampleError) -> BadSample:
+        reason = describe_error(err.__cause__ or err)
+        return BadSample(int(index), self.get_filename(index), self.label_name(index) or "", reason)
+
+    def check_sample(self, index: int) -> BadSample | None:
+        """Decode sample `index` (no transform): None if it reads, else its `BadSample`."""
+        try:
+            label = self.label_name(index)
+            load_sample(self.get_filename(index), index, label, None, self.max_image_pixels)
+        except SampleError as err:
+            return self._bad(index, err)
+        return None
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int] | BadSample:
+        label = int(self.targets[index])
+        try:
+            image = load_sample(
+                self.get_filename(index),
+                index,
+                self.label_name(index),
+                self.decode_min_side,
+                self.max_image_pixels,
+            )
+        except SampleError as err:
+            if self.on_error != "skip":
+                raise
+            return self._bad(index, err)
+        if self.transform is not None:
+            image = self.transform(image)
+        return image, label

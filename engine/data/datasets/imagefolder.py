@@ -1,0 +1,188 @@
+"""ImageFolder layout: `root/{train,val,test}/<class>/<image>`; class = sub-folder name (test/
+is optional: only mode=eval eval.split=test reads it)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from array import array
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from engine.data.datasets.base import Transform
+from engine.data.datasets.image_files import LabelledImageFiles
+from engine.data.decode import IMAGE_SUFFIXES
+from engine.data.image_header import PILLOW_MAX_PIXELS
+
+log = logging.getLogger(__name__)
+
+CHUNK = 65_536  # files listed between two conversions to a bytes array
+
+
+class FolderWalk:
+    """Files below one split folder, sorted. Symlinks are followed only when they resolve
+    inside the split folder, and each real file and folder is visited once (no loops).
+
+    Each real folder is visited once, so only a linked file can reach a real file twice: the
+    walk keeps the real paths of the linked files alone (no Python object per file beyond
+    its listed path), and tells whether a link's target was listed already from the folders
+    visited so far."""
+
+    def __init__(self, split_dir: Path) -> None:
+        self.root = os.path.realpath(split_dir)
+        self.outside: list[str] = []  # links not followed: "link -> target"
+        self.ignored = 0  # files that are not images by suffix
+        self.first_ignored = ""
+        self._dirs: set[str] = set()
+        self._targets: set[str] = set()  # real paths of the linked files listed
+
+    def inside(self, path: str) -> bool:
+        """Whether `path` resolves inside the split folder (recorded as skipped if not)."""
+        real = os.path.realpath(path)
+        if os.path.commonpath([self.root, real]) == self.root:
+            return True
+        self.outside.append(f"{path} -> {real}")
+        return False
+
+    def images(self, directory: str, real: str | None = None) -> list[str]:
+        """Image files under `directory` (recursively; `real`: its real path, when known);
+        the other files are counted."""
+        images: list[str] = []
+        self._visit(directory, images, real)
+        return images
+
+    def _listed_before(self, real: str, real_dir: str, name: str) -> bool:
+        """Whether the real file `real` was listed already, as a link's target or as a file of
+        a folder visited before (or earlier in `real_dir`, the folder now at entry `name`)."""
+        if real in self._targets:
+            return True
+        folder, base = os.path.split(real)
+        if folder not in self._dirs or (folder == real_dir and base >= name):
+            return False
+        return os.path.lexists(real) and not os.path.isdir(real)
+
+    def _visit(self, directory: str, images: list[str], real_dir: str | None = None) -> None:
+        real_dir = real_dir or os.path.realpath(directory)
+        if real_dir in self._dirs:  # a loop, or a second link to the same folder
+            return
+        self._dirs.add(real_dir)
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        subdirs = []
+        for entry in entries:
+            linked = entry.is_symlink()
+            if linked and not self.inside(entry.path):
+                continue
+            try:
+                is_dir = entry.is_dir()
+            except OSError:  # a symlink loop: kept as a file, reported unreadable when read
+                is_dir = False
+            if is_dir:  # a real sub-folder's real path is known: no realpath() per folder
+                subdirs.append((entry.path, None if linked else f"{real_dir}{os.sep}{entry.name}"))
+                continue
+            if linked:
+                real = os.path.realpath(entry.path)
+                if self._listed_before(real, real_dir, entry.name):
+                    continue  # the same file reached twice, through a link
+                self._targets.add(real)
+            elif self._targets and os.path.join(real_dir, entry.name) in self._targets:
+                continue  # listed already, through a link
+            if entry.name.lower().endswith(IMAGE_SUFFIXES):
+                images.append(entry.path)
+            else:
+                self.ignored += 1
+                self.first_ignored = self.first_ignored or entry.path
+        for subdir, real in subdirs:
+            self._visit(subdir, images, real)
+
+
+class ImageFolderDataset(LabelledImageFiles):
+    """One split of an ImageFolder tree; `classes` / `class_to_idx` follow the train split."""
+
+    splits = ("train", "val", "test")
+
+    def __init__(
+        self,
+        root: str,
+        split: str,
+        transform: Transform | None = None,
+        classes: Sequence[str] | None = None,
+        on_error: str = "raise",
+        max_bad_fraction: float = 0.01,
+        reduced_decode: bool = True,
+        max_image_pixels: int | None = PILLOW_MAX_PIXELS,
+    ) -> None:
+        split_dir = Path(root) / split
+        if not split_dir.is_dir() and split == "test":
+            raise FileNotFoundError(
+                f"dataset.root: {split_dir} is not a directory, so this root has no test split "
+                "(test/<class>/*.jpg): add that folder, or evaluate eval.split=val."
+            )
+        if not split_dir.is_dir():
+            raise FileNotFoundError(
+                f"dataset.root: {split_dir} is not a directory. An ImageFolder root holds "
+                f"train/<class>/*.jpg and val/<class>/*.jpg; set dataset.root to that folder."
+            )
+        walk = FolderWalk(split_dir)
+        real = {  # class folder -> its real path (None: a link, resolved by the walk)
+            entry.name: None if entry.is_symlink() else os.path.join(walk.root, entry.name)
+            for entry in os.scandir(split_dir)
+            if entry.is_dir() and (not entry.is_symlink() or walk.inside(entry.path))
+        }
+        found = sorted(real)
+        if classes is None:
+            classes = found
+        unknown = sorted(set(found) - set(classes))
+        if unknown:
+            raise ValueError(
+                f"dataset.root: {split_dir} has class folders {unknown} that the train split "
+                f"does not have (train classes: {list(classes)}). Rename or remove them."
+            )
+        # paths encoded as they are listed, into a bytes array every CHUNK files: no Python
+        # object per file outlives its chunk
+        chunks: list[np.ndarray] = []
+        encoded: list[bytes] = []
+        targets = array("q")
+        for label, name in enumerate(classes):
+            if name not in found:
+                log.warning("%s: no folder for class %r; it has no samples here", split_dir, name)
+                continue
+            images = walk.images(os.path.join(split_dir, name), real[name])
+            if not images and split == "train":
+                raise ValueError(
+                    f"dataset.root: class folder {split_dir / name} holds no images with a "
+                    f"suffix in {IMAGE_SUFFIXES}. Add images or remove the folder."
+                )
+            encoded += map(os.fsencode, images)
+            targets.extend([label] * len(images))
+            if len(encoded) >= CHUNK:
+                chunks.append(np.array(encoded, dtype=np.bytes_))
+                encoded = []
+        chunks.append(np.array(encoded, dtype=np.bytes_))
+        if not targets:
+            raise ValueError(f"dataset.root: no images found under {split_dir}.")
+        if walk.ignored:
+            log.warning(
+                "%s: ignored %d files that are not images by suffix, e.g. %s",
+                split_dir,
+                walk.ignored,
+                walk.first_ignored,
+            )
+        if walk.outside:
+            log.warning(
+                "%s: did not follow %d symlinks that lead outside it, e.g. %s",
+                split_dir,
+                len(walk.outside),
+                walk.outside[0],
+            )
+        super().__init__(
+            np.concatenate(chunks),
+            np.frombuffer(targets, dtype=np.int64),
+            classes,
+            transform,
+            on_error,
+            max_bad_fraction,
+            reduced_decode,
+            max_image_pixels,
+        )

@@ -1,0 +1,224 @@
+"""Streaming WebDataset tar shards, local or remote, as an IterableDataset.
+
+Shards come from paths, globs, brace patterns, URLs, `pipe:` commands or fsspec
+(engine/data/shards/sources.py), their samples follow WebDataset's member rules
+(engine/data/shards/members.py), and their sample counts and labels come from the manifest
+(engine/data/shards/manifest.py), so start-up reads no remote shard. With `on_error=skip`,
+samples that cannot be read (and with `skip_bad_shards`, the rest of a shard that cannot)
+become `BadSample` records the loader lists in bad_samples.csv (engine/data/bad_samples.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import get_worker_info
+
+from engine.core.seeding import derive_seed
+from engine.core.text import shown
+from engine.data.bad_samples import BadSample, check_policy
+from engine.data.datasets.base import StreamDataset, Transform
+from engine.data.decode import SampleError, decode_image_bytes, describe_error
+from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.safe_read import max_file_bytes
+from engine.data.shards import ShardError
+from engine.data.shards.counts import counted, shard_entries
+from engine.data.shards.members import Record, Rules, split_exts
+from engine.data.shards.remote import Network
+from engine.data.shards.sources import expand_shards, kind, open_shard
+
+__all__ = ["ShardError", "TarShardDataset", "shuffle_buffer"]
+
+log = logging.getLogger(__name__)
+
+Item = tuple[int, Record] | BadSample  # (index in the split, record), or a lost shard's rest
+
+
+def shuffle_buffer(samples: Iterator[Item], size: int, rng: random.Random) -> Iterator[Item]:
+    """Approximate shuffle of a stream: yield a random element of a buffer of `size` items."""
+    buffer: list[Item] = []
+    for sample in samples:
+        buffer.append(sample)
+        if len(buffer) >= size:
+            i = rng.randrange(len(buffer))
+            buffer[i], buffer[-1] = buffer[-1], buffer[i]
+            yield buffer.pop()
+    rng.shuffle(buffer)
+    yield from buffer
+
+
+class TarShardDataset(StreamDataset):
+    """One split of tar shards, split across ranks (`distribute`), then across each rank's
+    DataLoader workers, so each sample is read once per epoch in the whole job.
+
+    With `shuffle`, each rank's shard order is reshuffled every epoch (same order in every
+    worker, so the split stays exact) and samples pass through a `shuffle_buffer` per worker.
+    A sample's random transform is seeded by (seed, epoch, its index in the split), so a run
+    resumed mid-epoch (which replays the epoch's first batches) draws the same augmentations.
+    """
+
+    def __init__(
+        self,
+        split: str,
+        train_shards: str | Sequence[str],
+        val_shards: str | Sequence[str],
+        shuffle_buffer: int = 1000,
+        seed: int = 0,
+        classes_file: str | None = None,
+        max_image_pixels: int | None = PILLOW_MAX_PIXELS,
+        transform: Transform | None = None,
+        classes: Sequence[str] | None = None,
+        manifest: str | None = None,
+        image_exts: str = "jpg;jpeg;png;webp",
+        label_field: str | None = None,
+        ignore_exts: str | None = None,
+        retries: int = 3,
+        backoff: float = 1.0,
+        read_timeout: float = 60.0,
+        on_error: str = "raise",
+        max_bad_fraction: float = 0.01,
+        skip_bad_shards: bool = False,
+    ) -> None:
+        check_policy(on_error, max_bad_fraction)
+        self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
+        self.skip_bad_shards = skip_bad_shards and on_error == "skip"
+        key = f"dataset.{split}_shards"
+        self.shards = expand_shards(train_shards if split == "train" else val_shards, key)
+        self.split = split
+        self.shuffle = split == "train"
+        self.shuffle_buffer = shuffle_buffer
+        self.seed = seed
+        self.transform = transform
+        self.max_image_pixels = max_image_pixels
+        self.network = Network(retries, backoff, read_timeout)
+        self.rules = Rules(
+            split_exts(image_exts, "dataset.image_exts"),
+            label_field,
+            split_exts(ignore_exts, "dataset.ignore_exts"),
+            max_file_bytes(max_image_pixels),
+        )
+        entries, listed = shard_entries(self.shards, key, manifest, self.rules, self.network)
+        for entry in entries:  # faults the manifest knows of stop the run here, unless skipped
+            if entry["errors"] and on_error == "raise":
+                raise ShardError(entry["errors"][0][1])
+            if "error" in entry and not self.skip_bad_shards:
+                raise ShardError(entry["error"])
+        self.shard_sizes = [entry["samples"] for entry in entries]
+        self.starts = np.cumsum([0, *self.shard_sizes[:-1]]).tolist()
+        labels = np.array([label for entry in entries for label in entry["labels"]], np.int64)
+        self.targets = labels[labels >= 0]
+        if not len(self.targets):
+            raise ShardError(
+                f"{key}: no readable samples in {len(self.shards)} shards; check the shards and "
+                "dataset.image_exts / label_field."
+            )
+        self.rank, self.world_size = 0, 1
+        if classes is None:
+            classes = self._read_classes(classes_file) or listed
+        self.classes = list(classes or (str(i) for i in range(int(self.targets.max()) + 1)))
+        if int(self.targets.max()) >= len(self.classes):
+            raise ValueError(
+                f"{key}: labels span {self.targets.min()}..{self.targets.max()} but "
+                f"there are {len(self.classes)} classes; check dataset.classes_file."
+            )
+        self._epoch = 0
+        self._iterations_since_set = 0
+
+    def _read_classes(self, classes_file: str | None) -> list[str] | None:
+        first = self.shards[0]
+        beside = Path(first).parent / "classes.txt" if kind(first) == "local" else None
+        path = Path(classes_file) if classes_file else beside
+        if path is None or not path.is_file():
+            if classes_file:
+                raise FileNotFoundError(f"dataset.classes_file: {path} does not exist.")
+            return None
+        return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+
+    def distribute(self, rank: int, world_size: int) -> None:
+        """Read only this rank's shards: every `world_size`-th one from `rank`."""
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is outside a world of {world_size} processes")
+        self.rank, self.world_size = rank, world_size
+
+    @property
+    def local_shards(self) -> list[str]:
+        """The shards this rank reads (all of them in a single process)."""
+        return self.shards[self.rank :: self.world_size]
+
+    def __len__(self) -> int:
+        """Samples per epoch of the longest rank's share (all samples in a single process): the
+        same number on every rank, so all ranks plan the same learning-rate schedule."""
+        w = self.world_size
+        return max(sum(self.shard_sizes[r::w]) for r in range(w))
+
+    def set_epoch(self, epoch: int) -> None:
+        """Seed the next pass; persistent workers keep counting passes on their own copy."""
+        self._epoch, self._iterations_since_set = epoch, 0
+
+    def _read(self, shard: int) -> Iterator[Item]:
+        """Shard number `shard`'s records with their index in the split; with skip_bad_shards
+        a shard that fails gives one `BadSample` for the samples it had left."""
+        name, expected, done = self.shards[shard], self.shard_sizes[shard], 0
+        try:
+            with open_shard(name, self.network) as stream:
+                for record in counted(stream, name, self.rules, expected):
+                    yield self.starts[shard] + done, record
+                    done += 1
+        except ShardError as err:
+            if not self.skip_bad_shards:
+                raise
+            lost = max(1, expected - done)
+            error = f"{lost} samples left out: {str(err).removeprefix(f'{shown(name)}: ')}"
+            yield BadSample(self.starts[shard] + done, name, "", error, lost)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, int] | BadSample]:
+        epoch = self._epoch + self._iterations_since_set
+        self._iterations_since_set += 1
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        shards = list(range(len(self.shards)))[self.rank :: self.world_size]
+        if self.shuffle:
+            random.Random(f"{self.seed}-{epoch}").shuffle(shards)
+        items = (item for shard in shards[worker::workers] for item in self._read(shard))
+        if self.shuffle and self.shuffle_buffer > 1:
+            rng = random.Random(f"{self.seed}-{epoch}-{self.rank}-{worker}")
+            items = shuffle_buffer(items, self.shuffle_buffer, rng)
+        for item in items:
+            yield item if isinstance(item, BadSample) else self._sample(*item, epoch)
+
+    def _transformed(self, image: torch.Tensor, index: int, epoch: int) -> torch.Tensor:
+        """The transform under torch's generator seeded from (seed, epoch, index), as for
+        map-style data (engine/data/seeded.py): a resumed run's replay draws the same crops."""
+        if self.transform is None:
+            return image
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(derive_seed(self.seed, epoch, index))
+            return self.transform(image)
+
+    def _sample(
+        self, index: int, record: Record, epoch: int
+    ) -> tuple[torch.Tensor, int] | BadSample:
+        """The decoded, transformed sample of `record`, or (on_error=skip) its `BadSample`."""
+        name, data, label, error = record
+        if error is None and not label < len(self.classes):
+            error = f"{name}: label {label} is outside the {len(self.classes)} classes."
+        if error is not None:
+            if self.on_error == "skip":
+                return BadSample(index, name, "", error.removeprefix(f"{name}: "))
+            raise ShardError(error)
+        try:
+            image = decode_image_bytes(data, name, max_pixels=self.max_image_pixels)  # type: ignore[arg-type]
+        except Exception as err:
+            if self.on_error == "skip":
+                return BadSample(index, name, self.classes[label], describe_error(err))
+            raise SampleError(
+                f"cannot decode {name} (class {self.classes[label]!r}) from "
+                f"dataset.{self.split}_shards: {describe_error(err)}. Fix or remove that member "
+                "and write the shard again, or set dataset.on_error=skip to leave it out."
+            ) from err
+        return self._transformed(image, index, epoch), label

@@ -1,0 +1,195 @@
+"""Decode image files straight to uint8 CHW RGB tensors, safely.
+
+The format is read from the bytes, never from the file name. JPEG and WebP go through
+torchvision.io (libjpeg-turbo, libwebp: 1.6-2.4x faster than Pillow here, BENCHMARKS.md);
+PNG and every other format through Pillow, because torchvision's PNG decoder crashes the
+whole process (SIGSEGV) on a PNG whose image data is shorter than its header declares, where
+Pillow raises an exception. Every path checks the declared size against the pixel limit
+(`dataset.max_image_pixels`) before it decodes (engine/data/image_header.py). A failure is one
+line with the decoder's own cause, the warnings it gave on the way appended.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+from PIL import Image, ImageOps
+from torchvision.io import ImageReadMode, decode_jpeg, decode_webp
+from torchvision.transforms.v2.functional import resize
+
+from engine.core.text import shown
+from engine.data.image_header import (
+    JPEG_MAGIC,
+    PILLOW_MAX_PIXELS,
+    ImageTooLarge,
+    UnknownFormat,
+    check_pixels,
+    check_png_data,
+    jpeg_size,
+    open_image,
+)
+from engine.data.safe_read import max_file_bytes, read_regular_file
+
+# torchvision 0.29 marks its decoders deprecated in favour of TorchCodec, but they stay in the
+# pinned release and decode 1.6-2.4x faster than Pillow here (BENCHMARKS.md), so keep them quiet.
+TORCHVISION_DECODE_DEPRECATION = "The image decoding and encoding capabilities of TorchVision"
+warnings.filterwarnings(
+    "ignore", message=TORCHVISION_DECODE_DEPRECATION, category=DeprecationWarning
+)
+
+# File name suffixes that count as images when a folder is listed (the content decides the
+# decoder).
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff")
+_SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N")
+
+# torchvision's C++ errors start with "function, /build/path/file.cpp:171, ": noise to a user.
+_CPP_LOCATION = re.compile(r"^\S+, \S+\.(?:cpp|h):\d+, ")
+
+
+class SampleError(RuntimeError):
+    """A sample could not be read; the message names the file and the sample index."""
+
+
+def describe_error(err: BaseException) -> str:
+    """The first two sentences of `err`'s first line, without torchvision's source location,
+    then its notes (the warnings its decoding gave)."""
+    text = str(err).strip()
+    first = _CPP_LOCATION.sub("", text.splitlines()[0]) if text else type(err).__name__
+    return "; ".join([". ".join(first.split(". ")[:2]).rstrip("."), *getattr(err, "__notes__", [])])
+
+
+@contextmanager
+def _warnings_in_error() -> Iterator[None]:
+    """Warnings the block gives (Pillow's `Truncated File Read`, ...) become notes of the error
+    it raises, so they are reported with the file; if it raises none, they are shown as usual."""
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            yield
+        except Exception as err:
+            for message in dict.fromkeys(" ".join(str(w.message).split()) for w in caught):
+                err.add_note(f"warned: {message}")
+            raise
+    for warning in caught:
+        warnings.warn(warning.message, stacklevel=3)
+
+
+def _from_pil(img: Image.Image) -> torch.Tensor:
+    """uint8 (3, H, W) from a Pillow image, upright (EXIF orientation) and RGB; 16-bit grey
+    is scaled to 8 bits (convert('RGB') would clip it)."""
+    img = ImageOps.exif_transpose(img)
+    if img.mode in _SIXTEEN_BIT:
+        grey = (np.asarray(img).astype(np.uint16) >> 8).astype(np.uint8)
+        return torch.from_numpy(grey).expand(3, *grey.shape).contiguous()
+    return torch.from_numpy(np.asarray(img.convert("RGB")).copy()).permute(2, 0, 1).contiguous()
+
+
+def _reduced_jpeg(img: Image.Image, min_side: int) -> torch.Tensor:
+    """A JPEG (opened, header read) decoded at the smallest DCT scale (1/2, 1/4 or 1/8:
+    libjpeg's scaled IDCT, via Pillow's draft mode) that keeps the shorter side >= `min_side`,
+    then resized to the exact size `Resize(min_side)` gives the full image (so a following
+    Resize(min_side) does nothing)."""
+    width, height = img.size  # before the EXIF rotation
+    img.draft("RGB", (min_side, min_side))  # picks scale = largest of 8, 4, 2 <= short // min
+    rgb = ImageOps.exif_transpose(img).convert("RGB")
+    # HWC memory seen as CHW: torchvision resizes uint8 fastest in this layout
+    image = torch.from_numpy(np.asarray(rgb).copy()).permute(2, 0, 1)
+    if (image.shape[1] > image.shape[2]) != (height > width):  # rotated by its EXIF tag
+        width, height = height, width
+    short, long = sorted((width, height))
+    size = (min_side, int(min_side * long / short))  # torchvision's rule for Resize(int)
+    return resize(image, list(size if height <= width else size[::-1]), antialias=True)
+
+
+def _full_jpeg(data: bytes) -> torch.Tensor:
+    """A JPEG decoded at full size by torchvision (libjpeg-turbo), upright (EXIF)."""
+    buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return decode_jpeg(buf, mode=ImageReadMode.RGB, apply_exif_orientation=True)
+
+
+def decode_image_bytes(
+    data: bytes | np.ndarray,
+    name: str,
+    min_side: int | None = None,
+    max_pixels: int | None = PILLOW_MAX_PIXELS,
+) -> torch.Tensor:
+    """Decode encoded image bytes to a uint8 RGB tensor (3, H, W); `name` is for messages.
+
+    The declared size must be within `max_pixels` (None: no limit), checked before decoding.
+    With `min_side` (the shorter side the next resize needs), a JPEG at least twice that size
+    is decoded at reduced scale and returned as Resize(min_side) of the full image would be.
+    """
+    del name  # the caller names the file in its error; the bytes decide the format
+    if len(data) == 0:
+        raise ValueError("the file is empty (0 bytes)")
+    with _warnings_in_error():
+        return _decode(bytes(data) if isinstance(data, np.ndarray) else data, min_side, max_pixels)
+
+
+def _decode(data: bytes, min_side: int | None, max_pixels: int | None) -> torch.Tensor:
+    """decode_image_bytes of non-empty `data`."""
+    if data[:2] == JPEG_MAGIC:
+        width, height = jpeg_size(data)
+        check_pixels(width, height, max_pixels)
+        if min_side is None or min(width, height) < 2 * min_side:
+            return _full_jpeg(data)
+    try:
+        img = open_image(data, max_pixels)
+    except UnknownFormat:
+        if data[:2] == JPEG_MAGIC:  # a JPEG Pillow cannot open: libjpeg's error names the cause
+            return _full_jpeg(data)
+        raise
+    with img:
+        if img.format == "JPEG":
+            return _reduced_jpeg(img, min_side)  # type: ignore[arg-type]
+        if img.format == "WEBP":
+            buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+            return decode_webp(buf, mode=ImageReadMode.RGB)
+        if img.format == "PNG":
+            check_png_data(data)
+        img.load()
+        return _from_pil(img)
+
+
+def decode_jpeg_rgb(data: torch.Tensor) -> torch.Tensor:
+    """Decode JPEG bytes (a 1-D uint8 tensor) to a uint8 RGB tensor (3, H, W), no EXIF turn."""
+    return decode_jpeg(data, mode=ImageReadMode.RGB)
+
+
+def read_image(
+    path: str | os.PathLike[str],
+    min_side: int | None = None,
+    max_pixels: int | None = PILLOW_MAX_PIXELS,
+) -> torch.Tensor:
+    """Read and decode one image file to a uint8 RGB tensor (3, H, W) (see decode_image_bytes);
+    only a regular file of a size such an image can have is read (engine/data/safe_read.py)."""
+    data = read_regular_file(path, max_file_bytes(max_pixels))
+    return decode_image_bytes(data, os.fspath(path), min_side, max_pixels)
+
+
+def load_sample(
+    path: str,
+    index: int,
+    label: str | None,
+    min_side: int | None = None,
+    max_pixels: int | None = PILLOW_MAX_PIXELS,
+) -> torch.Tensor:
+    """`read_image` that turns any failure into a `SampleError` naming file, index and class
+    (`label`; None for an unlabelled input, e.g. of mode=predict)."""
+    try:
+        return read_image(path, min_side, max_pixels)
+    except Exception as err:  # re-raised with the context the user needs
+        too_large = isinstance(err, ImageTooLarge)
+        lead = "Otherwise drop" if too_large else "Fix or remove the file, drop"
+        raise SampleError(
+            f"cannot decode sample {index}{'' if label is None else f' (class {label!r})'} from "
+            f"{shown(path)}: "
+            f"{describe_error(err)}. "
+            f"{lead} it from the dataset listing, or set dataset.on_error=skip to leave "
+            "unreadable files out (listed in bad_samples.csv)."
+        ) from err

@@ -1,0 +1,157 @@
+"""Train and val DataLoaders from resolved settings (engine/data/resolve_loader.py), a train
+order (the sampler group) and the datasets."""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import (
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+)
+
+from engine.data.bad_samples import REPORT_NAME, BadSampleLedger, SkipBadCollate, SkippingLoader
+from engine.data.collate import already_batched
+from engine.data.datasets.base import StreamDataset
+from engine.data.loader_settings import LoaderSettings
+from engine.data.samplers import RandomOrder, SequentialOrder
+from engine.data.sharding import share_train, val_order
+
+RANDOM_ORDERS = (RandomOrder, RandomSampler)
+SEQUENTIAL_ORDERS = (SequentialOrder, SequentialSampler)
+
+log = logging.getLogger(__name__)
+
+
+def _train_order(
+    dataset: Dataset, sampler: Sampler, shuffle: bool, notes: list[str]
+) -> Sampler | None:
+    """Reconcile `sampler` with `loader.shuffle`: random order only when both ask for it."""
+    name = type(sampler).__name__
+    if isinstance(sampler, RANDOM_ORDERS) and not shuffle:
+        notes.append("loader.shuffle=false: train order is sequential (sampler=random not used)")
+        sampler = SequentialOrder(range(len(sampler)))
+    elif isinstance(sampler, SEQUENTIAL_ORDERS) and shuffle:
+        notes.append("sampler=sequential: train order is sequential, loader.shuffle=true unused")
+    elif not isinstance(sampler, RANDOM_ORDERS + SEQUENTIAL_ORDERS) and shuffle:
+        notes.append(f"loader.shuffle=true unused: the {name} sets the train order")
+    if isinstance(dataset, IterableDataset):
+        if not isinstance(sampler, RANDOM_ORDERS + SEQUENTIAL_ORDERS):
+            raise ValueError(
+                f"sampler: a {name} needs a map-style dataset, but {type(dataset).__name__} "
+                "streams its samples; use sampler=random or sampler=sequential."
+            )
+        dataset.shuffle = isinstance(sampler, RANDOM_ORDERS)  # type: ignore[attr-defined]
+        return None
+    return sampler
+
+
+def _idle_workers(dataset: Dataset, workers: int, notes: list[str]) -> None:
+    shards = dataset.local_shards if isinstance(dataset, StreamDataset) else None  # this rank's
+    if shards is not None and workers > len(shards):
+        notes.append(
+            f"loader.num_workers={workers} > {len(shards)} shards: "
+            f"{workers - len(shards)} workers stay idle"
+        )
+
+
+def build_loaders(
+    train_set: Dataset,
+    val_set: Dataset,
+    settings: LoaderSettings,
+    sampler_factory: Callable[[Dataset], Sampler],
+    report_dir: Path | None = None,
+    rank: int = 0,
+    world_size: int = 1,
+    val_limit: int | None = None,
+) -> tuple[DataLoader, DataLoader]:
+    """Train loader from resolved `settings` and the sampler group's order; val loader: same
+    knobs, in order, no drop (with `val_limit`, that many samples spread over the classes).
+    With dataset.on_error=skip, unreadable samples are listed in `report_dir`/bad_samples.csv.
+    In a distributed job both yield only rank `rank`'s share (engine/data/sharding.py)."""
+    notes: list[str] = []
+    sampler = _train_order(train_set, sampler_factory(train_set), settings.shuffle, notes)
+    share_train(train_set, sampler, rank, world_size)
+    _idle_workers(train_set, settings.num_workers, notes)  # type: ignore[arg-type]
+    per_epoch = len(sampler) if sampler is not None else len(train_set)  # type: ignore[arg-type]
+    if settings.drop_last and per_epoch < settings.batch_size:
+        raise ValueError(
+            f"loader.batch_size={settings.batch_size} exceeds the {per_epoch} train samples per "
+            "epoch, and loader.drop_last=true would drop them all: lower the batch size."
+        )
+    if notes:
+        log.info("Train order: %s.", "; ".join(notes))
+    val_sampler = val_order(val_set, rank, world_size, val_limit)
+    return (
+        make_loader(train_set, settings, sampler, settings.drop_last, "train", report_dir),
+        make_loader(val_set, settings, val_sampler, False, "val", report_dir),
+    )
+
+
+def freeze_inherited(worker_id: int) -> None:
+    """Loader workers start by putting every object inherited from the main process out of
+    the garbage collector's reach: its passes would write to them and so copy their shared
+    pages into each worker (40-80 MB a worker, whatever the dataset; BENCHMARKS.md)."""
+    gc.freeze()
+
+
+def make_loader(
+    dataset: Dataset,
+    settings: LoaderSettings,
+    sampler: Sampler | None,
+    drop_last: bool,
+    split: str = "train",
+    report_dir: Path | None = None,
+) -> DataLoader:
+    """One DataLoader from resolved `settings`; batched datasets skip collation.
+
+    A dataset with on_error=skip gets a `SkippingLoader`: clean batches only, the bad samples
+    go to its `bad_samples` ledger (reported in `report_dir`/bad_samples.csv).
+    """
+    collate = settings.collate_fn
+    if collate is None and dataset.returns_batches:
+        collate = already_batched
+    skip = dataset.on_error == "skip"
+    loader = (SkippingLoader if skip else DataLoader)(
+        dataset,
+        batch_size=settings.batch_size,
+        sampler=sampler,
+        num_workers=settings.num_workers,
+        collate_fn=SkipBadCollate(collate) if skip else collate,
+        pin_memory=settings.pin_memory,
+        drop_last=drop_last,
+        prefetch_factor=settings.prefetch_factor,
+        persistent_workers=settings.persistent_workers,
+        timeout=settings.timeout,
+        multiprocessing_context=settings.multiprocessing_context,
+        worker_init_fn=freeze_inherited if settings.num_workers > 0 else None,
+        # its own generator (worker base seeds) from the run's seed: iterating a loader never
+        # draws from the global RNG, so model randomness is the same in resumed runs
+        generator=torch.Generator().manual_seed(torch.initial_seed()),
+    )
+    if skip:
+        report = report_dir / REPORT_NAME if report_dir is not None else None
+        fraction = dataset.max_bad_fraction  # type: ignore[attr-defined]
+        ledger = BadSampleLedger(split, len(dataset), fraction, report)  # type: ignore[arg-type]
+        loader.bad_samples = ledger  # type: ignore[union-attr]
+    return loader
+
+
+def endless(loader: DataLoader) -> Iterator[Any]:
+    """Batches across epoch boundaries, so a short loader can be timed for many batches."""
+    while True:
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            raise RuntimeError("the train loader yielded no batches; check loader.batch_size.")

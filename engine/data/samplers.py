@@ -1,0 +1,216 @@
+"""Train-order samplers for the `sampler` config group (each takes the train dataset).
+
+Every order is a pure function of (seed, epoch): runs repeat exactly whatever the worker count,
+and a resumed run can start the interrupted epoch at the batch where it stopped. In a distributed
+job every rank draws the same order and keeps its own share of it (`distribute`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sized
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+from engine.core.seeding import derive_seed
+
+
+class Draw(int):
+    """An index drawn again within one epoch (sampling with replacement); `occurrence` (1, 2,
+    ...) gives each repeat its own augmentation seed (engine.data.seeded) instead of a copy."""
+
+    occurrence: int
+
+    def __new__(cls, index: int, occurrence: int) -> Draw:
+        draw = super().__new__(cls, index)
+        draw.occurrence = occurrence
+        return draw
+
+    def __reduce__(self) -> tuple[type, tuple[int, int]]:  # keeps `occurrence` in workers
+        return (Draw, (int(self), self.occurrence))
+
+
+def _in_chunks(order: torch.Tensor, size: int = 8192) -> Iterator[int]:
+    """The indices of `order` as ints, converted a chunk at a time: the first batch does not
+    wait for a million-entry list (epoch re-entry, BENCHMARKS.md); chained in C, so each index
+    costs the batch sampler's `next` no Python frame."""
+    return itertools.chain.from_iterable(chunk.tolist() for chunk in order.split(size))
+
+
+def _mark_repeats(order: list[int]) -> list[int]:
+    """`order` with every index after its first appearance replaced by a numbered `Draw`."""
+    seen: dict[int, int] = {}
+    marked: list[int] = []
+    for index in order:
+        count = seen.get(index, 0)
+        seen[index] = count + 1
+        marked.append(Draw(index, count) if count else index)
+    return marked
+
+
+class EpochSampler(Sampler[int], ABC):
+    """Draws each epoch's order from (seed, epoch); `skip` starts the next pass part-way;
+    `distribute` keeps one rank's share of every order."""
+
+    repeats = False  # whether an order may hold an index twice (draws with replacement)
+
+    def __init__(self, num_samples: int, seed: int) -> None:
+        self.num_samples = num_samples
+        self.seed = seed
+        self.epoch = 0
+        self._skip = 0
+        self.rank, self.world_size, self.pad = 0, 1, True
+
+    @abstractmethod
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        """The full order of one epoch (indices into the dataset) drawn from `generator`."""
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose order the next pass yields (called by the loop)."""
+        self.epoch = epoch
+
+    def distribute(self, rank: int, world_size: int, pad: bool = True) -> None:
+        """Yield only rank `rank`'s share of each order: every `world_size`-th position from
+        `rank`. With `pad` (training) the order is first extended by its own beginning to a
+        multiple of `world_size`, so every rank gets as many samples (and batches) as the
+        others; without (validation) each position lands in exactly one share."""
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} is outside a world of {world_size} processes")
+        self.rank, self.world_size, self.pad = rank, world_size, pad
+
+    def share_size(self) -> int:
+        """Positions of each order this rank yields."""
+        if self.pad:
+            return math.ceil(self.num_samples / self.world_size)
+        return len(range(self.rank, self.num_samples, self.world_size))
+
+    def skip(self, samples: int) -> None:
+        """Make the next pass (only) begin `samples` positions into this rank's share:
+        resuming mid-epoch (every rank skips the same number of its own batches)."""
+        if not 0 <= samples <= self.share_size():
+            raise ValueError(f"cannot skip {samples} of {self.share_size()} samples")
+        self._skip = samples
+
+    def _share(self, order: torch.Tensor) -> torch.Tensor:
+        """This rank's positions of `order` (all of them in a single process)."""
+        if self.world_size == 1:
+            return order
+        total = self.share_size() * self.world_size
+        if self.pad and total > len(order):
+            order = order.repeat(math.ceil(total / len(order)))[:total]
+        return order[self.rank :: self.world_size]
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(derive_seed(self.seed, self.epoch))
+        start, self._skip = self._skip, 0
+        order = self.order(generator)
+        if not self.repeats:
+            return _in_chunks(self._share(order)[start:])
+        drawn = _mark_repeats(order.tolist())  # counted over the whole epoch, before sharing
+        return iter([drawn[p] for p in self._share(torch.arange(len(order)))[start:].tolist()])
+
+    def __len__(self) -> int:
+        return self.share_size() - self._skip
+
+
+class RandomOrder(EpochSampler):
+    """`sampler=random`: a uniform random order without replacement, new every epoch."""
+
+    def __init__(self, dataset: Sized, seed: int) -> None:
+        super().__init__(len(dataset), seed)
+
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        # int32 draws the same permutation as int64, ~40% faster (7 -> 4 ms for 1M indices)
+        dtype = torch.int32 if self.num_samples < 2**31 else torch.int64
+        return torch.randperm(self.num_samples, generator=generator, dtype=dtype)
+
+
+class SequentialOrder(EpochSampler):
+    """`sampler=sequential`: the dataset's own order, every epoch."""
+
+    def __init__(self, dataset: Sized) -> None:
+        super().__init__(len(dataset), seed=0)
+
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        return torch.arange(self.num_samples)
+
+
+class FixedOrder(EpochSampler):
+    """`sampler=fixed`: one random order drawn from `seed`, repeated identically every epoch
+    (debug=overfit: the same mixed batch every epoch)."""
+
+    def __init__(self, dataset: Sized, seed: int) -> None:
+        super().__init__(len(dataset), seed)
+
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        return torch.randperm(self.num_samples, generator=torch.Generator().manual_seed(self.seed))
+
+
+class SpreadSample(EpochSampler):
+    """A fixed subset of `size` samples spread over the classes, in dataset order: what a
+    limited validation (trainer.limit_val_batches) evaluates every epoch, instead of the
+    first batches of a class-sorted val set. The classes take turns (each its own samples in
+    dataset order); without `targets`, evenly spaced positions."""
+
+    def __init__(self, dataset: Sized, size: int) -> None:
+        n = len(dataset)
+        super().__init__(min(size, n), seed=0)
+        targets = dataset.targets  # type: ignore[attr-defined]
+        if targets is None:
+            picked = np.linspace(0, n - 1, self.num_samples).round().astype(np.int64)
+        else:
+            labels = np.asarray(targets, dtype=np.int64)
+            grouped = np.argsort(labels, kind="stable")  # by class, dataset order within
+            first = np.searchsorted(labels[grouped], labels[grouped], side="left")
+            turn = np.empty(n, dtype=np.int64)
+            turn[grouped] = np.arange(n) - first  # a sample's place within its class
+            picked = np.sort(np.lexsort((np.arange(n), turn))[: self.num_samples])
+        self.picked = torch.from_numpy(picked)
+
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        return self.picked
+
+
+def class_balance_weights(targets: np.ndarray, num_classes: int) -> torch.Tensor:
+    """Per-sample weights 1 / count(class): every class is drawn equally often on average."""
+    counts = np.bincount(targets, minlength=num_classes)
+    return torch.from_numpy(1.0 / counts[targets])
+
+
+class WeightedOrder(EpochSampler):
+    """`sampler=weighted`: `num_samples` draws per epoch (default: the dataset's size), each
+    sample weighted 1 / count(its class), so every class is drawn equally often on average."""
+
+    def __init__(
+        self,
+        dataset: Sized,
+        seed: int,
+        replacement: bool = True,
+        num_samples: int | None = None,
+    ) -> None:
+        targets = dataset.targets  # type: ignore[attr-defined]
+        if targets is None:
+            raise ValueError(
+                f"sampler=weighted needs per-sample labels, but {type(dataset).__name__} has no "
+                "`targets`; use sampler=random or add a `targets` array to the dataset."
+            )
+        targets = np.asarray(targets, dtype=np.int64)
+        n = len(targets) if num_samples is None else num_samples
+        if not replacement and n > len(targets):
+            raise ValueError(
+                f"sampler.num_samples={n} exceeds the {len(targets)} samples, which "
+                "sampler.replacement=false cannot draw; lower it or set replacement=true."
+            )
+        super().__init__(n, seed)
+        self.weights = class_balance_weights(targets, len(dataset.classes)).double()  # type: ignore[attr-defined]
+        self.replacement = replacement
+        self.repeats = replacement
+
+    def order(self, generator: torch.Generator) -> torch.Tensor:
+        return torch.multinomial(
+            self.weights, self.num_samples, self.replacement, generator=generator
+        )

@@ -1,0 +1,190 @@
+"""The shard manifest: how many samples each shard holds and their labels, read once.
+
+`shards.json` beside the shards (or where `dataset.manifest` says) holds
+
+    {"format": "tar-shards", "version": 1,
+     "classes": ["circle", "cross"],       # optional: class names (mode=shards writes them)
+     "shards": {"train-000000.tar": {      # name relative to the manifest's folder, else as given
+         "samples": 256,                   # samples (keys) in the shard, in stored order
+         "labels": [3, 0, -1, ...],        # their class indices; -1: a sample that breaks the rules
+         "label_from": "cls",              # where labels were read: cls, or json:FIELD
+         "errors": [[2, "SHARD::MEMBER: why"]],  # those samples: position in the shard, reason
+         "error": "SHARD: why",            # optional: the shard is not readable past `samples`
+         "size": 1290240, "mtime_ns": 1764514000000000000}}}  # local shards: file size, mtime
+
+An entry of a local shard whose size or mtime differs from the file's now, or that was read
+with another `label_from`, is stale: the shard is read again (labels only, no image decoded)
+and the manifest rewritten (atomically; a read-only folder only costs the re-read at the next
+start). Remote shards (URLs, `pipe:`, fsspec) are never read at start-up: their entries must be
+in the manifest beside them, which `mode=shards` writes, or `python -m engine.data.shards.manifest
+PATTERN... --out shards.json` for shards written elsewhere (it reads each once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+from dataclasses import dataclass
+
+from engine.core.io import atomic_write_bytes
+from engine.core.text import shown
+from engine.data.shards import ShardError
+from engine.data.shards.members import Rules, read_records, split_exts
+from engine.data.shards.remote import Network, read_remote
+from engine.data.shards.sources import expand_shards, kind, open_shard
+
+log = logging.getLogger(__name__)
+
+NAME = "shards.json"
+FORMAT, VERSION = "tar-shards", 1
+BUILD_HINT = "python -m engine.data.shards.manifest 'PATTERN' --out shards.json"
+
+
+@dataclass
+class Manifest:
+    """A manifest's location, classes and entries (see the module docstring)."""
+
+    location: str
+    classes: list[str] | None
+    entries: dict[str, dict]
+
+    @property
+    def base(self) -> str:
+        """The folder entry names are relative to (an absolute path for a local manifest)."""
+        folder = self.location.rpartition("/")[0]
+        return os.path.abspath(os.path.dirname(self.location)) if _local(self) else folder
+
+    def name_of(self, shard: str) -> str:
+        """The entry name of `shard`: relative to the manifest's folder when inside it."""
+        full = os.path.abspath(shard) if kind(shard) == "local" and _local(self) else shard
+        return full[len(self.base) + 1 :] if full.startswith(self.base + "/") else shard
+
+    def entry(self, shard: str) -> dict | None:
+        return self.entries.get(self.name_of(shard)) or self.entries.get(shard)
+
+    def save(self) -> None:
+        """Write the manifest atomically, one shard per line, readable by all (mode 644, as
+        the shards are, for whatever serves them; the temporary file it replaces is private)."""
+        head = {"format": FORMAT, "version": VERSION} | (
+            {"classes": self.classes} if self.classes else {}
+        )
+        shards = ",\n".join(
+            f"  {json.dumps(name)}: {json.dumps(entry, sort_keys=True)}"
+            for name, entry in sorted(self.entries.items())
+        )
+        text = f'{json.dumps(head)[:-1]}, "shards": {{\n{shards}\n}}}}\n'
+        atomic_write_bytes(self.location, text.encode())
+        os.chmod(self.location, 0o644)
+
+
+def _local(manifest: Manifest) -> bool:
+    return kind(manifest.location) == "local"
+
+
+def default_location(shards: list[str], key: str) -> str:
+    """`shards.json` in the folder of the first shard (a `pipe:` source has none)."""
+    if kind(shards[0]) == "pipe":
+        raise ValueError(
+            f"{key}: pipe: sources have no folder for the manifest; set dataset.manifest to "
+            f"its file or URL (make one with {BUILD_HINT})."
+        )
+    head = shards[0].rpartition("/")[0] if kind(shards[0]) != "local" else None
+    return f"{head}/{NAME}" if head else os.path.join(os.path.dirname(shards[0]) or ".", NAME)
+
+
+def _read(location: str, network: Network) -> bytes | None:
+    """The manifest file's bytes; None for a missing local file (a remote one is an error)."""
+    if kind(location) == "local":
+        try:
+            with open(location, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+    try:
+        return read_remote(location, kind(location), network)
+    except ShardError as err:
+        raise ValueError(
+            f"dataset.manifest: cannot read the manifest of these remote shards "
+            f"({str(err).rstrip('.')}); "
+            f"remote shards are not read at start-up: write one with {BUILD_HINT} (or "
+            "mode=shards) and put it beside them, or set dataset.manifest to it."
+        ) from None
+
+
+def load(location: str, network: Network) -> Manifest:
+    """The manifest at `location`; an empty one when a local file is missing."""
+    text = _read(location, network)
+    if text is None:
+        return Manifest(location, None, {})
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(
+            f"dataset.manifest: {shown(location)} is not a shard manifest (no "
+            f'"format": "{FORMAT}"); set dataset.manifest to another file.'
+        )
+    if data.get("version") != VERSION:
+        raise ValueError(
+            f"dataset.manifest: {shown(location)} is format version {data.get('version')}, "
+            f"this code reads {VERSION}: delete it, or write it again with {BUILD_HINT}."
+        )
+    return Manifest(location, data.get("classes"), data["shards"])
+
+
+def scan(shard: str, rules: Rules, network: Network) -> dict:
+    """A manifest entry for `shard`, read from end to end (labels only, no image decoded)."""
+    entry: dict = {"samples": 0, "labels": [], "label_from": rules.label_from, "errors": []}
+    if kind(shard) == "local":
+        stat = os.stat(shard)
+        entry |= {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    try:
+        with open_shard(shard, network) as stream:
+            for record in read_records(stream, shard, rules):
+                if record.error is not None:
+                    entry["errors"].append([entry["samples"], record.error])
+                entry["labels"].append(record.label)
+                entry["samples"] += 1
+    except ShardError as err:
+        entry["error"] = str(err)
+    return entry
+
+
+def build(
+    shards: list[str], location: str, rules: Rules, classes: list[str] | None = None
+) -> Manifest:
+    """Read every shard once and save their manifest at `location` (kept entries of other
+    shards stay); returns it."""
+    manifest = load(location, Network())
+    if classes is not None:
+        manifest.classes = list(classes)
+    for shard in shards:
+        manifest.entries[manifest.name_of(shard)] = scan(shard, rules, Network())
+    manifest.save()
+    return manifest
+
+
+def main(argv: list[str] | None = None) -> None:
+    """CLI: read every shard the patterns name once and write their manifest."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("patterns", nargs="+", help="shards: paths, globs, brace patterns, URLs")
+    parser.add_argument("--out", required=True, help=f"the manifest file to write ({NAME})")
+    parser.add_argument("--label-field", default=None, help="labels from this .json field")
+    parser.add_argument("--image-exts", default="jpg;jpeg;png;webp", help="image extensions")
+    parser.add_argument("--ignore-exts", default="", help="extensions to pass over")
+    args = parser.parse_args(argv)
+    images = split_exts(args.image_exts, "--image-exts")
+    rules = Rules(images, args.label_field, split_exts(args.ignore_exts, "--ignore-exts"))
+    shards = expand_shards(args.patterns, "patterns")
+    manifest = build(shards, args.out, rules)
+    for shard in shards:
+        entry = manifest.entry(shard) or {}
+        print(f"{shard}: {entry.get('samples', 0)} samples", entry.get("error", ""))
+    print(f"wrote {args.out} ({len(manifest.entries)} shards)")
+
+
+if __name__ == "__main__":
+    main()

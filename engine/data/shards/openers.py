@@ -1,0 +1,135 @@
+"""Opening a remote shard at a byte offset, by kind: `http(s)://` (a Range request; a server
+that ignores it, answering 200 instead of 206, is read up to the offset), `pipe:CMD` (the
+command run again, its output read up to the offset) and fsspec URLs (opened and seeked).
+An HTTP answer that retrying cannot change (404, 403, ...) is a `ShardError` at once; other
+failures are OSErrors, which engine/data/shards/remote.py retries.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import BinaryIO
+
+from engine.core.text import shown
+from engine.data.shards import ShardError
+
+CHUNK = 2**20  # bytes read at a time while skipping to an offset
+RETRY_STATUS = {408, 429}  # and every 5xx: the server may answer later
+
+
+def _skip(stream: BinaryIO, count: int) -> None:
+    """Read and drop the first `count` bytes of `stream` (a source that cannot seek)."""
+    while count > 0:
+        chunk = stream.read(min(count, CHUNK))
+        if not chunk:
+            raise OSError("the source is shorter than when it was first read")
+        count -= len(chunk)
+
+
+def _http(url: str, timeout: float) -> Callable[[int], BinaryIO]:
+    def open_at(offset: int) -> BinaryIO:
+        headers = {"Range": f"bytes={offset}-"} if offset else {}
+        try:
+            response = urllib.request.urlopen(
+                urllib.request.Request(url, headers=headers), timeout=timeout
+            )
+        except urllib.error.HTTPError as err:
+            if err.code == 416:  # nothing left after `offset`
+                err.close()
+                return io.BytesIO()
+            if err.code < 500 and err.code not in RETRY_STATUS:
+                raise ShardError(
+                    f"{shown(url)}: HTTP {err.code} {err.reason}; check the URL in "
+                    "dataset.train_shards / val_shards (or dataset.manifest)."
+                ) from None
+            raise
+        body = _Body(response)
+        if offset and response.status != 206:  # no Range support: read up to `offset`
+            _skip(body, offset)  # type: ignore[arg-type]
+        return body  # type: ignore[return-value]
+
+    return open_at
+
+
+class _Body:
+    """An HTTP response body whose early end is an error: http.client returns no more bytes
+    when a connection closes before Content-Length bytes came, as if the body had ended."""
+
+    def __init__(self, response: http.client.HTTPResponse) -> None:
+        self.response = response
+
+    def read(self, size: int) -> bytes:
+        data = self.response.read(size)
+        if not data and size and self.response.length:  # bytes promised, none left to read
+            raise http.client.IncompleteRead(b"", self.response.length)
+        return data
+
+    def close(self) -> None:
+        self.response.close()
+
+
+class _Command(io.RawIOBase):
+    """The standard output of a shell command; a non-zero exit at its end is an OSError."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+        self.process = subprocess.Popen(
+            command, shell=True, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL
+        )
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.process.stdout.read(size)  # type: ignore[union-attr]
+        if not data and self.process.wait() != 0:
+            raise OSError(f"the command exited with status {self.process.returncode}")
+        return data
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.stdout.close()  # type: ignore[union-attr]
+        self.process.wait()
+        super().close()
+
+
+def _command(command: str) -> Callable[[int], BinaryIO]:
+    def open_at(offset: int) -> BinaryIO:
+        stream = _Command(command)
+        _skip(stream, offset)  # type: ignore[arg-type]
+        return stream  # type: ignore[return-value]
+
+    return open_at
+
+
+def _fsspec(url: str) -> Callable[[int], BinaryIO]:
+    def open_at(offset: int) -> BinaryIO:
+        import fsspec
+
+        try:
+            stream = fsspec.open(url, "rb").open()
+        except FileNotFoundError:
+            raise ShardError(
+                f"{shown(url)}: no such file; check dataset.train_shards / val_shards (or "
+                "dataset.manifest)."
+            ) from None
+        stream.seek(offset)
+        return stream
+
+    return open_at
+
+
+def opener(name: str, kind: str, timeout: float) -> Callable[[int], BinaryIO]:
+    """A function that opens the remote shard `name` (of `kind`: http, pipe, fsspec) at a byte
+    offset."""
+    if kind == "http":
+        return _http(name, timeout)
+    if kind == "pipe":
+        return _command(name.removeprefix("pipe:"))
+    return _fsspec(name)

@@ -1,0 +1,65 @@
+"""Instantiate the `dataset` group once per split: train and val for training, and any one
+split (val or test) on its own, with a checkpoint's classes, for mode=eval."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hydra._internal.utils import _locate  # what instantiate uses (targets checked before)
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch.utils.data import Dataset
+
+from engine.data.bad_samples import BadSample
+from engine.data.datasets.base import DatasetHooks, MapDataset, StreamDataset
+from engine.data.transforms import Pipelines
+
+
+def _under_contract(dataset: object, cfg: DictConfig) -> None:
+    if not isinstance(dataset, (MapDataset, StreamDataset)):
+        raise TypeError(
+            f"dataset._target_={cfg._target_} built a {type(dataset).__name__}, which does not "
+            "follow the dataset contract: subclass engine.data.datasets.base.MapDataset (indexed "
+            "samples) or StreamDataset (a stream); see docs/datasets.md."
+        )
+
+
+def build_splits(cfg: DictConfig, pipelines: Pipelines) -> tuple[Dataset, Dataset]:
+    """Train and val datasets; val takes the train split's classes (and vocabulary) to agree."""
+    train = instantiate(cfg, split="train", transform=pipelines.train)
+    _under_contract(train, cfg)
+    val = build_split(cfg, "val", pipelines.val, train.classes, train.vocab_size)
+    return train, val
+
+
+def build_split(
+    cfg: DictConfig,
+    split: str,
+    transform: object,
+    classes: Sequence[str],
+    vocab_size: int | None = None,
+) -> Dataset:
+    """One split (val or test) labelled with the train split's `classes` (and `vocab_size`,
+    for token datasets). A dataset kind without that split is refused by name, never read
+    as another split."""
+    kind = _locate(cfg._target_)
+    if isinstance(kind, type) and issubclass(kind, DatasetHooks) and split not in kind.splits:
+        raise ValueError(
+            f"eval.split={split}: dataset._target_={cfg._target_} reads the splits "
+            f"{list(kind.splits)} only; evaluate one of those, or use a dataset kind with a test "
+            "split (imagefolder: root/test/, csv: test_csv, tensor: test_path)."
+        )
+    shared = {"classes": list(classes)}
+    if vocab_size is not None:  # token datasets: ids must fit the train vocabulary
+        shared["vocab_size"] = vocab_size
+    dataset = instantiate(cfg, split=split, transform=transform, **shared)
+    _under_contract(dataset, cfg)
+    return dataset
+
+
+def input_shape(dataset: Dataset) -> tuple[int, ...]:
+    """Shape of one model input, read off the first readable sample (after its transform)."""
+    for sample in dataset:  # type: ignore[attr-defined]  # map-style: through __getitem__
+        if not isinstance(sample, BadSample):  # dataset.on_error=skip: an unreadable file
+            return tuple(sample[0].shape)
+    raise ValueError("dataset: no sample could be read to find the input shape (all unreadable).")

@@ -1,0 +1,94 @@
+"""A training checkpoint as the start of mode=eval, mode=predict and `load_model`: the file a
+path means, the config saved in it, and the config a run works with (the checkpoint's, with
+the keys set on the command line taken from there instead)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from engine.runs.checkpoint_files import CheckpointError
+from engine.runs.outputs import DATA_KEY
+
+# What a run on a checkpoint takes from it (the rest, e.g. mode, paths, eval, predict and
+# allowed_targets, comes from this run's config): the data and its pipelines, the model, the
+# loss and metrics it was measured by, the loader and the device settings of the training.
+CARRIED = ("dataset", "transforms", "model", "loss", "metrics", "loader", "trainer", DATA_KEY)
+
+
+def checkpoint_file(path: str | Path, key: str) -> Path:
+    """The checkpoint `path` means: a file itself; a run dir (or its checkpoints/ folder) its
+    best.pt, else its last.pt. `key` is the config key that gave `path`, named in errors."""
+    given = Path(path).expanduser()
+    if given.is_file():
+        return given
+    if not given.is_dir():
+        raise CheckpointError(
+            f"{key}={path}: no such file or folder; give a checkpoint (.pt) or a run dir."
+        )
+    folder = given / "checkpoints" if (given / "checkpoints").is_dir() else given
+    for name in ("best.pt", "last.pt"):
+        if (folder / name).is_file():
+            return folder / name
+    raise CheckpointError(
+        f"{key}={path}: {folder} holds no best.pt or last.pt; give a checkpoint file, or the "
+        "dir of a run that finished at least one epoch."
+    )
+
+
+def saved_config(state: dict[str, Any], file: Path) -> dict[str, Any]:
+    """The training config saved in checkpoint `state` (read from `file`), with the values
+    the training took from its data."""
+    config = state.get("config")
+    if not isinstance(config, dict) or not {"model", "transforms"} <= config.keys():
+        raise CheckpointError(
+            f"{file} holds no training config: it is not a checkpoint written by train.py "
+            "(mode=train) of this project."
+        )
+    unfilled = [key for key, value in config["model"].items() if value == "???"]
+    if unfilled or DATA_KEY not in config:
+        raise CheckpointError(
+            f"{file} predates self-contained checkpoints (its config leaves "
+            f"model.{(unfilled or ['num_classes'])[0]} to the data): retrain it with this "
+            "version of train.py."
+        )
+    return config
+
+
+def task_overrides() -> list[str]:
+    """The command line's overrides (none when the config was composed outside train.py)."""
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def _set(tree: dict[str, Any], dotted: str, value: Any, delete: bool) -> None:
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        tree = tree.setdefault(part, {})
+    if delete:
+        tree.pop(leaf, None)
+    else:
+        tree[leaf] = copy.deepcopy(value)
+
+
+def run_config(cfg: DictConfig, saved: dict[str, Any], overrides: Sequence[str]) -> DictConfig:
+    """The config of an eval or predict run: `saved` (a checkpoint's config) for the `CARRIED`
+    sections, except the keys the command line set (`overrides`, e.g. `dataset.root=...` or a
+    whole `dataset=csv`), which come from `cfg` as composed; everything else from `cfg`. The
+    data's values (`data`: classes, input shape) always stay the checkpoint's."""
+    current = OmegaConf.to_container(cfg, resolve=True)
+    merged = copy.deepcopy(current)
+    for section in CARRIED:
+        merged[section] = copy.deepcopy(saved[section])  # type: ignore[index]
+    for text in overrides:
+        dotted = text.lstrip("+~").partition("=")[0]
+        if dotted.split(".")[0] not in CARRIED or dotted.split(".")[0] == DATA_KEY:
+            continue
+        value = OmegaConf.select(OmegaConf.create(current), dotted)
+        value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+        _set(merged, dotted, value, delete=text.startswith("~"))  # type: ignore[arg-type]
+    return OmegaConf.create(merged)  # type: ignore[arg-type]

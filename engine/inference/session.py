@@ -1,0 +1,108 @@
+"""What a run on a checkpoint (mode=eval, mode=predict) works with, built from the checkpoint
+and this run's config: the merged config, the model on the training's device and precision,
+the training's val transforms, and loaders with the training's loader settings."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from engine.config.validate import validate_config
+from engine.core.seeding import seed_everything
+from engine.data.resolve_loader import resolve_loader_settings
+from engine.data.samplers import SequentialOrder
+from engine.data.transforms import Pipelines
+from engine.inference.checkpoint import checkpoint_file, run_config, saved_config, task_overrides
+from engine.inference.indexed import indexed_loader
+from engine.inference.model import rebuild_model
+from engine.runs.checkpoint_files import load_checkpoint
+from engine.runs.outputs import DATA_KEY, write_resolved_config
+from engine.training.batches import BatchMover
+from engine.training.device import Precision, resolve_device, resolve_precision
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CheckpointSession:
+    """A checkpoint made ready to run: `cfg` is the run's config (the checkpoint's, with the
+    keys the command line set), `data` the values the training took from its data."""
+
+    cfg: DictConfig
+    file: Path
+    data: dict[str, Any]
+    device: torch.device
+    precision: Precision
+    pipelines: Pipelines
+    model: nn.Module
+    out: Path
+
+    @property
+    def classes(self) -> list[str]:
+        """Class names in output order."""
+        return list(self.data["classes"])
+
+    def loader(self, dataset: Dataset, split: str) -> DataLoader:
+        """Every sample of `dataset` in order, batches ending with their indices, with the
+        training's loader settings (workers, batch size, pinning) resolved for this host."""
+        settings = resolve_loader_settings(
+            instantiate(self.cfg.loader), dataset, SequentialOrder, cuda=self.device.type == "cuda"
+        )
+        return indexed_loader(dataset, settings, split, self.out)
+
+    def mover(self, loader: DataLoader) -> BatchMover:
+        """Batches to the device and normalised there, as the training moved them."""
+        layout = bool(self.cfg.trainer.channels_last)
+        workers = loader.num_workers > 0
+        return BatchMover(self.device, self.pipelines.normalizer, layout, beside_workers=workers)
+
+
+def open_checkpoint(cfg: DictConfig, path: str | None, key: str) -> CheckpointSession:
+    """Load the checkpoint `path` (set by config key `key`: a file, or a run dir meaning its
+    best.pt, else last.pt), check its config as any config is checked (allowed_targets is
+    this run's), write it as this run's config_resolved.yaml and rebuild its model."""
+    if path is None:
+        raise ValueError(
+            f"{key} is null: set it to a checkpoint file or a run dir, e.g. "
+            f"{key}=outputs/runs/2026-05-01/12-00-00_ab12cd (its best.pt)."
+        )
+    file = checkpoint_file(path, key)
+    state = load_checkpoint(file)
+    run_cfg = run_config(cfg, saved_config(state, file), task_overrides())
+    validate_config(run_cfg)  # the checkpoint's _target_s too, before anything is imported
+    out = Path(cfg.paths.output_dir)
+    write_resolved_config(OmegaConf.to_container(run_cfg), out)  # type: ignore[arg-type]
+    settings = instantiate(run_cfg.trainer)
+    seed_everything(settings.seed)
+    device = resolve_device(settings.device)
+    layout = torch.channels_last if settings.channels_last else torch.preserve_format
+    model_cfg = {"model": OmegaConf.to_container(run_cfg.model)}
+    model = rebuild_model(model_cfg, state, file).to(device, memory_format=layout)
+    data = OmegaConf.to_container(run_cfg[DATA_KEY])
+    log.info(
+        "checkpoint %s (epoch %s, step %s) | %d classes | device %s | precision %s",
+        file,
+        state.get("epoch", 0),
+        state.get("step", 0),
+        len(data["classes"]),  # type: ignore[index]
+        device,
+        settings.precision,
+    )
+    return CheckpointSession(
+        run_cfg,
+        file,
+        data,  # type: ignore[arg-type]
+        device,
+        resolve_precision(settings.precision, device),
+        instantiate(run_cfg.transforms),
+        model,
+        out,
+    )

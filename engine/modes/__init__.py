@@ -1,0 +1,2 @@
+"""The modes besides training (`mode=`), one module each: eval, predict, benchmark, inspect,
+validate, cache, shards. engine/app.py dispatches to them."""

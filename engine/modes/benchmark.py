@@ -1,0 +1,128 @@
+"""`mode=benchmark`: how fast the configured train loader delivers batches, and at what cost."""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch.utils.data import DataLoader
+
+from engine.data.loaders import endless
+from engine.measure.resources import ProcessTreeMonitor
+from engine.measure.timing import BatchMeter, Spread, time_window
+from engine.runs.outputs import (
+    finish_run,
+    record_data_values,
+    save_resolved_config,
+    write_resolved_config,
+)
+from engine.runs.tensorboard import TensorBoardLogger
+from engine.runs.tensorboard_index import link_run
+from engine.training.assemble import Components, assemble
+from engine.training.batches import DeviceBatch, mover_for
+from engine.training.prefetch import device_batches, side_stream_for
+
+log = logging.getLogger(__name__)
+
+COMPUTE = ("none", "normalize", "model")
+
+
+@dataclass(frozen=True)
+class BenchmarkSettings:
+    """The `benchmark` config group (see conf/benchmark/default.yaml)."""
+
+    batches: int
+    warmup: int
+    compute: str
+    repeats: int = 3
+
+    def __post_init__(self) -> None:
+        if self.batches < 1 or self.warmup < 0 or self.repeats < 1:
+            raise ValueError(
+                f"benchmark.batches and benchmark.repeats must be >= 1 and benchmark.warmup "
+                f">= 0, got {self.batches}, {self.repeats} and {self.warmup}."
+            )
+        if self.compute not in COMPUTE:
+            raise ValueError(f"benchmark.compute={self.compute!r}; expected one of {COMPUTE}.")
+
+
+def time_loader(
+    loader: DataLoader,
+    settings: BenchmarkSettings,
+    move: Callable[[Iterator[Any]], Iterator[Any]] | None = None,
+    step: Callable[[Any], Any] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """`settings.repeats` windows of `settings.batches` batches after `settings.warmup`, each
+    from a new iterator over `loader`: `move` turns the loader's batches into what `step` (if
+    any) consumes; waits count the loader's own deliveries (engine/measure/timing.py). Reports the
+    median of each rate over the repeats, the range of samples/s, the first repeat's
+    first batch (cold start-up) and the largest memory peak."""
+    windows = [
+        time_window(
+            BatchMeter(clock, ProcessTreeMonitor),
+            lambda: endless(loader),
+            settings.warmup,
+            settings.batches,
+            move,
+            step,
+        )
+        for _ in range(settings.repeats)
+    ]
+    rates = Spread.of(w.samples_per_s for w in windows)
+    return {
+        "loader/samples_per_s": rates.median,
+        "loader/samples_per_s_min": rates.low,
+        "loader/samples_per_s_max": rates.high,
+        "loader/batches_per_s": statistics.median(w.batches_per_s for w in windows),
+        "loader/first_batch_s": windows[0].first_batch_s,
+        "loader/data_wait_frac": statistics.median(w.data_wait_frac for w in windows),
+        "loader/cpu_ms_per_sample": statistics.median(w.cpu_ms_per_sample for w in windows),
+        "loader/peak_rss_mb": max(w.peak_rss_bytes for w in windows) / 2**20,
+    }
+
+
+def device_batches_of(parts: Components) -> Callable[[Iterator[Any]], Iterator[DeviceBatch]]:
+    """Batches -> model-ready device batches, as the training loop moves them (side-stream
+    lookahead on CUDA with trainer.device_prefetch)."""
+    mover = mover_for(parts)
+    side = side_stream_for(parts.device, parts.settings.device_prefetch)
+    return lambda batches: device_batches(batches, mover, side)
+
+
+def train_step(parts: Components, optimizer: torch.optim.Optimizer, step: type) -> Callable:
+    """The training loop's own step (`step`, the template's TrainStep: forward, the loss group's
+    loss, backward, optimizer step) at a constant learning rate, with the model in train mode."""
+    parts.model.train()
+    constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
+    return step(parts.model, parts.criterion, optimizer, constant, parts.precision)
+
+
+def benchmark(cfg: DictConfig, step: type) -> dict[str, float]:
+    """Benchmark the train loader as configured (with compute=model, through the template's
+    `step` class); writes metrics.json and TensorBoard."""
+    out = Path(cfg.paths.output_dir)
+    resolved = save_resolved_config(cfg, out)
+    settings: BenchmarkSettings = instantiate(cfg.benchmark)
+    parts = assemble(cfg)
+    record_data_values(resolved, parts)
+    write_resolved_config(resolved, out)  # now with the data's values
+    move = None if settings.compute == "none" else device_batches_of(parts)
+    consume = None
+    if settings.compute == "model":
+        optimizer = instantiate(cfg.optimizer)(parts.model.parameters())
+        consume = train_step(parts, optimizer, step)
+    metrics = time_loader(parts.train_loader, settings, move, consume)
+    with TensorBoardLogger(out / "tensorboard") as tb:
+        link_run(cfg, tb.log_dir)
+        tb.scalars(metrics, 0)
+        finish_run(out, tb, resolved, metrics, list(metrics))
+    return metrics

@@ -1,0 +1,193 @@
+"""`mode=cache` (`make cache`): decode every train and val image once, shrink it to
+`cache.short_side` and store its uint8 pixels (or, with cache.encoding=jpeg, a JPEG of them)
+for `dataset=cache` (engine/data/cache_store.py).
+Resumable: a second run continues an interrupted one; a stale cache is refused, never mixed."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch.utils.data import DataLoader, Dataset
+from torchvision.io import encode_jpeg
+from torchvision.transforms import v2
+from tqdm import tqdm
+
+from engine.core.io import write_json
+from engine.data.cache_store import DATA_FILES, CacheWriter, is_jpeg_quality
+from engine.data.decode import load_sample
+from engine.data.resolve_loader import resolve_loader_settings
+from engine.data.samplers import SequentialOrder
+from engine.data.splits import build_splits
+from engine.data.transforms import Pipelines
+from engine.runs.outputs import save_resolved_config
+
+log = logging.getLogger(__name__)
+
+READ_BATCH = 16  # images per worker task
+ENCODINGS = tuple(DATA_FILES)  # raw: HWC uint8 pixels; jpeg: each image re-encoded as a JPEG
+
+
+@dataclass(frozen=True)
+class CacheSettings:
+    """The `cache` config group (see conf/cache/default.yaml)."""
+
+    dir: str
+    short_side: int
+    rebuild: bool
+    commit_every: int
+    encoding: str
+    jpeg_quality: int
+
+    def __post_init__(self) -> None:
+        for key in ("short_side", "commit_every"):
+            value = getattr(self, key)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"cache.{key}={value!r}: expected an int >= 1.")
+        if self.encoding not in ENCODINGS:
+            raise ValueError(
+                f"cache.encoding={self.encoding!r}: expected one of {', '.join(ENCODINGS)}."
+            )
+        if not is_jpeg_quality(self.jpeg_quality):
+            raise ValueError(
+                f"cache.jpeg_quality={self.jpeg_quality!r}: expected an int from 1 to 100."
+            )
+
+    def key(self) -> dict:
+        """The settings a cache's content depends on (stored in its manifest)."""
+        quality = self.jpeg_quality if self.encoding == "jpeg" else None
+        return {"short_side": self.short_side, "encoding": self.encoding, "jpeg_quality": quality}
+
+
+def shrink(image: torch.Tensor, short_side: int) -> torch.Tensor:
+    """`image` with its shorter side brought down to `short_side` (smaller ones stay as is)."""
+    if min(image.shape[-2:]) <= short_side:
+        return image
+    return v2.functional.resize(image, [short_side], antialias=True)
+
+
+def load_shrunk(files: Dataset, index: int, short_side: int) -> torch.Tensor:
+    """Image `index` of the image files `files`, decoded (at reduced scale when it is large
+    enough) and shrunk to `short_side` (also used by mode=shards)."""
+    label = int(files.targets[index])  # type: ignore[attr-defined]
+    path = files.get_filename(index)  # type: ignore[attr-defined]
+    name = files.classes[label]  # type: ignore[attr-defined]
+    limit = files.max_image_pixels  # type: ignore[attr-defined]
+    return shrink(load_sample(path, index, name, short_side, limit), short_side)
+
+
+class _Shrunk(Dataset):
+    """Image `start + i` of `files`, decoded (at reduced scale when it is large enough), shrunk
+    and stored as `settings.encoding` says (HWC pixels or JPEG bytes), with height, width and
+    label."""
+
+    def __init__(self, files: Dataset, settings: CacheSettings, start: int) -> None:
+        self.files, self.settings, self.start = files, settings, start
+
+    def __len__(self) -> int:
+        return len(self.files) - self.start  # type: ignore[arg-type]
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int, int, int]:
+        index = self.start + i
+        label = int(self.files.targets[index])  # type: ignore[attr-defined]
+        image = load_shrunk(self.files, index, self.settings.short_side)
+        if self.settings.encoding == "jpeg":
+            data = encode_jpeg(image.contiguous(), quality=self.settings.jpeg_quality)
+        else:
+            data = image.permute(1, 2, 0).contiguous()
+        return data, image.shape[1], image.shape[2], label
+
+
+def write_split(
+    files: Dataset,
+    folder: Path,
+    settings: CacheSettings,
+    workers: int,
+    context: str | None,
+    timeout: float = 0.0,
+) -> int:
+    """Cache every image of `files` into `folder` (resuming a compatible unfinished build);
+    returns how many were written by this call."""
+    if len(files) and files.get_filename(0) is None:  # type: ignore[arg-type, attr-defined]
+        raise ValueError(
+            f"mode=cache reads image files, and {type(files).__name__} has none: use it with "
+            "dataset=imagefolder or dataset=csv."
+        )
+    paths = [files.get_filename(i) for i in range(len(files))]  # type: ignore[arg-type]
+    writer = CacheWriter(folder, paths, settings.key(), files.classes, settings.rebuild)  # type: ignore[attr-defined]
+    start = writer.done
+    batches = DataLoader(
+        _Shrunk(files, settings, start),
+        batch_size=READ_BATCH,
+        num_workers=workers,
+        collate_fn=list,
+        multiprocessing_context=context if workers > 0 else None,
+        timeout=timeout if workers > 0 else 0,
+    )
+    try:
+        for batch in tqdm(batches, desc=f"cache {folder.name}", leave=False, disable=None):
+            for data, height, width, label in batch:
+                writer.append(data.numpy(), height, width, label)
+                if writer.done % settings.commit_every == 0:
+                    writer.commit()
+    finally:
+        writer.close()  # commits every complete image, also when a file could not be read
+    return writer.done - start
+
+
+def cache(cfg: DictConfig) -> dict[str, float]:
+    """Cache the train and val splits of the configured dataset; writes metrics.json."""
+    start = time.perf_counter()
+    out = Path(cfg.paths.output_dir)
+    save_resolved_config(cfg, out)
+    settings: CacheSettings = instantiate(cfg.cache)
+    if settings.encoding == "jpeg":
+        log.info(
+            "cache.encoding=jpeg is lossy: every image is stored re-encoded as a JPEG of quality "
+            "%d (cache.jpeg_quality); cache.encoding=raw keeps the exact pixels.",
+            settings.jpeg_quality,
+        )
+    splits = build_splits(cfg.dataset, Pipelines([], []))  # decoded as stored: no transforms
+    loader = resolve_loader_settings(
+        instantiate(cfg.loader), splits[0], SequentialOrder, cuda=False
+    )
+    written = images = 0
+    for split, files in zip(("train", "val"), splits, strict=True):
+        folder = Path(settings.dir) / split
+        written += write_split(
+            files,
+            folder,
+            settings,
+            loader.num_workers,
+            loader.multiprocessing_context,
+            loader.timeout,
+        )
+        images += len(files)
+    wall = time.perf_counter() - start
+    data = DATA_FILES[settings.encoding]
+    size = sum((Path(settings.dir) / split / data).stat().st_size for split in ("train", "val"))
+    metrics = {
+        "cache/images_per_s": written / wall,
+        "cache/images": float(images),
+        "cache/written": float(written),
+        "cache/mb": size / 2**20,
+        "wall_s": wall,
+    }
+    write_json(out / "metrics.json", metrics)
+    log.info(
+        "cache: %d images in %s (%s encoding, %d written by this run, %.0f images/s), %.0f MB "
+        "of image data; train from it with dataset=cache dataset.root=%s",
+        images,
+        settings.dir,
+        settings.encoding,
+        written,
+        metrics["cache/images_per_s"],
+        metrics["cache/mb"],
+        settings.dir,
+    )
+    return metrics

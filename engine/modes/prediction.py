@@ -1,0 +1,98 @@
+"""`mode=predict`: run a trained checkpoint on new images.
+
+python train.py mode=predict predict.checkpoint=outputs/runs/2026-05-01/12-00-00_ab12cd \\
+    predict.input=new_images/
+
+`predict.input`: a folder (searched recursively for images), a CSV with a path column
+(`predict.path_column`) or one image file. Writes predictions.csv into the run dir: `path`,
+`label` (the class name), `score` (its probability), then `label_2`, `score_2`, ... up to
+`predict.top_k`. The images go through the training's val transforms, loader settings and
+device path (uint8 batches normalised on the device, its autocast). Unreadable inputs follow
+the checkpoint's dataset.on_error (override it: dataset.on_error=skip): raise stops naming
+the file, skip leaves it out and lists it in bad_samples.csv.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from engine.core.io import write_csv, write_json
+from engine.inference.inputs import InputImages, list_inputs
+from engine.inference.passes import run_pass
+from engine.inference.session import open_checkpoint
+
+log = logging.getLogger(__name__)
+
+DECODING = ("on_error", "max_bad_fraction", "reduced_decode", "max_image_pixels")  # dataset.*
+
+
+@dataclass(frozen=True)
+class PredictSettings:
+    """The `predict` config group (see conf/predict/default.yaml)."""
+
+    checkpoint: str | None
+    input: str | None
+    top_k: int
+    path_column: str
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1:
+            raise ValueError(f"predict.top_k={self.top_k}: expected an int >= 1.")
+
+
+def columns(top_k: int) -> list[str]:
+    """predictions.csv's header: path, label, score, then label_k, score_k for k = 2..top_k."""
+    return [
+        "path",
+        "label",
+        "score",
+        *(f"{c}_{k}" for k in range(2, top_k + 1) for c in ("label", "score")),
+    ]
+
+
+def predict(cfg: DictConfig) -> dict[str, float]:
+    """Predict the class of every `predict.input` image with `predict.checkpoint`."""
+    settings: PredictSettings = instantiate(cfg.predict)
+    session = open_checkpoint(cfg, settings.checkpoint, "predict.checkpoint")
+    shape = list(session.data["input_shape"])
+    if len(shape) != 3:
+        raise ValueError(
+            f"predict.checkpoint: its model takes inputs of shape {shape}, not images, and "
+            "mode=predict reads image files; measure it with mode=eval on its dataset instead."
+        )
+    decoding = {k: session.cfg.dataset[k] for k in DECODING if k in session.cfg.dataset}
+    paths = list_inputs(settings.input, settings.path_column)
+    images = InputImages(paths, session.pipelines.val, **decoding)
+    loader = session.loader(images, "predict")
+    outputs = run_pass(
+        session.model, loader, session.mover(loader), session.precision, desc="predict"
+    )
+    classes, k = session.classes, min(settings.top_k, len(session.classes))
+    scores, labels = outputs.probabilities().topk(k, dim=1)
+    rows = []
+    for index, top_scores, top_labels in zip(
+        outputs.indices.tolist(), scores.tolist(), labels.tolist(), strict=True
+    ):
+        row: dict[str, object] = {"path": paths[index]}
+        for rank, (score, label) in enumerate(zip(top_scores, top_labels, strict=True), 1):
+            suffix = "" if rank == 1 else f"_{rank}"
+            row |= {f"label{suffix}": classes[label], f"score{suffix}": score}
+        rows.append(row)
+    write_csv(session.out / "predictions.csv", columns(k), rows)
+    ledger = getattr(loader, "bad_samples", None)  # a SkippingLoader (dataset.on_error=skip)
+    metrics = {
+        "predict/samples": float(len(rows)),
+        "predict/unreadable": float(ledger.count if ledger is not None else 0),
+    }
+    write_json(session.out / "metrics.json", metrics)
+    log.info(
+        "predict: %d images -> %s%s",
+        len(rows),
+        session.out / "predictions.csv",
+        f" ({ledger.summary()})" if ledger is not None and ledger.count else "",
+    )
+    return metrics

@@ -1,0 +1,181 @@
+"""`mode=shards` (`make shards`): write the train and val images of the configured map-style
+dataset (imagefolder, csv, cache, tensor) into WebDataset tar shards of `shards.max_samples`
+samples in `shards.dir`, with their manifest (`shards.json`, engine/data/shards/manifest.py) and
+`classes.txt`, for `dataset=iterable` from that folder or wherever it is uploaded
+(docs/streaming.md). A sample is `KEY.jpg|png|webp` (the image), `KEY.cls` (its class index)
+and `KEY.json` (label, class name, source file), as webdataset itself writes and reads them.
+Samples go in a seeded random order (shards.shuffle), so that every shard mixes the classes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch.utils.data import DataLoader, Dataset
+from torchvision.io import encode_jpeg, encode_png
+from tqdm import tqdm
+
+from engine.core.io import write_json
+from engine.data.cache_store import is_jpeg_quality
+from engine.data.datasets.image_files import LabelledImageFiles
+from engine.data.decode import load_sample
+from engine.data.resolve_loader import resolve_loader_settings
+from engine.data.samplers import SequentialOrder
+from engine.data.shards.manifest import NAME, Manifest
+from engine.data.shards.writer import SplitWriter, brace_pattern, clear_shards
+from engine.data.splits import build_splits
+from engine.data.transforms import Pipelines
+from engine.modes.cache import READ_BATCH, load_shrunk, shrink
+from engine.runs.outputs import save_resolved_config
+
+log = logging.getLogger(__name__)
+
+ENCODINGS = ("keep", "jpeg", "png")  # keep: the image files' own bytes
+KEPT = {b"\xff\xd8": "jpg", b"\x89PNG": "png", b"RIFF": "webp"}  # first bytes: extension
+
+
+@dataclass(frozen=True)
+class ShardSettings:
+    """The `shards` config group (see conf/shards/default.yaml)."""
+
+    dir: str
+    max_samples: int
+    short_side: int | None
+    encoding: str
+    jpeg_quality: int
+    compress: bool
+    shuffle: bool
+    seed: int
+    overwrite: bool
+
+    def __post_init__(self) -> None:
+        for key in ("max_samples", "short_side"):
+            value = getattr(self, key)
+            if (value is not None or key == "max_samples") and not (
+                isinstance(value, int) and not isinstance(value, bool) and value >= 1
+            ):
+                raise ValueError(f"shards.{key}={value!r}: expected an int >= 1.")
+        if self.encoding not in ENCODINGS:
+            raise ValueError(f"shards.encoding={self.encoding!r}: expected one of {ENCODINGS}.")
+        if self.encoding == "keep" and self.short_side is not None:
+            raise ValueError(
+                "shards.short_side needs shards.encoding=jpeg or png: keep stores the image "
+                "files as they are."
+            )
+        if not is_jpeg_quality(self.jpeg_quality):
+            raise ValueError(f"shards.jpeg_quality={self.jpeg_quality!r}: expected 1 to 100.")
+
+
+class _Encoded(Dataset):
+    """Sample `order[i]` of `files` as (image bytes, extension, label, source file)."""
+
+    def __init__(self, files: Dataset, order: np.ndarray, settings: ShardSettings) -> None:
+        self.files, self.order, self.settings = files, order, settings
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, i: int) -> tuple[bytes, str, int, str]:
+        files, side, index = self.files, self.settings.short_side, int(self.order[i])
+        label = int(files.targets[index])  # type: ignore[attr-defined]
+        source = files.get_filename(index) if hasattr(files, "get_filename") else ""
+        if not isinstance(files, LabelledImageFiles):
+            image = files[index][0]
+            image = shrink(image, side) if side else image
+        elif side:
+            image = load_shrunk(files, index, side)
+        else:
+            name = files.classes[label]
+            image = load_sample(source, index, name, None, files.max_image_pixels)
+        if self.settings.encoding == "keep":
+            data = Path(source).read_bytes()
+            ext = next((e for magic, e in KEPT.items() if data.startswith(magic)), None)
+            if ext is not None and (ext != "webp" or data[8:12] == b"WEBP"):
+                return data, ext, label, source
+        if image.dtype != torch.uint8:
+            raise ValueError(
+                f"mode=shards stores 8-bit images and {type(files).__name__} gives "
+                f"{image.dtype} ones: store the inputs as uint8 images (N x C x H x W) first."
+            )
+        if self.settings.encoding == "jpeg":
+            data, ext = encode_jpeg(image.contiguous(), quality=self.settings.jpeg_quality), "jpg"
+        else:
+            data, ext = encode_png(image.contiguous()), "png"
+        return data.numpy().tobytes(), ext, label, source
+
+
+def write_split(
+    files: Dataset, split: str, folder: Path, settings: ShardSettings, workers: int, timeout: float
+) -> dict[str, dict]:
+    """Write every sample of `files` into shards in `folder`; their manifest entries."""
+    if settings.encoding == "keep" and not isinstance(files, LabelledImageFiles):
+        raise ValueError(
+            f"shards.encoding=keep stores image files as they are, and {type(files).__name__} "
+            "reads none: set shards.encoding=png (lossless) or jpeg."
+        )
+    count = len(files)  # type: ignore[arg-type]
+    rng = np.random.default_rng(settings.seed)
+    order = rng.permutation(count) if settings.shuffle else np.arange(count)
+    batches = DataLoader(
+        _Encoded(files, order, settings),
+        batch_size=READ_BATCH,
+        num_workers=workers,
+        collate_fn=list,
+        timeout=timeout if workers > 0 else 0,
+    )
+    writer = SplitWriter(folder, split, settings.max_samples, settings.compress)
+    done = 0
+    for batch in tqdm(batches, desc=f"shards {split}", leave=False, disable=None):
+        for image, ext, label, source in batch:
+            meta = {"label": label, "class": files.classes[label], "source": source}  # type: ignore[attr-defined]
+            writer.add(f"{split}-{done:08d}", image, ext, label, meta)
+            done += 1
+    writer.close()
+    return writer.entries
+
+
+def shards(cfg: DictConfig) -> dict[str, float]:
+    """Write the train and val splits of the configured dataset as shards; metrics.json."""
+    start = time.perf_counter()
+    out = Path(cfg.paths.output_dir)
+    save_resolved_config(cfg, out)
+    settings: ShardSettings = instantiate(cfg.shards)
+    folder = Path(settings.dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    clear_shards(folder, settings.overwrite)
+    train, val = build_splits(cfg.dataset, Pipelines([], []))  # as stored: no transforms
+    loader = resolve_loader_settings(instantiate(cfg.loader), train, SequentialOrder, cuda=False)
+    workers = loader.num_workers
+    entries: dict[str, dict] = {}
+    for split, files in (("train", train), ("val", val)):
+        entries |= write_split(files, split, folder, settings, workers, loader.timeout)
+    Manifest(str(folder / NAME), list(train.classes), entries).save()  # type: ignore[attr-defined]
+    (folder / "classes.txt").write_text("".join(f"{c}\n" for c in train.classes), "utf-8")  # type: ignore[attr-defined]
+    wall = time.perf_counter() - start
+    samples = sum(entry["samples"] for entry in entries.values())
+    metrics = {
+        "shards/samples_per_s": samples / wall,
+        "shards/samples": float(samples),
+        "shards/shards": float(len(entries)),
+        "shards/mb": sum(entry["size"] for entry in entries.values()) / 2**20,
+        "wall_s": wall,
+    }
+    write_json(out / "metrics.json", metrics)
+    rate, size = metrics["shards/samples_per_s"], metrics["shards/mb"]
+    overrides = " ".join(
+        f"'dataset.{split}_shards=\"{brace_pattern(folder, split, entries)}\"'"
+        for split in ("train", "val")
+    )
+    log.info(
+        "shards: %d samples in %d shards in %s (%.0f MB, %.0f samples/s); train from them with "
+        "dataset=iterable %s",
+        *(samples, len(entries), folder, size, rate, overrides),
+    )
+    return metrics

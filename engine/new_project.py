@@ -1,0 +1,203 @@
+"""`make new-project DEST=../my-project`: copy the template into a project of the user's own.
+
+Copies what git tracks or would track (so no outputs, data, virtualenv, caches or .git), less
+what only the template needs (its benchmarks, the tests of its own README); names the project
+after DEST in pyproject.toml and writes a short README.md of its own. The new tree passes its
+own `make test`. Standard library only: `make new-project` runs before any virtualenv exists.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+# What only the template needs, with why; a folder ends with "/". Tests that import bench are
+# left out too (found by reading them).
+TEMPLATE_ONLY = {
+    "BENCHMARKS.md": "the template's benchmark results",
+    "bench/": "`make bench`: the template's input-pipeline benchmark",
+    "tests/test_bench_report.py": "tests bench/",
+    "tests/test_docs.py": "checks the template's README (its shown outputs and commands)",
+    "tests/test_new_project.py": "checks the template's README walk-through",
+    "docs/regenerate.py": "`make docs-outputs`: rewrites the template's README and docs",
+}
+MAKE_TARGETS = ("bench", "bench-peers", "docs-outputs")  # Makefile targets of what is left out
+EXTRAS = ("peers",)  # pyproject extras of bench/
+IMPORTS_BENCH = re.compile(r"^\s*(?:from|import) bench\b", re.M)
+DESCRIPTION = "TODO: say in one line what {name} does."
+
+README = """# {name}
+
+TODO: say here what {name} does and how to use it. It started as a copy of the Hydra + PyTorch
+template `{template}`.
+
+## The two commands
+
+```bash
+make train   # creates .venv, installs the pinned dependencies, writes data/demo, trains
+make test    # the same set-up, then ruff and the test suite
+```
+
+`make help` lists the other targets; `make train ARGS="dataset=csv trainer.max_epochs=5"`
+passes config overrides.
+
+## Layout
+
+```
+{layout}
+```
+
+## Documentation
+
+The template's guides came along in `docs/`: start at [docs/README.md](docs/README.md).
+"""
+
+
+@dataclass
+class NewProject:
+    """What copy_template made: the project's name, the files copied, what was left out."""
+
+    name: str
+    copied: int
+    left_out: list[tuple[str, str]]  # (path, why)
+
+
+def template_files(root: Path) -> list[Path]:
+    """Files of the checkout at `root` that git tracks or would track, as relative paths."""
+    listing = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return [Path(p) for p in sorted(set(listing.split("\0"))) if p and (root / p).is_file()]
+
+
+def project_name(folder: str) -> str:
+    """A valid, normalised distribution name from a folder name: `My Project!` -> my-project."""
+    name = re.sub(r"[^A-Za-z0-9]+", "-", folder).strip("-").lower()
+    if not name:
+        raise SystemExit(f"DEST={folder!r}: name the folder with letters or digits.")
+    return name
+
+
+def _template_only(root: Path, rel: Path) -> tuple[str, str] | None:
+    """(the file or folder left out, why) when `rel` stays behind; None when it is copied."""
+    posix = rel.as_posix()
+    for path, why in TEMPLATE_ONLY.items():
+        if posix == path or (path.endswith("/") and posix.startswith(path)):
+            return path, why
+    is_test = rel.parts[0] == "tests" and rel.suffix == ".py"
+    if is_test and IMPORTS_BENCH.search((root / rel).read_text(encoding="utf-8")):
+        return posix, "imports bench/"
+    return None
+
+
+def renamed_pyproject(text: str, name: str) -> str:
+    """pyproject.toml of project `name`: its name (also where its own extras are referenced), a
+    description to write, and without the extras of bench/."""
+    old = re.search(r'^name = "([^"]+)"$', text, re.M)
+    if old is None:
+        raise ValueError('pyproject.toml has no line `name = "..."`')
+    text = text.replace(old.group(0), f'name = "{name}"', 1).replace(f'"{old[1]}[', f'"{name}[')
+    description = DESCRIPTION.format(name=name)
+    text = re.sub(
+        r'^description = ".*"$', f'description = "{description}"', text, count=1, flags=re.M
+    )
+    for extra in EXTRAS:  # with the comment lines right above it
+        text = re.sub(rf"(?:^#.*\n)*^{extra} = \[\n(?:.*\n)*?^\]\n", "", text, flags=re.M)
+    return text
+
+
+def without_targets(makefile: str) -> str:
+    """The Makefile without the targets of what is left out (each rule, its recipe, its .PHONY
+    entry)."""
+    for target in MAKE_TARGETS:
+        makefile = re.sub(rf"^{target}:.*\n(?:\t.*\n)*\n?", "", makefile, flags=re.M)
+        makefile = re.sub(rf"^(\.PHONY:.*?) {target}(?= |$)", r"\1", makefile, flags=re.M)
+    return makefile
+
+
+def _summary(path: Path) -> str:
+    """The first sentence of a module's docstring, cut at a colon when long."""
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    sentence = " ".join(doc.split("\n\n")[0].split()).split(". ")[0].rstrip(".")
+    return sentence.split(": ")[0] if len(sentence) > 70 else sentence
+
+
+def layout(dest: Path) -> str:
+    """One line per place of the code in `dest`, described by its own docstrings."""
+    rows = [
+        ("train.py", _summary(dest / "train.py")),
+        ("conf/", "config.yaml picks one option per group; one folder per group"),
+    ]
+    rows += [(f"src/{p.parent.name}/", _summary(p)) for p in sorted(dest.glob("src/*/__init__.py"))]
+    modules = [p for p in sorted(dest.glob("src/*.py")) if p.name != "__init__.py"]
+    rows += [(f"src/{p.name}", _summary(p)) for p in modules]
+    rows.append(("tests/", "the test suite: `make test` (all), `make test-fast` (while coding)"))
+    if (dest / "docs").is_dir():
+        rows.append(("docs/", "the template's guides"))
+    width = max(len(path) for path, _ in rows) + 2
+    return "\n".join(f"{path:<{width}}{what}".rstrip() for path, what in rows)
+
+
+def copy_template(root: Path, dest: Path) -> NewProject:
+    """Copy the template at `root` into the new folder `dest`, as a project named after it."""
+    if dest.exists():
+        raise SystemExit(f"{dest} already exists; choose a new folder for DEST.")
+    name = project_name(dest.name)
+    copied, left_out = 0, {}
+    for rel in template_files(root):
+        stays = _template_only(root, rel)
+        if stays is not None:  # a folder is listed once
+            left_out[stays[0]] = stays[1]
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(root / rel, dest / rel)
+        copied += 1
+    template = re.search(r'^name = "([^"]+)"$', (root / "pyproject.toml").read_text(), re.M)
+    pyproject = dest / "pyproject.toml"
+    pyproject.write_text(renamed_pyproject(pyproject.read_text(), name))
+    (dest / "Makefile").write_text(without_targets((dest / "Makefile").read_text()))
+    origin = template[1] if template else root.name
+    readme = README.format(name=name, template=origin, layout=layout(dest))
+    (dest / "README.md").write_text(readme)
+    return NewProject(name, copied, sorted(left_out.items()))
+
+
+def report(project: NewProject, root: Path, dest: Path) -> str:
+    """What the user reads after the copy: what was left out and how to get it back."""
+    width = max((len(path) for path, _ in project.left_out), default=0) + 2
+    lines = [
+        f"Copied {project.copied} files to {dest} as project {project.name!r}: fill in the TODOs "
+        "of its README.md and pyproject.toml."
+    ]
+    if project.left_out:
+        lines.append("Left out, as only the template needs them:")
+        lines += [f"  {path:<{width}}{why}" for path, why in project.left_out]
+        targets, extras = ", ".join(MAKE_TARGETS), ", ".join(EXTRAS)
+        lines.append(f"  Makefile targets {targets}; pyproject.toml extra {extras}")
+        bench, into = shlex.quote(str(root / "bench")), shlex.quote(str(dest))
+        lines.append(f"To get one back, copy it from the template: cp -r {bench} {into}/, and")
+        lines.append("  the targets and the extra from the template's Makefile and pyproject.toml.")
+    lines.append(f"Next: cd {shlex.quote(str(dest))} && git init && make test")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> None:
+    """CLI: `python -m engine.new_project DEST`."""
+    if len(argv) != 1 or not argv[0]:
+        raise SystemExit("usage: make new-project DEST=../my-project")
+    root, dest = Path(__file__).resolve().parents[1], Path(argv[0]).resolve()
+    print(report(copy_template(root, dest), root, dest))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

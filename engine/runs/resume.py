@@ -1,0 +1,153 @@
+"""`trainer.resume`: find the checkpoint to continue from (auto = latest run of this config)."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from torch.utils.data import DataLoader, IterableDataset
+
+from engine.runs.checkpoint_checks import RunShape, problem_with
+from engine.runs.checkpoint_files import (
+    Check,
+    CheckpointError,
+    load_checkpoint,
+    load_newest,
+)
+
+log = logging.getLogger(__name__)
+
+KEY_FILE = "config_key"  # in each run's checkpoints/ folder: the fingerprint below
+# Keys that do not change what a run computes (placement, speed, bookkeeping): a run may be
+# resumed with other values of them, e.g. more loader workers.
+RESULT_NEUTRAL_KEYS = (
+    "paths",
+    "summary",
+    "trainer.resume",
+    "trainer.checkpoint",
+    "loader.num_workers",
+    "loader.pin_memory",
+    "loader.prefetch_factor",
+    "loader.persistent_workers",
+    "loader.timeout",
+    "loader.multiprocessing_context",
+    "loader.sharing_strategy",
+    "dataset.retries",
+    "dataset.backoff",
+    "dataset.read_timeout",
+)
+
+
+def config_key(resolved: dict[str, Any]) -> str:
+    """A fingerprint of everything in the resolved config that changes the run's results."""
+    config = copy.deepcopy(resolved)
+    for dotted in RESULT_NEUTRAL_KEYS:
+        *parents, leaf = dotted.split(".")
+        node = config
+        for part in parents:
+            node = node.get(part, {})
+        node.pop(leaf, None)
+    text = json.dumps(config, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def of_this_config(key: str, run: RunShape | None = None) -> Check:
+    """A `load_newest` check for trainer.resume=auto: the checkpoint's own config_key must be
+    `key` (whatever folder it sits in), and it must be restorable (`problem_with`)."""
+
+    def problem(state: dict[str, Any]) -> str | None:
+        theirs = state.get("config_key")
+        if theirs != key:
+            return (
+                f"comes from another config (config_key {theirs or 'missing'}, this run's is {key})"
+            )
+        return problem_with(state, run)
+
+    return problem
+
+
+def _runs_of(key: str, log_dir: Path, exclude: Path) -> list[Path]:
+    """Checkpoint folders under `log_dir` (but `exclude`'s) last written by runs of `key`,
+    newest last. The folder's key file only narrows the search: each checkpoint's own
+    config_key decides (`of_this_config`)."""
+    found = []
+    for key_file in log_dir.glob(f"**/checkpoints/{KEY_FILE}"):
+        folder = key_file.parent
+        if folder.parent != exclude and key_file.read_text().strip() == key:
+            steps = list(folder.glob("step*.pt"))
+            if steps:
+                found.append((max(p.stat().st_mtime for p in steps), folder))
+    return [folder for _, folder in sorted(found)]
+
+
+def find_resume_state(
+    resume: str | None,
+    key: str,
+    log_dir: Path,
+    run_dir: Path,
+    run: RunShape | None = None,
+) -> tuple[Path, dict[str, Any]] | None:
+    """The checkpoint `trainer.resume` asks for: null = none; auto = the newest usable one of
+    this config, first in this run's own folder (a requeued job, hydra.run.dir fixed), then
+    in the other runs of this config under `log_dir`, newest first; else a file or folder.
+
+    Usable: loadable, holding every key `restore` needs with its type and range, fitting
+    `run` (this run's model weights, optimizer state and data classes: `problem_with`), and
+    under auto carrying this run's config_key itself. With auto or a
+    folder, each unusable file is skipped with one warning line naming it and the previous
+    step is tried; a file given by name that is unusable is a CheckpointError naming it."""
+    if resume is None:
+        return None
+    if resume == "auto":
+        usable = of_this_config(key, run)
+        own = run_dir / "checkpoints"
+        for folder in [own, *reversed(_runs_of(key, log_dir, exclude=run_dir))]:
+            found = load_newest(folder, usable) if folder.is_dir() else None
+            if found is not None:
+                return found
+        log.info(
+            "trainer.resume=auto: no checkpoint of this config in %s and no earlier run "
+            "of this config under %s; starting fresh.",
+            own,
+            log_dir,
+        )
+        return None
+    path = Path(resume).expanduser()
+    if path.is_dir():
+        folder = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+        found = load_newest(folder, lambda state: problem_with(state, run))
+        if found is None:
+            raise FileNotFoundError(
+                f"trainer.resume={resume}: no usable step*.pt checkpoint in {folder}."
+            )
+        path, state = found
+    else:
+        state = load_checkpoint(path)
+        problem = problem_with(state, run)
+        if problem is not None:
+            raise CheckpointError(f"trainer.resume={path}: this file {problem}.")
+    if state.get("config_key") != key:
+        log.warning(
+            "trainer.resume=%s: the checkpoint comes from a different config "
+            "(results will not match an uninterrupted run of this one).",
+            path,
+        )
+    return path, state
+
+
+def check_stream_position(state: dict[str, Any], loader: DataLoader) -> None:
+    """A stream's batch order depends on the worker count (shards are split between workers):
+    a checkpoint taken mid-epoch continues exactly only with the same loader.num_workers."""
+    if state["batches_done"] is None or not isinstance(loader.dataset, IterableDataset):
+        return
+    saved = state.get("num_workers")
+    if saved != loader.num_workers:
+        raise ValueError(
+            f"trainer.resume: {loader.dataset.__class__.__name__} was stopped mid-epoch with "
+            f"loader.num_workers={saved}, and a stream's order depends on the worker count: "
+            f"resume with loader.num_workers={saved} (now {loader.num_workers})."
+        )

@@ -1,0 +1,80 @@
+"""A PNG of a sweep: the ranking metric against num_workers, one line per batch size; with
+repeated measurements, each point's range [min-max] as an error bar."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display needed
+import matplotlib.pyplot as plt
+
+from engine.sweeps.table import LOWER_IS_BETTER, spread_of
+
+X_KEY, SERIES_KEY = "loader.num_workers", "loader.batch_size"
+
+
+def parse_overrides(text: str) -> dict[str, str]:
+    """`"a.b=1 c=x"` -> {"a.b": "1", "c": "x"}."""
+    return dict(item.split("=", 1) for item in text.split() if "=" in item)
+
+
+def _error_bars(rows: list[dict[str, str]], metric: str) -> list[list[float]] | None:
+    """Distances from each row's median down to its min and up to its max, when all have them."""
+    spreads = [s for r in rows if (s := spread_of(r, metric)) is not None]
+    if not rows or len(spreads) < len(rows):
+        return None
+    return [[s.median - s.low for s in spreads], [s.high - s.median for s in spreads]]
+
+
+def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
+    """Lines of `metric` over loader.num_workers when swept, else one bar per job; ranges
+    [min-max] as error bars where the rows have them."""
+    ok = [r for r in rows if r["status"] == "ok" and r.get(metric)]
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+    swept = [parse_overrides(r["overrides"]) for r in ok]
+    if ok and all(X_KEY in s for s in swept):
+        # numbers in numeric order, anything else (e.g. "auto") after them, as categories
+        xs = sorted(
+            {s[X_KEY] for s in swept},
+            key=lambda v: (not v.isdigit(), int(v) if v.isdigit() else 0, v),
+        )
+        lines: dict[str, dict[str, list[dict[str, str]]]] = defaultdict(lambda: defaultdict(list))
+        for row, settings in zip(ok, swept, strict=True):
+            series = f"batch_size={settings[SERIES_KEY]}" if SERIES_KEY in settings else "all"
+            lines[series][settings[X_KEY]].append(row)
+        best = min if metric in LOWER_IS_BETTER else max
+        for series, points in sorted(lines.items()):
+            present = [x for x in xs if x in points]
+            # several jobs share a point when other keys were swept too: plot their best
+            shown = [best(points[x], key=lambda r: float(r[metric])) for x in present]
+            ax.errorbar(
+                [xs.index(x) for x in present],
+                [float(r[metric]) for r in shown],
+                yerr=_error_bars(shown, metric),
+                marker="o",
+                capsize=4,
+                label=series,
+            )
+        ax.set_xticks(range(len(xs)), xs)
+        ax.set_xlabel(X_KEY)
+        ax.set_ylabel(f"{metric} (best job per point)")
+        ax.legend()
+    else:
+        ax.barh(
+            [f"#{r['job']}" for r in ok],
+            [float(r[metric]) for r in ok],
+            xerr=_error_bars(ok, metric),
+            capsize=3,
+        )
+        ax.set_ylabel("job")
+        ax.set_xlabel(metric)
+    ranges = " (bars: min-max over the repeats)" if _error_bars(ok, metric) else ""
+    ax.set_title(f"{metric}: {len(ok)} jobs finished, {len(rows) - len(ok)} not run or failed")
+    ax.set_xlabel(ax.get_xlabel() + ranges)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

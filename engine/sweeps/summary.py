@@ -1,0 +1,175 @@
+"""Hydra callback: one summary.csv row per finished sweep job, kept ranked as it goes.
+
+Each job's row is appended the moment the job ends (ok, failed with the error's first line,
+or `same as job N` when it reused an earlier job's result: engine/sweeps/reuse.py), and
+summary.md and summary.png are rebuilt from the CSV each time, so a job that crashes, or a
+sweep that is killed, loses nobody else's results. With repeated measurements (mode=benchmark:
+`<metric>_min` / `_max`) the `tied` column marks the jobs whose range overlaps the best job's;
+in summary.csv it is filled in when the sweep ends.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from engine.core.launch import launch_rank
+from engine.metric_keys import METRICS_BY_MODE
+from engine.sweeps.plot import plot_sweep
+from engine.sweeps.reuse import SUMMARY_CSV, kept_overrides, runs_as, same_as
+from engine.sweeps.table import (
+    BASE_COLUMNS,
+    TIED,
+    append_row,
+    mark_tied,
+    rank,
+    read_rows,
+    to_markdown,
+    write_rows,
+)
+
+log = logging.getLogger(__name__)
+
+SUMMARY_MD, SUMMARY_PNG = "summary.md", "summary.png"
+
+
+def rank_metric(config: DictConfig) -> str:
+    """`summary.rank_by`, or the mode's headline metric when it is null: its first metric, or
+    for a mode measuring one split (mode=eval: eval.split) that split's first."""
+    if config.summary.rank_by:
+        return config.summary.rank_by
+    keys = METRICS_BY_MODE[config.mode]
+    split = OmegaConf.select(config, f"{config.mode}.split")
+    return next((k for k in keys if split is not None and k.startswith(f"{split}/")), keys[0])
+
+
+def error_line(error: BaseException) -> str:
+    """`Type: first line` of the innermost cause (Hydra wraps errors from `_target_`s)."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first}"
+
+
+def tie_columns(config: DictConfig) -> list[str]:
+    """`<metric>_min`, `<metric>_max` and `tied` when the ranking metric is measured with
+    repeats (mode=benchmark's loader/samples_per_s), else none."""
+    metric = rank_metric(config)
+    ranged = f"{metric}_min" in METRICS_BY_MODE[config.mode]
+    return [f"{metric}_min", f"{metric}_max", TIED] if ranged else []
+
+
+def notes(rows: list[dict[str, str]], metric: str) -> list[str]:
+    """What the ranked, tie-marked `rows` do not say by themselves."""
+    lines = []
+    tied = [r["job"] for r in rows if r.get(TIED) == "yes"]
+    if len(tied) > 1:
+        lines.append(
+            f"The top jobs cannot be told apart: the {metric} ranges [min-max over the repeats] "
+            f"of jobs {', '.join(tied)} overlap the best job's (tied = yes); choose among them "
+            "by the other columns (fewer workers, less memory)."
+        )
+    elif tied:
+        lines.append(f"Job {tied[0]} is ahead of every other job in every repeat ({metric}).")
+    same = [r for r in rows if r["status"].startswith("same as")]
+    if same:
+        lines.append(
+            f"{len(same)} job{'s' if len(same) > 1 else ''} did not run: the loader settings "
+            "normalise to an earlier job's (knobs that cannot apply are unset: "
+            "LoaderSettings.applicable); listed as `same as job N`."
+        )
+    return lines
+
+
+class SweepSummary(Callback):
+    """Writes summary.csv / summary.md / summary.png into the sweep dir (multirun only)."""
+
+    def __init__(self) -> None:
+        self._started: dict[int, float] = {}
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        hydra_cfg = HydraConfig.get()
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            self._started[hydra_cfg.job.num] = time.perf_counter()
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        try:
+            self._record(config, job_return)
+        except Exception:
+            # Hydra turns callback errors into a warning; make sure the log says it loudly
+            log.exception("sweep summary: recording this job failed; summary.* is incomplete")
+            raise
+
+    def _record(self, config: DictConfig, job_return: JobReturn) -> None:
+        hydra_cfg = HydraConfig.get()
+        if hydra_cfg.mode != RunMode.MULTIRUN or launch_rank() != 0:
+            return  # one row per job: rank 0's when the job ran on several processes
+        sweep_dir = Path(hydra_cfg.sweep.dir)
+        overrides = kept_overrides(job_return.overrides)
+        text = " ".join(overrides)
+        if config.summary.skip_completed and any(
+            r["overrides"] == text and r["status"] != "failed"
+            for r in read_rows(sweep_dir / SUMMARY_CSV)
+        ):
+            return  # train.py skipped it: its earlier row stands
+        metric_keys = METRICS_BY_MODE[config.mode]
+        out = Path(hydra_cfg.runtime.output_dir)
+        ran = job_return.status == JobStatus.COMPLETED
+        row: dict[str, Any] = {
+            "job": hydra_cfg.job.num,
+            "job_s": f"{time.perf_counter() - self._started.pop(hydra_cfg.job.num):.2f}",
+            "overrides": text,
+            "dir": out,
+            # only a job that ran passed validate_config: a refused config is never built
+            "runs_as": runs_as(config, overrides) if ran else text,
+        }
+        earlier = same_as(out)
+        if ran and earlier is not None:
+            row |= {"status": f"same as job {earlier}", "error": ""}  # its metrics: job N's
+        elif ran:
+            metrics = json.loads((out / "metrics.json").read_text())
+            row |= {"status": "ok", "error": ""} | {k: metrics.get(k, "") for k in metric_keys}
+        else:
+            # the exception; Hydra re-raises it after the sweep
+            row |= {"status": "failed", "error": error_line(job_return._return_value)}
+        tied = [TIED] if tie_columns(config) else []
+        append_row(sweep_dir / SUMMARY_CSV, [*BASE_COLUMNS, *metric_keys, *tied], row)
+        self._rewrite_reports(config, sweep_dir)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        metric = rank_metric(config)
+        written = read_rows(sweep_dir / SUMMARY_CSV)
+        rows = mark_tied(rank(written, metric), metric)  # sets `tied` in the rows read
+        if rows and tie_columns(config):
+            write_rows(sweep_dir / SUMMARY_CSV, list(written[0]), written)  # in their order
+        columns = ["job", "status", metric, *tie_columns(config), "overrides"]
+        log.info(
+            "Sweep summary (%s), best first; all rows in %s:\n%s%s",
+            metric,
+            sweep_dir / SUMMARY_MD,
+            to_markdown(rows[: config.summary.top], columns),
+            "".join(f"{line}\n" for line in notes(rows, metric)),
+        )
+
+    def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
+        metric = rank_metric(config)
+        rows = mark_tied(rank(read_rows(sweep_dir / SUMMARY_CSV), metric), metric)
+        tied = [TIED] if tie_columns(config) else []
+        columns = [*BASE_COLUMNS[:3], *METRICS_BY_MODE[config.mode], *tied, "overrides", "error"]
+        header = (
+            f"# Sweep summary\n\nRanked by `{metric}`, then the jobs that did not run (same "
+            "as an earlier job) or failed, in job order.\n\n"
+        )
+        lines = "".join(f"{line}\n\n" for line in notes(rows, metric))
+        (sweep_dir / SUMMARY_MD).write_text(header + lines + to_markdown(rows, columns))
+        plot_sweep(rows, metric, sweep_dir / SUMMARY_PNG)

@@ -1,0 +1,103 @@
+"""The sweep table: one CSV row per finished job, ranked into Markdown and a plot; with
+repeated measurements (`<metric>_min` / `_max` columns), which jobs the best cannot be told
+apart from (`tied`)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from engine.core.io import atomic_write_bytes
+from engine.measure.timing import Spread
+
+# job_s: wall time incl. set-up; dir: the job's output directory; runs_as: the overrides with
+# loader knobs that cannot apply unset (engine/sweeps/reuse.py)
+BASE_COLUMNS = ("job", "status", "job_s", "overrides", "error", "dir", "runs_as")
+TIED = "tied"  # yes: the job's range of the ranking metric overlaps the best job's
+# Metrics where smaller is better; every other metric ranks largest first.
+LOWER_IS_BETTER = {
+    "val/loss",
+    "train/loss",
+    "train/data_wait_frac",
+    "train/first_batch_s",
+    "wall_s",
+    "loader/first_batch_s",
+    "loader/data_wait_frac",
+    "loader/cpu_ms_per_sample",
+    "loader/peak_rss_mb",
+    "inspect/warnings",
+}
+
+
+def append_row(path: Path, columns: Sequence[str], row: dict[str, object]) -> None:
+    """Append `row` to the CSV at `path` (writing the header first), as one write call."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore")
+    new = not path.exists()
+    if new:
+        writer.writeheader()
+    writer.writerow(row)
+    with open(path, "a", newline="") as f:
+        f.write(buffer.getvalue())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def write_rows(path: Path, columns: Sequence[str], rows: list[dict[str, str]]) -> None:
+    """Replace the CSV at `path` with `rows` (atomically: a reader sees the old or the new)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_bytes(path, buffer.getvalue().encode())
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """All rows of a summary CSV (an absent file has none)."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def rank(rows: list[dict[str, str]], metric: str) -> list[dict[str, str]]:
+    """Finished jobs best first by `metric`, then failed jobs in job order."""
+    ok = [r for r in rows if r["status"] == "ok" and r.get(metric)]
+    ok.sort(key=lambda r: float(r[metric]), reverse=metric not in LOWER_IS_BETTER)
+    return ok + [r for r in rows if r not in ok]
+
+
+def spread_of(row: dict[str, str], metric: str) -> Spread | None:
+    """The row's median [min-max] of `metric`, when it has a range."""
+    try:
+        return Spread(float(row[metric]), float(row[f"{metric}_min"]), float(row[f"{metric}_max"]))
+    except (KeyError, ValueError):
+        return None
+
+
+def mark_tied(ranked: list[dict[str, str]], metric: str) -> list[dict[str, str]]:
+    """Set each row's `tied` from `rank`'s order: yes when its range of `metric` overlaps the
+    best (first) job's, no when not, empty for rows without a range (failed, not run)."""
+    best = spread_of(ranked[0], metric) if ranked and ranked[0]["status"] == "ok" else None
+    for row in ranked:
+        spread = spread_of(row, metric) if row["status"] == "ok" else None
+        tied = best is not None and spread is not None and spread.overlaps(best)
+        row[TIED] = "" if best is None or spread is None else "yes" if tied else "no"
+    return ranked
+
+
+def to_markdown(rows: list[dict[str, str]], columns: Sequence[str]) -> str:
+    """A Markdown table of `columns` (numbers to 4 significant digits)."""
+
+    def cell(value: str) -> str:
+        try:
+            return f"{float(value):.4g}"
+        except ValueError:
+            return value.replace("|", "\\|")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,122 @@
+"""Build every part a run needs from the composed config (shared by all modes)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from engine.core.seeding import seed_everything
+from engine.data.loaders import build_loaders
+from engine.data.resolve_loader import resolve_loader_settings
+from engine.data.seeded import seeded
+from engine.data.sharing import apply_sharing_strategy
+from engine.data.splits import build_splits, input_shape
+from engine.data.transforms import Pipelines
+from engine.training.device import Precision, resolve_device, resolve_precision
+from engine.training.distributed import init_distributed, rank_device, rank_seed, wrap_model
+from engine.training.metric import Metric
+from engine.training.models import build_model
+from engine.training.settings import TrainerSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Components:
+    """What `assemble` built from the config: settings, device, data, loaders, the model, its
+    loss and metrics."""
+
+    settings: TrainerSettings
+    device: torch.device
+    precision: Precision
+    pipelines: Pipelines
+    train_set: Dataset
+    val_set: Dataset
+    classes: list[str]
+    input_shape: tuple[int, ...]
+    model: nn.Module
+    criterion: nn.Module
+    metrics: dict[str, Metric]
+    train_loader: DataLoader
+    val_loader: DataLoader
+
+
+def assemble(cfg: DictConfig) -> Components:
+    """Seed, pick the device, instantiate datasets, model and loaders; log a one-line header.
+    Under torchrun: this rank's seed, device, DDP model and share of the data."""
+    settings = instantiate(cfg.trainer)
+    ranks = init_distributed()
+    seed_everything(rank_seed(settings.seed, ranks.rank))
+    device = rank_device(resolve_device(settings.device), ranks)
+    precision = resolve_precision(settings.precision, device)
+    pipelines = instantiate(cfg.transforms)
+    train_set, val_set = (seeded(d, settings.seed) for d in build_splits(cfg.dataset, pipelines))
+    shape, classes = input_shape(val_set), train_set.classes
+    model = build_model(
+        cfg.model,
+        num_classes=len(classes),
+        input_shape=shape,
+        vocab_size=train_set.vocab_size,
+    )
+    layout = torch.channels_last if settings.channels_last else torch.preserve_format
+    model = wrap_model(model.to(device, memory_format=layout), device, ranks)
+    sampler = instantiate(cfg.sampler)
+    loader_settings = instantiate(cfg.loader)
+    apply_sharing_strategy(loader_settings)  # process-wide: set before any worker starts
+    loader_settings = resolve_loader_settings(
+        loader_settings, train_set, sampler, cuda=device.type == "cuda", world_size=ranks.world_size
+    )
+    sizes = len(train_set), len(val_set)  # the whole splits (a stream's len becomes per rank)
+    val_limit = settings.limit_val_batches
+    if val_limit is not None:  # a fixed sample spread over the classes, in samples of the job
+        val_limit *= loader_settings.batch_size * ranks.world_size
+    train_loader, val_loader = build_loaders(
+        train_set,
+        val_set,
+        loader_settings,
+        sampler,
+        report_dir=Path(cfg.paths.output_dir) if ranks.is_main else None,
+        rank=ranks.rank,
+        world_size=ranks.world_size,
+        val_limit=val_limit,
+    )
+    per_step = loader_settings.batch_size * settings.grad_accum * ranks.world_size
+    log.info(
+        "device %s | precision %s | %d train / %d val samples | %d classes | input %s | "
+        "batch %d x grad_accum %d%s = %d per step | workers %d%s",
+        device,
+        settings.precision,
+        *sizes,
+        len(classes),
+        shape,
+        loader_settings.batch_size,
+        settings.grad_accum,
+        f" x {ranks.world_size} ranks" if ranks.world_size > 1 else "",
+        per_step,
+        loader_settings.num_workers,
+        " per rank" if ranks.world_size > 1 else "",
+    )
+    criterion = instantiate(cfg.loss)(train_set).to(device)
+    metrics = {name: instantiate(node) for name, node in cfg.metrics.items()}
+    return Components(
+        settings,
+        device,
+        precision,
+        pipelines,
+        train_set,
+        val_set,
+        list(classes),
+        shape,
+        model,
+        criterion,
+        metrics,
+        train_loader,
+        val_loader,
+    )

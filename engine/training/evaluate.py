@@ -1,0 +1,47 @@
+"""Validation: the loss and every metric over every val sample, counted exactly once (also when
+the ranks of a distributed job each evaluate their share: the sums are added over ranks)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from engine.measure.timing import BatchMeter
+from engine.training.batches import BatchMover
+from engine.training.device import Precision
+from engine.training.distributed import broadcast_module, reduce_totals, unwrap
+from engine.training.loader_failures import loader_failures_named
+from engine.training.metric import Metric
+from engine.training.prefetch import SideStream, device_batches
+from engine.training.totals import PassTotals
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module,
+    loader: DataLoader,
+    move: BatchMover,
+    precision: Precision,
+    criterion: nn.Module,
+    metrics: dict[str, Metric],
+    limit: int | None = None,
+    side: SideStream | None = None,
+) -> dict[str, float]:
+    """Mean loss and `metrics` over every sample of `loader` (or its first `limit` batches;
+    per rank under DDP; moved through `side`'s lookahead when given). All ranks evaluate
+    rank 0's model: the one its checkpoint holds."""
+    model = unwrap(model)  # no DDP hooks: the ranks' shares may differ by a batch
+    broadcast_module(model)  # rank 0's BatchNorm statistics (the weights already agree)
+    model.eval()
+    totals = PassTotals(move.device, metrics)
+    timer = BatchMeter()
+    with loader_failures_named(loader.dataset):
+        for inputs, labels, extras in device_batches(timer.timed(loader, limit), move, side):
+            with precision.autocast():
+                logits = model(inputs, *extras)
+            totals.add(criterion(logits, labels), logits, labels)
+    reduce_totals(totals)
+    window = timer.stop(totals.samples)
+    means = totals.means("val", "check the val split and trainer.limit_val_batches.")
+    return means | {"val/samples_per_s": window.samples_per_s}

@@ -1,0 +1,98 @@
+"""The `trainer` config group as a validated settings object."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.training.device import PRECISIONS
+
+# per-epoch metrics a checkpoint can be ranked by (trainer.checkpoint.monitor)
+MONITORABLE = ("val/acc", "val/loss", "train/acc", "train/loss", "train/samples_per_s")
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """`trainer.checkpoint`: when checkpoints are written and which are kept."""
+
+    keep_last: int
+    monitor: str
+    mode: str
+    every_n_steps: int
+    every_minutes: float
+
+    def __post_init__(self) -> None:
+        if self.keep_last < 1:
+            raise ValueError(f"trainer.checkpoint.keep_last={self.keep_last}: expected int >= 1.")
+        if self.mode not in ("max", "min"):
+            raise ValueError(f"trainer.checkpoint.mode={self.mode!r}: expected max or min.")
+        if self.monitor not in MONITORABLE:
+            raise ValueError(
+                f"trainer.checkpoint.monitor={self.monitor!r}: expected one of the "
+                f"per-epoch metrics {list(MONITORABLE)}."
+            )
+        for key in ("every_n_steps", "every_minutes"):
+            if getattr(self, key) < 0:
+                raise ValueError(
+                    f"trainer.checkpoint.{key} must be >= 0 (0 = off), got {getattr(self, key)}."
+                )
+
+
+@dataclass(frozen=True)
+class EarlyStoppingSettings:
+    """`trainer.early_stopping`: stop once trainer.checkpoint.monitor stops improving."""
+
+    patience: int
+
+    def __post_init__(self) -> None:
+        if self.patience < 0:
+            raise ValueError(
+                f"trainer.early_stopping.patience={self.patience}: expected an int >= 0 "
+                "(epochs without improvement before stopping; 0 = off)."
+            )
+
+
+@dataclass(frozen=True)
+class TrainerSettings:
+    """The `trainer` config group (see conf/trainer/default.yaml)."""
+
+    max_epochs: int
+    seed: int
+    device: str
+    precision: str
+    grad_accum: int
+    log_every_n_steps: int
+    limit_train_batches: int | None
+    limit_val_batches: int | None
+    channels_last: bool
+    device_prefetch: bool
+    profile: bool
+    starvation_threshold: float
+    checkpoint: CheckpointSettings
+    resume: str | None
+    max_nonfinite_steps: int
+    early_stopping: EarlyStoppingSettings
+
+    def __post_init__(self) -> None:
+        if str(self.precision) not in PRECISIONS:
+            raise ValueError(
+                f"trainer.precision={self.precision!r}: expected one of {list(PRECISIONS)}."
+            )
+        if self.device != "auto":
+            try:
+                torch.device(self.device)
+            except RuntimeError:
+                raise ValueError(
+                    f"trainer.device={self.device!r}: expected auto, cpu, cuda, cuda:N or mps."
+                ) from None
+        if self.max_nonfinite_steps < 0:
+            raise ValueError(
+                f"trainer.max_nonfinite_steps must be >= 0, got {self.max_nonfinite_steps}."
+            )
+        for key in ("max_epochs", "grad_accum", "log_every_n_steps"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"trainer.{key} must be >= 1, got {getattr(self, key)}.")
+        for key in ("limit_train_batches", "limit_val_batches"):
+            if getattr(self, key) is not None and getattr(self, key) < 1:
+                raise ValueError(f"trainer.{key} must be >= 1 or null, got {getattr(self, key)}.")

@@ -1,5 +1,0 @@
-"""Using a trained checkpoint: `load_model(path)` in a notebook, mode=eval and mode=predict."""
-
-from src.inference.model import load_model
-
-__all__ = ["load_model"]

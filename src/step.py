@@ -1,0 +1,68 @@
+"""One training step, as a paper writes it: forward, loss, backward, and every `grad_accum`
+batches an optimizer step and a schedule step. The loop (loop.py) adds the edges: the NaN
+guard, DDP agreement, checkpoints, stop signals, logging and profiling."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from engine.training.batches import DeviceBatch
+from engine.training.device import Precision
+
+
+class TrainStep:
+    """The step of one batch for `model` under the loss group's `criterion`; `steps` counts the
+    optimizer steps taken (what schedules, logging and checkpoints count)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        criterion: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        precision: Precision,
+        grad_accum: int = 1,
+    ) -> None:
+        self.model, self.criterion = model, criterion
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.precision, self.grad_accum = precision, grad_accum
+        self.steps = 0
+
+    def forward(self, batch: DeviceBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch's mean loss and logits (under autocast for mixed precision)."""
+        inputs, labels, extras = batch
+        with self.precision.autocast():
+            logits = self.model(inputs, *extras)
+            loss = self.criterion(logits, labels)
+        return loss, logits
+
+    def backward(self, loss: torch.Tensor) -> None:
+        """Add this batch's share of the gradient (scaled for fp16, divided for accumulation)."""
+        scaled = loss / self.grad_accum
+        scaler = self.precision.scaler
+        (scaler.scale(scaled) if scaler is not None else scaled).backward()
+
+    def optimizer_step(self) -> None:
+        """Step the optimizer, then the schedule (unless fp16 loss scaling skipped the step
+        for inf/NaN gradients), and clear the gradients."""
+        scaler = self.precision.scaler
+        stepped = True
+        if scaler is not None:
+            scale = scaler.get_scale()
+            scaler.step(self.optimizer)
+            scaler.update()
+            stepped = scaler.get_scale() >= scale  # the scale drops when grads had inf/NaN
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if stepped:
+            self.scheduler.step()
+        self.steps += 1
+
+    def __call__(self, batch: DeviceBatch) -> torch.Tensor:
+        """A whole step on one batch (grad_accum 1): forward, backward, optimizer step."""
+        loss, _ = self.forward(batch)
+        self.backward(loss)
+        self.optimizer_step()
+        return loss

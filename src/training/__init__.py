@@ -1,1 +1,0 @@
-"""The training loop and everything it writes: metrics, TensorBoard, checkpoints."""

@@ -1,1 +1,0 @@
-"""Small helpers shared by train.py and the tests."""
