@@ -69,9 +69,10 @@ test-fast: data  ## the quick loop while coding: no lint, no slow tests, nothing
 test-slow: data  ## the longer end-to-end checks (full demo training runs)
 	$(BIN)/python -m pytest -m slow $(ARGS)
 
-lint: $(STAMP)  ## ruff lint and format check
+lint: $(STAMP)  ## ruff lint and format check, then the import contracts (engine never imports src/, its layers, no cycles)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 format: $(STAMP)  ## apply ruff's fixes and formatting
 	$(BIN)/ruff check --fix .

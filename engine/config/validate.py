@@ -20,9 +20,8 @@ from omegaconf import DictConfig
 from engine.config.allowlist import after_import, check_entries, disallowed_targets, warn_if_widened
 from engine.config.errors import ConfigError
 from engine.config.schema import node_problems
-from engine.config.tree import child_key, resolve_tree, target_nodes
+from engine.config.tree import FILLED_FROM_DATA, child_key, resolve_tree, target_nodes
 from engine.metric_keys import METRICS_BY_MODE
-from engine.training.models import FILLED_FROM_DATA
 
 # `???` keys that engine.training.models fills from the data
 EXEMPT_MISSING = {f"model.{key}" for key in FILLED_FROM_DATA}

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from engine.config.tree import FILLED_FROM_DATA
 from engine.core.io import write_json
 from engine.runs.hparams import hparams_of, run_choices
 from engine.runs.tensorboard import TensorBoardLogger
-from engine.training.models import FILLED_FROM_DATA
 
 if TYPE_CHECKING:
     from engine.training.assemble import Components

@@ -8,9 +8,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-# The model keys taken from the data (a YAML leaves them `???`); engine.config exempts exactly
-# these from its "required value" check.
-FILLED_FROM_DATA = ("num_classes", "input_shape", "vocab_size")
+from engine.config.tree import FILLED_FROM_DATA
 
 
 def build_model(cfg: DictConfig, **from_data: Any) -> nn.Module:

@@ -16,12 +16,12 @@ from omegaconf import open_dict
 
 from engine.config.errors import ConfigError
 from engine.config.schema import accepts, is_numeric, node_problems
+from engine.config.tree import FILLED_FROM_DATA
 from engine.config.validate import EXEMPT_MISSING, validate_config
 from engine.data.loader_settings import LoaderSettings
 from engine.modes.benchmark import BenchmarkSettings
 from engine.modes.cache import CacheSettings
 from engine.modes.inspect import InspectSettings
-from engine.training.models import FILLED_FROM_DATA
 from engine.training.settings import CheckpointSettings, TrainerSettings
 from tests.conftest import CONF_DIR
 
