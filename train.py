@@ -13,7 +13,7 @@ import hydra
 from omegaconf import DictConfig
 
 from engine.app import launch, run
-from src.run_training import train
+from src.loop import train
 from src.step import TrainStep
 
 

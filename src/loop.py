@@ -1,259 +1,196 @@
-"""The training loop: epochs of a train pass and an evaluation, checkpointed and resumable.
+"""mode=train: the training loop, on one page. Build the parts, open the run (its dir,
+TensorBoard, the checkpoint to resume), then every epoch: a pass of the train step
+(src/step.py) over the train loader, an evaluation, the epoch's logging and its checkpoint.
 
-The step itself is step.py (forward, loss, backward, optimizer step). Around it, each in one
-place: the NaN guard (nonfinite.py), DDP's uneven streams (uneven.py), saves and stop signals at
-step boundaries (checkpointing.py, interrupts.py), the loss window and the epoch line
-(progress.py), the profiler (profiling.py) and batches moved ahead to the device (prefetch.py).
+What this file calls by name is the engine's (docs/engine.md). The edges a loop must get
+right are engine context managers and iterators used here by name: `StopRequest` (SIGTERM or
+Ctrl-C: finish the step, checkpoint, exit), `NonFiniteGuard` (a NaN loss skips its step on
+every DDP rank alike), `UnevenRanks` (DDP's Join while ranks stream different numbers of
+batches), `positioned` (a resumed epoch goes on at its batch) and `batch_profiler`
+(trainer.profile). Change the step, the logging or the order here; leave the edges be.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+import time
+from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
+from omegaconf import DictConfig
 from tqdm import tqdm
 
-from engine.core.grid import labelled_grid
-from engine.data.samplers import EpochSampler
+from engine.data.loaders import set_epoch
 from engine.measure.timing import BatchMeter
-from engine.runs.checkpoint_files import Checkpoints
-from engine.runs.history_file import write_history
-from engine.runs.run_state import Checkpointer, positioned
-from engine.runs.tensorboard import TensorBoardLogger
-from engine.training.batches import DeviceBatch, batches_per_epoch, mover_for
+from engine.runs.run_state import Checkpointer, Progress, positioned
+from engine.runs.summary import summarize
+from engine.runs.training_run import TrainingRun
+from engine.training.assemble import Components, assemble
+from engine.training.batches import batches_per_epoch, mover_for
 from engine.training.device import gpu_stats
-from engine.training.distributed import any_rank, reduce_totals, share_bad_samples
+from engine.training.distributed import reduce_totals, share_bad_samples
 from engine.training.early_stopping import EarlyStopping
 from engine.training.evaluate import evaluate
 from engine.training.interrupts import StopRequest
 from engine.training.loader_failures import loader_failures_named
 from engine.training.nonfinite import NonFiniteGuard
+from engine.training.optimization import build_optimization
 from engine.training.prefetch import device_batches, side_stream_for
 from engine.training.profiling import batch_profiler
 from engine.training.progress import LossWindow, epoch_line
-from engine.training.starvation import starvation_hint
+from engine.training.starvation import StarvationHint
 from engine.training.totals import PassTotals
 from engine.training.uneven import UnevenRanks
 from src.step import TrainStep
 
-if TYPE_CHECKING:
-    from engine.training.assemble import Components
-
 log = logging.getLogger(__name__)
 
 
-class Fitter:
-    """Runs the epochs of `parts` (model, loaders, loss, metrics) with `optimizer` and
-    `scheduler`, logging to `tb`, saving into `checkpoints` and, given `history_file`, every
-    epoch's metrics into that CSV."""
+def train(cfg: DictConfig) -> dict[str, float]:
+    """Train and evaluate as `cfg` says; returns the final metrics (also in metrics.json).
+    Under torchrun every rank trains; rank 0 alone writes the run's files."""
+    start = time.perf_counter()
+    parts = assemble(cfg)  # seeded: datasets, loaders, model (DDP under torchrun), loss, metrics
+    optimizer, scheduler = build_optimization(cfg.optimizer, cfg.scheduler, parts)
+    s = parts.settings
+    step = TrainStep(
+        parts.model, parts.criterion, optimizer, scheduler, parts.precision, s.grad_accum
+    )
+    with TrainingRun(cfg, parts, optimizer) as run:  # the run dir, TensorBoard, checkpoints/
+        loop = Loop(parts, step, run)
+        at = run.resume(loop.saver)  # trainer.resume: weights, optimizer, RNG, where to go on
+        metrics = summarize(loop.fit(at), wall_s=time.perf_counter() - start)
+        run.finish(metrics)  # metrics.json and the HParams entry
+    return metrics
 
-    def __init__(
-        self,
-        parts: Components,
-        optimizer: torch.optim.Optimizer,
-        scheduler: torch.optim.lr_scheduler.LRScheduler,
-        tb: TensorBoardLogger,
-        checkpoints: Checkpoints,
-        run_info: dict[str, Any],
-        history_file: Path | None = None,
-    ) -> None:
-        s = self.settings = parts.settings
-        self.history_file = history_file  # history.csv, rewritten after every epoch
-        every = s.checkpoint
-        self.early_stopping = EarlyStopping(
-            s.early_stopping.patience, every.monitor, every.mode, s.max_epochs
+
+class Loop:
+    """The epochs of one training: `fit` runs them, `train_epoch` is one pass of the step."""
+
+    def __init__(self, parts: Components, step: TrainStep, run: TrainingRun) -> None:
+        self.parts, self.s, self.step, self.run = parts, parts.settings, step, run
+        self.guard = NonFiniteGuard(self.s.max_nonfinite_steps, step.optimizer)
+        self.window = LossWindow(parts.device)  # train/loss since the last logged point
+        self.saver = Checkpointer(
+            run.checkpoints, self.s.checkpoint, run.info, parts.model, step, self.guard, self.window
         )
-        self.parts, self.model, self.tb = parts, parts.model, tb
-        self.step = TrainStep(
-            parts.model, parts.criterion, optimizer, scheduler, parts.precision, s.grad_accum
-        )
-        self.guard = NonFiniteGuard(s.max_nonfinite_steps, optimizer)
-        self.checkpointer = Checkpointer(
-            checkpoints, s.checkpoint, run_info, parts.model, self.step
-        )
-        self.move = mover_for(parts)
-        self.side = side_stream_for(parts.device, s.device_prefetch)
         self.stop = StopRequest()
-        self.window = LossWindow(parts.device)
-        self.history: list[dict[str, float]] = []
-        self.start_epoch, self.start_batch = 1, 0
-        self._resumed_totals: dict[str, Any] | None = None
-        self._lockstep = True  # False while DDP ranks run a stream's uneven batches (Join)
-        self._hinted = False
-
-    # -- one epoch -----------------------------------------------------------------------
-    def train_epoch(self, loader: DataLoader, epoch: int, start: int = 0) -> dict[str, float]:
-        """The rest of one pass over the train loader from batch `start`; its train/* metrics."""
-        s, timer = self.settings, BatchMeter()
-        self.model.train()
-        totals = PassTotals(self.move.device, self.parts.metrics)
-        if start and self._resumed_totals is not None:
-            totals.load_state_dict(self._resumed_totals)
-        base = totals.samples  # samples counted before this pass (a resumed epoch's first part)
-        limit = None if s.limit_train_batches is None else max(0, s.limit_train_batches - start)
-        bar = tqdm(
-            total=batches_per_epoch(loader, limit),
-            desc=f"epoch {epoch}/{s.max_epochs}",
-            leave=False,
-            disable=None,
+        self.move = mover_for(parts)  # to the device, normalised there once
+        self.side = side_stream_for(parts.device, self.s.device_prefetch)  # CUDA: a batch ahead
+        self.hint = StarvationHint(
+            self.s.starvation_threshold, self.s.max_epochs, parts.train_loader
         )
-        self.step.optimizer.zero_grad(set_to_none=True)
+
+    def fit(self, at: Progress) -> list[dict[str, float]]:
+        """The epochs from `at` on, each evaluated and checkpointed; every epoch's metrics."""
+        parts, s, history = self.parts, self.s, at.history
+        stopping = EarlyStopping(
+            s.early_stopping.patience, s.checkpoint.monitor, s.checkpoint.mode, s.max_epochs
+        )
+        with self.stop.installed():
+            for epoch in range(at.epoch, s.max_epochs + 1):
+                if stopping.fires(history):  # also a run resumed between its save and its stop
+                    break
+                set_epoch(parts.train_loader, epoch)  # this epoch's order and random draws
+                resumed = epoch == at.epoch and at.batch > 0  # a mid-epoch checkpoint's epoch
+                start, totals = (at.batch, at.totals) if resumed else (0, None)
+                metrics = self.train_epoch(epoch, start, totals, history)
+                metrics |= evaluate(
+                    parts.model,
+                    parts.val_loader,
+                    self.move,
+                    parts.precision,
+                    parts.criterion,
+                    parts.metrics,
+                    s.limit_val_batches,
+                    self.side,
+                )
+                metrics |= gpu_stats(parts.device)
+                share_bad_samples(parts.train_loader, parts.val_loader)  # DDP: all ranks' files
+                history.append(metrics)
+                self.log_epoch(epoch, metrics)
+                self.saver.save(epoch, None, history, metrics=metrics)  # best.pt by the monitor
+                self.run.write_history(history)
+                self.stop.exit_if_requested(parts.device)  # a signal during the evaluation
+        return history
+
+    def train_epoch(
+        self, epoch: int, start: int, resumed: dict[str, Any] | None, history: list
+    ) -> dict[str, float]:
+        """The rest of one pass over the train loader from batch `start` (the running sums
+        `resumed` counted before it); the pass's train/* metrics."""
+        parts, s, step, loader = self.parts, self.s, self.step, self.parts.train_loader
+        parts.model.train()
+        timer, totals = BatchMeter(), PassTotals(self.move.device, parts.metrics)
+        if resumed is not None:
+            totals.load_state_dict(resumed)
+        base = totals.samples  # samples counted before this pass
+        limit = None if s.limit_train_batches is None else max(0, s.limit_train_batches - start)
+        total = batches_per_epoch(loader, limit)
+        bar = tqdm(total=total, desc=f"epoch {epoch}/{s.max_epochs}", leave=False, disable=None)
+        step.optimizer.zero_grad(set_to_none=True)
         done, at_boundary = start, True  # position in the epoch after the last optimizer step
-        uneven = UnevenRanks(self.model, loader)  # DDP ranks fed by a stream: Join, then align
-        self._lockstep = not uneven.active  # all ranks at the same step: they can agree
-        profiling = s.profile and epoch == 1
+        uneven = UnevenRanks(parts.model, loader)  # DDP ranks fed by a stream: Join, then align
+        lockstep = not uneven.active  # all ranks at the same step: they can agree
+        trace = self.run.tb.log_dir / "plugins" / "profile"
         try:
             with (
-                loader_failures_named(loader.dataset),
+                loader_failures_named(loader.dataset),  # a hung or dead worker names its file
                 uneven.joined(),
-                batch_profiler(profiling, self.tb.log_dir / "plugins" / "profile") as prof,
+                batch_profiler(s.profile and epoch == 1, trace) as profiler,
             ):
                 batches = timer.timed(positioned(loader, start), limit)
                 for i, batch in enumerate(device_batches(batches, self.move, self.side), start):
                     at_boundary = False
-                    self._show_first_batch(batch, epoch, i)
-                    loss, logits = self.step.forward(batch)
-                    where = f"epoch {epoch}, batch {i} (step {self.step.steps})"
-                    if self.guard.allows(loss, where, self._lockstep):
-                        self.step.backward(loss)
+                    if epoch == 1 and i == 0:
+                        self.run.show_batch("train/first_batch", batch)  # as the model sees it
+                    loss, logits = step.forward(batch)
+                    if self.guard.allows(
+                        loss, f"epoch {epoch}, batch {i} (step {step.steps})", lockstep
+                    ):
+                        step.backward(loss)
                         totals.add(loss, logits, batch.labels)
                         self.window.add(loss)
-                    if prof is not None:
-                        prof.step()
+                    if profiler is not None:
+                        profiler.step()
                     bar.update(1)
                     if (i + 1) % s.grad_accum == 0:  # an accumulation group is complete
-                        self.step.optimizer_step()
-                        if self.step.steps % s.log_every_n_steps == 0:
-                            self._log_window(bar, totals.samples - base, timer)
+                        step.optimizer_step()
+                        if step.steps % s.log_every_n_steps == 0:
+                            self.log_window(bar, totals.samples - base, timer)
                         # on_error=skip leaves entirely bad batches out: they count as done
                         done, at_boundary = i + 1 + getattr(loader, "dropped_batches", 0), True
-                        self._at_boundary(epoch, done, totals)
+                        # a checkpoint when due (trainer.checkpoint.*); a stop signal: save, exit
+                        self.saver.at_step_boundary(
+                            self.stop, epoch, done, history, totals, lockstep
+                        )
         except Exception:
-            if self.stop.signum is not None and at_boundary:
-                self._at_boundary(epoch, done, totals)  # the signal also hit the workers: save
+            if self.stop.signum is not None and at_boundary:  # the signal hit the workers too
+                self.saver.at_step_boundary(self.stop, epoch, done, history, totals, lockstep)
             raise
         if timer.batches % s.grad_accum:
-            self.step.optimizer_step()  # the last, partial accumulation group
-        step = self.step
+            step.optimizer_step()  # the last, partial accumulation group
         step.steps = uneven.align(
             step.optimizer, step.scheduler, step.precision.scaler, step.steps, timer.batches
         )
         if self.move.device.type == "cuda":
             torch.cuda.synchronize()
         reduce_totals(totals)  # train/* over every rank's samples
-        window = timer.stop(totals.samples - base)
         bar.close()
-        metrics = totals.means("train", "check the data, loader.batch_size and loader.drop_last.")
-        return metrics | {
-            "train/samples_per_s": window.samples_per_s,
-            "train/data_wait_frac": window.data_wait_frac,
-            "train/first_batch_s": window.first_batch_s,
-            "train/epoch_s": window.elapsed_s,
-            "train/samples": window.samples,
-        }
+        means = totals.means("train", "check the data, loader.batch_size and loader.drop_last.")
+        return means | timer.stop(totals.samples - base).pass_metrics("train")
 
-    def _show_first_batch(self, batch: DeviceBatch, epoch: int, i: int) -> None:
-        """The run's first batch as the model sees it, de-normalised, each tile over its class
-        name, in TensorBoard."""
-        if epoch == 1 and i == 0 and batch.inputs.ndim == 4 and batch.inputs.shape[1] in (1, 3):
-            denormalize = self.parts.pipelines.normalizer.denormalize
-            names = [self.parts.classes[label] for label in batch.labels[:64].tolist()]
-            self.tb.image("train/first_batch", labelled_grid(denormalize(batch.inputs[:64]), names))
-
-    def _log_window(self, bar: tqdm, samples: int, timer: BatchMeter) -> None:
-        """train/loss (mean since the last point) and train/lr at the current optimizer step."""
+    def log_window(self, bar: tqdm, samples: int, timer: BatchMeter) -> None:
+        """train/loss (the mean since the last point) and train/lr at this optimizer step."""
         mean_loss, lr = self.window.take(), self.step.optimizer.param_groups[0]["lr"]
-        self.tb.scalars({"train/loss": mean_loss, "train/lr": lr}, self.step.steps)
+        self.run.tb.scalars({"train/loss": mean_loss, "train/lr": lr}, self.step.steps)
         bar.set_postfix(loss=f"{mean_loss:.4f}", samples_s=f"{samples / timer.running_s():.0f}")
 
-    def _at_boundary(self, epoch: int, done: int, totals: PassTotals) -> None:
-        """At an optimizer-step boundary: obey a stop signal, or save when one is due. Under
-        DDP the ranks agree first (a signal or a due save on any rank counts for all)."""
-        if not self._lockstep:  # DDP over a stream: ranks are at different steps (Join), so
-            if self.stop.signum is not None:  # checkpoints wait for the epoch end
-                log.warning(
-                    "stopped mid-epoch on a stream under DDP: resume from the last "
-                    "epoch-end checkpoint with trainer.resume=auto"
-                )
-                raise SystemExit(self.stop.exit_code)
-            return
-        asked = [self.stop.signum is not None, self.checkpointer.due()]
-        stop, due = any_rank(asked, self.window.total.device)
-        if stop or due:
-            self.checkpointer.save(epoch, done, self._counters(), totals)
-        if stop:
-            log.warning(
-                "stopped at epoch %d, batch %d; continue with trainer.resume=auto", epoch, done
-            )
-            raise SystemExit(self.stop.exit_code if self.stop.signum else 128 + signal.SIGTERM)
-
-    # -- all epochs ----------------------------------------------------------------------
-    def fit(self) -> list[dict[str, float]]:
-        """The remaining epochs; a checkpoint after each. Returns every epoch's metrics."""
-        parts = self.parts
-        if self.early_stopping.fires(self.history):
-            return self.history  # resumed between the last epoch's save and its stop
-        with self.stop.installed():
-            for epoch in range(self.start_epoch, self.settings.max_epochs + 1):
-                if isinstance(parts.train_loader.sampler, EpochSampler):
-                    parts.train_loader.sampler.set_epoch(epoch)
-                parts.train_loader.dataset.set_epoch(epoch)
-                start = self.start_batch if epoch == self.start_epoch else 0
-                metrics = self.train_epoch(parts.train_loader, epoch, start)
-                metrics |= evaluate(
-                    self.model,
-                    parts.val_loader,
-                    self.move,
-                    parts.precision,
-                    parts.criterion,
-                    parts.metrics,
-                    self.settings.limit_val_batches,
-                    self.side,
-                )
-                metrics |= gpu_stats(parts.device)
-                share_bad_samples(parts.train_loader, parts.val_loader)
-                self._report(epoch, metrics)
-                self.history.append(metrics)
-                self.checkpointer.save(epoch, None, self._counters(), metrics=metrics)
-                if self.history_file is not None:
-                    write_history(self.history_file, self.history)
-                if any_rank([self.stop.signum is not None], parts.device)[0]:
-                    raise SystemExit(self.stop.exit_code if self.stop.signum else 143)
-                if self.early_stopping.fires(self.history):
-                    break
-        return self.history
-
-    def _counters(self) -> dict[str, Any]:
-        """The loop's own state a checkpoint keeps besides the step's."""
-        return {
-            "nonfinite": self.guard.count,
-            "window": self.window.state(),
-            "history": self.history,
-        }
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Continue from a checkpoint the Checkpointer wrote."""
-        point = self.checkpointer.restore(state)
-        self.start_epoch, self.start_batch = point["start_epoch"], point["start_batch"]
-        self._resumed_totals = point["totals"]
-        counters = point["counters"]
-        self.guard.count, self.history = counters["nonfinite"], list(counters["history"])
-        self.window.load(counters["window"])
-
-    def _report(self, epoch: int, metrics: dict[str, float]) -> None:
-        """TensorBoard points and the log line of one epoch; the starvation hint once."""
-        # train/loss is the per-step curve; the epoch mean gets its own tag (same x-axis rule)
+    def log_epoch(self, epoch: int, metrics: dict[str, float]) -> None:
+        """The epoch's TensorBoard points (x = the epoch), its line in the log, and the hint
+        when the model waited for data."""
+        # train/loss is the per-step curve; the epoch's mean gets its own tag
         per_epoch = {k: v for k, v in metrics.items() if k not in ("train/samples", "train/loss")}
-        self.tb.scalars(per_epoch | {"train/epoch_loss": metrics["train/loss"]}, epoch)
-        log.info("%s", epoch_line(epoch, self.settings.max_epochs, metrics))
-        if self._hinted or (epoch == 1 and self.settings.max_epochs > 1):
-            return  # epoch 1 (worker start-up) only judges 1-epoch runs
-        wait, threshold = metrics["train/data_wait_frac"], self.settings.starvation_threshold
-        hint = starvation_hint(wait, threshold, self.parts.train_loader)
-        if hint is not None:
-            log.warning("epoch %d: %s", epoch, hint)
-            self._hinted = True
+        self.run.tb.scalars(per_epoch | {"train/epoch_loss": metrics["train/loss"]}, epoch)
+        log.info("%s", epoch_line(epoch, self.s.max_epochs, metrics))
+        self.hint.check(epoch, metrics["train/data_wait_frac"])

@@ -11,7 +11,7 @@ from torchvision.datasets import cifar
 
 from engine.data.datasets.builtin import TorchvisionBuiltin
 from engine.runs.checkpoint_files import load_checkpoint
-from src.run_training import train
+from src.loop import train
 from tests.builtin_files import CIFAR_NAMES, write_cifar10, write_mnist
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.training.early_stopping import epochs_since_best
-from src.run_training import train
+from src.loop import train
 from src.step import TrainStep
 
 # lr 0 and a model without BatchNorm: val/acc never changes, so epoch 1 stays the best

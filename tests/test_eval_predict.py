@@ -21,7 +21,7 @@ from engine.data.decode import SampleError
 from engine.inference.checkpoint import run_config
 from engine.modes.evaluation import evaluate_checkpoint
 from engine.modes.prediction import predict
-from src.run_training import train
+from src.loop import train
 from tests.conftest import CONF_DIR
 from tests.train_process import run_train
 

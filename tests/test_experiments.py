@@ -10,7 +10,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from src.run_training import train
+from src.loop import train
 from tests.conftest import CONF_DIR
 
 # The template's experiments that run on the demo data (cifar10_resnet18 and mnist_small_cnn

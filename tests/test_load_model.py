@@ -15,7 +15,7 @@ import yaml
 from engine.inference import load_model
 from engine.inference.checkpoint import checkpoint_file
 from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
-from src.run_training import train
+from src.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_STEP = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1")

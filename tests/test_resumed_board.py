@@ -10,7 +10,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from engine.runs.board_history import NOTE, event_files
-from src.run_training import train
+from src.loop import train
 from src.step import TrainStep
 
 # 48 train images / batch 16 = 3 steps per epoch; 2 epochs = 6 steps; a checkpoint every 2

@@ -11,7 +11,7 @@ import torch
 from engine.data.collate import pad_collate
 from engine.data.datasets.sequences import JsonlSequences
 from engine.data.demo_sequences import SEQUENCE_CLASSES
-from src.run_training import train
+from src.loop import train
 
 
 def test_pad_collate_pads_to_the_longest_and_reports_lengths_and_mask() -> None:

@@ -26,7 +26,7 @@ from engine.data.shards import ShardError
 from engine.data.shards.manifest import main as write_manifest
 from engine.runs.checkpoint_files import load_checkpoint
 from engine.runs.resume import config_key
-from src.run_training import train
+from src.loop import train
 from src.step import TrainStep
 from tests.shard_server import Faults, serving, write_wds_shards
 from tests.test_distributed import single_process_eval, torchrun

@@ -15,7 +15,7 @@ from engine.data.datasets.tar_shards import TarShardDataset
 from engine.metric_keys import METRICS_BY_MODE
 from engine.modes.cache import cache
 from engine.modes.shards import ShardSettings, shards
-from src.run_training import train
+from src.loop import train
 from tests.shard_server import write_wds_shards
 
 

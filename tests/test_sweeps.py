@@ -20,7 +20,7 @@ from engine.measure.timing import Spread
 from engine.metric_keys import METRICS_BY_MODE
 from engine.modes.benchmark import benchmark
 from engine.sweeps.plot import parse_overrides, plot_sweep
-from src.run_training import train
+from src.loop import train
 from src.step import TrainStep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,7 +113,7 @@ def test_starved_loop_logs_a_hint(make_cfg, caplog, delay_s: float, hinted: bool
         "trainer.limit_train_batches=4",
         "trainer.limit_val_batches=1",
     )
-    with caplog.at_level(logging.WARNING, logger="src.loop"):
+    with caplog.at_level(logging.WARNING, logger="engine.training.starvation"):
         train(cfg)
     hint = "loader is the bottleneck" in caplog.text
     assert hint is hinted

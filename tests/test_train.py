@@ -22,7 +22,7 @@ from engine.training.assemble import assemble
 from engine.training.batches import mover_for
 from engine.training.evaluate import evaluate
 from engine.training.optimization import optimizer_steps_per_epoch
-from src.run_training import train
+from src.loop import train
 from tests.train_process import run_train
 
 ROOT = Path(__file__).resolve().parents[1]

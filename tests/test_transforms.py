@@ -13,7 +13,7 @@ from torchvision.transforms import v2
 
 from engine.data.transforms import Normalizer
 from engine.runs.checkpoint_files import load_checkpoint
-from src.run_training import train
+from src.loop import train
 
 
 def test_uint8_batch_normalised_once_matches_classic_pipeline() -> None:

@@ -23,7 +23,7 @@ from engine.data.bad_samples import REPORT_NAME, BadSampleLedger, SkipBadCollate
 from engine.data.collate import already_batched
 from engine.data.datasets.base import StreamDataset
 from engine.data.loader_settings import LoaderSettings
-from engine.data.samplers import RandomOrder, SequentialOrder
+from engine.data.samplers import EpochSampler, RandomOrder, SequentialOrder
 from engine.data.sharding import share_train, val_order
 
 RANDOM_ORDERS = (RandomOrder, RandomSampler)
@@ -144,6 +144,14 @@ def make_loader(
         ledger = BadSampleLedger(split, len(dataset), fraction, report)  # type: ignore[arg-type]
         loader.bad_samples = ledger  # type: ignore[union-attr]
     return loader
+
+
+def set_epoch(loader: DataLoader, epoch: int) -> None:
+    """Select `epoch`'s train order and random draws: the sampler's order and the dataset's
+    per-sample seeds (a stream reshuffles its shards)."""
+    if isinstance(loader.sampler, EpochSampler):
+        loader.sampler.set_epoch(epoch)
+    loader.dataset.set_epoch(epoch)  # type: ignore[attr-defined]
 
 
 def endless(loader: DataLoader) -> Iterator[Any]:

@@ -73,6 +73,17 @@ class Window:
     def cpu_ms_per_sample(self) -> float:
         return 1000.0 * self.cpu_s / self.total_samples if self.total_samples else 0.0
 
+    def pass_metrics(self, split: str) -> dict[str, float]:
+        """A training pass's timing as `<split>/samples_per_s`, `data_wait_frac`,
+        `first_batch_s`, `epoch_s` and `samples` (what the run's summary adds up)."""
+        return {
+            f"{split}/samples_per_s": self.samples_per_s,
+            f"{split}/data_wait_frac": self.data_wait_frac,
+            f"{split}/first_batch_s": self.first_batch_s,
+            f"{split}/epoch_s": self.elapsed_s,
+            f"{split}/samples": self.samples,
+        }
+
 
 class BatchMeter:
     """Times the deliveries of one batch iterable; `clock` and `resources` are injectable (a

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import signal
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
@@ -18,7 +20,10 @@ from engine.core.seeding import restore_rng_states, rng_states
 from engine.data.samplers import EpochSampler
 from engine.runs.checkpoint_files import Checkpoints
 from engine.training.device import Precision
-from engine.training.distributed import current_ranks, gather_objects
+from engine.training.distributed import any_rank, current_ranks, gather_objects
+from engine.training.interrupts import StopRequest
+from engine.training.nonfinite import NonFiniteGuard
+from engine.training.progress import LossWindow
 from engine.training.settings import CheckpointSettings
 from engine.training.totals import PassTotals
 
@@ -35,9 +40,22 @@ class StepState(Protocol):
     steps: int
 
 
+@dataclass
+class Progress:
+    """Where a training stands: the epoch to run (1 = the first), the batches of it already
+    done, every finished epoch's metrics, and mid-epoch this rank's running sums of it."""
+
+    epoch: int = 1
+    batch: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+    totals: dict[str, Any] | None = None
+
+
 class Checkpointer:
-    """Saves the training state into `checkpoints` and restores it; `due` says when a
-    mid-epoch save is owed (trainer.checkpoint.every_n_steps / every_minutes)."""
+    """Saves the training state into `checkpoints` and restores it: the model, the step's
+    optimizer, schedule, loss scale and step count, the NaN guard's count, the loss window,
+    the history and the position in the epoch. `due` says when a mid-epoch save is owed
+    (trainer.checkpoint.every_n_steps / every_minutes)."""
 
     def __init__(
         self,
@@ -46,9 +64,11 @@ class Checkpointer:
         run_info: dict[str, Any],
         model: nn.Module,
         step: StepState,
+        guard: NonFiniteGuard,
+        window: LossWindow,
     ) -> None:
         self.checkpoints, self.every, self.run_info = checkpoints, every, run_info
-        self.model, self.step = model, step
+        self.model, self.step, self.guard, self.window = model, step, guard, window
         self._last_save = time.monotonic()
 
     def due(self) -> bool:
@@ -61,38 +81,35 @@ class Checkpointer:
         self,
         epoch: int,
         batches_done: int | None,
-        counters: dict[str, Any],
+        history: list[dict[str, float]],
         totals: PassTotals | None = None,
         metrics: dict[str, float] | None = None,
     ) -> None:
         """Checkpoint everything needed to continue: mid-epoch, or (batches_done None) after
-        the epoch and its validation. `counters` are the loop's own (nonfinite, window,
-        history); `metrics` (epoch ends) may make it best.pt."""
+        the epoch and its validation; `metrics` (epoch ends) may make it best.pt."""
         scaler = self.step.precision.scaler
-        state = (
-            self.run_info
-            | counters
-            | {
-                "model": self.model.state_dict(),
-                "optimizer": self.step.optimizer.state_dict(),
-                "scheduler": self.step.scheduler.state_dict(),
-                "scaler": scaler.state_dict() if scaler is not None else None,
-                "epoch": epoch,
-                "batches_done": batches_done,
-                "step": self.step.steps,
-                # per rank (index = rank): generators and a part-done epoch's running totals
-                "ranks": gather_objects(
-                    {"rng": rng_states(), "totals": totals.state_dict() if totals else None}
-                ),
-            }
-        )
+        state = self.run_info | {
+            "nonfinite": self.guard.count,
+            "window": self.window.state(),
+            "history": history,
+            "model": self.model.state_dict(),
+            "optimizer": self.step.optimizer.state_dict(),
+            "scheduler": self.step.scheduler.state_dict(),
+            "scaler": scaler.state_dict() if scaler is not None else None,
+            "epoch": epoch,
+            "batches_done": batches_done,
+            "step": self.step.steps,
+            # per rank (index = rank): generators and a part-done epoch's running totals
+            "ranks": gather_objects(
+                {"rng": rng_states(), "totals": totals.state_dict() if totals else None}
+            ),
+        }
         self.checkpoints.save(state, metrics)
         self._last_save = time.monotonic()
 
-    def restore(self, state: dict[str, Any]) -> dict[str, Any]:
-        """Load weights, optimizer, schedule, loss scale, step count and this rank's RNG
-        streams from `state`; returns what the loop continues from: `start_epoch`,
-        `start_batch`, `totals` (a part-done epoch's sums, or None) and its counters."""
+    def restore(self, state: dict[str, Any]) -> Progress:
+        """Load weights, optimizer, schedule, loss scale, step count, the guard's count, the
+        loss window and this rank's RNG streams from `state`; returns where to go on."""
         self.model.load_state_dict(state["model"])
         self.step.optimizer.load_state_dict(state["optimizer"])
         self.step.scheduler.load_state_dict(state["scheduler"])
@@ -103,13 +120,43 @@ class Checkpointer:
         self.checkpoints.best = state["best"]
         own = state["ranks"][current_ranks().rank]
         restore_rng_states(own["rng"])
-        epoch_done = state["batches_done"] is None
-        return {
-            "start_epoch": state["epoch"] + 1 if epoch_done else state["epoch"],
-            "start_batch": 0 if epoch_done else state["batches_done"],
-            "totals": own["totals"],
-            "counters": {key: state[key] for key in ("nonfinite", "window", "history")},
-        }
+        self.guard.count = state["nonfinite"]
+        self.window.load(state["window"])
+        if state["batches_done"] is None:  # saved after the epoch and its validation
+            return Progress(state["epoch"] + 1, 0, list(state["history"]))
+        history = list(state["history"])
+        return Progress(state["epoch"], state["batches_done"], history, own["totals"])
+
+    def at_step_boundary(
+        self,
+        stop: StopRequest,
+        epoch: int,
+        done: int,
+        history: list[dict[str, float]],
+        totals: PassTotals,
+        lockstep: bool,
+    ) -> None:
+        """After an optimizer step (`done` batches into `epoch`): save when a save is due or a
+        stop signal came, then on a signal exit 128 + signal. Under DDP the ranks agree first
+        (a signal or a due save on any rank counts for all); while they run a stream's uneven
+        batches (not `lockstep`) they cannot, so a stop exits at once (the epoch-end
+        checkpoint is the one to resume) and saves wait for the epoch end."""
+        if not lockstep:
+            if stop.signum is not None:
+                log.warning(
+                    "stopped mid-epoch on a stream under DDP: resume from the last "
+                    "epoch-end checkpoint with trainer.resume=auto"
+                )
+                raise SystemExit(stop.exit_code)
+            return
+        stopping, due = any_rank([stop.signum is not None, self.due()], self.window.total.device)
+        if stopping or due:
+            self.save(epoch, done, history, totals)
+        if stopping:
+            log.warning(
+                "stopped at epoch %d, batch %d; continue with trainer.resume=auto", epoch, done
+            )
+            raise SystemExit(stop.exit_code if stop.signum else 128 + signal.SIGTERM)
 
 
 def positioned(loader: DataLoader, start: int) -> Iterable[Any]:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 from torch.utils.data import DataLoader
 
+from engine.core.grid import labelled_grid
+
 if TYPE_CHECKING:
     from engine.training.assemble import Components
 
@@ -85,3 +87,16 @@ def batches_per_epoch(loader: DataLoader, limit: int | None) -> int | None:
     except TypeError:  # an iterable dataset without __len__
         return limit
     return n if limit is None else min(n, limit)
+
+
+def batch_grid(
+    batch: DeviceBatch, normalizer: Any, classes: list[str], most: int = 64
+) -> torch.Tensor | None:
+    """The first `most` images of `batch` as the model sees them, de-normalised by
+    `normalizer`, each tile over its class name; None when the inputs are not 1- or 3-channel
+    images (features, tokens)."""
+    inputs = batch.inputs
+    if inputs.ndim != 4 or inputs.shape[1] not in (1, 3):
+        return None
+    names = [classes[label] for label in batch.labels[:most].tolist()]
+    return labelled_grid(normalizer.denormalize(inputs[:most]), names)

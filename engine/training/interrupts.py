@@ -10,6 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+import torch
+
+from engine.training.distributed import any_rank
+
 log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -38,6 +42,11 @@ class StopRequest:
     def exit_code(self) -> int:
         """The conventional status of a process stopped by the signal (143 TERM, 130 INT)."""
         return 128 + (self.signum or 0)
+
+    def exit_if_requested(self, device: torch.device) -> None:
+        """Between epochs: exit 128 + signal when a stop signal reached any rank."""
+        if any_rank([self.signum is not None], device)[0]:
+            raise SystemExit(self.exit_code if self.signum else 128 + signal.SIGTERM)
 
     @contextmanager
     def installed(self) -> Iterator[StopRequest]:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 from torch.utils.data import DataLoader
 
 from engine.core.cpus import available_cpus
+
+log = logging.getLogger(__name__)
 
 
 def starvation_hint(wait_frac: float, threshold: float, loader: DataLoader) -> str | None:
@@ -31,3 +35,21 @@ def starvation_hint(wait_frac: float, threshold: float, loader: DataLoader) -> s
         f"the model waited for data {100 * wait_frac:.0f}% of the epoch (trainer."
         f"starvation_threshold={threshold}): the loader is the bottleneck. Next steps: {numbered}."
     )
+
+
+class StarvationHint:
+    """Logs `starvation_hint` the first time an epoch's data wait passes `threshold`. Epoch 1
+    (worker start-up) is judged only in a run of one epoch."""
+
+    def __init__(self, threshold: float, max_epochs: int, loader: DataLoader) -> None:
+        self.threshold, self.max_epochs, self.loader = threshold, max_epochs, loader
+        self.given = False
+
+    def check(self, epoch: int, wait_frac: float) -> None:
+        """Judge `epoch`, whose train pass waited `wait_frac` of its time for data."""
+        if self.given or (epoch == 1 and self.max_epochs > 1):
+            return
+        hint = starvation_hint(wait_frac, self.threshold, self.loader)
+        if hint is not None:
+            log.warning("epoch %d: %s", epoch, hint)
+            self.given = True

@@ -27,7 +27,7 @@ from engine.data.datasets.base import MapDataset
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import SampleError
 from engine.data.loaders import make_loader
-from src.run_training import train
+from src.loop import train
 from tests.reliability.bad_files import corrupt_tree
 from tests.train_process import run_train
 

@@ -15,7 +15,7 @@ import torch
 
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.runs.checkpoint_files import load_checkpoint
-from src.run_training import train
+from src.loop import train
 from tests.train_process import FAULTY as FAULTY_DATASET
 from tests.train_process import allowing
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from engine.runs.checkpoint_files import load_checkpoint
-from src.run_training import train
+from src.loop import train
 from src.step import TrainStep
 
 # 48 train images / batch 16 = 3 batches per epoch (drop_last), 3 epochs = 9 optimizer steps

@@ -1,0 +1,130 @@
+"""A training's run dir, from its first file to its last: the resolved config, the checkpoint
+trainer.resume continues (found, checked and restored), a checkpoints/ folder that is this
+run's own (never another run's), TensorBoard, history.csv, and at the end metrics.json with
+the HParams entry. Under torchrun every rank opens one; only rank 0 writes."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from torch.optim import Optimizer
+
+from engine.core.io import remove_stale_temporaries
+from engine.runs.board_history import ResumedHistory
+from engine.runs.checkpoint_checks import RunShape
+from engine.runs.checkpoint_files import CheckpointError, Checkpoints
+from engine.runs.history_file import write_history
+from engine.runs.outputs import (
+    finish_run,
+    record_data_values,
+    save_resolved_config,
+    write_resolved_config,
+)
+from engine.runs.resume import KEY_FILE, check_stream_position, config_key, find_resume_state
+from engine.runs.run_dir import claim_run_dir
+from engine.runs.run_state import Checkpointer, Progress
+from engine.runs.summary import BOARD_TAGS
+from engine.runs.tensorboard import TensorBoardLogger
+from engine.runs.tensorboard_index import link_run
+from engine.training.assemble import Components
+from engine.training.batches import DeviceBatch, batch_grid
+from engine.training.distributed import check_resume_world, init_distributed
+
+log = logging.getLogger(__name__)
+
+
+class TrainingRun:
+    """The files of the training `cfg` describes, whose `parts` and `optimizer` are built:
+    `checkpoints` (the run's checkpoints/ folder), `tb` (its TensorBoard run), `info` (what
+    every checkpoint records besides the state). Refuses, before writing anything, a run dir
+    holding another run's checkpoints. A context manager: TensorBoard is closed at the end."""
+
+    def __init__(self, cfg: DictConfig, parts: Components, optimizer: Optimizer) -> None:
+        self.ranks = ranks = init_distributed()
+        self.parts, self.out = parts, Path(cfg.paths.output_dir)
+        self.config = save_resolved_config(cfg, self.out, write=False)  # once the dir is ours
+        key = config_key(self.config)  # of the config as composed (before the data's values)
+        record_data_values(self.config, parts)
+        every = parts.settings.checkpoint
+        folder = self.out / "checkpoints"
+        self.checkpoints = Checkpoints(
+            folder, every.keep_last, every.monitor, every.mode, write=ranks.is_main
+        )
+        asked = parts.settings.resume
+        fit = RunShape.of(parts.model, optimizer, parts.classes)
+        self.resumed = find_resume_state(asked, key, Path(cfg.paths.log_dir), self.out, fit)
+        claim_run_dir(self.out, asked, self.resumed, key, self.checkpoints)
+        if self.resumed is not None:
+            check_resume_world(self.resumed[1], ranks)
+            check_stream_position(self.resumed[1], parts.train_loader)
+        if ranks.is_main:
+            write_resolved_config(self.config, self.out)
+            folder.mkdir(parents=True, exist_ok=True)
+            removed = remove_stale_temporaries(folder)
+            if removed:
+                log.info(
+                    "removed %d temporary file(s) of checkpoint writes that were cut short "
+                    "(kill -9) from %s",
+                    removed,
+                    folder,
+                )
+            (folder / KEY_FILE).write_text(key + "\n")
+        carried = ResumedHistory(*self.resumed) if self.resumed and ranks.is_main else None
+        self.tb = TensorBoardLogger(self.out / "tensorboard", enabled=ranks.is_main)
+        if carried is not None:
+            carried.carry(self.tb)  # one training, one TensorBoard run
+        if ranks.is_main:
+            link_run(cfg, self.tb.log_dir)
+        self.tb.text("config", OmegaConf.to_yaml(self.config))
+        self.info: dict[str, Any] = {
+            "classes": parts.classes,
+            "config": self.config,
+            "config_key": key,
+            "world_size": ranks.world_size,
+            "num_workers": parts.train_loader.num_workers,
+        }
+
+    def resume(self, saver: Checkpointer) -> Progress:
+        """Restore the checkpoint trainer.resume found into `saver`'s model, step and
+        counters; returns where to go on (the start, when there is none). What the checks
+        could not catch (an optimizer or scheduler of another kind) is a CheckpointError
+        naming the file."""
+        if self.resumed is None:
+            return Progress()
+        path, state = self.resumed
+        try:
+            progress = saver.restore(state)
+        except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise CheckpointError(
+                f"trainer.resume: {path} cannot be restored into this run "
+                f"({type(err).__name__}: {first})."
+            ) from err
+        self.checkpoints.adopt_best(path.parent / "best.pt")
+        log.info("resumed from %s: epoch %d, batch %d", path, progress.epoch, progress.batch)
+        return progress
+
+    def show_batch(self, tag: str, batch: DeviceBatch) -> None:
+        """An image batch as the model sees it (de-normalised), each tile over its class name."""
+        grid = batch_grid(batch, self.parts.pipelines.normalizer, self.parts.classes)
+        if grid is not None:
+            self.tb.image(tag, grid)
+
+    def write_history(self, history: list[dict[str, float]]) -> None:
+        """history.csv: one row per epoch so far (rank 0)."""
+        if self.ranks.is_main:
+            write_history(self.out / "history.csv", history)
+
+    def finish(self, metrics: dict[str, float]) -> None:
+        """metrics.json, the metrics' log line and the run's HParams entry (rank 0)."""
+        if self.ranks.is_main:
+            finish_run(self.out, self.tb, self.config, metrics, list(BOARD_TAGS))
+
+    def __enter__(self) -> TrainingRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.tb.close()
