@@ -60,7 +60,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
         loop = Loop(parts, step, run)
         at = run.resume(loop.saver)  # trainer.resume: weights, optimizer, RNG, where to go on
         metrics = summarize(loop.fit(at), wall_s=time.perf_counter() - start)
-        run.finish(metrics)  # metrics.json and the HParams entry
+        run.finish(metrics, step.steps)  # metrics.json and the HParams entry
     return metrics
 
 
@@ -187,10 +187,11 @@ class Loop:
         bar.set_postfix(loss=f"{mean_loss:.4f}", samples_s=f"{samples / timer.running_s():.0f}")
 
     def log_epoch(self, epoch: int, metrics: dict[str, float]) -> None:
-        """The epoch's TensorBoard points (x = the epoch), its line in the log, and the hint
-        when the model waited for data."""
+        """The epoch's TensorBoard points (at the step that ended it), its line in the log,
+        and the hint when the model waited for data."""
         # train/loss is the per-step curve; the epoch's mean gets its own tag
         per_epoch = {k: v for k, v in metrics.items() if k not in ("train/samples", "train/loss")}
-        self.run.tb.scalars(per_epoch | {"train/epoch_loss": metrics["train/loss"]}, epoch)
+        per_epoch |= {"train/epoch_loss": metrics["train/loss"], "epoch": epoch}
+        self.run.tb.scalars(per_epoch, self.step.steps)
         log.info("%s", epoch_line(epoch, self.s.max_epochs, metrics))
         self.hint.check(epoch, metrics["train/data_wait_frac"])

@@ -63,9 +63,10 @@ def finish_run(
     resolved: dict[str, Any],
     metrics: dict[str, float],
     tags: list[str],
+    step: int = 0,
 ) -> None:
     """Record the final metrics: metrics.json, one log line, and the run's HParams entry (its
-    choices, with the scalar `tags` whose last points sum it up)."""
-    tb.hparams(hparams_of(resolved, *run_choices()), tags)
+    choices, with the scalar `tags` whose last points sum it up) at TensorBoard's `step`."""
+    tb.hparams(hparams_of(resolved, *run_choices()), tags, step)
     write_json(out / "metrics.json", metrics)
     log.info("metrics: %s", ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))

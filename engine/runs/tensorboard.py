@@ -1,35 +1,70 @@
 """TensorBoard output of a run: scalars, labelled image grids, figures, config text, hparams.
 
-Two x-axes, one per kind of series, never mixed within a tag:
-
-- per optimizer step (`STEP_TAGS`: train/loss, the mean since the previous point, and
-  train/lr): x = the optimizer step, counted over the whole training (a resumed run goes on
-  from the checkpoint's step);
-- per epoch (every other scalar: val/*, train/epoch_loss, train/acc, train/samples_per_s,
-  ...): x = the epoch, 1 for the first.
+One x-axis, the optimizer step, counted over the whole training: train/loss (the mean since
+the previous point) and train/lr at every logged step; the per-epoch scalars (val/*,
+train/epoch_loss, train/acc, train/samples_per_s, ..., and `epoch` itself) at the step that
+ended their epoch. A resumed training stays one TensorBoard run: its writer starts with
+`purge_step` = the checkpoint's step + 1, so TensorBoard drops whatever the interrupted run
+wrote after that checkpoint (every tag, since all share the axis), and the resumed run
+writes it anew. When it resumes into a new run dir, the earlier event files move in first
+(`take_over_events`): one folder, one run.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 from typing import Any
 
 import torch
 from matplotlib.figure import Figure
-from tensorboard.compat.proto.event_pb2 import Event
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
-STEP_TAGS = ("train/loss", "train/lr")  # x = optimizer step; every other scalar: x = epoch
+log = logging.getLogger(__name__)
+
+NOTE = "CONTINUED.txt"  # left in a tensorboard/ folder whose events moved to a resumed run
+
+
+def event_files(folder: Path) -> list[Path]:
+    """The TensorBoard event files directly in `folder`, in the order TensorBoard reads them."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if "tfevents" in p.name and p.is_file())
+
+
+def take_over_events(source: Path, board: Path) -> int:
+    """Move the event files of the training this run continues (its tensorboard/ folder
+    `source`) into this run's `board` folder, leaving a note in `source`; returns how many
+    moved. Their names keep TensorBoard's reading order: the earlier run's files first."""
+    files = event_files(source)
+    if not files or source.resolve() == board.resolve():
+        return 0
+    board.mkdir(parents=True, exist_ok=True)
+    for file in files:
+        os.replace(file, board / file.name)
+    (source / NOTE).write_text(
+        f"This training went on in {board.parent} (trainer.resume): its TensorBoard event "
+        "files moved there, so that one TensorBoard run shows the whole training.\n"
+    )
+    log.info("TensorBoard: %d event file(s) of %s moved into %s", len(files), source, board)
+    return len(files)
 
 
 class TensorBoardLogger:
     """A SummaryWriter with the few calls the training loop makes; with `enabled=False` (the
-    other ranks of a distributed job) the calls do nothing and no event file is written."""
+    other ranks of a distributed job) the calls do nothing and no event file is written.
+    `purge_step`: TensorBoard hides the events this folder's earlier files hold at that step
+    or later (a resumed or restarted training; see the module docstring)."""
 
-    def __init__(self, log_dir: str | Path, enabled: bool = True) -> None:
+    def __init__(
+        self, log_dir: str | Path, enabled: bool = True, purge_step: int | None = None
+    ) -> None:
         self.log_dir = Path(log_dir)
-        self.writer = SummaryWriter(log_dir=str(log_dir)) if enabled else None
+        self.writer = (
+            SummaryWriter(log_dir=str(log_dir), purge_step=purge_step) if enabled else None
+        )
 
     def scalars(self, values: dict[str, float], step: int) -> None:
         """One point per tag at `step`."""
@@ -48,24 +83,22 @@ class TensorBoardLogger:
         if self.writer is not None:
             self.writer.add_figure(tag, figure, step, close=False)
 
-    def event(self, event: Event) -> None:
-        """Write `event` as it is (its step and wall time kept): a resumed run's history."""
-        if self.writer is not None:
-            self.writer.file_writer.add_event(event)  # type: ignore[union-attr]
-
     def flush(self) -> None:
         """Put everything written so far into the event file."""
         if self.writer is not None:
             self.writer.flush()
 
-    def text(self, tag: str, text: str) -> None:
+    def text(self, tag: str, text: str, step: int = 0) -> None:
         """Preformatted text (indented, so TensorBoard's markdown keeps it verbatim)."""
         if self.writer is not None:
-            self.writer.add_text(tag, "\n".join("    " + line for line in text.splitlines()), 0)
+            indented = "\n".join("    " + line for line in text.splitlines())
+            self.writer.add_text(tag, indented, step)
 
-    def hparams(self, params: dict[str, Any], tags: list[str]) -> None:
+    def hparams(self, params: dict[str, Any], tags: list[str], step: int = 0) -> None:
         """Record `params` for the HParams tab, with the scalar `tags` of this run as its
-        metrics (the table shows each one's last point; nothing else is written for them).
+        metrics (the table shows each one's last point; nothing else is written for them),
+        at `step` (a training's: one past its last, where a resume from its last checkpoint
+        purges it before writing its own).
 
         Written into this run's own event file, so sweep jobs compare side by side.
         """
@@ -73,7 +106,7 @@ class TensorBoardLogger:
             return
         exp, ssi, sei = hparams(params, dict.fromkeys(tags, 0.0))
         for summary in (exp, ssi, sei):
-            self.writer.file_writer.add_summary(summary)  # type: ignore[union-attr]
+            self.writer.file_writer.add_summary(summary, step)  # type: ignore[union-attr]
 
     def close(self) -> None:
         """Flush and close the event file."""

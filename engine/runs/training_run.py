@@ -13,7 +13,6 @@ from omegaconf import DictConfig, OmegaConf
 from torch.optim import Optimizer
 
 from engine.core.io import remove_stale_temporaries
-from engine.runs.board_history import ResumedHistory
 from engine.runs.checkpoint_checks import RunShape
 from engine.runs.checkpoint_files import CheckpointError, Checkpoints
 from engine.runs.history_file import write_history
@@ -27,7 +26,7 @@ from engine.runs.resume import KEY_FILE, check_stream_position, config_key, find
 from engine.runs.run_dir import claim_run_dir
 from engine.runs.run_state import Checkpointer, Progress
 from engine.runs.summary import BOARD_TAGS
-from engine.runs.tensorboard import TensorBoardLogger
+from engine.runs.tensorboard import TensorBoardLogger, take_over_events
 from engine.runs.tensorboard_index import link_run
 from engine.training.assemble import Components
 from engine.training.batches import DeviceBatch, batch_grid
@@ -72,13 +71,17 @@ class TrainingRun:
                     folder,
                 )
             (folder / KEY_FILE).write_text(key + "\n")
-        carried = ResumedHistory(*self.resumed) if self.resumed and ranks.is_main else None
-        self.tb = TensorBoardLogger(self.out / "tensorboard", enabled=ranks.is_main)
-        if carried is not None:
-            carried.carry(self.tb)  # one training, one TensorBoard run
+        # one training, one TensorBoard run: the earlier run's events move in, and what it
+        # wrote after the checkpoint (or, starting afresh, anything here) is purged
+        board, start = self.out / "tensorboard", 0
+        if self.resumed is not None:
+            path, start = self.resumed[0], self.resumed[1]["step"] + 1
+            if ranks.is_main and path.parent.name == "checkpoints":  # in a run dir
+                take_over_events(path.parent.parent / "tensorboard", board)
+        self.tb = TensorBoardLogger(board, enabled=ranks.is_main, purge_step=start)
         if ranks.is_main:
             link_run(cfg, self.tb.log_dir)
-        self.tb.text("config", OmegaConf.to_yaml(self.config))
+        self.tb.text("config", OmegaConf.to_yaml(self.config), start)
         self.info: dict[str, Any] = {
             "classes": parts.classes,
             "config": self.config,
@@ -118,10 +121,11 @@ class TrainingRun:
         if self.ranks.is_main:
             write_history(self.out / "history.csv", history)
 
-    def finish(self, metrics: dict[str, float]) -> None:
-        """metrics.json, the metrics' log line and the run's HParams entry (rank 0)."""
+    def finish(self, metrics: dict[str, float], steps: int) -> None:
+        """metrics.json, the metrics' log line and the run's HParams entry, one TensorBoard
+        step past the training's `steps` (rank 0)."""
         if self.ranks.is_main:
-            finish_run(self.out, self.tb, self.config, metrics, list(BOARD_TAGS))
+            finish_run(self.out, self.tb, self.config, metrics, list(BOARD_TAGS), steps + 1)
 
     def __enter__(self) -> TrainingRun:
         return self
