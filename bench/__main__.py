@@ -5,7 +5,8 @@
 Writes seeded photo-like JPEGs once (data/bench/), builds the pre-resized caches with the
 template's `mode=cache`, then measures, in interleaved rounds: the tutorial pipeline, the
 template (normalised float and uint8 output, and from the cache), timm and DALI when installed
-(`make bench-peers`), in-memory tensors, start-up costs and ResNet-18 training, tar shards
+(`make bench-peers`), in-memory tensors, start-up costs, CPU normalisation into pooled or
+fresh buffers (bench/normalize.py), ResNet-18 training, tar shards
 streamed over HTTP next to local disk and webdataset (bench/shards.py); checks that
 `train.py mode=benchmark` measures what the harness does; then how start-up and memory grow
 with the dataset (bench/growth.py; alone: `--only growth`, `make bench-growth`); prints the
@@ -23,7 +24,18 @@ import time
 from datetime import date
 from pathlib import Path
 
-from bench import blocks, growth, image_rows, peers, report, shards, startup, tensors, training
+from bench import (
+    blocks,
+    growth,
+    image_rows,
+    normalize,
+    peers,
+    report,
+    shards,
+    startup,
+    tensors,
+    training,
+)
 from bench.images import write_image_folder
 from bench.template import template_config
 from bench.timing import Candidate, Results, interleave
@@ -233,6 +245,14 @@ def main() -> None:
         report.value_table(
             f"Start-up, 1,000,000 metadata entries, batch {startup.BATCH}, 2 workers",
             startup.startup_rows(args.repeats, say),
+        )
+    )
+    say("CPU normalisation, pooled buffers and fresh ones ...")
+    sections.append(
+        report.value_table(
+            "CPU normalisation of one batch (main process, one thread): the pooled output "
+            "buffers of engine/data/buffers.py against a fresh tensor per batch",
+            normalize.normalize_rows(args.repeats),
         )
     )
     say("ResNet-18 training, 64 px ...")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import psutil
 import torch
 from torchvision.transforms import v2
 
@@ -61,11 +62,17 @@ def test_channels_last_is_written_directly_and_values_match() -> None:
     assert torch.allclose(inputs, _classic(batch), atol=1e-6)
 
 
-def test_pool_keeps_at_most_its_slots() -> None:
+def test_pool_gives_each_holder_its_own_memory_and_keeps_at_most_its_slots() -> None:
     pool = BufferPool(slots=2)
     held = [pool.take((3, 4), torch.float32) for _ in range(4)]
     assert len({t.data_ptr() for t in held}) == 4  # each caller got its own memory
-    assert len(pool._buffers) == 2
+    del held
+    process = psutil.Process()
+    before = process.memory_info().rss
+    for rows in range(100, 120):  # 20 shapes of 8 MB, each released at once
+        pool.take((rows, 20_000), torch.float32).fill_(1.0)
+    grown = (process.memory_info().rss - before) / 2**20
+    assert grown < 40, f"{grown:.0f} MB kept: more than 2 slots of 8 MB (20 shapes: 160 MB)"
 
 
 def test_batches_of_uneven_sizes_share_the_pool() -> None:
@@ -75,4 +82,3 @@ def test_batches_of_uneven_sizes_share_the_pool() -> None:
     for size in [8, 7, 8, 5, 6, 3, 8, 1, 7, 2, 8, 4]:
         batch = torch.randint(0, 256, (size, 3, 5, 4), dtype=torch.uint8)
         assert torch.allclose(norm(batch), _classic(batch), atol=1e-6)
-    assert len(norm._pool._buffers) <= norm._pool.slots

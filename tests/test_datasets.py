@@ -28,7 +28,7 @@ def test_imagefolder_classes_and_files(demo_dir: Path) -> None:
     image, label = train[5]
     assert image.dtype == torch.uint8 and image.shape[0] == 3
     assert Path(train.get_filename(5)).parent.name == train.classes[label]
-    assert isinstance(train._paths, np.ndarray) and train.targets.dtype == np.int64
+    assert train.targets.dtype == np.int64
 
 
 def test_imagefolder_refuses_val_class_unknown_to_train(demo_dir: Path, tmp_path: Path) -> None:
