@@ -180,9 +180,11 @@ def load_sample(
     max_pixels: int | None = PILLOW_MAX_PIXELS,
 ) -> torch.Tensor:
     """`read_image` that turns any failure into a `SampleError` naming file, index and class
-    (`label`; None for an unlabelled input, e.g. of mode=predict)."""
+    (`label`; None for an unlabelled input, e.g. of mode=predict). The datasets read their
+    files here: dataset.root -> a listed path -> this -> the safe open (docs/engine.md)."""
     try:
-        return read_image(path, min_side, max_pixels)
+        data = read_regular_file(path, max_file_bytes(max_pixels))
+        return decode_image_bytes(data, path, min_side, max_pixels)
     except Exception as err:  # re-raised with the context the user needs
         too_large = isinstance(err, ImageTooLarge)
         lead = "Otherwise drop" if too_large else "Fix or remove the file, drop"

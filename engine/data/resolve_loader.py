@@ -7,7 +7,10 @@ conf/loader/default.yaml --instantiate--> LoaderSettings (types and ranges check
      knobs that cannot apply here are unset (LoaderSettings.applicable)
      a stream batched in several workers keeps its last partial batches (drop_last off)
      host limits (/dev/shm, open files) that the workers would hit: a warning
-  --build_loaders()--> DataLoader(...)   (engine/data/loaders.py)
+  --build_loaders() --make_loader()--> DataLoader(...)   (engine/data/loaders.py)
+
+Three functions after instantiate, each called once by engine/training/assemble.py; nowhere
+else reinterprets a loader.* key (docs/engine.md draws the path).
 """
 
 from __future__ import annotations
@@ -28,45 +31,6 @@ log = logging.getLogger(__name__)
 WORKERS_PER_CPU = 4  # above this many workers per usable core, more only cost memory and start-up
 
 
-def _worker_count(
-    settings: LoaderSettings,
-    dataset: Dataset,
-    sampler_factory: Callable[[Dataset], Sampler],
-    world_size: int,
-    notes: list[str],
-) -> int:
-    """loader.num_workers as a count (see the module docstring)."""
-    workers = settings.num_workers
-    if workers is None:
-        if dataset.in_memory:  # type: ignore[attr-defined]
-            kind = type(getattr(dataset, "dataset", dataset)).__name__  # inside SeededSamples
-            notes.append(
-                f"loader.num_workers=null: 0 for {kind}, held in memory and "
-                "sliced per batch, which workers only slow down (set a count to use workers)"
-            )
-            return 0
-        return half_the_cores()
-    if workers == "auto":
-        if world_size > 1:
-            raise ValueError(
-                "loader.num_workers=auto: the ranks of a distributed job would time each other; "
-                "measure in one process, then set loader.num_workers=N."
-            )
-        return measured_workers(dataset, settings, sampler_factory)
-    cap = WORKERS_PER_CPU * available_cpus()
-    if workers > cap:  # type: ignore[operator]
-        log.warning(
-            "loader.num_workers=%d is far above the %d usable CPU cores: capped at %d (%d per "
-            "core; more workers only add memory and start-up time).",
-            workers,
-            available_cpus(),
-            cap,
-            WORKERS_PER_CPU,
-        )
-        return cap
-    return workers  # type: ignore[return-value]
-
-
 def resolve_loader_settings(
     settings: LoaderSettings,
     dataset: Dataset,
@@ -77,7 +41,34 @@ def resolve_loader_settings(
     """The settings the loaders of `dataset` (the train split) run with; see the module
     docstring. What changed is logged in one line, host limits in warnings."""
     notes: list[str] = []
-    workers = _worker_count(settings, dataset, sampler_factory, world_size, notes)
+    workers = settings.num_workers  # null, auto or a count: decided here, once
+    cap = WORKERS_PER_CPU * available_cpus()
+    if workers is None and dataset.in_memory:  # type: ignore[attr-defined]
+        kind = type(getattr(dataset, "dataset", dataset)).__name__  # inside SeededSamples
+        notes.append(
+            f"loader.num_workers=null: 0 for {kind}, held in memory and sliced per batch, "
+            "which workers only slow down (set a count to use workers)"
+        )
+        workers = 0
+    elif workers is None:
+        workers = half_the_cores()
+    elif workers == "auto":
+        if world_size > 1:
+            raise ValueError(
+                "loader.num_workers=auto: the ranks of a distributed job would time each other; "
+                "measure in one process, then set loader.num_workers=N."
+            )
+        workers = measured_workers(dataset, settings, sampler_factory)
+    elif workers > cap:  # type: ignore[operator]
+        log.warning(
+            "loader.num_workers=%d is far above the %d usable CPU cores: capped at %d (%d per "
+            "core; more workers only add memory and start-up time).",
+            workers,
+            available_cpus(),
+            cap,
+            WORKERS_PER_CPU,
+        )
+        workers = cap
     settings, unset = replace(settings, num_workers=workers).applicable(cuda)
     notes += unset
     if isinstance(dataset, IterableDataset) and workers > 0 and settings.drop_last:
