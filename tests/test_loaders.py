@@ -15,7 +15,6 @@ from hydra.utils import instantiate
 from torch.utils.data import Dataset, RandomSampler, SequentialSampler
 
 from engine.core.seeding import derive_seed
-from engine.data.datasets.base import MapDataset
 from engine.data.datasets.tensor import TensorFileDataset
 from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import build_loaders
@@ -25,22 +24,9 @@ from engine.data.samplers import (
     SequentialOrder,
     WeightedOrder,
 )
+from engine.testing import Labels
 
 shuffled = partial(RandomOrder, seed=0)
-
-
-class Labels(MapDataset):
-    """A dataset of (index, label) pairs with the given labels."""
-
-    def __init__(self, labels: list[int], classes: int) -> None:
-        self.targets = np.array(labels)
-        self.classes = [str(i) for i in range(classes)]
-
-    def __len__(self) -> int:
-        return len(self.targets)
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
-        return torch.tensor([i], dtype=torch.float32), int(self.targets[i])
 
 
 def _settings(make_cfg, *overrides: str, data: Dataset | None = None) -> LoaderSettings:

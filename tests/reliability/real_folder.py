@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from tests.reliability.hostile import lying_images, short_png
+from engine.testing.hostile import lying_images, short_png
 
 
 def _reencoded(data: bytes, fmt: str, mode: str) -> bytes:

@@ -11,7 +11,7 @@ from hydra.utils import instantiate
 
 from engine.data import resolve_loader
 from engine.data.samplers import SequentialOrder
-from tests.test_loaders import Labels
+from engine.testing import Labels
 from tests.train_process import allowing, run_train
 
 USER_DATASET = """

@@ -13,7 +13,7 @@ import pytest
 
 from engine.core.text import shown
 from engine.data.bad_samples import REPORT_TEXT
-from tests.reliability.hostile import lying_images, short_png
+from engine.testing.hostile import lying_images, short_png
 from tests.reliability.real_folder import real_folder
 from tests.train_process import run_train
 

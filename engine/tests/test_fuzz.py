@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from engine.core.text import shown
-from tests.reliability.hostile import (
+from engine.testing.hostile import (
     damaged_shards,
     hostile_csvs,
     lying_images,
@@ -45,7 +45,7 @@ def _run(items: list[dict], tmp_path: Path) -> dict[str, dict]:
     job = tmp_path / "job.json"
     job.write_text(json.dumps({"headroom_bytes": HEADROOM, "items": items}))
     done = subprocess.run(
-        [sys.executable, "-m", "tests.reliability.fuzz_child", str(job)],
+        [sys.executable, "-m", "engine.tests.fuzz_child", str(job)],
         cwd=ROOT,
         capture_output=True,
         text=True,

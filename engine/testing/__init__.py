@@ -1,0 +1,69 @@
+"""Helpers for the tests of a project on the engine (the template's tests/ and the engine's own
+engine/tests/ use them): the demo set as a session fixture, read-only; a dataset of bare
+labels; generated hostile inputs in `engine.testing.hostile`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from engine.data.datasets.base import MapDataset
+from engine.data.demo import make_demo_data
+
+
+def tree_fingerprint(root: Path) -> dict[str, tuple[int, int, int]]:
+    """(mode, size, mtime in ns) of `root` and every file, folder and link under it, by path
+    relative to `root` (links are not followed)."""
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in [".", *dirs, *files]:
+            path = Path(folder, name)
+            stat = path.lstat()
+            found[str(path.relative_to(root))] = (stat.st_mode, stat.st_size, stat.st_mtime_ns)
+    return found
+
+
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A small demo set: 48 train / 30 val images in all four formats, 900 / 180 sequences.
+
+    Shared by the whole session, so read-only: a test that changes files copies what it needs
+    into its own tmp_path first. The session fails at its end if anything under it changed."""
+    root = make_demo_data(
+        tmp_path_factory.mktemp("demo"),
+        train_per_class=(12, 10, 10, 8, 8),
+        val_per_class=6,
+        shard_size=16,
+        sequences=900,
+    )
+    before = tree_fingerprint(root)
+    yield root
+    after = tree_fingerprint(root)
+    changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
+    if changed:
+        pytest.fail(
+            f"a test changed the shared demo set {root} (created, modified or deleted "
+            f"{len(changed)} path(s): {changed[:10]}): copy what a test changes into its "
+            "tmp_path first.",
+            pytrace=False,
+        )
+
+
+class Labels(MapDataset):
+    """A dataset of (index, label) pairs with the given labels: samplers, loaders and their
+    orders tested without files."""
+
+    def __init__(self, labels: list[int], classes: int) -> None:
+        self.targets = np.array(labels)
+        self.classes = [str(i) for i in range(classes)]
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return torch.tensor([i], dtype=torch.float32), int(self.targets[i])

@@ -1,0 +1,35 @@
+"""The engine is a package of its own: its wheel builds from this folder alone and holds every
+module of it (the package list in engine/pyproject.toml is complete), its tests left out."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import engine
+
+ENGINE = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.process
+def test_the_wheel_builds_alone_and_holds_every_module(tmp_path: Path) -> None:
+    source = tmp_path / "engine"  # a copy: the build writes build/ and egg-info beside it
+    shutil.copytree(
+        ENGINE, source, ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info")
+    )
+    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run([*command, str(source), "-w", str(tmp_path)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("hydra_torch_data_engine-*.whl")
+    assert wheel.name.startswith(f"hydra_torch_data_engine-{engine.__version__}-py3-none-any")
+    packed = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".py")}
+    modules = {
+        f"engine/{path.relative_to(ENGINE).as_posix()}"
+        for path in ENGINE.rglob("*.py")
+        if not {"tests", "build"} & set(path.relative_to(ENGINE).parts)
+    }
+    assert packed == modules
