@@ -1,9 +1,10 @@
 """`make new-project DEST=../my-project`: copy the template into a project of the user's own.
 
 Copies what git tracks or would track (so no outputs, data, virtualenv, caches or .git), less
-what only the template needs (its benchmarks, the tests of its own README); names the project
-after DEST in pyproject.toml and writes a short README.md of its own. The new tree passes its
-own `make test`. Standard library only: `make new-project` runs before any virtualenv exists.
+what only the template needs (its benchmarks, the tests of its own README); engine/ comes
+along untouched. Names the project after DEST in pyproject.toml and writes a short README.md
+of its own. The new tree passes its own `make test`. Standard library only: `make
+new-project` runs before any virtualenv exists.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ README = """# {name}
 
 TODO: say here what {name} does and how to use it. It started as a copy of the Hydra + PyTorch
 template `{template}`.
+
+## Two layers
+
+`train.py`, `conf/` and `src/` are this project's own: edit them freely (your datasets,
+models, losses, metrics, the train step in `src/step.py`, the training loop in `src/loop.py`).
+`engine/` is a library under them, {engine}: upgrade it by replacing the folder with a newer
+release, never edit it. What you may import from it is listed in
+[docs/engine.md](docs/engine.md).
 
 ## The two commands
 
@@ -141,11 +150,18 @@ def layout(dest: Path) -> str:
     rows += [(f"src/{p.parent.name}/", _summary(p)) for p in sorted(dest.glob("src/*/__init__.py"))]
     modules = [p for p in sorted(dest.glob("src/*.py")) if p.name != "__init__.py"]
     rows += [(f"src/{p.name}", _summary(p)) for p in modules]
+    rows.append(("engine/", "the library under them: replace the folder to upgrade, never edit"))
     rows.append(("tests/", "the test suite: `make test` (all), `make test-fast` (while coding)"))
     if (dest / "docs").is_dir():
         rows.append(("docs/", "the template's guides"))
     width = max(len(path) for path, _ in rows) + 2
     return "\n".join(f"{path:<{width}}{what}".rstrip() for path, what in rows)
+
+
+def _engine_version(folder: Path) -> str:
+    """The engine's version, read from its __init__.py (the standard library alone)."""
+    found = re.search(r'^__version__ = "([^"]+)"$', (folder / "__init__.py").read_text(), re.M)
+    return found[1] if found else "(version unknown)"
 
 
 def copy_template(root: Path, dest: Path) -> NewProject:
@@ -167,7 +183,8 @@ def copy_template(root: Path, dest: Path) -> NewProject:
     pyproject.write_text(renamed_pyproject(pyproject.read_text(), name))
     (dest / "Makefile").write_text(without_targets((dest / "Makefile").read_text()))
     origin = template[1] if template else root.name
-    readme = README.format(name=name, template=origin, layout=layout(dest))
+    engine = f"hydra-torch-data-engine {_engine_version(dest / 'engine')}"
+    readme = README.format(name=name, template=origin, engine=engine, layout=layout(dest))
     (dest / "README.md").write_text(readme)
     return NewProject(name, copied, sorted(left_out.items()))
 

@@ -59,6 +59,7 @@ def test_readme_walkthrough_is_complete() -> None:
 
 @pytest.mark.slow
 @pytest.mark.process
+@pytest.mark.timeout(3600)  # the copy's own set-up and make test
 def test_new_project_passes_its_own_tests_with_the_walkthrough(tmp_path: Path) -> None:
     dest = tmp_path / "my-project"
     subprocess.run(["make", "new-project", f"DEST={dest}"], cwd=ROOT, check=True)
@@ -113,8 +114,12 @@ def test_the_copy_is_the_users_own(tmp_path: Path) -> None:
     naming = [p.name for p in dest.rglob("*") if p.is_file() and NAME in p.read_bytes()]
     assert naming == ["README.md"]  # "It started as a copy of ..."
     assert _targets(dest) == _targets(ROOT) - {"bench", "bench-peers", "docs-outputs"}
+    engine = sorted(rel for rel in kept if rel.startswith("engine/"))
+    assert engine and all((dest / rel).read_bytes() == (ROOT / rel).read_bytes() for rel in engine)
     readme = (dest / "README.md").read_text()
-    assert readme.startswith("# my-project\n") and len(readme.splitlines()) <= 40
+    assert readme.startswith("# my-project\n") and len(readme.splitlines()) <= 50
+    assert "`train.py`, `conf/` and `src/` are this project's own" in readme
+    assert "upgrade it by replacing the folder" in readme and "never edit it" in readme
     assert "make train" in readme and "make test" in readme and "(docs/README.md)" in readme
     layout = readme.split("## Layout\n\n```\n")[1].split("```")[0].splitlines()
     assert all((dest / line.split()[0]).exists() for line in layout)

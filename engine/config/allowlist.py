@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,6 @@ from engine.config.tree import child_key, target_nodes
 log = logging.getLogger(__name__)
 
 ALLOWLIST_KEY = "allowed_targets"
-SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "config.yaml"
 ENTRY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\.\*)?")
 CODE = (
     "it can run arbitrary code (commands, unpickling, remote or compiled code); load such "
@@ -168,8 +168,19 @@ def check_entries(tree: dict[str, Any]) -> list[str]:
     return entries
 
 
-def shipped_entries(path: Path = SHIPPED_CONFIG) -> list[str]:
-    """`allowed_targets` as conf/config.yaml writes it ([] when it cannot be read)."""
+def project_config() -> Path:
+    """The project's conf/config.yaml: under $PROJECT_ROOT (train.py sets it), else in the
+    checkout this engine/ folder sits in, else under the working directory."""
+    if "PROJECT_ROOT" in os.environ:
+        return Path(os.environ["PROJECT_ROOT"]) / "conf" / "config.yaml"
+    beside = Path(__file__).resolve().parents[2] / "conf" / "config.yaml"
+    return beside if beside.is_file() else Path("conf") / "config.yaml"
+
+
+def shipped_entries(path: Path | None = None) -> list[str]:
+    """`allowed_targets` as the project's conf/config.yaml (`project_config`) writes it ([]
+    when it cannot be read)."""
+    path = project_config() if path is None else path
     try:
         shipped = OmegaConf.load(path).get(ALLOWLIST_KEY)
     except (OSError, ValueError):

@@ -40,23 +40,35 @@ def one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
 
 
+def drop_locals(err: BaseException) -> None:
+    """Clear the locals of every frame `err` and the errors chained to it (its cause, its
+    context) passed through, then collect: what the run held (loaders and their workers) goes
+    now. A failed job's workers would otherwise live on in the traceback of an error Hydra
+    keeps with the job's result, and end only at a later garbage collection, each then
+    waiting out torch's 5 s join timeout."""
+    seen: set[int] = set()
+    chained: BaseException | None = err
+    while chained is not None and id(chained) not in seen:
+        seen.add(id(chained))
+        traceback.clear_frames(chained.__traceback__)
+        chained = chained.__cause__ or chained.__context__
+    gc.collect()
+
+
 @contextmanager
 def failures_reported() -> Iterator[None]:
     """Around a run: the error that stops it is re-raised as its root cause and logged as the
     run's last log line. A stop request (SystemExit, Ctrl-C) is not an error and passes as is.
-    The frames' locals are dropped, so a failed job's loader workers shut down now rather
-    than when Hydra's sweep ends."""
+    Either way the frames' locals are dropped (`drop_locals`)."""
     try:
         yield
     except Exception as err:
         cause = root_cause(err)
         log.error("run failed: %s", one_line(cause))
-        traceback.clear_frames(err.__traceback__)
-        gc.collect()
+        drop_locals(err)
         if cause is err:
             raise
         raise cause from None
     except BaseException as err:
-        traceback.clear_frames(err.__traceback__)
-        gc.collect()
+        drop_locals(err)
         raise
