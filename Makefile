@@ -60,7 +60,7 @@ docs-outputs: data  ## rerun the commands README.md and docs/ show, and write th
 new-project:  ## copy the template to DEST=../my-project (no outputs, data, caches, git history)
 	$(PYTHON) -m engine.new_project "$(DEST)"
 
-test: data lint  ## lint, then the test suite (offline, a few minutes on 2 cores)
+test: data lint  ## lint, then the test suite (offline, about 5 minutes on 2 cores)
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
 
 test-fast: data  ## the quick loop while coding: no lint, no slow tests, nothing run in child processes

@@ -20,6 +20,7 @@ from engine.training.assemble import assemble
 from engine.training.batches import mover_for
 from engine.training.evaluate import evaluate
 from tests import ddp_probe
+from tests.conftest import NARROW_MODEL
 from tests.reliability.bad_files import corrupt_tree
 
 pytestmark = pytest.mark.process  # torchrun jobs and spawned DDP ranks
@@ -66,25 +67,35 @@ def single_process_eval(run: Path, out: Path) -> dict[str, float]:
     )
 
 
-@pytest.fixture(scope="module")
-def csv_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A 2-epoch torchrun job on an odd-sized val split (29: shares of 15 and 14, no padding)."""
-    logs = tmp_path_factory.mktemp("ddp")
-    rows = (demo_dir / "val.csv").read_text().splitlines()
-    (logs / "val29.csv").write_text("\n".join(rows[:30]) + "\n")  # header + 29 samples
-    result = torchrun(
+def _csv_run(demo_dir: Path, val_csv: Path) -> tuple[str, ...]:
+    """A 2-epoch job on the demo CSV with the val split `val_csv`."""
+    return (
         f"paths.demo_dir={demo_dir}",
-        f"paths.log_dir={logs}",
         "dataset=csv",
-        f"dataset.val_csv={logs / 'val29.csv'}",
+        f"dataset.val_csv={val_csv}",
         f"dataset.root={demo_dir}",
         "trainer.max_epochs=2",
         "loader.batch_size=8",
         "loader.num_workers=0",
-        cwd=logs,
+        NARROW_MODEL,
     )
+
+
+@pytest.fixture(scope="module")
+def csv_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A 2-epoch torchrun job on an odd-sized val split (29: shares of 15 and 14, no padding):
+    also the uninterrupted job the stopped and resumed one is compared with."""
+    logs = tmp_path_factory.mktemp("ddp")
+    rows = (demo_dir / "val.csv").read_text().splitlines()
+    (logs / "val29.csv").write_text("\n".join(rows[:30]) + "\n")  # header + 29 samples
+    result = torchrun(*_csv_run(demo_dir, logs / "val29.csv"), f"paths.log_dir={logs}", cwd=logs)
     assert result.returncode == 0, result.stderr[-4000:]
     return logs, result.stdout + result.stderr
+
+
+def _last_weights(logs: Path) -> dict[str, torch.Tensor]:
+    (metrics,) = logs.glob("runs/*/*/metrics.json")
+    return load_checkpoint(metrics.parent / "checkpoints" / "last.pt")["model"]
 
 
 def test_torchrun_job_has_one_run_dir_written_by_rank_0(csv_job: tuple[Path, str]) -> None:
@@ -120,6 +131,7 @@ def test_torchrun_stream_over_2_ranks_x_2_workers(demo_dir: Path, tmp_path: Path
         "trainer.max_epochs=2",
         "loader.batch_size=8",
         "loader.num_workers=2",
+        NARROW_MODEL,
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-4000:]
@@ -148,57 +160,53 @@ def test_ranks_with_uneven_batches_end_the_epoch_identical(tmp_path: Path) -> No
 FAULTS = ROOT / "tests" / "ddp_faults.py"
 
 
-def test_torchrun_stop_and_resume_equals_the_uninterrupted_job(demo_dir, tmp_path) -> None:
-    """Every rank's generators and running totals are checkpointed: the resumed job ends with
-    the uninterrupted job's weights, and a NaN on one rank is skipped by all (no hang)."""
-    run = (
-        f"paths.demo_dir={demo_dir}",
-        "loader.batch_size=8",
-        "loader.num_workers=0",
-        "trainer.max_epochs=3",
-    )
-    whole = torchrun(*run, f"paths.log_dir={tmp_path / 'a'}", cwd=tmp_path)
-    assert whole.returncode == 0, whole.stderr[-3000:]
-    stopped = torchrun(
-        *run, f"paths.log_dir={tmp_path / 'b'}", cwd=tmp_path, script=FAULTS, STOP_AT_STEP="4"
-    )
+def test_torchrun_stop_and_resume_equals_the_uninterrupted_job(demo_dir, tmp_path, csv_job):
+    """Every rank's generators and running totals are checkpointed: a job stopped by SIGTERM
+    mid-epoch and resumed ends with the uninterrupted job's weights (csv_job's)."""
+    logs, _ = csv_job
+    run = (*_csv_run(demo_dir, logs / "val29.csv"), f"paths.log_dir={tmp_path}")
+    stopped = torchrun(*run, cwd=tmp_path, script=FAULTS, STOP_AT_STEP="4")
     assert stopped.returncode != 0
     assert "stopped at epoch 2, batch 1" in stopped.stdout + stopped.stderr
-    resumed = torchrun(*run, f"paths.log_dir={tmp_path / 'b'}", "trainer.resume=auto", cwd=tmp_path)
+    resumed = torchrun(*run, "trainer.resume=auto", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    a, b = (
-        load_checkpoint(
-            next((tmp_path / d).glob("runs/*/*/metrics.json")).parent / "checkpoints" / "last.pt"
-        )["model"]
-        for d in ("a", "b")
-    )
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    nan = torchrun(
-        *run,
-        f"paths.log_dir={tmp_path / 'c'}",
+    a, b = _last_weights(logs), _last_weights(tmp_path)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.fixture(scope="module")
+def faulty_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    """A job on a folder with three unreadable train files (dataset.on_error=skip) whose rank 1
+    meets a NaN loss (trainer.max_nonfinite_steps=1)."""
+    tmp = tmp_path_factory.mktemp("faulty")
+    root, bad = corrupt_tree(demo_dir, tmp / "tree")
+    result = torchrun(
+        f"paths.demo_dir={demo_dir}",
+        f"paths.log_dir={tmp / 'logs'}",
+        f"dataset.root={root}",
+        "dataset.on_error=skip",
+        "dataset.max_bad_fraction=0.1",
+        "loader.batch_size=8",
+        "loader.num_workers=0",
+        "trainer.max_epochs=1",
         "trainer.max_nonfinite_steps=1",
-        cwd=tmp_path,
+        NARROW_MODEL,
+        cwd=tmp,
         script=FAULTS,
         NAN_RANK="1",
     )
-    assert nan.returncode == 0, nan.stderr[-3000:]
-    assert "not finite on another rank" in nan.stderr + nan.stdout
-
-
-def test_torchrun_bad_samples_report_pools_every_rank(demo_dir, tmp_path) -> None:
-    root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
-    result = torchrun(
-        f"paths.demo_dir={demo_dir}",
-        f"paths.log_dir={tmp_path / 'logs'}",
-        f"dataset.root={root}",
-        "dataset.on_error=skip",
-        "loader.batch_size=8",
-        "dataset.max_bad_fraction=0.1",
-        "loader.num_workers=0",
-        "trainer.max_epochs=1",
-        cwd=tmp_path,
-    )
     assert result.returncode == 0, result.stderr[-3000:]
-    (report,) = (tmp_path / "logs").glob("runs/*/*/bad_samples.csv")
+    return tmp / "logs", bad, result.stdout + result.stderr
+
+
+def test_torchrun_bad_samples_report_pools_every_rank(faulty_job) -> None:
+    logs, bad, _ = faulty_job
+    (report,) = logs.glob("runs/*/*/bad_samples.csv")
     with open(report, newline="") as f:
         assert {row["path"] for row in csv.DictReader(f)} == bad  # both ranks' finds
+
+
+def test_a_nan_on_one_rank_is_skipped_by_all(faulty_job) -> None:
+    """Without agreeing, rank 0 would enter the gradient all-reduce that rank 1 skips: a hang."""
+    _, _, output = faulty_job
+    assert "not finite on another rank" in output and "step skipped (1 of 1 allowed)" in output

@@ -22,8 +22,8 @@ from engine.inference.checkpoint import run_config
 from engine.modes.evaluation import evaluate_checkpoint
 from engine.modes.prediction import predict
 from src.loop import train
+from tests.cli import run_cli
 from tests.conftest import CONF_DIR
-from tests.train_process import run_train
 
 # Learns the 48 tiny-demo train images by heart (train/loss ~0.1), in ~50 optimizer steps
 TRAIN = (
@@ -223,7 +223,7 @@ def test_run_config_takes_the_checkpoint_and_the_command_line(make_cfg) -> None:
 
 def test_eval_from_the_command_line(trained, demo_dir: Path, tmp_path: Path) -> None:
     run, metrics = trained
-    result = run_train(
+    result = run_cli(
         "mode=eval",
         f"eval.checkpoint={run}",
         f"dataset.root={demo_dir / 'imagefolder'}",

@@ -1,5 +1,7 @@
 """Hydra plugins of the `scale` extra: the submitit launcher (its local executor standing in for
-SLURM) runs a sweep's jobs as separate processes, and the Optuna sweeper searches with train()."""
+SLURM) runs a sweep's jobs as separate processes (train.py in a child: it must hand its
+project root to them), and the Optuna sweeper searches with train() (the command line here,
+tests/cli.py)."""
 
 from __future__ import annotations
 
@@ -16,27 +18,26 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 
 from engine.sweeps.direction import direction_problem
-from tests.conftest import CONF_DIR
-
-pytestmark = pytest.mark.process  # multirun sweeps of train.py
+from tests.cli import run_cli
+from tests.conftest import CONF_DIR, NARROW_MODEL
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ("trainer.max_epochs=1", "trainer.limit_train_batches=2", "loader.num_workers=0")
+TINY = (
+    "trainer.max_epochs=1",
+    "trainer.limit_train_batches=2",
+    "loader.num_workers=0",
+    NARROW_MODEL,
+)
 
 
 def _multirun(demo_dir: Path, sweep_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [
-        sys.executable,
-        str(ROOT / "train.py"),
+    return run_cli(
         "-m",
         f"paths.demo_dir={demo_dir}",
         f"hydra.sweep.dir={sweep_dir}",
         *TINY,
         *args,
-    ]
-    # cwd outside the checkout: the jobs must find `src` on their own
-    return subprocess.run(
-        command, cwd=sweep_dir.parent, capture_output=True, text=True, timeout=300
+        cwd=sweep_dir.parent,
     )
 
 
@@ -45,9 +46,21 @@ def _rows(sweep_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.process
 def test_submitit_local_launcher_runs_a_two_job_sweep(demo_dir: Path, tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
-    result = _multirun(demo_dir, sweep, "hydra/launcher=local", "loader.batch_size=8,16")
+    command = [
+        sys.executable,
+        str(ROOT / "train.py"),
+        "-m",
+        f"paths.demo_dir={demo_dir}",
+        f"hydra.sweep.dir={sweep}",
+        *TINY,
+        "hydra/launcher=local",
+        "loader.batch_size=8,16",
+    ]
+    # cwd outside the checkout: the jobs must find `src` on their own
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Submitit 'local' sweep output dir" in result.stdout + result.stderr
     rows = _rows(sweep)

@@ -28,6 +28,7 @@ from engine.runs.checkpoint_files import load_checkpoint
 from engine.runs.resume import config_key
 from src.loop import train
 from src.step import TrainStep
+from tests.conftest import NARROW_MODEL
 from tests.shard_server import Faults, serving, write_wds_shards
 from tests.test_distributed import single_process_eval, torchrun
 
@@ -262,7 +263,7 @@ def test_torchrun_over_http_validates_every_sample_once(wds_dir, tmp_path) -> No
     of the checkpoint (each val sample counted once in the job)."""
     with serving(wds_dir) as url:
         shards = (f'dataset.train_shards="{url}/{TRAIN}"', f'dataset.val_shards="{url}/{VAL}"')
-        run = ("trainer.max_epochs=1", "loader.batch_size=8", "loader.num_workers=2")
+        run = ("trainer.max_epochs=1", "loader.batch_size=8", "loader.num_workers=2", NARROW_MODEL)
         logs = f"paths.log_dir={tmp_path}"
         result = torchrun("dataset=iterable", *shards, *run, logs, cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-4000:]

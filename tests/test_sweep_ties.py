@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from engine.sweeps.plot import plot_sweep
 from engine.sweeps.summary import notes
 from engine.sweeps.table import mark_tied, rank
+from tests.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 METRIC = "loader/samples_per_s"
@@ -61,9 +60,7 @@ def test_a_clear_winner_is_said_and_the_plot_draws_ranges(tmp_path: Path) -> Non
 def test_jobs_that_normalise_to_an_earlier_job_are_listed_not_run(
     demo_dir: Path, tmp_path: Path
 ) -> None:
-    command = [
-        sys.executable,
-        str(ROOT / "train.py"),
+    result = run_cli(
         "-m",
         "mode=benchmark",
         "benchmark.batches=2",
@@ -74,8 +71,8 @@ def test_jobs_that_normalise_to_an_earlier_job_are_listed_not_run(
         "loader.batch_size=8",
         "loader.num_workers=0,1",
         "loader.prefetch_factor=2,4",
-    ]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     with open(tmp_path / "summary.csv", newline="") as f:
         rows = {r["job"]: r for r in csv.DictReader(f)}

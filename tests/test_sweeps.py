@@ -22,15 +22,15 @@ from engine.modes.benchmark import benchmark
 from engine.sweeps.plot import parse_overrides, plot_sweep
 from src.loop import train
 from src.step import TrainStep
+from tests.cli import run_cli
+from tests.train_process import FAULTY, allowing
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOW = ["dataset=tensor", "dataset._target_=tests.slow_dataset.SlowTensorFile"]
 
 
 def _sweep(demo_dir: Path, sweep_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    command = [
-        sys.executable,
-        str(ROOT / "train.py"),
+    return run_cli(
         "-m",
         "mode=benchmark",
         "benchmark.batches=3",
@@ -38,8 +38,8 @@ def _sweep(demo_dir: Path, sweep_dir: Path, *args: str) -> subprocess.CompletedP
         f"paths.demo_dir={demo_dir}",
         f"hydra.sweep.dir={sweep_dir}",
         *args,
-    ]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        cwd=ROOT,
+    )
 
 
 def _rows(sweep_dir: Path) -> list[dict[str, str]]:
@@ -47,7 +47,6 @@ def _rows(sweep_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.process
 def test_sweep_summary_has_one_row_per_job(demo_dir: Path, tmp_path: Path) -> None:
     result = _sweep(demo_dir, tmp_path, "loader.num_workers=0,1", "loader.batch_size=8,16")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -62,7 +61,6 @@ def test_sweep_summary_has_one_row_per_job(demo_dir: Path, tmp_path: Path) -> No
     assert "batch_size=16,num_workers=1" in job3.name and (job3 / "metrics.json").exists()
 
 
-@pytest.mark.process
 def test_failed_job_is_recorded_and_others_kept(demo_dir: Path, tmp_path: Path) -> None:
     result = _sweep(demo_dir, tmp_path, "loader.batch_size=8,0")
     assert result.returncode != 0  # the sweep still fails
@@ -149,16 +147,13 @@ def test_job_dir_names_are_short() -> None:
     assert "/" not in job_dir(1, "dataset.root=/data/x")
 
 
-@pytest.mark.process
 def test_unknown_rank_metric_fails_before_any_work(demo_dir: Path, tmp_path: Path) -> None:
-    command = [
-        sys.executable,
-        str(ROOT / "train.py"),
+    result = run_cli(
         f"paths.demo_dir={demo_dir}",
         f"hydra.run.dir={tmp_path}",
         "summary.rank_by=val/accuracy",
-    ]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        cwd=ROOT,
+    )
     assert result.returncode != 0 and "summary.rank_by='val/accuracy' is not a metric" in (
         result.stderr
     )
@@ -182,16 +177,29 @@ def test_cpu_time_counts_workers_that_already_exited() -> None:
     assert monitor.cpu_seconds() >= 0.3
 
 
-@pytest.mark.process
-def test_failed_jobs_do_not_leave_loader_workers_behind(demo_dir: Path, tmp_path: Path) -> None:
+FAILING_JOBS = {
     # 2-value mean/std on 3-channel images: every job fails inside the training loop
+    "in the loop": ("transforms.mean=[0.5,0.5],[0.4,0.4]", "transforms.std=[0.25,0.25]"),
+    # a worker dies: the loader's error names the file, chained to torch's own (whose
+    # traceback holds the loader and its other worker too)
+    "a dead worker": (
+        f"dataset._target_={FAULTY}",
+        "+dataset.fault=die",
+        "+dataset.at_index=5",
+        allowing(FAULTY),
+        "loader.prefetch_factor=2,3",
+    ),
+}
+
+
+@pytest.mark.parametrize("failing", list(FAILING_JOBS))
+def test_failed_jobs_do_not_leave_loader_workers_behind(demo_dir, tmp_path, failing) -> None:
     result = _sweep(
         demo_dir,
         tmp_path,
         "mode=train",
         "loader.num_workers=2",
-        "transforms.mean=[0.5,0.5],[0.4,0.4]",
-        "transforms.std=[0.25,0.25]",
+        *FAILING_JOBS[failing],
         "+hydra.callbacks.children._target_=tests.worker_probe.ChildCount",
     )
     assert result.returncode != 0

@@ -23,6 +23,8 @@ from engine.training.batches import mover_for
 from engine.training.evaluate import evaluate
 from engine.training.optimization import optimizer_steps_per_epoch
 from src.loop import train
+from tests.cli import run_cli
+from tests.conftest import NARROW_MODEL
 from tests.train_process import run_train
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,9 +148,8 @@ def test_mixed_precision_and_grad_accum_run(make_cfg, precision: str, grad_accum
     assert not [w for w in caught if "lr_scheduler.step()" in str(w.message)]
 
 
-@pytest.mark.process
 def test_multirun_over_loader_knobs_gives_one_dir_per_job(demo_dir: Path, tmp_path: Path) -> None:
-    result = run_train(
+    result = run_cli(
         "-m",
         f"paths.demo_dir={demo_dir}",
         f"paths.log_dir={tmp_path}",
@@ -156,8 +157,8 @@ def test_multirun_over_loader_knobs_gives_one_dir_per_job(demo_dir: Path, tmp_pa
         "loader.batch_size=8",
         "loader.num_workers=0,1",
         "loader.persistent_workers=true,false",
+        NARROW_MODEL,
         cwd=tmp_path,
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     ran = sorted(tmp_path.glob("multiruns/*/*/*/metrics.json"))
@@ -193,6 +194,7 @@ def test_two_runs_started_together_get_separate_dirs(demo_dir: Path, tmp_path: P
 
 @pytest.mark.slow
 @pytest.mark.process
+@pytest.mark.timeout(1200)
 def test_default_training_learns_the_demo_set(tmp_path: Path) -> None:
     """The README's promise: `make train` reaches val/acc >= 0.90 on the demo data."""
     result = run_train(f"paths.log_dir={tmp_path}", cwd=ROOT, timeout=900)

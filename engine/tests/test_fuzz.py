@@ -1,5 +1,5 @@
 """A generated-input fuzz pass: damaged and lying images in every format, hostile CSV listings
-and damaged tar shards, each read as the template reads it in a child process under an
+and damaged tar shards, each read as the template reads it in one child process under an
 address-space limit. None may crash the process, hang, allocate past the pixel limit, or fail
 with anything but one line naming the input."""
 
@@ -11,6 +11,7 @@ import random
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -39,10 +40,11 @@ EXPECTED = {
 }
 
 
-def _run(items: list[dict], tmp_path: Path) -> dict[str, dict]:
+def _read_in_a_child(items: list[dict], folder: Path) -> dict[str, dict]:
     """Read every item in the fuzz child; its result per path. The child must exit normally
-    within the time limit (a signal, e.g. SIGSEGV, or a hang fails here)."""
-    job = tmp_path / "job.json"
+    within the time limit (a signal, e.g. SIGSEGV, or a hang fails here, naming the input it
+    was reading: the first without a result)."""
+    job = folder / "job.json"
     job.write_text(json.dumps({"headroom_bytes": HEADROOM, "items": items}))
     done = subprocess.run(
         [sys.executable, "-m", "engine.tests.fuzz_child", str(job)],
@@ -52,10 +54,84 @@ def _run(items: list[dict], tmp_path: Path) -> dict[str, dict]:
         timeout=240,
         check=False,
     )
-    assert done.returncode == 0, f"seed {SEED}: child ended with {done.returncode}: {done.stderr}"
-    results = [json.loads(line) for line in done.stdout.splitlines()]
-    assert len(results) == len(items), f"seed {SEED}: the child stopped early: {done.stderr}"
-    return {r["path"]: r for r in results}
+    results = {r["path"]: r for r in map(json.loads, done.stdout.splitlines())}
+    unread = [item["path"] for item in items if item["path"] not in results]
+    reading = f"while reading {unread[0]}" if unread else "after every input"
+    assert done.returncode == 0, f"seed {SEED}: the child ended with {done.returncode} {reading}"
+    assert not unread, f"seed {SEED}: the child stopped early {reading}: {done.stderr}"
+    return results
+
+
+@dataclass
+class Fuzzed:
+    """What the child read, and what the tests need to judge it."""
+
+    results: dict[str, dict]
+    valid: set[str]  # stems of the valid images
+    lying: set[str]  # stems of the images lying about their size (not cut short)
+    damaged: int  # damaged images written
+    images: Path  # the folder of the images
+    csvs: Path  # the folder of the hostile CSVs
+    shards: Path  # the folder of the damaged shards
+    short_pngs: dict[str, Path]
+
+
+def _image_items(folder: Path) -> tuple[list[dict], set[str], set[str], int]:
+    rng = random.Random(SEED)
+    valid = valid_images(rng)
+    damaged = {
+        f"{how}_{name}": data
+        for name, blob in valid.items()
+        for how, data in mutations(blob, rng, 25)
+    }
+    lying = lying_images(rng) | {"huge_real.png": real_large_png()}
+    paths = write_images(folder, valid | damaged | lying, rng)
+    items = [{"kind": "image", "path": str(p), "max_pixels": LIMIT} for p in paths]
+    items += [{**item, "min_side": 16} for item in items[::7]]  # the reduced-scale path too
+    stems = {name.rpartition(".")[0] for name in valid}
+    liars = {name.rpartition(".")[0] for name in lying if "short" not in name}
+    return items, stems, liars, len(damaged)
+
+
+def _csv_items(demo_dir: Path, folder: Path) -> list[dict]:
+    rng = random.Random(SEED)
+    images = sorted((demo_dir / "imagefolder" / "train").glob("*/*.jpg"))[:6]
+    rows = [(str(p.relative_to(demo_dir)), p.parent.name) for p in images]
+    folder.mkdir()
+    items = []
+    for name, data in hostile_csvs(rows, rng).items():
+        path = folder / f"{name}.csv"
+        path.write_bytes(data)
+        items.append({"kind": "csv", "path": str(path), "root": str(demo_dir)})
+    return items
+
+
+def _shard_items(demo_dir: Path, folder: Path) -> list[dict]:
+    rng = random.Random(SEED)
+    shard = (demo_dir / "shards" / "train-000000.tar").read_bytes()
+    folder.mkdir()
+    items = []
+    for name, data in damaged_shards(shard, rng, 30).items():
+        path = folder / f"{name}.tar"
+        path.write_bytes(data)
+        items.append({"kind": "shard", "path": str(path)})
+    return items
+
+
+@pytest.fixture(scope="module")
+def fuzzed(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Fuzzed:
+    """Every generated input of the pass, read in one child process."""
+    tmp = tmp_path_factory.mktemp("fuzz")
+    images, valid, lying, damaged = _image_items(tmp / "images")
+    csvs, shards = _csv_items(demo_dir, tmp / "csvs"), _shard_items(demo_dir, tmp / "shards")
+    (tmp / "short").mkdir()
+    short = {name: tmp / "short" / name for name in ("short.png", "short_wide.png")}
+    for name, path in short.items():
+        path.write_bytes(lying_images(random.Random(0))[name])
+    pngs = [{"kind": "image", "path": str(p), "max_pixels": LIMIT} for p in short.values()]
+    results = _read_in_a_child([*images, *csvs, *shards, *pngs], tmp)
+    folders = (tmp / "images", tmp / "csvs", tmp / "shards")
+    return Fuzzed(results, valid, lying, damaged, *folders, short)
 
 
 def _assert_one_line_naming(result: dict, kind: str, name: str) -> None:
@@ -65,40 +141,26 @@ def _assert_one_line_naming(result: dict, kind: str, name: str) -> None:
     assert named in result["error"], f"seed {SEED}: {named!r} not named in {result['error']!r}"
 
 
-def test_damaged_and_lying_images_fail_cleanly_naming_the_file(tmp_path: Path) -> None:
-    rng = random.Random(SEED)
-    valid = valid_images(rng)
-    damaged = {
-        f"{how}_{name}": data
-        for name, blob in valid.items()
-        for how, data in mutations(blob, rng, 25)
-    }
-    lying = lying_images(rng) | {"huge_real.png": real_large_png()}
-    paths = write_images(tmp_path / "images", valid | damaged | lying, rng)
-    items = [{"kind": "image", "path": str(p), "max_pixels": LIMIT} for p in paths]
-    items += [{**item, "min_side": 16} for item in items[::7]]  # the reduced-scale path too
-    results = _run(items, tmp_path)
-    for path, result in results.items():
+def _under(fuzzed: Fuzzed, folder: Path) -> dict[str, dict]:
+    """The results of the inputs in `folder`."""
+    return {p: r for p, r in fuzzed.results.items() if Path(p).parent == folder}
+
+
+def test_damaged_and_lying_images_fail_cleanly_naming_the_file(fuzzed: Fuzzed) -> None:
+    images = _under(fuzzed, fuzzed.images)
+    for path, result in images.items():
         stem = Path(path).stem
-        if stem.split("_", 2)[-1] in {name.rpartition(".")[0] for name in valid}:
+        if stem.split("_", 2)[-1] in fuzzed.valid:
             assert result["ok"], f"seed {SEED}: a valid image failed: {result}"
         if not result["ok"]:
             _assert_one_line_naming(result, "image", path)
-        if any(stem.endswith(name.rpartition(".")[0]) for name in lying if "short" not in name):
+        if any(stem.endswith(name) for name in fuzzed.lying):
             assert not result["ok"] and "dataset.max_image_pixels" in result["error"], result
-    assert sum(not r["ok"] for r in results.values()) > len(damaged) // 3  # the damage is real
+    assert sum(not r["ok"] for r in images.values()) > fuzzed.damaged // 3  # the damage is real
 
 
-def test_hostile_csv_listings_parse_or_fail_naming_file_and_line(demo_dir, tmp_path) -> None:
-    rng = random.Random(SEED)
-    images = sorted((demo_dir / "imagefolder" / "train").glob("*/*.jpg"))[:6]
-    rows = [(str(p.relative_to(demo_dir)), p.parent.name) for p in images]
-    items = []
-    for name, data in hostile_csvs(rows, rng).items():
-        path = tmp_path / f"{name}.csv"
-        path.write_bytes(data)
-        items.append({"kind": "csv", "path": str(path), "root": str(demo_dir)})
-    results = _run(items, tmp_path)
+def test_hostile_csv_listings_parse_or_fail_naming_file_and_line(fuzzed: Fuzzed) -> None:
+    results = _under(fuzzed, fuzzed.csvs)
     for path, result in results.items():
         name = Path(path).stem
         if name in {"enc_utf-8", "enc_utf-8-sig", "crlf", "blank_lines", "cr_only"}:
@@ -130,27 +192,18 @@ def test_hostile_csv_listings_parse_or_fail_naming_file_and_line(demo_dir, tmp_p
         "empty_file",
         "header_only",
     ):
-        assert not results[str(tmp_path / f"{name}.csv")]["ok"], name
+        assert not results[str(fuzzed.csvs / f"{name}.csv")]["ok"], name
 
 
-def test_damaged_tar_shards_fail_naming_the_shard(demo_dir, tmp_path) -> None:
-    rng = random.Random(SEED)
-    shard = (demo_dir / "shards" / "train-000000.tar").read_bytes()
-    items = []
-    for name, data in damaged_shards(shard, rng, 30).items():
-        path = tmp_path / f"{name}.tar"
-        path.write_bytes(data)
-        items.append({"kind": "shard", "path": str(path)})
-    results = _run(items, tmp_path)
+def test_damaged_tar_shards_fail_naming_the_shard(fuzzed: Fuzzed) -> None:
+    results = _under(fuzzed, fuzzed.shards)
     for path, result in results.items():
         if not result["ok"]:
             _assert_one_line_naming(result, "shard", path)
-    assert not results[str(tmp_path / "huge_member.tar")]["ok"]
+    assert not results[str(fuzzed.shards / "huge_member.tar")]["ok"]
 
 
 @pytest.mark.parametrize("name", ["short.png", "short_wide.png"])
-def test_a_short_png_is_an_error_not_a_crash(tmp_path: Path, name: str) -> None:
-    path = tmp_path / name
-    path.write_bytes(lying_images(random.Random(0))[name])
-    result = _run([{"kind": "image", "path": str(path), "max_pixels": LIMIT}], tmp_path)
-    _assert_one_line_naming(result[str(path)], "image", str(path))
+def test_a_short_png_is_an_error_not_a_crash(fuzzed: Fuzzed, name: str) -> None:
+    path = str(fuzzed.short_pngs[name])
+    _assert_one_line_naming(fuzzed.results[path], "image", path)

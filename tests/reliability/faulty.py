@@ -12,8 +12,9 @@ from engine.data.datasets.imagefolder import ImageFolderDataset
 
 
 class FaultyImageFolder(ImageFolderDataset):
-    """`fault`: hang (sleep forever) or die (exit the worker) at sample `at_index`, or slow
-    (sleep `delay_s` per sample, to leave time for a kill). Faults fire in workers only."""
+    """`fault`: hang (sleep `delay_s`, an hour by default) or die (exit the worker) at sample
+    `at_index`, or slow (sleep `delay_s` per sample, to leave time for a kill). Faults fire in
+    workers only."""
 
     def __init__(
         self, *args: Any, fault: str, at_index: int = -1, delay_s: float = 0.0, **kwargs: Any
@@ -26,7 +27,7 @@ class FaultyImageFolder(ImageFolderDataset):
             if self.fault == "slow":
                 time.sleep(self.delay_s)
             elif index == self.at_index and self.fault == "hang":
-                time.sleep(3600)
+                time.sleep(self.delay_s or 3600)
             elif index == self.at_index and self.fault == "die":
                 os._exit(3)
         return super().__getitem__(index)

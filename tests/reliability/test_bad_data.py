@@ -28,8 +28,9 @@ from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import SampleError
 from engine.data.loaders import make_loader
 from src.loop import train
+from tests.cli import run_cli
+from tests.conftest import NARROW_MODEL
 from tests.reliability.bad_files import corrupt_tree
-from tests.train_process import run_train
 
 NAMED = r"cannot decode sample (\d+) \(class '(circle|cross|square)'\) from (\S+):"
 
@@ -134,16 +135,16 @@ def test_raise_keeps_the_plain_loader_and_batches(make_cfg) -> None:
     assert isinstance(next(iter(loader)), list)  # default_collate's batch, unwrapped
 
 
-@pytest.mark.process
 def test_worker_reraise_keeps_the_message(demo_dir: Path, tmp_path: Path) -> None:
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
-    result = run_train(
+    result = run_cli(
         f"dataset.root={root}",
         "loader.num_workers=2",
         "loader.batch_size=16",
         "sampler=sequential",
         "loader.shuffle=false",
         "trainer.max_epochs=1",
+        NARROW_MODEL,
         f"hydra.run.dir={tmp_path / 'run'}",
         cwd=tmp_path,
     )
@@ -153,17 +154,17 @@ def test_worker_reraise_keeps_the_message(demo_dir: Path, tmp_path: Path) -> Non
     assert named and named.group(3) in bad and "dataset.on_error=skip" in result.stderr
 
 
-@pytest.mark.process
 def test_skip_with_two_workers_reports_exactly_the_bad_files(demo_dir: Path, tmp_path: Path):
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
     run = tmp_path / "run"
-    result = run_train(
+    result = run_cli(
         f"dataset.root={root}",
         "dataset.on_error=skip",
         "dataset.max_bad_fraction=0.1",
         "loader.num_workers=2",
         "loader.batch_size=16",
         "trainer.max_epochs=1",
+        NARROW_MODEL,
         f"hydra.run.dir={run}",
         cwd=tmp_path,
     )

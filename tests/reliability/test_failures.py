@@ -6,13 +6,13 @@ import logging
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
 from hydra.utils import instantiate
 
 from engine.data import resolve_loader
 from engine.data.samplers import SequentialOrder
 from engine.testing import Labels
-from tests.train_process import allowing, run_train
+from tests.cli import run_cli
+from tests.train_process import allowing
 
 USER_DATASET = """
 class Broken:
@@ -25,13 +25,12 @@ def _last_log_line(run: Path) -> str:
     return (run / "train.log").read_text().strip().splitlines()[-1]
 
 
-@pytest.mark.process
 def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
     (tmp_path / "mydata").mkdir()
     (tmp_path / "mydata" / "__init__.py").write_text("")
     (tmp_path / "mydata" / "broken.py").write_text(USER_DATASET)
     run = tmp_path / "run"
-    result = run_train(
+    result = run_cli(
         "dataset._target_=mydata.broken.Broken",
         "~dataset.root",
         "~dataset.on_error",
@@ -50,10 +49,9 @@ def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
     assert _last_log_line(run).endswith(f"run failed: {named}")
 
 
-@pytest.mark.process
 def test_a_config_error_is_the_last_line_of_the_log(tmp_path: Path) -> None:
     run = tmp_path / "run"
-    result = run_train("optimizer.lr=fast", f"hydra.run.dir={run}", cwd=tmp_path)
+    result = run_cli("optimizer.lr=fast", f"hydra.run.dir={run}", cwd=tmp_path)
     assert result.returncode == 1 and "optimizer.lr='fast'" in result.stderr
     assert "run failed: ConfigError: optimizer.lr='fast'" in _last_log_line(run)
 

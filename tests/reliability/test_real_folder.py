@@ -1,6 +1,7 @@
-"""A real-looking folder with several unreadable files at once, run as a user runs it (train.py
-in a child process, so a crash by signal or a hang fails the test): skip mode trains every
-epoch and lists exactly the bad files; raise mode stops naming the first; validate lists all."""
+"""A real-looking folder with several unreadable files at once, run as a user runs it (the
+command line, tests/cli.py): skip mode trains every epoch and lists exactly the bad files;
+raise mode stops naming the first; validate lists all. (A crash by signal is the fuzz pass's
+to catch: it reads every hostile file in a child, engine/tests/test_fuzz.py.)"""
 
 from __future__ import annotations
 
@@ -14,10 +15,9 @@ import pytest
 from engine.core.text import shown
 from engine.data.bad_samples import REPORT_TEXT
 from engine.testing.hostile import lying_images, short_png
+from tests.cli import run_cli
+from tests.conftest import NARROW_MODEL
 from tests.reliability.real_folder import real_folder
-from tests.train_process import run_train
-
-pytestmark = pytest.mark.process  # train.py in a child process
 
 
 def _listed(run: Path) -> dict[str, str]:
@@ -30,16 +30,16 @@ def _listed(run: Path) -> dict[str, str]:
 def test_skip_trains_every_epoch_and_lists_exactly_the_bad_files(demo_dir, tmp_path, workers):
     root, bad = real_folder(demo_dir, tmp_path / "real")
     run = tmp_path / "run"
-    result = run_train(
+    result = run_cli(
         f"dataset.root={root}",
         "dataset.on_error=skip",
         "dataset.max_bad_fraction=0.05",
         f"loader.num_workers={workers}",
         "loader.batch_size=8",  # batches of every size from 1 to 8 meet in the normaliser
         "trainer.max_epochs=2",
+        NARROW_MODEL,
         f"hydra.run.dir={run}",
         cwd=tmp_path,
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((run / "metrics.json").read_text())["epochs"] == 2
@@ -71,7 +71,7 @@ def test_raise_stops_at_a_hostile_first_val_image_naming_it(demo_dir, tmp_path, 
     else:
         first.write_bytes(data)
     run = tmp_path / "run"
-    result = run_train(
+    result = run_cli(
         f"dataset.root={root}", "loader.num_workers=0", f"hydra.run.dir={run}", cwd=tmp_path
     )
     assert result.returncode == 1, (result.returncode, result.stderr[-2000:])
@@ -84,14 +84,13 @@ def test_raise_stops_at_a_hostile_first_val_image_naming_it(demo_dir, tmp_path, 
 def test_validate_lists_every_bad_file_without_hanging(demo_dir, tmp_path) -> None:
     root, bad = real_folder(demo_dir, tmp_path / "real")
     run = tmp_path / "run"
-    result = run_train(
+    result = run_cli(
         "mode=validate",
         f"dataset.root={root}",
         "dataset.max_bad_fraction=0.05",
         "loader.num_workers=1000",  # capped at 4 per core, with a line saying so
         f"hydra.run.dir={run}",
         cwd=tmp_path,
-        timeout=240,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(_listed(run)) == sorted(bad)

@@ -54,6 +54,7 @@ def test_resume_mid_epoch_equals_the_uninterrupted_run(
     with pytest.raises(SystemExit) as stopped:
         _run(make_cfg, tmp_path / "b", "first", *knobs)
     assert stopped.value.code == 128 + signal.SIGTERM
+    del stopped  # its traceback holds the stopped run's loaders: their workers end now
     saved = load_checkpoint(tmp_path / "b" / "first" / "checkpoints" / "last.pt")
     assert (saved["epoch"], saved["batches_done"], saved["step"]) == (2, 1, 4)
     assert not (tmp_path / "b" / "first" / "metrics.json").exists()
@@ -74,6 +75,7 @@ def test_resume_between_epochs_and_after_ctrl_c(make_cfg, tmp_path: Path, monkey
     with pytest.raises(SystemExit) as stopped:
         _run(make_cfg, tmp_path / "b", "first")
     assert stopped.value.code == 128 + signal.SIGINT
+    del stopped  # its traceback holds the stopped run's loaders: their workers end now
     monkeypatch.undo()
     resumed = _run(make_cfg, tmp_path / "b", "second", "trainer.resume=auto")
     assert resumed["val/acc"] == pytest.approx(whole["val/acc"])

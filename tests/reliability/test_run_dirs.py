@@ -19,13 +19,16 @@ import torch
 
 from engine.core.io import atomic_write_bytes, remove_stale_temporaries, write_json
 from engine.runs.checkpoint_files import Checkpoints, load_checkpoint, save_checkpoint
-from tests.train_process import FAULTY, allowing, run_train
+from src.step import TrainStep
+from tests.cli import run_cli
+from tests.conftest import NARROW_MODEL
+from tests.train_process import FAULTY, allowing
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW = (
     f"dataset._target_={FAULTY}",
     "+dataset.fault=slow",
-    "+dataset.delay_s=0.03",
+    "+dataset.delay_s=0.01",
     allowing(FAULTY),
 )
 # 48 train images / batch 16 = 3 steps an epoch, 9 in all; a checkpoint after each step
@@ -34,6 +37,7 @@ RUN = (
     "loader.num_workers=1",
     "trainer.max_epochs=3",
     "trainer.checkpoint.every_n_steps=1",
+    NARROW_MODEL,
     *SLOW,
 )
 COMPARED = ("val/acc", "val/loss", "train/loss", "val/best_acc", "epochs")
@@ -50,7 +54,7 @@ def _args(demo_dir: Path, run: Path, *extra: str) -> list[str]:
 
 
 def _train(demo_dir: Path, run: Path, *extra: str) -> subprocess.CompletedProcess:
-    return run_train(*_args(demo_dir, run, *extra), cwd=run.parent, timeout=180)
+    return run_cli(*_args(demo_dir, run, *extra), cwd=run.parent)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +88,23 @@ def _kill_9_after(demo_dir: Path, run: Path, step: int) -> int:
     return saved
 
 
+def _stopped_at(demo_dir: Path, run: Path, step: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Run until optimizer step `step`, then stop as a SIGTERM does (checkpoint, exit 143):
+    the folder of an unfinished run, its checkpoints up to `step`."""
+    original = TrainStep.optimizer_step
+
+    def stepping(self: TrainStep) -> None:
+        original(self)
+        if self.steps == step:
+            signal.raise_signal(signal.SIGTERM)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(TrainStep, "optimizer_step", stepping)
+        done = _train(demo_dir, run)
+    assert done.returncode == 128 + signal.SIGTERM, done.stderr[-3000:]
+    return step
+
+
 def _assert_same_result(run: Path, whole: Path) -> None:
     a = load_checkpoint(whole / "checkpoints" / "last.pt")["model"]
     b = load_checkpoint(run / "checkpoints" / "last.pt")["model"]
@@ -101,10 +122,15 @@ def _steps(run: Path) -> list[str]:
 # 1. resume=auto with a fixed run dir -------------------------------------------------------------
 @pytest.mark.process
 def test_a_requeued_run_continues_its_own_folder(demo_dir: Path, tmp_path: Path, whole) -> None:
-    """kill -9, then the same command + trainer.resume=auto (a SLURM requeue): the run resumes
-    from its own folder, ends like the uninterrupted run and keeps its newest checkpoints."""
+    """kill -9 mid-epoch, then trainer.resume=auto from a new run dir (it finds the killed run)
+    and the same command in the killed run's own folder (a SLURM requeue): both end like the
+    uninterrupted run, and the requeued folder keeps its newest checkpoints."""
     run = tmp_path / "run"
     saved = _kill_9_after(demo_dir, run, 3)
+    elsewhere = _train(demo_dir, tmp_path / "elsewhere", "trainer.resume=auto")
+    assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
+    assert f"resumed from {run}/checkpoints/step{saved:08d}.pt" in elsewhere.stdout
+    _assert_same_result(tmp_path / "elsewhere", whole)
     again = _train(demo_dir, run, "trainer.resume=auto")
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"resumed from {run}/checkpoints/step{saved:08d}.pt" in again.stdout
@@ -114,12 +140,13 @@ def test_a_requeued_run_continues_its_own_folder(demo_dir: Path, tmp_path: Path,
 
 
 # 2. resume=auto trusts the checkpoint, not the folder --------------------------------------------
-@pytest.mark.process
-def test_auto_skips_another_configs_and_malformed_steps(demo_dir, tmp_path, whole) -> None:
+def test_auto_skips_another_configs_and_malformed_steps(
+    demo_dir, tmp_path, whole, monkeypatch
+) -> None:
     """(b) another config's checkpoint (another model width) and (c) one lacking keys, as the
     newest steps of the folder: each one warning line naming it, then the good step before."""
     run = tmp_path / "run"
-    saved = _kill_9_after(demo_dir, run, 3)
+    saved = _stopped_at(demo_dir, run, 3, monkeypatch)
     good = load_checkpoint(run / "checkpoints" / f"step{saved:08d}.pt")
     layer = next(iter(good["model"]))
     other = good | {
@@ -144,7 +171,6 @@ def test_auto_skips_another_configs_and_malformed_steps(demo_dir, tmp_path, whol
     assert load_checkpoint(run / "checkpoints" / aside[0])["config_key"] == "0123456789abcdef"
 
 
-@pytest.mark.process
 def test_a_folder_of_another_run_is_refused_and_left_as_it_was(demo_dir, tmp_path, whole):
     """(a) a finished run's folder, reused by another config with resume=auto, or by the same
     config with resume=null: one line naming the folder and the fix; nothing changes there."""
@@ -165,7 +191,6 @@ def test_a_folder_of_another_run_is_refused_and_left_as_it_was(demo_dir, tmp_pat
     assert (run / "metrics.json").read_text() == metrics
 
 
-@pytest.mark.process
 def test_an_explicit_checkpoint_of_another_model_is_one_line(demo_dir, tmp_path, whole) -> None:
     other = tmp_path / "other.pt"
     state = load_checkpoint(whole / "checkpoints" / "last.pt")
@@ -179,7 +204,6 @@ def test_an_explicit_checkpoint_of_another_model_is_one_line(demo_dir, tmp_path,
     )
 
 
-@pytest.mark.process
 def test_a_folder_of_another_configs_best_and_last_is_refused(demo_dir, tmp_path, whole):
     """A finished run's folder whose step files were removed (best.pt and last.pt kept as its
     result), reused by another config: refused naming the folder, nothing overwritten."""
@@ -215,7 +239,6 @@ MALFORMED = {
 }
 
 
-@pytest.mark.process
 @pytest.mark.parametrize("case", list(MALFORMED))
 def test_a_malformed_newest_step_is_skipped_or_named(demo_dir, tmp_path, whole, case):
     """The newest step of a run, malformed but loadable: given by name, one line naming it and
@@ -274,7 +297,6 @@ def test_stale_temporaries_are_removed_and_nothing_else(tmp_path: Path) -> None:
     assert remove_stale_temporaries(tmp_path / "missing") == 0
 
 
-@pytest.mark.process
 def test_a_run_cleans_its_own_leftovers_and_shares_its_files(demo_dir: Path, tmp_path: Path):
     """Temp files of a write cut short by kill -9 (2 MiB and 0 B) are removed at the start from
     this run's checkpoints/ only, and under umask 002 every file is group-writable."""
@@ -287,7 +309,7 @@ def test_a_run_cleans_its_own_leftovers_and_shares_its_files(demo_dir: Path, tmp
     elsewhere.write_bytes(b"")
     old = os.umask(0o002)
     try:
-        done = run_train(
+        done = run_cli(
             f"paths.demo_dir={demo_dir}",
             f"paths.log_dir={tmp_path}",
             f"hydra.run.dir={run}",
@@ -332,27 +354,30 @@ def test_a_failed_write_names_the_file_and_the_fix(tmp_path: Path, monkeypatch) 
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc/self/fd (Linux)")
-@pytest.mark.process
-def test_a_full_disk_stops_the_run_naming_the_checkpoint(demo_dir: Path, tmp_path: Path) -> None:
+def test_a_full_disk_stops_the_run_naming_the_checkpoint(demo_dir, tmp_path, monkeypatch) -> None:
+    """The disk fills up after two step checkpoints: the fsync of every later step's temp file
+    fails with ENOSPC, as a full disk or quota reports it on write or on fsync (NFS, delayed
+    allocation)."""
+    written, real_fsync = [], os.fsync
+
+    def fsync(fd: int) -> None:
+        if Path(os.readlink(f"/proc/self/fd/{fd}")).name.startswith(".step"):
+            if len(written) == 2:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            written.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     run = tmp_path / "run"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("disk_full.py")),
-            "2",
-            f"paths.demo_dir={demo_dir}",
-            f"paths.log_dir={tmp_path}",
-            f"hydra.run.dir={run}",
-            "loader.batch_size=16",
-            "loader.num_workers=0",
-            "trainer.max_epochs=1",
-            "trainer.checkpoint.every_n_steps=1",
-        ],
+    done = run_cli(
+        f"paths.demo_dir={demo_dir}",
+        f"paths.log_dir={tmp_path}",
+        f"hydra.run.dir={run}",
+        "loader.batch_size=16",
+        "loader.num_workers=0",
+        "trainer.max_epochs=1",
+        "trainer.checkpoint.every_n_steps=1",
         cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
     )
     assert done.returncode != 0
     target = run / "checkpoints" / "step00000003.pt"

@@ -21,7 +21,7 @@ from engine.config import allowlist
 from engine.config.allowlist import after_import, before_import, denied_reason, grants
 from engine.config.errors import ConfigError
 from engine.config.validate import validate_config
-from tests.train_process import run_train
+from tests.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = list(OmegaConf.load(ROOT / "conf" / "config.yaml").allowed_targets)
@@ -418,9 +418,8 @@ def test_denied_members_of_listed_modules_are_refused() -> None:
         "loader.collate_fn={_target_:os.system,command:'touch SENTINEL'}",
     ],
 )
-@pytest.mark.process
 def test_train_py_never_runs_the_command(demo_dir: Path, tmp_path: Path, override: str) -> None:
-    result = run_train(
+    result = run_cli(
         f"paths.demo_dir={demo_dir}",
         f"hydra.run.dir={tmp_path / 'run'}",
         "trainer.max_epochs=1",
@@ -433,14 +432,13 @@ def test_train_py_never_runs_the_command(demo_dir: Path, tmp_path: Path, overrid
     assert not (tmp_path / "SENTINEL").exists() and not (ROOT / "SENTINEL").exists()
 
 
-@pytest.mark.process
 def test_a_refused_sweep_job_is_never_built(demo_dir: Path, tmp_path: Path) -> None:
     """The sweep summary records a refused job (Hydra's on_job_end) without instantiating its
     config: neither a listed-nowhere nested target nor Hydra's own blocklist gap runs."""
     mark = tmp_path / "MARK"
     source = ROOT / "pyproject.toml"
     copy = f"{{_target_:shutil.copyfile,_args_:['{source}','{mark}']}}"
-    result = run_train(
+    result = run_cli(
         "-m",
         "mode=benchmark",
         "benchmark.batches=2",

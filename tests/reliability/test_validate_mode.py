@@ -10,8 +10,8 @@ import pytest
 
 from engine.metric_keys import METRICS_BY_MODE
 from engine.modes.validate import validate
+from tests.cli import run_cli
 from tests.reliability.bad_files import corrupt_tree
-from tests.train_process import run_train
 
 
 def _reported(run: Path) -> list[str]:
@@ -37,11 +37,10 @@ def test_validate_refuses_datasets_without_files(make_cfg) -> None:
         validate(make_cfg("mode=validate", "dataset=tensor", "transforms=none", "model=mlp"))
 
 
-@pytest.mark.process
 def test_validate_exits_non_zero_past_max_bad_fraction(demo_dir: Path, tmp_path: Path) -> None:
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
     run = tmp_path / "run"
-    result = run_train(
+    result = run_cli(
         "mode=validate",
         f"dataset.root={root}",
         "loader.num_workers=2",
