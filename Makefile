@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-peers gpu-check new-project docs-outputs test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-peers gpu-check new-project docs-outputs test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -47,6 +47,9 @@ bench: $(STAMP)  ## side-by-side input-pipeline benchmark vs the tutorial (and p
 
 bench-growth: $(STAMP)  ## the `make bench` section on start-up and memory for 10k-1M files alone (minutes; ~100 MB of disk)
 	$(BIN)/python -m bench --only growth $(ARGS)
+
+bench-ab: $(STAMP)  ## this checkout against another commit (REF=...), mode=benchmark rows alternating, ratios into BENCHMARKS.md
+	$(BIN)/python -m bench.ab --against "$(REF)" $(ARGS)
 
 gpu-check: $(STAMP)  ## on CUDA: data wait feeding ResNet-50 (prefetch x pinning), GPU vs CPU JPEG decode; writes BENCHMARKS.md (tiny smoke run without CUDA)
 	$(BIN)/python -m bench.gpu_check $(ARGS)
