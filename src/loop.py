@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from engine.data.loaders import set_epoch
 from engine.measure.timing import BatchMeter
-from engine.runs.run_state import Checkpointer, Progress, positioned
+from engine.runs.run_state import Progress, positioned
 from engine.runs.summary import summarize
 from engine.runs.training_run import TrainingRun
 from engine.training.assemble import Components, assemble
@@ -71,10 +71,8 @@ class Loop:
         self.parts, self.s, self.step, self.run = parts, parts.settings, step, run
         self.guard = NonFiniteGuard(self.s.max_nonfinite_steps, step.optimizer)
         self.window = LossWindow(parts.device)  # train/loss since the last logged point
-        self.saver = Checkpointer(
-            run.checkpoints, self.s.checkpoint, run.info, parts.model, step, self.guard, self.window
-        )
         self.stop = StopRequest()
+        self.saver = run.checkpointer(step, self.guard, self.window, self.stop)
         self.move = mover_for(parts)  # to the device, normalised there once
         self.side = side_stream_for(parts.device, self.s.device_prefetch)  # CUDA: a batch ahead
         self.hint = StarvationHint(
@@ -126,7 +124,8 @@ class Loop:
             totals.load_state_dict(resumed)
         base = totals.samples  # samples counted before this pass
         limit = None if s.limit_train_batches is None else max(0, s.limit_train_batches - start)
-        total = batches_per_epoch(loader, limit)
+        batches = positioned(loader, start)  # a resumed epoch: its sampler skips ahead
+        total = batches_per_epoch(loader, limit)  # the batches this pass yields
         bar = tqdm(total=total, desc=f"epoch {epoch}/{s.max_epochs}", leave=False, disable=None)
         step.optimizer.zero_grad(set_to_none=True)
         done, at_boundary = start, True  # position in the epoch after the last optimizer step
@@ -139,8 +138,8 @@ class Loop:
                 uneven.joined(),
                 batch_profiler(s.profile and epoch == 1, trace) as profiler,
             ):
-                batches = timer.timed(positioned(loader, start), limit)
-                for i, batch in enumerate(device_batches(batches, self.move, self.side), start):
+                timed = timer.timed(batches, limit)
+                for i, batch in enumerate(device_batches(timed, self.move, self.side), start):
                     at_boundary = False
                     if epoch == 1 and i == 0:
                         self.run.show_batch("train/first_batch", batch)  # as the model sees it
@@ -161,12 +160,11 @@ class Loop:
                         # on_error=skip leaves entirely bad batches out: they count as done
                         done, at_boundary = i + 1 + getattr(loader, "dropped_batches", 0), True
                         # a checkpoint when due (trainer.checkpoint.*); a stop signal: save, exit
-                        self.saver.at_step_boundary(
-                            self.stop, epoch, done, history, totals, lockstep
-                        )
+                        last = i + 1 - start == total
+                        self.saver.at_step_boundary(epoch, done, history, totals, lockstep, last)
         except Exception:
             if self.stop.signum is not None and at_boundary:  # the signal hit the workers too
-                self.saver.at_step_boundary(self.stop, epoch, done, history, totals, lockstep)
+                self.saver.at_step_boundary(epoch, done, history, totals, lockstep)
             raise
         if timer.batches % s.grad_accum:
             step.optimizer_step()  # the last, partial accumulation group

@@ -12,6 +12,7 @@ import pytest
 from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 from tensorboard.util.tensor_util import make_ndarray
 
+from engine.runs.run_state import Checkpointer
 from engine.runs.tensorboard import NOTE, event_files
 from src.loop import train
 from src.step import TrainStep
@@ -115,3 +116,27 @@ def test_resuming_an_older_checkpoint_purges_everything_after_it(make_cfg, tmp_p
     _assert_one_series(board)  # epoch 2's points and steps 4-6 of the first run are gone
     assert board["scalars"]["train/loss"][:3] == whole[:3]
     assert _steps(board["text"]["config/text_summary"]) == [0, 4]  # each segment's config
+
+
+def test_a_kill_in_the_epoch_end_save_logs_no_epoch_twice(make_cfg, tmp_path, monkeypatch) -> None:
+    # a save due at an epoch's last step (here every 3 steps, epoch 1 ends at step 3) waits for
+    # the epoch-end checkpoint, so a kill while that one is written resumes before the epoch's
+    # points, not between them and a second evaluation of the same epoch
+    original = Checkpointer.save
+
+    def killed_at_epoch_end(self: Checkpointer, epoch, batches_done, *args, **kwargs) -> None:
+        if batches_done is None:
+            self.flush()  # what the epoch logged is on disk, as at a real kill
+            raise RuntimeError("killed")
+        original(self, epoch, batches_done, *args, **kwargs)
+
+    monkeypatch.setattr(Checkpointer, "save", killed_at_epoch_end)
+    every3 = [o for o in RUN if not o.startswith("trainer.checkpoint")]
+    cfg = (*every3, "trainer.checkpoint.every_n_steps=3", f"paths.log_dir={tmp_path}")
+    out = f"paths.output_dir={tmp_path / 'run'}"
+    with pytest.raises(RuntimeError, match="killed"):
+        train(make_cfg(*cfg, out))
+    monkeypatch.undo()
+    _next_second()
+    train(make_cfg(*cfg, out, "trainer.resume=auto"))
+    _assert_one_series(_board(tmp_path / "run" / "tensorboard"))

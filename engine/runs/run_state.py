@@ -8,7 +8,7 @@ import itertools
 import logging
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,7 +55,9 @@ class Checkpointer:
     """Saves the training state into `checkpoints` and restores it: the model, the step's
     optimizer, schedule, loss scale and step count, the NaN guard's count, the loss window,
     the history and the position in the epoch. `due` says when a mid-epoch save is owed
-    (trainer.checkpoint.every_n_steps / every_minutes)."""
+    (trainer.checkpoint.every_n_steps / every_minutes); `stop` is the run's stop request;
+    `flush` puts what was logged so far on disk before each save (TensorBoard), so no point
+    a checkpoint counts as written is lost to a kill."""
 
     def __init__(
         self,
@@ -66,9 +68,12 @@ class Checkpointer:
         step: StepState,
         guard: NonFiniteGuard,
         window: LossWindow,
+        stop: StopRequest,
+        flush: Callable[[], None],
     ) -> None:
         self.checkpoints, self.every, self.run_info = checkpoints, every, run_info
         self.model, self.step, self.guard, self.window = model, step, guard, window
+        self.stop, self.flush = stop, flush
         self._last_save = time.monotonic()
 
     def due(self) -> bool:
@@ -87,6 +92,7 @@ class Checkpointer:
     ) -> None:
         """Checkpoint everything needed to continue: mid-epoch, or (batches_done None) after
         the epoch and its validation; `metrics` (epoch ends) may make it best.pt."""
+        self.flush()
         scaler = self.step.precision.scaler
         state = self.run_info | {
             "nonfinite": self.guard.count,
@@ -129,18 +135,22 @@ class Checkpointer:
 
     def at_step_boundary(
         self,
-        stop: StopRequest,
         epoch: int,
         done: int,
         history: list[dict[str, float]],
         totals: PassTotals,
         lockstep: bool,
+        last: bool = False,
     ) -> None:
         """After an optimizer step (`done` batches into `epoch`): save when a save is due or a
         stop signal came, then on a signal exit 128 + signal. Under DDP the ranks agree first
         (a signal or a due save on any rank counts for all); while they run a stream's uneven
         batches (not `lockstep`) they cannot, so a stop exits at once (the epoch-end
-        checkpoint is the one to resume) and saves wait for the epoch end."""
+        checkpoint is the one to resume) and saves wait for the epoch end. After the pass's
+        `last` step a due save waits too: the epoch-end checkpoint follows its evaluation, and
+        a mid-epoch one here would be resumed by evaluating the epoch again, so logging its
+        points a second time (TensorBoard keeps what was written at the checkpoint's step)."""
+        stop = self.stop
         if not lockstep:
             if stop.signum is not None:
                 log.warning(
@@ -149,7 +159,8 @@ class Checkpointer:
                 )
                 raise SystemExit(stop.exit_code)
             return
-        stopping, due = any_rank([stop.signum is not None, self.due()], self.window.total.device)
+        asked = [stop.signum is not None, self.due() and not last]
+        stopping, due = any_rank(asked, self.window.total.device)
         if stopping or due:
             self.save(epoch, done, history, totals)
         if stopping:

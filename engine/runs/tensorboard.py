@@ -12,8 +12,9 @@ writes it anew. When it resumes into a new run dir, the earlier event files move
 
 from __future__ import annotations
 
+import errno
 import logging
-import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +37,34 @@ def event_files(folder: Path) -> list[Path]:
 
 def take_over_events(source: Path, board: Path) -> int:
     """Move the event files of the training this run continues (its tensorboard/ folder
-    `source`) into this run's `board` folder, leaving a note in `source`; returns how many
-    moved. Their names keep TensorBoard's reading order: the earlier run's files first."""
+    `source`) into this run's `board` folder (copied, then removed, across file systems),
+    leaving a note in `source`; returns how many came. Their names keep TensorBoard's
+    reading order: the earlier run's files first. A `source` that cannot be changed (a
+    colleague's read-only run) keeps its files: they are copied, with a warning."""
     files = event_files(source)
     if not files or source.resolve() == board.resolve():
         return 0
     board.mkdir(parents=True, exist_ok=True)
+    kept = []
     for file in files:
-        os.replace(file, board / file.name)
+        target = board / file.name
+        try:
+            shutil.move(file, target)
+        except OSError as err:  # read-only: the copy stands, the original cannot be removed
+            if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            if not target.is_file():
+                shutil.copy2(file, target)
+            kept.append(file)
+    if kept:
+        log.warning(
+            "TensorBoard: %s cannot be changed: its %d event file(s) were copied into %s and "
+            "stay there too (TensorBoard shows the training's start in both runs)",
+            source,
+            len(kept),
+            board,
+        )
+        return len(files)
     (source / NOTE).write_text(
         f"This training went on in {board.parent} (trainer.resume): its TensorBoard event "
         "files moved there, so that one TensorBoard run shows the whole training.\n"

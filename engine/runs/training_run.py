@@ -24,13 +24,16 @@ from engine.runs.outputs import (
 )
 from engine.runs.resume import KEY_FILE, check_stream_position, config_key, find_resume_state
 from engine.runs.run_dir import claim_run_dir
-from engine.runs.run_state import Checkpointer, Progress
+from engine.runs.run_state import Checkpointer, Progress, StepState
 from engine.runs.summary import BOARD_TAGS
 from engine.runs.tensorboard import TensorBoardLogger, take_over_events
 from engine.runs.tensorboard_index import link_run
 from engine.training.assemble import Components
 from engine.training.batches import DeviceBatch, batch_grid
 from engine.training.distributed import check_resume_world, init_distributed
+from engine.training.interrupts import StopRequest
+from engine.training.nonfinite import NonFiniteGuard
+from engine.training.progress import LossWindow
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +74,13 @@ class TrainingRun:
                     folder,
                 )
             (folder / KEY_FILE).write_text(key + "\n")
-        # one training, one TensorBoard run: the earlier run's events move in, and what it
-        # wrote after the checkpoint (or, starting afresh, anything here) is purged
-        board, start = self.out / "tensorboard", 0
-        if self.resumed is not None:
-            path, start = self.resumed[0], self.resumed[1]["step"] + 1
-            if ranks.is_main and path.parent.name == "checkpoints":  # in a run dir
-                take_over_events(path.parent.parent / "tensorboard", board)
-        self.tb = TensorBoardLogger(board, enabled=ranks.is_main, purge_step=start)
+        # one training, one TensorBoard run: what the training wrote after the checkpoint (or,
+        # starting afresh, anything in this folder) is purged; the earlier run's events move
+        # in once the checkpoint is restored (resume)
+        start = 0 if self.resumed is None else self.resumed[1]["step"] + 1
+        self.tb = TensorBoardLogger(
+            self.out / "tensorboard", enabled=ranks.is_main, purge_step=start
+        )
         if ranks.is_main:
             link_run(cfg, self.tb.log_dir)
         self.tb.text("config", OmegaConf.to_yaml(self.config), start)
@@ -107,8 +109,28 @@ class TrainingRun:
                 f"({type(err).__name__}: {first})."
             ) from err
         self.checkpoints.adopt_best(path.parent / "best.pt")
+        if self.ranks.is_main and (path.parent / KEY_FILE).is_file():  # a run dir's checkpoint
+            take_over_events(path.parent.parent / "tensorboard", self.tb.log_dir)
         log.info("resumed from %s: epoch %d, batch %d", path, progress.epoch, progress.batch)
         return progress
+
+    def checkpointer(
+        self, step: StepState, guard: NonFiniteGuard, window: LossWindow, stop: StopRequest
+    ) -> Checkpointer:
+        """The Checkpointer of this run's model and `step` into its checkpoints/ folder, with
+        TensorBoard flushed before every save."""
+        every = self.parts.settings.checkpoint
+        return Checkpointer(
+            self.checkpoints,
+            every,
+            self.info,
+            self.parts.model,
+            step,
+            guard,
+            window,
+            stop,
+            self.tb.flush,
+        )
 
     def show_batch(self, tag: str, batch: DeviceBatch) -> None:
         """An image batch as the model sees it (de-normalised), each tile over its class name."""

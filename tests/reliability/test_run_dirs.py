@@ -259,6 +259,20 @@ def test_a_malformed_newest_step_is_skipped_or_named(demo_dir, tmp_path, whole, 
     _assert_same_result(run, whole)
 
 
+def _one_epoch(demo_dir: Path, run: Path) -> subprocess.CompletedProcess:
+    """One epoch (3 steps) in the fixed run dir `run`, a checkpoint after each step."""
+    return run_cli(
+        f"paths.demo_dir={demo_dir}",
+        f"paths.log_dir={run.parent}",
+        f"hydra.run.dir={run}",
+        "loader.batch_size=16",
+        "loader.num_workers=0",
+        "trainer.max_epochs=1",
+        "trainer.checkpoint.every_n_steps=1",
+        cwd=run.parent,
+    )
+
+
 # 3. leftovers and permissions --------------------------------------------------------------------
 @pytest.mark.parametrize("umask", [0o002, 0o022, 0o077])
 def test_written_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
@@ -309,16 +323,7 @@ def test_a_run_cleans_its_own_leftovers_and_shares_its_files(demo_dir: Path, tmp
     elsewhere.write_bytes(b"")
     old = os.umask(0o002)
     try:
-        done = run_cli(
-            f"paths.demo_dir={demo_dir}",
-            f"paths.log_dir={tmp_path}",
-            f"hydra.run.dir={run}",
-            "loader.batch_size=16",
-            "loader.num_workers=0",
-            "trainer.max_epochs=1",
-            "trainer.checkpoint.every_n_steps=1",
-            cwd=tmp_path,
-        )
+        done = _one_epoch(demo_dir, run)
     finally:
         os.umask(old)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -369,16 +374,7 @@ def test_a_full_disk_stops_the_run_naming_the_checkpoint(demo_dir, tmp_path, mon
 
     monkeypatch.setattr(os, "fsync", fsync)
     run = tmp_path / "run"
-    done = run_cli(
-        f"paths.demo_dir={demo_dir}",
-        f"paths.log_dir={tmp_path}",
-        f"hydra.run.dir={run}",
-        "loader.batch_size=16",
-        "loader.num_workers=0",
-        "trainer.max_epochs=1",
-        "trainer.checkpoint.every_n_steps=1",
-        cwd=tmp_path,
-    )
+    done = _one_epoch(demo_dir, run)
     assert done.returncode != 0
     target = run / "checkpoints" / "step00000003.pt"
     assert f"No space left on device while writing {target}: free space on that disk" in (

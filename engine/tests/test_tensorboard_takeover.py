@@ -1,0 +1,62 @@
+"""A resumed training's earlier event files join its new run dir: moved with a note left
+behind, or, from a folder the user cannot change, copied with a warning."""
+
+from __future__ import annotations
+
+import errno
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.runs.tensorboard import NOTE, event_files, take_over_events
+
+
+def _earlier_run(tmp_path: Path) -> Path:
+    board = tmp_path / "first" / "tensorboard"
+    board.mkdir(parents=True)
+    for name in (
+        "events.out.tfevents.1700000000.host.1.0",
+        "events.out.tfevents.1700000100.host.1.0",
+    ):
+        (board / name).write_bytes(name.encode())
+    return board
+
+
+def test_the_earlier_files_move_and_a_note_says_where(tmp_path: Path) -> None:
+    source, board = _earlier_run(tmp_path), tmp_path / "second" / "tensorboard"
+    names = [f.name for f in event_files(source)]
+    assert take_over_events(source, board) == 2
+    assert [f.name for f in event_files(board)] == names
+    assert event_files(source) == []
+    assert "second" in (source / NOTE).read_text()
+
+
+def test_a_folder_that_cannot_change_keeps_its_files_and_they_are_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    source, board = _earlier_run(tmp_path), tmp_path / "second" / "tensorboard"
+
+    def read_only(src: Path, dst: Path) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(src))
+
+    monkeypatch.setattr(shutil, "move", read_only)
+    with caplog.at_level(logging.WARNING):
+        assert take_over_events(source, board) == 2
+    assert [f.read_bytes() for f in event_files(board)] == [
+        f.read_bytes() for f in event_files(source)
+    ]
+    assert not (source / NOTE).exists()
+    assert f"{source} cannot be changed" in caplog.text
+
+
+def test_other_errors_are_not_taken_for_a_read_only_folder(tmp_path, monkeypatch) -> None:
+    source, board = _earlier_run(tmp_path), tmp_path / "second" / "tensorboard"
+
+    def full(src: Path, dst: Path) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+
+    monkeypatch.setattr(shutil, "move", full)
+    with pytest.raises(OSError, match="No space left"):
+        take_over_events(source, board)
