@@ -79,14 +79,22 @@ class NewProject:
 
 def template_files(root: Path) -> list[Path]:
     """Files of the checkout at `root` that git tracks or would track, as relative paths."""
-    listing = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=root,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return [Path(p) for p in sorted(set(listing.split("\0"))) if p and (root / p).is_file()]
+    command = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
+    try:
+        listing = subprocess.run(command, cwd=root, check=True, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise SystemExit(
+            "make new-project lists the template's files with git, which is not installed: "
+            "install git, or copy the folder by hand (leaving out outputs/, data/ and .venv/)."
+        ) from None
+    except subprocess.CalledProcessError as err:
+        said = (err.stderr.strip().splitlines() or ["git ls-files failed"])[0]
+        raise SystemExit(
+            f"make new-project copies a git checkout, and {root} is not one ({said}): run it "
+            "in a clone of the template."
+        ) from None
+    names = sorted(set(listing.stdout.split("\0")))
+    return [Path(p) for p in names if p and (root / p).is_file()]
 
 
 def project_name(folder: str) -> str:

@@ -69,3 +69,10 @@ def test_the_list_has_each_name_once() -> None:
 def test_the_template_uses_only_listed_names() -> None:
     unlisted = sorted(used_by_the_template() - set(listed()))
     assert not unlisted, f"not in docs/engine.md's public API: {unlisted}"
+
+
+def test_the_template_pins_the_engine_it_ships() -> None:
+    import engine
+
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert f'"hydra-torch-data-engine=={engine.__version__}"' in pyproject

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
@@ -241,3 +242,29 @@ def test_eval_from_the_command_line(trained, demo_dir: Path, tmp_path: Path) -> 
         f"{tmp_path.name} eval checkpoint=run,root=imagefolder,hardest=5"
     ]
     assert links[0].resolve() == (tmp_path / "eval" / "tensorboard").resolve()
+
+
+def test_a_checkpoint_from_before_the_engine_split_still_evaluates(
+    trained, on_checkpoint, tmp_path: Path, caplog
+) -> None:
+    # a checkpoint trained before engine 1.0 saved the modules' names of the time (src.data...)
+    run, metrics = trained
+    state = torch.load(run / "checkpoints" / "best.pt", map_location="cpu", weights_only=True)
+    old_names = {
+        "engine.data.": "src.data.",
+        "src.losses.": "src.training.losses.",
+        "src.metrics.": "src.training.metrics.",
+        "src.schedules.": "src.training.schedules.",
+        "engine.training.settings.": "src.training.settings.",
+    }
+    text = json.dumps(state["config"])
+    for new, old in old_names.items():
+        text = text.replace(f'"{new}', f'"{old}')
+    assert '"src.data.' in text and '"src.training.losses.' in text
+    state["config"] = json.loads(text)
+    old = tmp_path / "before_1_0.pt"
+    torch.save(state, old)
+    with caplog.at_level("INFO"):
+        results = evaluate_checkpoint(on_checkpoint("mode=eval", f"eval.checkpoint={old}"))
+    assert results["val/acc"] == metrics["val/best_acc"]
+    assert f"{old} was written before engine 1.0" in caplog.text

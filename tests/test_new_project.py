@@ -126,3 +126,8 @@ def test_the_copy_is_the_users_own(tmp_path: Path) -> None:
     assert {"train.py", "conf/", "src/models/", "tests/"} <= {line.split()[0] for line in layout}
     told = report(project, ROOT, dest)
     assert all(path in told for path in LEFT_OUT) and "cp -r" in told and "bench-peers" in told
+
+
+def test_a_folder_that_is_no_git_checkout_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match=rf"{tmp_path} is not one \(fatal: not a git repository"):
+        template_files(tmp_path)

@@ -1,7 +1,9 @@
 """One training, one TensorBoard run: a training killed after a checkpoint and resumed (into a
-new run dir or its own), or resumed from an older checkpoint, reads back with the
-EventAccumulator TensorBoard's server uses as one series per tag, each step once: without
-the tail written after the checkpoint, without gaps. The resumed writer's purge_step does it."""
+new run dir or its own), or resumed from an older checkpoint, reads back as one series per tag,
+each step once: without the tail written after the checkpoint, without gaps. The resumed
+writer's purge_step does it. Read with the EventAccumulator of TensorBoard's Python loader
+(`--load_fast=false`); its default Rust loader shows the same (tensorboard 2.21's HTTP API, both
+loaders, on a folder written as here: a first writer at purge_step 0, a second at 3)."""
 
 from __future__ import annotations
 

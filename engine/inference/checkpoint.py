@@ -12,6 +12,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from engine.inference.moved_targets import moved_targets
 from engine.runs.checkpoint_files import CheckpointError
 from engine.runs.outputs import DATA_KEY
 
@@ -57,7 +58,7 @@ def saved_config(state: dict[str, Any], file: Path) -> dict[str, Any]:
             f"model.{(unfilled or ['num_classes'])[0]} to the data): retrain it with this "
             "version of train.py."
         )
-    return config
+    return moved_targets(config, file)
 
 
 def task_overrides() -> list[str]:

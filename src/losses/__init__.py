@@ -1,2 +1,5 @@
-"""Losses for the `loss` config group, one module each (put yours here: a class taking the
-train dataset first, then its YAML keys, whose forward(logits, labels) returns the mean loss)."""
+"""Losses for the `loss` config group, one module each.
+
+Put yours here: a class taking the train dataset first, then its YAML keys, whose
+forward(logits, labels) returns the mean loss.
+"""

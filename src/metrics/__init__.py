@@ -1,2 +1,4 @@
-"""Metrics for the `metrics` config group, one module each (put yours here: a `Metric`
-subclass, see base.py)."""
+"""Metrics for the `metrics` config group, one module each.
+
+Put yours here: a `Metric` subclass (engine/training/metric.py says what it implements).
+"""

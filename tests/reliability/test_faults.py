@@ -43,7 +43,6 @@ def test_a_hung_or_dead_worker_is_reported_with_its_file(demo_dir, tmp_path, fau
         tmp_path / "run",
         f"+dataset.fault={fault}",
         "+dataset.at_index=5",
-        "+dataset.delay_s=5",  # a hang outlasting loader.timeout, then over: a quick shutdown
         "loader.num_workers=2",
         "loader.timeout=3",
         "trainer.max_epochs=1",
