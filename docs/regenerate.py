@@ -64,11 +64,14 @@ STREAM = (
     "loader.num_workers=2 trainer.max_epochs=3"
 )
 STREAM_KEEP = (
-    r"\[src\.assemble\]|epoch \d/3 |\[src\.outputs\].*metrics:|resumed from|stopped at|received"
+    r"\[engine\.training\.assemble\]|epoch \d/3 |\[engine\.runs\.outputs\].*metrics:"
+    r"|resumed from|stopped at|received"
 )
 OUTPUTS = {
     "make-train": Output(
-        "make train", TRAIN, r"\[src\.assemble\]|epoch 12/12|\[src\.outputs\].*metrics:"
+        "make train",
+        TRAIN,
+        r"\[engine\.training\.assemble\]|epoch 12/12|\[engine\.runs\.outputs\].*metrics:",
     ),
     "new-project": Output(
         "make new-project DEST=../my-project && cd ../my-project && git init",
@@ -78,13 +81,13 @@ OUTPUTS = {
     "eval-demo": Output(
         "python train.py mode=eval eval.checkpoint=outputs/runs/2026-11-30/16-05-12_a1b2c3",
         f"{TRAIN} mode=eval eval.checkpoint={NEWEST_TRAINING}",
-        r"\[src\.outputs\].*metrics:|\[src\.modes\.evaluation\]",
+        r"\[engine\.runs\.outputs\].*metrics:|\[engine\.modes\.evaluation\]",
         artifact=("*/*/confusion.png", "docs/images/confusion.png"),
     ),
     "config-tree": Output(
         "python train.py experiment=shapes_tensor debug=fast",
         f"{TRAIN} experiment=shapes_tensor debug=fast",
-        r"\[src\.config\.choices\]|^[├└]|\[src\.assemble\]",
+        r"\[engine\.config\.choices\]|^[├└]|\[engine\.training\.assemble\]",
     ),
     "config-error": Output(
         "python train.py +loader.batchsize=3 optimizer.lr=fast",
@@ -94,7 +97,7 @@ OUTPUTS = {
     "loader-notes": Output(
         "python train.py debug=fast loader.prefetch_factor=4",
         f"{TRAIN} debug=fast loader.prefetch_factor=4",
-        r"\[src\.data\.resolve_loader\]",
+        r"\[engine\.data\.resolve_loader\]",
     ),
     "debug-fast": Output("python train.py debug=fast", f"{TRAIN} debug=fast", r"epoch 1/1 "),
     "debug-overfit": Output(
@@ -103,7 +106,7 @@ OUTPUTS = {
     "sequence-demo": Output(
         "python train.py experiment=sequence_demo",
         f"{TRAIN} experiment=sequence_demo",
-        r"\[src\.assemble\]|epoch 8/8",
+        r"\[engine\.training\.assemble\]|epoch 8/8",
     ),
     "cifar10-missing": Output(
         "python train.py dataset=cifar10", f"{TRAIN} dataset=cifar10", r"^FileNotFoundError"
@@ -111,7 +114,7 @@ OUTPUTS = {
     "inspect": Output(
         "python train.py mode=inspect",
         f"{TRAIN} mode=inspect",
-        r"\[src\.modes\.inspect\]\[INFO\]|^\s+(labels|loader|grid):",
+        r"\[engine\.modes\.inspect\]\[INFO\]|^\s+(labels|loader|grid):",
     ),
     "inspect-warnings": Output(
         "python train.py mode=inspect dataset=tensor transforms=none sampler=sequential "
@@ -123,7 +126,7 @@ OUTPUTS = {
     "validate": Output(
         "python train.py mode=validate dataset.root=broken",
         f"{TRAIN} mode=validate dataset.root={{tmp}}/broken",
-        r"\[src\.data\.bad_samples\]|\[src\.modes\.validate\]",
+        r"\[engine\.data\.bad_samples\]|\[engine\.modes\.validate\]",
         setup=BROKEN_TREE,
     ),
     "starvation": Output(
@@ -135,7 +138,7 @@ OUTPUTS = {
     "shards-write": Output(
         "python train.py mode=shards shards.max_samples=256 shards.overwrite=true",
         f"{TRAIN} mode=shards shards.max_samples=256 shards.overwrite=true",
-        r"\[src\.modes\.shards\]",
+        r"\[engine\.modes\.shards\]",
     ),
     "stream-train": Output(
         STREAM.format(), STREAM.replace("python", "{py}", 1), STREAM_KEEP, SERVE, STOP_SERVING
@@ -158,7 +161,7 @@ OUTPUTS = {
         "torchrun --standalone --nproc_per_node=2 train.py trainer.max_epochs=2",
         "{py} -m torch.distributed.run --standalone --nproc_per_node=2 train.py "
         "trainer.max_epochs=2",
-        r"\[src\.assemble\]|epoch \d/2 ",
+        r"\[engine\.training\.assemble\]|epoch \d/2 ",
     ),
 }
 
