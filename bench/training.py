@@ -19,6 +19,7 @@ from bench.timing import Candidate
 from engine.data.loaders import endless
 from engine.modes.benchmark import train_step
 from engine.training.batches import mover_for
+from src.step import TrainStep
 
 CROP = 64
 CACHE_SIDE = 80  # pre-resized short side for 64 px crops (64 / 0.8)
@@ -65,7 +66,8 @@ def template_training(name: str, *overrides: str) -> Candidate:
 
     def start() -> Iterator[Any]:
         parts = build(cfg)
-        step = train_step(parts, instantiate(cfg.optimizer)(parts.model.parameters()))
+        optimizer = instantiate(cfg.optimizer)(parts.model.parameters())
+        step = train_step(parts, optimizer, TrainStep)
         move = mover_for(parts)  # in `finish`: waiting counts the loader only, as in the loop
         steps[:] = [lambda batch: step(move(batch))]
         return endless(parts.train_loader)

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from bench import growth
+from bench import growth, training
 from bench.blocks import END, GPU, GROWTH, START, markers, write_block
 from bench.timing import Results, Sample, paired_ratio, spread
+from src.step import TrainStep
 
 
 def _sample(rate: float) -> Sample:
@@ -65,3 +66,21 @@ def test_the_growth_tables_have_every_quantity_side_by_side(monkeypatch) -> None
         assert f"| files | measurement | template | {reference} | template / {reference} |" in table
         for _, label in growth.QUANTITIES:
             assert f"| 30 | {label} |" in table
+
+
+def test_the_training_rows_take_a_step(demo_dir: Path, monkeypatch) -> None:
+    # make bench's training section: one step of the template's row on the demo set
+    steps = []
+    optimizer_step = TrainStep.optimizer_step
+    monkeypatch.setattr(
+        TrainStep, "optimizer_step", lambda self: (optimizer_step(self), steps.append(self.steps))
+    )
+    candidate = training.template_training(
+        "template",
+        "dataset=imagefolder",
+        f"dataset.root={demo_dir / 'imagefolder'}",
+        "loader.batch_size=4",
+        "loader.num_workers=0",
+    )
+    candidate.finish(next(candidate.start()))
+    assert steps == [1]
