@@ -69,10 +69,12 @@ def test_pool_gives_each_holder_its_own_memory_and_keeps_at_most_its_slots() -> 
     del held
     process = psutil.Process()
     before = process.memory_info().rss
-    for rows in range(100, 120):  # 20 shapes of 8 MB, each released at once
+    # 20 shapes of 40 MB, each released at once: above glibc's largest mmap threshold (32 MiB),
+    # so memory the pool lets go returns to the system at once and RSS shows what it keeps
+    for rows in range(500, 520):
         pool.take((rows, 20_000), torch.float32).fill_(1.0)
     grown = (process.memory_info().rss - before) / 2**20
-    assert grown < 40, f"{grown:.0f} MB kept: more than 2 slots of 8 MB (20 shapes: 160 MB)"
+    assert grown < 130, f"{grown:.0f} MB kept: more than 2 slots of 40 MB (20 shapes: 800 MB)"
 
 
 def test_batches_of_uneven_sizes_share_the_pool() -> None:
