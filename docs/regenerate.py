@@ -161,7 +161,7 @@ OUTPUTS = {
         "torchrun --standalone --nproc_per_node=2 train.py trainer.max_epochs=2",
         "{py} -m torch.distributed.run --standalone --nproc_per_node=2 train.py "
         "trainer.max_epochs=2",
-        r"\[engine\.training\.assemble\]|epoch \d/2 ",
+        r"\[engine\.data\.resolve_loader\]|\[engine\.training\.assemble\]|epoch \d/2 ",
     ),
 }
 

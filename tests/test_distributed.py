@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,9 +39,16 @@ LAUNCH_VARIABLES = (
 
 
 def torchrun(
-    *args: str, cwd: Path, nproc: int = 2, script: Path = ROOT / "train.py", **env_vars: str
+    *args: str,
+    cwd: Path,
+    nproc: int = 2,
+    script: Path = ROOT / "train.py",
+    deadline_s: float = 240,
+    **env_vars: str,
 ) -> subprocess.CompletedProcess:
-    """`torchrun --standalone --nproc_per_node=nproc train.py args` with a hard timeout."""
+    """`torchrun --standalone --nproc_per_node=nproc train.py args`, in a process group of its
+    own: past `deadline_s` the whole group (agent, ranks, their workers) is killed and
+    TimeoutExpired raised, so a hung job fails its test and leaves nothing running."""
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES} | env_vars
     command = [
         sys.executable,
@@ -51,7 +59,22 @@ def torchrun(
         str(script),
         *args,
     ]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+    job = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = job.communicate(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.communicate()
+        raise
+    return subprocess.CompletedProcess(command, job.returncode, out, err)
 
 
 def single_process_eval(run: Path, out: Path) -> dict[str, float]:
@@ -123,7 +146,8 @@ def test_torchrun_val_metrics_equal_single_process_eval(csv_job, tmp_path: Path)
 
 
 def test_torchrun_stream_over_2_ranks_x_2_workers(demo_dir: Path, tmp_path: Path) -> None:
-    """3 train shards of 16: rank 0 reads 2, rank 1 one (4 vs 2 batches): Join, then align."""
+    """3 train shards of 16: rank 0 reads 2, rank 1 one (4 vs 2 batches): Join, then align.
+    The workers start by forkserver (forking a rank can hang: CPython gh-112275), said once."""
     result = torchrun(
         f"paths.demo_dir={demo_dir}",
         f"paths.log_dir={tmp_path}",
@@ -135,6 +159,10 @@ def test_torchrun_stream_over_2_ranks_x_2_workers(demo_dir: Path, tmp_path: Path
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-4000:]
+    said = (result.stdout + result.stderr).count(
+        "multiprocessing_context=forkserver under torchrun"
+    )
+    assert said == 1  # rank 0's log; the other ranks log warnings only
     (metrics_file,) = tmp_path.glob("runs/*/*/metrics.json")
     metrics = json.loads(metrics_file.read_text())
     state = load_checkpoint(metrics_file.parent / "checkpoints" / "last.pt")

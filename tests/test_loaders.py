@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.multiprocessing as torch_mp
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from torch.utils.data import Dataset, RandomSampler, SequentialSampler
@@ -130,6 +131,51 @@ def test_loader_runs_under_spawn(make_cfg, demo_dir: Path) -> None:
     assert train.multiprocessing_context.get_start_method() == "spawn"
     inputs = torch.cat([x for x, _ in train])
     assert torch.equal(inputs, data.inputs[: len(inputs)])
+
+
+class StrategyLabels(Labels):
+    """Labels whose every sample is 1 where its worker shares tensors by file_system."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        _, label = super().__getitem__(index)
+        return torch.tensor(torch_mp.get_sharing_strategy() == "file_system"), label
+
+
+@pytest.mark.parametrize(
+    ("world_size", "given", "started_by"),
+    [(2, "null", "forkserver"), (2, "fork", "fork"), (1, "null", None)],
+)
+def test_torchrun_ranks_start_workers_by_forkserver(
+    make_cfg, caplog, world_size, given, started_by
+):
+    # a rank runs threads, and forking it can hang in os.fork() (CPython gh-112275)
+    settings = instantiate(
+        make_cfg("loader.num_workers=2", f"loader.multiprocessing_context={given}").loader
+    )
+    with caplog.at_level(logging.INFO, logger="engine.data.resolve_loader"):
+        resolved = resolve_loader_settings(
+            settings, Labels([0, 1] * 20, 2), shuffled, cuda=False, world_size=world_size
+        )
+    assert resolved.multiprocessing_context == started_by
+    said = caplog.text.count("loader.multiprocessing_context=forkserver under torchrun")
+    assert said == (given == "null" and world_size > 1)
+
+
+def test_forkserver_workers_share_by_the_configured_strategy(make_cfg) -> None:
+    # a forked worker inherits loader.sharing_strategy; a forkserver one sets it itself
+    settings = replace(
+        _settings(make_cfg, "loader.num_workers=1", "loader.multiprocessing_context=forkserver"),
+        batch_size=4,
+    )
+    data = StrategyLabels([0, 1] * 4, 2)
+    before = torch_mp.get_sharing_strategy()
+    torch_mp.set_sharing_strategy("file_system")
+    try:
+        train, _ = build_loaders(data, data, settings, SequentialOrder)
+        shared = torch.cat([x for x, _ in train])
+    finally:
+        torch_mp.set_sharing_strategy(before)
+    assert shared.tolist() == [True] * 8
 
 
 def test_collate_fn_from_config_is_used(make_cfg) -> None:

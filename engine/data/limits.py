@@ -8,7 +8,6 @@ file. Both limits are checked before the first batch, and a warning says what to
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 from typing import Any
 
@@ -18,7 +17,6 @@ import torch.multiprocessing as torch_mp
 from torch.utils.data import Dataset
 
 from engine.data.loader_settings import LoaderSettings
-from engine.data.sharing import TORCH_DEFAULT_STRATEGY
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +63,6 @@ def open_files_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft
 
 
-def _starts_fresh(settings: LoaderSettings) -> bool:
-    """Workers started by spawn/forkserver import torch anew: the strategy does not reach them."""
-    method = settings.multiprocessing_context or multiprocessing.get_start_method(allow_none=True)
-    return (method or multiprocessing.get_all_start_methods()[0]) != "fork"
-
-
 def warn_host_limits(settings: LoaderSettings, dataset: Dataset) -> None:
     """With workers, warn when /dev/shm or the open-files limit look too small for them
     (sizes from one sample of `dataset`); `settings.num_workers` is a count by now."""
@@ -107,11 +99,4 @@ def warn_host_limits(settings: LoaderSettings, dataset: Dataset) -> None:
             limit,
             workers,
             files,
-        )
-    if settings.sharing_strategy and _starts_fresh(settings):
-        log.warning(
-            "loader.sharing_strategy=%s reaches only forked workers; these start with "
-            "torch's default (%s).",
-            settings.sharing_strategy,
-            TORCH_DEFAULT_STRATEGY,
         )

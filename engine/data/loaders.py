@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import gc
 import logging
+import multiprocessing
+import multiprocessing.forkserver
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.multiprocessing as torch_mp
 from torch.utils.data import (
     DataLoader,
     Dataset,
@@ -97,11 +101,31 @@ def build_loaders(
     )
 
 
-def freeze_inherited(worker_id: int) -> None:
-    """Loader workers start by putting every object inherited from the main process out of
-    the garbage collector's reach: its passes would write to them and so copy their shared
-    pages into each worker (40-80 MB a worker, whatever the dataset; BENCHMARKS.md)."""
-    gc.freeze()
+@dataclass(frozen=True)
+class WorkerStart:
+    """What each loader worker does first. It puts every object inherited from the main
+    process out of the garbage collector's reach: its passes would write to them and so copy
+    their shared pages into each worker (40-80 MB a worker, whatever the dataset;
+    BENCHMARKS.md). And it sets the main process's `sharing_strategy`, which a forked worker
+    inherits but a forkserver or spawn one would not (they start from a fresh torch)."""
+
+    sharing_strategy: str
+
+    def __call__(self, worker_id: int) -> None:
+        torch_mp.set_sharing_strategy(self.sharing_strategy)
+        gc.freeze()
+
+
+def start_forkserver(dataset: Dataset) -> None:
+    """Start this process's forkserver now, importing torch, the engine's loaders and
+    `dataset`'s modules once: the workers are forked from it, so they need not import them
+    each (torch alone takes seconds), and its start overlaps the rest of the set-up instead
+    of the first batch. Started by exec, the server has no threads to inherit; once it runs,
+    a later call changes nothing."""
+    kinds = {type(dataset), type(getattr(dataset, "dataset", dataset))}  # inside SeededSamples
+    modules = ["__main__", "torch", __name__, *sorted(kind.__module__ for kind in kinds)]
+    multiprocessing.set_forkserver_preload(modules)
+    multiprocessing.forkserver.ensure_running()
 
 
 def make_loader(
@@ -121,6 +145,9 @@ def make_loader(
     if collate is None and dataset.returns_batches:
         collate = already_batched
     skip = dataset.on_error == "skip"
+    start = WorkerStart(torch_mp.get_sharing_strategy()) if settings.num_workers else None
+    if settings.num_workers and settings.multiprocessing_context == "forkserver":
+        start_forkserver(dataset)
     loader = (SkippingLoader if skip else DataLoader)(
         dataset,
         batch_size=settings.batch_size,
@@ -133,7 +160,7 @@ def make_loader(
         persistent_workers=settings.persistent_workers,
         timeout=settings.timeout,
         multiprocessing_context=settings.multiprocessing_context,
-        worker_init_fn=freeze_inherited if settings.num_workers > 0 else None,
+        worker_init_fn=start,
         # its own generator (worker base seeds) from the run's seed: iterating a loader never
         # draws from the global RNG, so model randomness is the same in resumed runs
         generator=torch.Generator().manual_seed(torch.initial_seed()),

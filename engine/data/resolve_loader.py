@@ -6,6 +6,7 @@ conf/loader/default.yaml --instantiate--> LoaderSettings (types and ranges check
                   auto: measured (engine/data/autotune.py); N: as given, at most 4 per core
      knobs that cannot apply here are unset (LoaderSettings.applicable)
      a stream batched in several workers keeps its last partial batches (drop_last off)
+     multiprocessing_context  null under torchrun: forkserver (a rank has threads to fork)
      host limits (/dev/shm, open files) that the workers would hit: a warning
   --build_loaders() --make_loader()--> DataLoader(...)   (engine/data/loaders.py)
 
@@ -78,6 +79,17 @@ def resolve_loader_settings(
             "off, so every sample is used once per epoch"
         )
         settings = replace(settings, drop_last=False)
+    if workers > 0 and settings.multiprocessing_context is None and world_size > 1:
+        # A rank runs threads (the process group's, the loaders' queue feeders), and a fork
+        # while one of them holds the interpreter's thread-list lock leaves the worker stuck
+        # in os.fork() for good: CPython gh-112275, in this pin's Python 3.11.7; Python 3.14
+        # made forkserver Linux's default for such reasons. Its server starts by exec, alone.
+        notes.append(
+            "loader.multiprocessing_context=forkserver under torchrun: forking a rank, which "
+            "runs threads, can hang a worker in os.fork() (CPython gh-112275); set "
+            "loader.multiprocessing_context=fork to fork anyway"
+        )
+        settings = replace(settings, multiprocessing_context="forkserver")
     if notes:
         log.info("Loader settings adjusted: %s.", "; ".join(notes))
     warn_host_limits(settings, dataset)
