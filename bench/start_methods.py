@@ -23,6 +23,9 @@ from datetime import date
 from pathlib import Path
 
 from bench import blocks, report
+from bench.template import build, template_config
+from engine.data.demo import make_demo_data
+from engine.data.loaders import set_epoch
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = "make bench-start"
@@ -30,24 +33,15 @@ METHODS = ("fork", "forkserver")
 TIMES = ("first_batch_s", "epoch_s", "reentry_s")
 
 
-def measure(method: str, persistent: bool, demo: Path, out: Path) -> dict[str, float]:
+def measure(method: str, persistent: bool, demo: Path) -> dict[str, float]:
     """Child process: two epochs of the demo train loader started by `method`."""
-    from hydra import compose, initialize_config_dir
-
-    from engine.app import register_resolvers
-    from engine.data.loaders import set_epoch
-    from engine.training.assemble import assemble
-
-    register_resolvers()
-    overrides = [
+    cfg = template_config(
         f"paths.demo_dir={demo}",
-        f"paths.output_dir={out}",
         "loader.num_workers=2",
         f"loader.multiprocessing_context={method}",
         f"loader.persistent_workers={str(persistent).lower()}",
-    ]
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        loader = assemble(compose(config_name="config", overrides=overrides)).train_loader
+    )
+    loader = build(cfg).train_loader
     times = {}
     for epoch, first in ((1, "first_batch_s"), (2, "reentry_s")):
         set_epoch(loader, epoch)
@@ -62,10 +56,10 @@ def measure(method: str, persistent: bool, demo: Path, out: Path) -> dict[str, f
     return times
 
 
-def _child(method: str, persistent: bool, demo: Path, out: Path) -> dict[str, float]:
+def _child(method: str, persistent: bool, demo: Path) -> dict[str, float]:
     command = [sys.executable, "-m", "bench.start_methods", "--child", method, str(persistent)]
     done = subprocess.run(
-        [*command, str(demo), str(out)], cwd=ROOT, capture_output=True, text=True, check=False
+        [*command, str(demo)], cwd=ROOT, capture_output=True, text=True, check=False
     )
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
@@ -74,8 +68,6 @@ def _child(method: str, persistent: bool, demo: Path, out: Path) -> dict[str, fl
 
 def run(rounds: int) -> str:
     """The section's markdown: per persistence, a row per method and time, and the ratios."""
-    from engine.data.demo import make_demo_data
-
     started = time.monotonic()
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -84,7 +76,7 @@ def run(rounds: int) -> str:
             got: dict[str, dict[str, list[float]]] = {m: {t: [] for t in TIMES} for m in METHODS}
             for r in range(rounds):
                 for method in METHODS if r % 2 == 0 else METHODS[::-1]:
-                    times = _child(method, persistent, demo, Path(tmp) / f"out{r}{method}")
+                    times = _child(method, persistent, demo)
                     for key in TIMES:
                         got[method][key].append(times[key])
             rows = []
@@ -117,11 +109,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-write", action="store_true", help="print only")
-    parser.add_argument("--child", nargs=4, metavar=("METHOD", "PERSISTENT", "DEMO", "OUT"))
+    parser.add_argument("--child", nargs=3, metavar=("METHOD", "PERSISTENT", "DEMO"))
     args = parser.parse_args()
     if args.child:
-        method, persistent, demo, out = args.child
-        print(json.dumps(measure(method, persistent == "True", Path(demo), Path(out))))
+        method, persistent, demo = args.child
+        print(json.dumps(measure(method, persistent == "True", Path(demo))))
         return
     text = run(args.rounds)
     print(text)

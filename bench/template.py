@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import tempfile
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,22 @@ from engine.training.assemble import Components, assemble
 from engine.training.batches import BatchMover, mover_for
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-_RUN_DIR = tempfile.mkdtemp(prefix="bench-run-")
+
+
+@cache
+def _run_dir() -> str:
+    """The run dir of every config this process composes: made once, on the first (importing
+    this module, as a forkserver preloading a benchmark's main does, makes none)."""
+    return tempfile.mkdtemp(prefix="bench-run-")
 
 
 def template_config(*overrides: str) -> DictConfig:
     """conf/config.yaml with `overrides` (command-line syntax), checked like train.py does."""
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"paths.output_dir={_RUN_DIR}", *overrides])
+        cfg = compose(
+            config_name="config", overrides=[f"paths.output_dir={_run_dir()}", *overrides]
+        )
     validate_config(cfg)
     return cfg
 

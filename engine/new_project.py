@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine import __version__
+
 # What only the template needs, with why; a folder ends with "/". Tests that import bench are
 # left out too (found by reading them).
 TEMPLATE_ONLY = {
@@ -166,12 +168,6 @@ def layout(dest: Path) -> str:
     return "\n".join(f"{path:<{width}}{what}".rstrip() for path, what in rows)
 
 
-def _engine_version(folder: Path) -> str:
-    """The engine's version, read from its __init__.py (the standard library alone)."""
-    found = re.search(r'^__version__ = "([^"]+)"$', (folder / "__init__.py").read_text(), re.M)
-    return found[1] if found else "(version unknown)"
-
-
 def copy_template(root: Path, dest: Path) -> NewProject:
     """Copy the template at `root` into the new folder `dest`, as a project named after it."""
     if dest.exists():
@@ -191,7 +187,7 @@ def copy_template(root: Path, dest: Path) -> NewProject:
     pyproject.write_text(renamed_pyproject(pyproject.read_text(), name))
     (dest / "Makefile").write_text(without_targets((dest / "Makefile").read_text()))
     origin = template[1] if template else root.name
-    engine = f"hydra-torch-data-engine {_engine_version(dest / 'engine')}"
+    engine = f"hydra-torch-data-engine {__version__}"  # the engine/ folder copied
     readme = README.format(name=name, template=origin, engine=engine, layout=layout(dest))
     (dest / "README.md").write_text(readme)
     return NewProject(name, copied, sorted(left_out.items()))

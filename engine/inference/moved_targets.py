@@ -37,8 +37,8 @@ def _walk(node: Any, changed: list[str]) -> Any:
     if isinstance(node, dict):
         out = {key: _walk(value, changed) for key, value in node.items()}
         target = out.get("_target_")
-        if isinstance(target, str) and _renamed(target) != target:
-            out["_target_"] = _renamed(target)
+        if isinstance(target, str) and (renamed := _renamed(target)) != target:
+            out["_target_"] = renamed
             changed.append(target)
         return out
     if isinstance(node, list):
