@@ -21,6 +21,7 @@ from engine.config.validate import validate_config
 from engine.core.failures import failures_reported
 from engine.core.launch import job_dir, launch_id, launch_rank, launch_time
 from engine.modes import benchmark, cache, evaluation, inspect, prediction, shards, validate
+from engine.runs.run_lock import log_file, run_dir_held
 from engine.sweeps.direction import direction_of, direction_problem
 from engine.sweeps.reuse import previous_result
 from engine.sweeps.summary import rank_metric
@@ -48,7 +49,7 @@ def run(cfg: DictConfig, train: Run, step: type) -> float:
     """Check `cfg`, then run its mode; returns the ranking metric (summary.rank_by) for
     sweepers. A bad config stops before any work; the error that stops a run is the last line
     of its log."""
-    with failures_reported():
+    with run_dir_held(), failures_reported():
         validate_config(cfg)
         problem = direction_problem(cfg)
         if problem is not None:
@@ -65,7 +66,7 @@ def run(cfg: DictConfig, train: Run, step: type) -> float:
 
 def register_resolvers() -> None:
     """Register `${launch_time:FMT}`, `${run_id:}`, `${job_dir:...}`, `${null_if_set:A,B}`,
-    `${sweep_direction:}` and `${if_rank_zero:A,B}`; safe to call again."""
+    `${sweep_direction:}`, `${run_log:PATH}` and `${if_rank_zero:A,B}`; safe to call again."""
     # The launch time formatted by FMT (strftime); rank 0's under torchrun, like ${now:} otherwise.
     OmegaConf.register_new_resolver(
         "launch_time", lambda pattern: launch_time().strftime(pattern), use_cache=True, replace=True
@@ -83,6 +84,8 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver(
         "sweep_direction", lambda *, _root_: direction_of(_root_), replace=True
     )
+    # The run's log file, once its run dir is claimed: one run at a time per folder
+    OmegaConf.register_new_resolver("run_log", log_file, replace=True)
     # A on global rank 0 (and in a single process), B on the other ranks of a distributed job.
     OmegaConf.register_new_resolver(
         "if_rank_zero", lambda a, b: a if launch_rank() == 0 else b, replace=True

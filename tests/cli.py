@@ -98,6 +98,8 @@ def run_cli(
             runpy.run_path(str(TRAIN), run_name="__main__")
         except SystemExit as stop:
             code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+            if not isinstance(stop.code, int | None):  # the interpreter prints such a message
+                print(stop.code, file=sys.stderr)
         except Exception:  # what would end the process with a traceback (status 1)
             traceback.print_exc()
             code = 1
