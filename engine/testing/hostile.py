@@ -5,6 +5,7 @@ reproduces; written to disk by the tests that use them."""
 from __future__ import annotations
 
 import io
+import json
 import random
 import struct
 import zlib
@@ -221,3 +222,57 @@ def damaged_shards(shard: bytes, rng: random.Random, count: int) -> dict[str, by
     huge[148:156] = b"%06o\0 " % sum(huge[:512])
     cases["huge_member"] = bytes(huge)
     return cases
+
+
+def _lies(manifest: dict, shard: str) -> dict[str, object]:
+    """Manifests (as JSON values) that lie about `shard` or break the format one way each."""
+    entry = manifest["shards"][shard]
+    samples, labels = entry["samples"], entry["labels"]
+
+    def lying(**changes: object) -> dict:
+        return manifest | {"shards": {shard: entry | changes}}
+
+    return {
+        "more_samples": lying(samples=samples + 7, labels=labels + [0] * 7),
+        "fewer_samples": lying(samples=samples - 7, labels=labels[:-7]),
+        "no_samples": lying(samples=0, labels=[]),
+        "huge_samples": lying(samples=10**15),
+        "negative_samples": lying(samples=-3),
+        "text_samples": lying(samples=str(samples)),
+        "bool_samples": lying(samples=True),
+        "short_labels": lying(labels=labels[:3]),
+        "text_labels": lying(labels=["circle"] * samples),
+        "null_labels": lying(labels=None),
+        "label_past_classes": lying(labels=[10**9] * samples),
+        "bad_errors": lying(errors=[["x", 1]]),
+        "numeric_label_from": lying(label_from=3),
+        "traversal_key": manifest | {"shards": {f"../../{shard}": entry}},
+        "absolute_key": manifest | {"shards": {f"/etc/{shard}": entry}},
+        "classes_text": manifest | {"classes": "circle"},
+        "shards_list": manifest | {"shards": [entry]},
+        "entry_list": manifest | {"shards": {shard: [samples]}},
+        "no_format": {k: v for k, v in manifest.items() if k != "format"},
+        "future_version": manifest | {"version": 99},
+        "top_level_list": [manifest],
+    }
+
+
+def hostile_manifests(manifest: bytes, shard: str, rng: random.Random, count: int) -> dict:
+    """Damaged (`count` random mutations, deep nesting, not UTF-8) and lying copies of the
+    shard manifest `manifest` (shards.json bytes) whose entry `shard` names a real shard:
+    names -> file bytes."""
+    cases = dict(mutations(manifest, rng, count))
+    cases |= {
+        name: json.dumps(value).encode()
+        for name, value in _lies(json.loads(manifest), shard).items()
+    }
+    cases["deep_nesting"] = b"[" * 100_000 + b"]" * 100_000
+    cases["nan_samples"] = manifest.replace(b'"samples": ', b'"samples": NaN, "x": ', 1)
+    cases["latin1"] = manifest.replace(b'"format"', '"förmat"'.encode("latin-1"), 1)
+    return cases
+
+
+def damaged_checkpoints(checkpoint: bytes, rng: random.Random, count: int) -> dict[str, bytes]:
+    """`count` randomly damaged copies of a checkpoint file (torch.save's zip): truncated,
+    bytes flipped anywhere or in the zip header, runs cut out, emptied."""
+    return dict(mutations(checkpoint, rng, count))

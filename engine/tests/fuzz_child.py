@@ -15,6 +15,7 @@ from typing import Any
 from engine.data.datasets.csv import CsvDataset
 from engine.data.datasets.tar_shards import TarShardDataset
 from engine.data.decode import load_sample
+from engine.inference import load_model
 
 
 def limit_address_space(headroom: int) -> None:
@@ -30,8 +31,13 @@ def read(item: dict[str, Any]) -> None:
         load_sample(item["path"], 0, "x", item.get("min_side"), item["max_pixels"])
     elif item["kind"] == "csv":
         CsvDataset("train", train_csv=item["path"], val_csv=item["path"], root=item["root"])
-    else:
+    elif item["kind"] == "shard":
         list(TarShardDataset("train", train_shards=item["path"], val_shards=item["path"]))
+    elif item["kind"] == "manifest":
+        shard = item["shard"]
+        list(TarShardDataset("train", train_shards=shard, val_shards=shard, manifest=item["path"]))
+    else:
+        load_model(item["path"])
 
 
 def main() -> None:

@@ -1,10 +1,12 @@
-"""A generated-input fuzz pass: damaged and lying images in every format, hostile CSV listings
-and damaged tar shards, each read as the template reads it in one child process under an
-address-space limit. None may crash the process, hang, allocate past the pixel limit, or fail
-with anything but one line naming the input."""
+"""A generated-input fuzz pass: damaged and lying images in every format, hostile CSV listings,
+damaged tar shards, damaged and lying shard manifests and damaged checkpoints, each read as the
+template reads it in one child process under an address-space limit. None may crash the
+process, hang, allocate past the pixel limit, or fail with anything but one line naming the
+input."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -15,11 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 
 from engine.core.text import shown
+from engine.runs.checkpoint_files import save_checkpoint
 from engine.testing.hostile import (
+    damaged_checkpoints,
     damaged_shards,
     hostile_csvs,
+    hostile_manifests,
     lying_images,
     mutations,
     real_large_png,
@@ -37,7 +43,16 @@ EXPECTED = {
     "image": {"SampleError"},
     "csv": {"ValueError", "FileNotFoundError"},
     "shard": {"ShardError", "SampleError"},
+    "manifest": {"ValueError", "ShardError"},
+    "checkpoint": {"CheckpointError", "ConfigError"},
 }
+# manifests that lie about their shard or break the format: each must be refused
+LIES = (
+    "more_samples", "fewer_samples", "no_samples", "huge_samples", "negative_samples",
+    "text_samples", "bool_samples", "short_labels", "text_labels", "null_labels",
+    "label_past_classes", "bad_errors", "classes_text", "shards_list", "entry_list",
+    "no_format", "future_version", "top_level_list", "deep_nesting", "nan_samples", "latin1",
+)  # fmt: skip
 
 
 def _read_in_a_child(items: list[dict], folder: Path) -> dict[str, dict]:
@@ -73,6 +88,8 @@ class Fuzzed:
     images: Path  # the folder of the images
     csvs: Path  # the folder of the hostile CSVs
     shards: Path  # the folder of the damaged shards
+    manifests: Path  # the folder of the hostile manifests (beside the shard they describe)
+    checkpoints: Path  # the folder of the damaged checkpoints
     short_pngs: dict[str, Path]
 
 
@@ -118,19 +135,72 @@ def _shard_items(demo_dir: Path, folder: Path) -> list[dict]:
     return items
 
 
+def _manifest_items(demo_dir: Path, folder: Path) -> list[dict]:
+    """Hostile manifests of a copy of one demo shard, whose entry matches the copy's size and
+    mtime (so the manifest is believed, not read again)."""
+    rng = random.Random(SEED)
+    folder.mkdir()
+    shard = folder / "train-000000.tar"
+    shard.write_bytes((demo_dir / "shards" / "train-000000.tar").read_bytes())
+    manifest = json.loads((demo_dir / "shards" / "shards.json").read_text())
+    stat = shard.stat()
+    entry = manifest["shards"][shard.name] | {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    valid = json.dumps(manifest | {"shards": {shard.name: entry}}, indent=1).encode()
+    items = []
+    for name, data in hostile_manifests(valid, shard.name, rng, 30).items():
+        path = folder / f"{name}.json"
+        path.write_bytes(data)
+        items.append({"kind": "manifest", "path": str(path), "shard": str(shard)})
+    return items
+
+
+def valid_checkpoint() -> bytes:
+    """A checkpoint as train.py writes one (weights, optimizer state, config with its data's
+    values) of a small model, as bytes."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(12, 5)
+    optimizer = torch.optim.Adam(model.parameters())
+    model(torch.randn(4, 12)).sum().backward()
+    optimizer.step()
+    config = {
+        "model": {"_target_": "torch.nn.Linear", "in_features": 12, "out_features": 5},
+        "transforms": {"_target_": "engine.data.transforms.Pipelines", "train": [], "val": []},
+        "data": {"classes": ["a", "b", "c", "d", "e"], "input_shape": [12]},
+    }
+    state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "config": config}
+    state |= {"epoch": 1, "step": 1, "batches_done": None, "config_key": "0" * 16}
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def _checkpoint_items(folder: Path) -> list[dict]:
+    rng = random.Random(SEED)
+    folder.mkdir()
+    items = []
+    for name, data in damaged_checkpoints(valid_checkpoint(), rng, 40).items():
+        path = folder / f"{name}.pt"
+        path.write_bytes(data)
+        items.append({"kind": "checkpoint", "path": str(path)})
+    save_checkpoint(folder / "valid.pt", torch.load(io.BytesIO(valid_checkpoint())))
+    return [*items, {"kind": "checkpoint", "path": str(folder / "valid.pt")}]
+
+
 @pytest.fixture(scope="module")
 def fuzzed(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Fuzzed:
     """Every generated input of the pass, read in one child process."""
     tmp = tmp_path_factory.mktemp("fuzz")
     images, valid, lying, damaged = _image_items(tmp / "images")
     csvs, shards = _csv_items(demo_dir, tmp / "csvs"), _shard_items(demo_dir, tmp / "shards")
+    manifests = _manifest_items(demo_dir, tmp / "manifests")
+    checkpoints = _checkpoint_items(tmp / "checkpoints")
     (tmp / "short").mkdir()
     short = {name: tmp / "short" / name for name in ("short.png", "short_wide.png")}
     for name, path in short.items():
         path.write_bytes(lying_images(random.Random(0))[name])
     pngs = [{"kind": "image", "path": str(p), "max_pixels": LIMIT} for p in short.values()]
-    results = _read_in_a_child([*images, *csvs, *shards, *pngs], tmp)
-    folders = (tmp / "images", tmp / "csvs", tmp / "shards")
+    results = _read_in_a_child([*images, *csvs, *shards, *manifests, *checkpoints, *pngs], tmp)
+    folders = (tmp / "images", tmp / "csvs", tmp / "shards", tmp / "manifests", tmp / "checkpoints")
     return Fuzzed(results, valid, lying, damaged, *folders, short)
 
 
@@ -201,6 +271,28 @@ def test_damaged_tar_shards_fail_naming_the_shard(fuzzed: Fuzzed) -> None:
         if not result["ok"]:
             _assert_one_line_naming(result, "shard", path)
     assert not results[str(fuzzed.shards / "huge_member.tar")]["ok"]
+
+
+def test_damaged_and_lying_manifests_fail_naming_the_manifest_or_shard(fuzzed: Fuzzed) -> None:
+    results = _under(fuzzed, fuzzed.manifests)
+    shard = str(fuzzed.manifests / "train-000000.tar")
+    for path, result in results.items():
+        if not result["ok"]:  # the manifest's lies name it; a short shard names the shard
+            named = shard if "samples where its manifest lists" in result["error"] else path
+            _assert_one_line_naming(result, "manifest", named)
+    for name in LIES:
+        assert not results[str(fuzzed.manifests / f"{name}.json")]["ok"], name
+    for name in ("traversal_key", "absolute_key"):  # unknown entries: the shard is read again
+        assert results[str(fuzzed.manifests / f"{name}.json")]["ok"], name
+
+
+def test_damaged_checkpoints_fail_naming_the_file(fuzzed: Fuzzed) -> None:
+    results = _under(fuzzed, fuzzed.checkpoints)
+    assert results[str(fuzzed.checkpoints / "valid.pt")]["ok"]
+    for path, result in results.items():
+        if not result["ok"]:
+            _assert_one_line_naming(result, "checkpoint", path)
+    assert sum(not r["ok"] for r in results.values()) > len(results) // 3  # the damage is real
 
 
 @pytest.mark.parametrize("name", ["short.png", "short_wide.png"])

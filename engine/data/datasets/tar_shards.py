@@ -28,6 +28,7 @@ from engine.data.image_header import PILLOW_MAX_PIXELS
 from engine.data.safe_read import max_file_bytes
 from engine.data.shards import ShardError
 from engine.data.shards.counts import counted, shard_entries
+from engine.data.shards.manifest import default_location
 from engine.data.shards.members import Record, Rules, split_exts
 from engine.data.shards.remote import Network
 from engine.data.shards.sources import expand_shards, kind, open_shard
@@ -102,7 +103,8 @@ class TarShardDataset(StreamDataset):
             split_exts(ignore_exts, "dataset.ignore_exts"),
             max_file_bytes(max_image_pixels),
         )
-        entries, listed = shard_entries(self.shards, key, manifest, self.rules, self.network)
+        location = manifest or default_location(self.shards, key)
+        entries, listed = shard_entries(self.shards, key, location, self.rules, self.network)
         for entry in entries:  # faults the manifest knows of stop the run here, unless skipped
             if entry["errors"] and on_error == "raise":
                 raise ShardError(entry["errors"][0][1])
@@ -114,8 +116,10 @@ class TarShardDataset(StreamDataset):
         self.targets = labels[labels >= 0]
         if not len(self.targets):
             raise ShardError(
-                f"{key}: no readable samples in {len(self.shards)} shards; check the shards and "
-                "dataset.image_exts / label_field."
+                f"{key}: no readable samples in {len(self.shards)} shards ({shown(self.shards[0])}"
+                f"{', ...' if len(self.shards) > 1 else ''}) as their manifest {shown(location)} "
+                "lists them; check the shards, dataset.image_exts / label_field, and the manifest "
+                "(delete it beside local shards to have it written again)."
             )
         self.rank, self.world_size = 0, 1
         if classes is None:
@@ -123,8 +127,9 @@ class TarShardDataset(StreamDataset):
         self.classes = list(classes or (str(i) for i in range(int(self.targets.max()) + 1)))
         if int(self.targets.max()) >= len(self.classes):
             raise ValueError(
-                f"{key}: labels span {self.targets.min()}..{self.targets.max()} but "
-                f"there are {len(self.classes)} classes; check dataset.classes_file."
+                f"{key}: labels span {self.targets.min()}..{self.targets.max()} in the manifest "
+                f"{shown(location)} but there are {len(self.classes)} classes; check "
+                "dataset.classes_file and the manifest."
             )
         self._epoch = 0
         self._iterations_since_set = 0

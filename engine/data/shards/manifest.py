@@ -120,7 +120,7 @@ def load(location: str, network: Network) -> Manifest:
         return Manifest(location, None, {})
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
         data = None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(
@@ -132,7 +132,59 @@ def load(location: str, network: Network) -> Manifest:
             f"dataset.manifest: {shown(location)} is format version {data.get('version')}, "
             f"this code reads {VERSION}: delete it, or write it again with {BUILD_HINT}."
         )
+    problem = _problem(data)
+    if problem is not None:
+        raise ValueError(
+            f"dataset.manifest: {shown(location)}: {problem}; it was not written by this "
+            f"project or was changed: write it again with {BUILD_HINT} (or mode=shards)."
+        )
     return Manifest(location, data.get("classes"), data["shards"])
+
+
+def _count(value: object, least: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def _entry_problem(entry: object) -> str | None:
+    """What is wrong with one shard's entry (see the module docstring), or None."""
+    if not isinstance(entry, dict):
+        return f"is a {type(entry).__name__}, not an object"
+    if not _count(entry.get("samples")):
+        return f"has 'samples' {entry.get('samples')!r}, not an int >= 0"
+    labels = entry.get("labels")
+    if not isinstance(labels, list) or not all(_count(label, -1) for label in labels):
+        return "has 'labels' that are not a list of class indices (ints >= -1)"
+    if len(labels) != entry["samples"]:
+        return f"has {len(labels)} labels for {entry['samples']} samples"
+    if not isinstance(entry.get("label_from"), str):
+        return "has a 'label_from' that is not a string"
+    errors = entry.get("errors", [])
+    if not isinstance(errors, list) or not all(
+        isinstance(e, list) and len(e) == 2 and _count(e[0]) and isinstance(e[1], str)
+        for e in errors
+    ):
+        return "has 'errors' that are not a list of [position, reason] pairs"
+    if not isinstance(entry.get("error", ""), str):
+        return "has an 'error' that is not a string"
+    if not all(_count(entry.get(key, 0)) for key in ("size", "mtime_ns")):
+        return "has a 'size' or 'mtime_ns' that is not an int >= 0"
+    return None
+
+
+def _problem(data: dict) -> str | None:
+    """What is wrong with a manifest's shape, naming the entry, or None."""
+    classes = data.get("classes")
+    if classes is not None and not (
+        isinstance(classes, list) and all(isinstance(c, str) for c in classes)
+    ):
+        return "its 'classes' are not a list of names"
+    if not isinstance(data.get("shards"), dict):
+        return "its 'shards' are not an object of shard entries"
+    for name, entry in data["shards"].items():
+        why = _entry_problem(entry)
+        if why is not None:
+            return f"the entry of {shown(name)} {why}"
+    return None
 
 
 def scan(shard: str, rules: Rules, network: Network) -> dict:
