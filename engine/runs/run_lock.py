@@ -12,15 +12,9 @@ multirun is refused there too."""
 
 from __future__ import annotations
 
-import fcntl
-import json
-import logging
 import os
-import socket
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,104 +24,57 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from engine.core import folder_lock
 from engine.core.launch import launch_rank
 
-log = logging.getLogger(__name__)
-
 LOCK_NAME = ".run.lock"
-_held: dict[Path, int] = {}  # run dir -> the descriptor whose flock this process holds
+SWEEP_LOCK_NAME = ".sweep.lock"
 # the raw hydra.sweep.subdir of a multirun must name the job, or every job gets one folder
 JOB_FIELDS = ("hydra.job.num", "hydra.job.id", "hydra.job.override_dirname")
-
-
-def _close_in_child() -> None:
-    """A forked child (a loader worker) closes its copies of the lock descriptors: they would
-    keep the lock alive after a kill -9 of the run until the orphan noticed (seconds), and a
-    requeued job would be refused meanwhile. Closing a copy leaves the parent's lock held."""
-    for fd in _held.values():
-        os.close(fd)
-    _held.clear()
-
-
-os.register_at_fork(after_in_child=_close_in_child)
 
 
 class RunDirInUse(CompactHydraException):
     """The run dir belongs to another run now: one line naming it, that run and the fix."""
 
 
-def _record(fd: int) -> dict[str, Any]:
-    """Who last held the lock file `fd` (empty when it is new or unreadable)."""
-    os.lseek(fd, 0, os.SEEK_SET)
-    try:
-        record = json.loads(os.read(fd, 65536) or b"{}")
-    except ValueError:
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
-def _who(record: dict[str, Any]) -> str:
-    job = f"job {record['job']} of multirun {record['sweep']}, " if record.get("sweep") else ""
-    return (
-        f"{job}pid {record.get('pid', '?')} on {record.get('host', '?')}, started "
-        f"{record.get('started', '?')}"
-    )
+def _lock(run_dir: str | Path) -> Path:
+    return Path(os.path.abspath(run_dir)) / LOCK_NAME
 
 
 def claim(run_dir: str | Path, sweep: str | None = None, job: int | None = None) -> None:
     """Hold `run_dir`'s lock until `release` (or this process ends); refuse with RunDirInUse
     when another process holds it, or when another job of multirun `sweep` (its sweep dir)
     held it. Claiming a folder this process holds already does nothing."""
-    folder = Path(os.path.abspath(run_dir))
-    if folder in _held:
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    lock = _lock(run_dir)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _who(_record(fd))
-        os.close(fd)
+        last = folder_lock.hold(lock, sweep=sweep, job=job)
+    except folder_lock.FolderBusy as busy:
+        record = busy.record
+        job_of = (
+            f"job {record['job']} of multirun {record['sweep']}, " if record.get("sweep") else ""
+        )
         raise RunDirInUse(
-            f"{folder} is in use by another run ({holder}): two runs there would mix their "
-            "checkpoints, logs and TensorBoard events; give this run its own hydra.run.dir, "
-            "or start it again when that one has ended."
+            f"{lock.parent} is in use by another run ({job_of}{busy.holder}): two runs there "
+            "would mix their checkpoints, logs and TensorBoard events; give this run its own "
+            "hydra.run.dir, or start it again when that one has ended."
         ) from None
-    except OSError as err:  # a file system without flock (some network mounts)
-        os.close(fd)
-        log.warning(
-            "%s: cannot lock it (%s), so a second run started there at the same time would not "
-            "be stopped: give every run its own hydra.run.dir",
-            folder,
-            err.strerror,
-        )
-        return
-    last = _record(fd)
-    if sweep is not None and last.get("sweep") == sweep and last.get("job") != job:
-        os.close(fd)
+    if (
+        last is not None
+        and sweep is not None
+        and last.get("sweep") == sweep
+        and last.get("job") != job
+    ):
+        folder_lock.release(lock)
         raise RunDirInUse(
-            f"{folder} was the folder of job {last.get('job')} of this multirun, and job {job} "
-            "would write over its files (this multirun stops here): keep ${hydra.job.num} in "
-            "hydra.sweep.subdir so that every job has its own folder."
+            f"{lock.parent} was the folder of job {last.get('job')} of this multirun, and job "
+            f"{job} would write over its files (this multirun stops here): keep "
+            "${hydra.job.num} in hydra.sweep.subdir so that every job has its own folder."
         )
-    record = {
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "started": datetime.now().isoformat(timespec="seconds"),
-        "command": " ".join(sys.argv)[:500],
-        "sweep": sweep,
-        "job": job,
-    }
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
-    _held[folder] = fd
 
 
 def release(run_dir: str | Path) -> None:
     """Let go of `run_dir`'s lock (the record of who held it stays in the file)."""
-    fd = _held.pop(Path(os.path.abspath(run_dir)), None)
-    if fd is not None:
-        os.close(fd)
+    folder_lock.release(_lock(run_dir))
 
 
 def claim_job_dir() -> None:
@@ -167,10 +114,11 @@ def run_dir_held() -> Iterator[None]:
             release(HydraConfig.get().runtime.output_dir)
 
 
-class SharedSweepDirs(Callback):
-    """Hydra callback: a multirun whose hydra.sweep.subdir names no job field (every job in
-    one folder) is refused before its first job. Hydra turns a callback's exception into a
-    warning and goes on, so the refusal exits (SystemExit: one line, status 1)."""
+class MultirunDirs(Callback):
+    """Hydra callback: one multirun at a time in a sweep dir (two would mix their
+    summary.csv and overwrite multirun.yaml), and none whose hydra.sweep.subdir names no job
+    (every job in one folder): both refused before the first job. Hydra turns a callback's
+    exception into a warning and goes on, so a refusal exits (SystemExit: one line, status 1)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         raw = OmegaConf.to_container(config.hydra.sweep, resolve=False)["subdir"]  # type: ignore[index]
@@ -179,3 +127,15 @@ class SharedSweepDirs(Callback):
                 f"hydra.sweep.subdir={raw} gives every job of this multirun the same folder, "
                 "where they would write over each other's files: keep ${hydra.job.num} in it."
             )
+        sweep = Path(os.path.abspath(config.hydra.sweep.dir))
+        try:
+            folder_lock.hold(sweep / SWEEP_LOCK_NAME)
+        except folder_lock.FolderBusy as busy:
+            raise SystemExit(
+                f"{sweep} is in use by another multirun ({busy.holder}): two there would mix "
+                "their summary.csv and jobs; give this one its own hydra.sweep.dir, or start it "
+                "again when that one has ended."
+            ) from None
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        folder_lock.release(Path(os.path.abspath(config.hydra.sweep.dir)) / SWEEP_LOCK_NAME)

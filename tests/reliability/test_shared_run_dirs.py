@@ -25,12 +25,12 @@ TINY = (
     "loader.num_workers=0",
     NARROW_MODEL,
 )
-# A process that claims the folder argv[1], then (argv[2] == "fork") forks a child that outlives
-# it, prints its pid(s) and waits to be killed.
+# A process that holds the lock file argv[1], then (argv[2] == "fork") forks a child that
+# outlives it, prints its pid(s) and waits to be killed.
 HOLDER = """
 import os, sys, time
-from engine.runs.run_lock import claim
-claim(sys.argv[1])
+from engine.core.folder_lock import hold
+hold(sys.argv[1])
 child = os.fork() if sys.argv[2] == "fork" else -1
 if child == 0:
     time.sleep(120)
@@ -40,9 +40,9 @@ time.sleep(120)
 """
 
 
-def _holder(folder: Path, fork: bool = False) -> tuple[subprocess.Popen, list[int]]:
+def _holder(lock: Path, fork: bool = False) -> tuple[subprocess.Popen, list[int]]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(folder), "fork" if fork else "-"],
+        [sys.executable, "-c", HOLDER, str(lock), "fork" if fork else "-"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
@@ -58,7 +58,7 @@ def _kill(proc: subprocess.Popen) -> None:
 @pytest.mark.process
 def test_a_second_run_in_a_busy_run_dir_is_refused_having_written_nothing(demo_dir, tmp_path):
     run = tmp_path / "run"
-    proc, (pid, _) = _holder(run)
+    proc, (pid, _) = _holder(run / ".run.lock")
     args = (f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}", f"hydra.run.dir={run}")
     try:
         done = run_cli(*args, *TINY, cwd=tmp_path)
@@ -75,7 +75,7 @@ def test_a_second_run_in_a_busy_run_dir_is_refused_having_written_nothing(demo_d
 
 @pytest.mark.process
 def test_a_killed_runs_forked_children_do_not_keep_its_dir(tmp_path: Path) -> None:
-    proc, (_, child) = _holder(tmp_path / "run", fork=True)
+    proc, (_, child) = _holder(tmp_path / "run" / ".run.lock", fork=True)
     _kill(proc)  # its forked child (a loader worker) lives on
     try:
         claim(tmp_path / "run")
@@ -109,15 +109,24 @@ def test_a_multirun_job_landing_in_an_earlier_jobs_folder_stops_there(demo_dir, 
     )  # fmt: skip
     assert done.returncode == 1
     folder = next(p for p in sweep.iterdir() if p.is_dir())
-    assert (
-        done.stderr.strip()
-        .splitlines()[-1]
-        .startswith(
-            f"{folder} was the folder of job 0 of this multirun, and job 1 would write over its files"
-        )
-    )
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"{folder} was the folder of job 0 of this multirun, and job 1 would")
     assert (folder / ".hydra" / "overrides.yaml").read_text().count(f"{demo_dir}/.") == 0
     assert json.loads((folder / "metrics.json").read_text())["epochs"] == 1
     assert "job 1" not in (folder / "train.log").read_text()
     rows = (sweep / "summary.csv").read_text().splitlines()
     assert len(rows) == 2 and rows[1].startswith("0,ok,")
+
+
+@pytest.mark.process
+def test_a_second_multirun_in_a_busy_sweep_dir_is_refused_before_its_first_job(tmp_path):
+    sweep = tmp_path / "sweep"
+    proc, (pid, _) = _holder(sweep / ".sweep.lock")
+    try:
+        done = run_cli("-m", "trainer.seed=1,2", f"hydra.sweep.dir={sweep}", *TINY, cwd=tmp_path)
+    finally:
+        _kill(proc)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"{sweep} is in use by another multirun (pid {pid} ")
+    assert sorted(os.listdir(sweep)) == [".sweep.lock"]  # no job, no multirun.yaml, no summary

@@ -1,0 +1,133 @@
+"""An advisory lock on a folder: flock on a file in it, held by one process at a time, with a
+record of who holds it (pid, host, start, command) in the file. The kernel drops the lock when
+its process dies (kill -9 too), so a stale one never blocks a rerun. What a lock guards (a run
+dir, a shard or cache folder being written) is its user's to say."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+_held: dict[Path, int] = {}  # lock file -> the descriptor whose flock this process holds
+
+
+class FolderBusy(Exception):
+    """Another process holds the lock; `holder` says who, in words."""
+
+    def __init__(self, path: Path, record: dict[str, Any]) -> None:
+        super().__init__(f"{path} is held by {describe(record)}")
+        self.path, self.record, self.holder = path, record, describe(record)
+
+
+def describe(record: dict[str, Any]) -> str:
+    """`pid 123 on host, started 2026-12-01T17:48:02` (what is known of it)."""
+    return (
+        f"pid {record.get('pid', '?')} on {record.get('host', '?')}, started "
+        f"{record.get('started', '?')}"
+    )
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """The record in lock file `path` (empty when it is missing, new or unreadable)."""
+    try:
+        record = json.loads(path.read_bytes() or b"{}")
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def is_held(path: Path) -> bool:
+    """Whether a live process (this one included) holds lock file `path` now."""
+    if path.absolute() in _held:
+        return True
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # no flock here: nothing can be known, so nothing is claimed
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
+def hold(path: str | Path, **record: Any) -> dict[str, Any] | None:
+    """Lock file `path` for this process until `release` (or its end), replacing its record
+    with this process's and `record`; returns the record it held before (None where the file
+    system has no flock: a warning says so). Raises FolderBusy when another process holds it.
+    Holding a file this process holds already returns its record unchanged."""
+    path = Path(path).absolute()
+    if path in _held:
+        return read_record(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise FolderBusy(path, read_record(path)) from None
+        except OSError as err:  # a file system without flock (some network mounts)
+            os.close(fd)
+            log.warning(
+                "%s: cannot lock it (%s), so a second process using %s at the same time "
+                "would not be stopped",
+                path,
+                err.strerror,
+                path.parent,
+            )
+            return None
+        try:  # a holder may have removed the file as we opened it: lock the file now there
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    before = read_record(path)
+    now = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": datetime.now().isoformat(timespec="seconds"),
+        "command": " ".join(sys.argv)[:500],
+    }
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(now | record) + "\n").encode(), 0)
+    _held[path] = fd
+    return before
+
+
+def release(path: str | Path, remove: bool = False) -> None:
+    """Let go of lock file `path`; `remove` deletes it first (while still held, so nobody
+    sees it missing while it is locked)."""
+    path = Path(path).absolute()
+    fd = _held.pop(path, None)
+    if fd is None:
+        return
+    if remove:
+        path.unlink(missing_ok=True)
+    os.close(fd)
+
+
+def _close_in_child() -> None:
+    """A forked child (a loader worker) closes its copies of the lock descriptors: they would
+    keep a lock alive after a kill -9 of its holder until the orphan noticed (seconds), and a
+    rerun would be refused meanwhile. Closing a copy leaves the parent's lock held."""
+    for fd in _held.values():
+        os.close(fd)
+    _held.clear()
+
+
+os.register_at_fork(after_in_child=_close_in_child)
