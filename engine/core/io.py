@@ -17,14 +17,37 @@ log = logging.getLogger(__name__)
 
 # `.<name>.<8 random characters>.tmp` beside `<name>`: what atomic_write_bytes writes first
 TEMPORARY = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
-_ELSEWHERE = "or write the run elsewhere (another hydra.run.dir)"
+_ELSEWHERE = "the run elsewhere (another hydra.run.dir)"
 _FIXES = {
-    getattr(errno, "EDQUOT", errno.ENOSPC): f"free space within your disk quota, {_ELSEWHERE}",
-    errno.ENOSPC: f"free space on that disk, {_ELSEWHERE}",
-    errno.EACCES: f"make that folder writable, {_ELSEWHERE}",
-    errno.EPERM: f"make that folder writable, {_ELSEWHERE}",
-    errno.EROFS: "that file system is read-only: write the run elsewhere (another hydra.run.dir)",
+    getattr(errno, "EDQUOT", errno.ENOSPC): "free space within your disk quota, or write {}",
+    errno.ENOSPC: "free space on that disk, or write {}",
+    errno.EFBIG: "that file system caps the file size: write {}",
+    errno.EACCES: "make that folder writable, or write {}",
+    errno.EPERM: "make that folder writable, or write {}",
+    errno.EROFS: "that file system is read-only: write {}",
 }
+
+
+def write_error(err: OSError, path: str | Path, elsewhere: str = _ELSEWHERE) -> OSError:
+    """`err` (a failed write of `path`) as one line naming the file and the fix: free space,
+    or write `elsewhere` (e.g. "the shards elsewhere (another shards.dir)")."""
+    fix = _FIXES.get(err.errno or 0, "check that folder, or write {}").format(elsewhere)
+    return OSError(err.errno, f"{err.strerror or err} while writing {path}: {fix}.")
+
+
+def output_folder(path: str | Path, key: str) -> Path:
+    """Folder `path` (the value of config key `key`), made if missing; a link to nothing or a
+    file there is one line naming the key."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise FileNotFoundError(
+            f"{key}={path}: a symbolic link to {os.readlink(path)}, which does not exist: "
+            f"create that folder, or set {key} to another one."
+        )
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{key}={path} is a file, not a folder: set {key} to a folder.")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _create_temporary(path: Path) -> tuple[int, Path]:
@@ -60,9 +83,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             tmp.unlink(missing_ok=True)
         if not isinstance(err, OSError):
             raise
-        fix = _FIXES.get(err.errno or 0, f"check that folder, {_ELSEWHERE}")
-        reason = err.strerror or str(err)
-        raise OSError(err.errno, f"{reason} while writing {path}: {fix}.") from err
+        raise write_error(err, path) from err
 
 
 def write_json(path: str | Path, obj: Any) -> None:

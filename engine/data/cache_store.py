@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,8 @@ from engine.core.io import write_json
 FORMAT_VERSION = 2  # 2: the nbytes column and the jpeg encoding
 FIELDS = 5  # index.i64 columns: offset, nbytes, height, width, label
 DATA_FILES = {"raw": "pixels.u8", "jpeg": "jpegs.bin"}  # the data file of each encoding
+# every file a cache split folder holds (manifest.json last written, first removed)
+OWN_FILES = ("manifest.json", "progress.json", "sources.npz", "index.i64", *DATA_FILES.values())
 REBUILD_HINT = "run `make cache ARGS='cache.rebuild=true ...'` (or delete {dir}) to build it anew"
 
 
@@ -101,8 +102,9 @@ class CacheWriter:
         self, folder: Path, paths: list[str], settings: dict, classes: list[str], rebuild: bool
     ) -> None:
         self.folder = Path(folder)
-        if rebuild and self.folder.exists():
-            shutil.rmtree(self.folder)
+        if rebuild:  # only the cache's own files: a folder may hold others (or be a link)
+            for name in OWN_FILES:
+                (self.folder / name).unlink(missing_ok=True)
         manifest = {"format": FORMAT_VERSION, "settings": settings, "classes": list(classes)}
         if (self.folder / "manifest.json").is_file():
             progress = json.loads((self.folder / "progress.json").read_text())

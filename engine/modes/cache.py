@@ -5,20 +5,24 @@ Resumable: a second run continues an interrupted one; a stale cache is refused, 
 
 from __future__ import annotations
 
+import errno
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, Dataset
 from torchvision.io import encode_jpeg
 from torchvision.transforms import v2
 from tqdm import tqdm
 
-from engine.core.io import write_json
+from engine.core import folder_lock
+from engine.core.io import output_folder, write_error, write_json
 from engine.data.cache_store import DATA_FILES, CacheWriter, is_jpeg_quality
 from engine.data.decode import load_sample
 from engine.data.resolve_loader import resolve_loader_settings
@@ -30,6 +34,10 @@ from engine.runs.outputs import save_resolved_config
 log = logging.getLogger(__name__)
 
 READ_BATCH = 16  # images per worker task
+LOCK = ".cache.lock"  # in cache.dir, held while a run writes there
+ELSEWHERE = "the cache elsewhere (another cache.dir); a rerun resumes from its last commit"
+# what a write of the cache's own files fails with when the disk, not the data, is the cause
+WRITE_ERRORS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG, errno.EROFS}
 ENCODINGS = tuple(DATA_FILES)  # raw: HWC uint8 pixels; jpeg: each image re-encoded as a JPEG
 
 
@@ -103,6 +111,37 @@ class _Shrunk(Dataset):
         return data, image.shape[1], image.shape[2], label
 
 
+@contextmanager
+def writing(root: Path) -> Iterator[None]:
+    """cache.dir held by this run while it writes (`.cache.lock`): two builds at once would
+    append to the same files; the second is refused in one line."""
+    try:
+        folder_lock.hold(root / LOCK)
+    except folder_lock.FolderBusy as busy:
+        raise FileExistsError(
+            f"cache.dir: {root} is being written by another mode=cache run ({busy.holder}): "
+            "wait for it to end (a rerun then resumes), or set cache.dir to another folder."
+        ) from None
+    try:
+        yield
+    finally:
+        folder_lock.release(root / LOCK)
+
+
+def refuse_inside_the_data(folder: Path, key: str, cfg: DictConfig) -> None:
+    """Refuse an output folder (`key`: cache.dir, shards.dir) that is dataset.root or inside
+    it: the written files would mix with the dataset's own (and be listed as its data)."""
+    root = OmegaConf.select(cfg, "dataset.root")
+    if root is None:
+        return
+    root, out = Path(root).resolve(), folder.resolve()
+    if out == root or out.is_relative_to(root):
+        raise ValueError(
+            f"{key}={folder} is inside dataset.root={root}: what it writes would mix with the "
+            f"dataset's own files; set {key} to a folder outside it."
+        )
+
+
 def write_split(
     files: Dataset,
     folder: Path,
@@ -130,13 +169,18 @@ def write_split(
         timeout=timeout if workers > 0 else 0,
     )
     try:
-        for batch in tqdm(batches, desc=f"cache {folder.name}", leave=False, disable=None):
-            for data, height, width, label in batch:
-                writer.append(data.numpy(), height, width, label)
-                if writer.done % settings.commit_every == 0:
-                    writer.commit()
-    finally:
-        writer.close()  # commits every complete image, also when a file could not be read
+        try:
+            for batch in tqdm(batches, desc=f"cache {folder.name}", leave=False, disable=None):
+                for data, height, width, label in batch:
+                    writer.append(data.numpy(), height, width, label)
+                    if writer.done % settings.commit_every == 0:
+                        writer.commit()
+        finally:
+            writer.close()  # commits every complete image, also when a file could not be read
+    except OSError as err:  # a full disk: what was committed stays, and a rerun resumes there
+        if err.filename is not None or err.errno not in WRITE_ERRORS:
+            raise
+        raise write_error(err, folder, ELSEWHERE) from err
     return writer.done - start
 
 
@@ -152,22 +196,24 @@ def cache(cfg: DictConfig) -> dict[str, float]:
             "%d (cache.jpeg_quality); cache.encoding=raw keeps the exact pixels.",
             settings.jpeg_quality,
         )
+    root = output_folder(settings.dir, "cache.dir")
+    refuse_inside_the_data(root, "cache.dir", cfg)
     splits = build_splits(cfg.dataset, Pipelines([], []))  # decoded as stored: no transforms
     loader = resolve_loader_settings(
         instantiate(cfg.loader), splits[0], SequentialOrder, cuda=False
     )
     written = images = 0
-    for split, files in zip(("train", "val"), splits, strict=True):
-        folder = Path(settings.dir) / split
-        written += write_split(
-            files,
-            folder,
-            settings,
-            loader.num_workers,
-            loader.multiprocessing_context,
-            loader.timeout,
-        )
-        images += len(files)
+    with writing(root):
+        for split, files in zip(("train", "val"), splits, strict=True):
+            written += write_split(
+                files,
+                output_folder(root / split, f"cache.dir ({split}/)"),
+                settings,
+                loader.num_workers,
+                loader.multiprocessing_context,
+                loader.timeout,
+            )
+            images += len(files)
     wall = time.perf_counter() - start
     data = DATA_FILES[settings.encoding]
     size = sum((Path(settings.dir) / split / data).stat().st_size for split in ("train", "val"))

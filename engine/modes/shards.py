@@ -22,17 +22,17 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision.io import encode_jpeg, encode_png
 from tqdm import tqdm
 
-from engine.core.io import write_json
+from engine.core.io import atomic_write_bytes, output_folder, write_json
 from engine.data.cache_store import is_jpeg_quality
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode import load_sample
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
 from engine.data.shards.manifest import NAME, Manifest
-from engine.data.shards.writer import SplitWriter, brace_pattern, clear_shards
+from engine.data.shards.writer import SplitWriter, brace_pattern, writing
 from engine.data.splits import build_splits
 from engine.data.transforms import Pipelines
-from engine.modes.cache import READ_BATCH, load_shrunk, shrink
+from engine.modes.cache import READ_BATCH, load_shrunk, refuse_inside_the_data, shrink
 from engine.runs.outputs import save_resolved_config
 
 log = logging.getLogger(__name__)
@@ -147,17 +147,18 @@ def shards(cfg: DictConfig) -> dict[str, float]:
     out = Path(cfg.paths.output_dir)
     save_resolved_config(cfg, out)
     settings: ShardSettings = instantiate(cfg.shards)
-    folder = Path(settings.dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    clear_shards(folder, settings.overwrite)
+    folder = output_folder(settings.dir, "shards.dir")
+    refuse_inside_the_data(folder, "shards.dir", cfg)
     train, val = build_splits(cfg.dataset, Pipelines([], []))  # as stored: no transforms
     loader = resolve_loader_settings(instantiate(cfg.loader), train, SequentialOrder, cuda=False)
     workers = loader.num_workers
-    entries: dict[str, dict] = {}
-    for split, files in (("train", train), ("val", val)):
-        entries |= write_split(files, split, folder, settings, workers, loader.timeout)
-    Manifest(str(folder / NAME), list(train.classes), entries).save()  # type: ignore[attr-defined]
-    (folder / "classes.txt").write_text("".join(f"{c}\n" for c in train.classes), "utf-8")  # type: ignore[attr-defined]
+    with writing(folder, settings.overwrite):
+        entries: dict[str, dict] = {}
+        for split, files in (("train", train), ("val", val)):
+            entries |= write_split(files, split, folder, settings, workers, loader.timeout)
+        Manifest(str(folder / NAME), list(train.classes), entries).save()  # type: ignore[attr-defined]
+        classes = "".join(f"{c}\n" for c in train.classes)  # type: ignore[attr-defined]
+        atomic_write_bytes(folder / "classes.txt", classes.encode())
     wall = time.perf_counter() - start
     samples = sum(entry["samples"] for entry in entries.values())
     metrics = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO
 
 from engine.core.text import shown
@@ -17,6 +18,7 @@ from engine.data.shards.manifest import BUILD_HINT, Manifest, default_location, 
 from engine.data.shards.members import Record, Rules, read_records
 from engine.data.shards.remote import Network
 from engine.data.shards.sources import kind
+from engine.data.shards.writer import unfinished_write
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,10 @@ def shard_entries(
 ) -> tuple[list[dict], list[str] | None]:
     """The manifest entry of every shard and the manifest's classes: local shards read again
     when stale (the manifest rewritten when local), remote ones must be listed."""
+    for folder in dict.fromkeys(Path(s).parent for s in shards if kind(s) == "local"):
+        unfinished = unfinished_write(folder)
+        if unfinished is not None:
+            raise ValueError(f"{key}: {unfinished}.")
     manifest = load(location or default_location(shards, key), network)
     entries, changed = [], False
     for shard in shards:

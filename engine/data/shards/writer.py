@@ -1,15 +1,29 @@
 """Writing WebDataset tar shards (mode=shards): one split's samples into
 `{split}-NNNNNN.tar` (or `.tar.gz`) files of at most `max_samples` each, as
-`KEY.<image ext>`, `KEY.cls` and `KEY.json` members, with the manifest entry of each shard."""
+`KEY.<image ext>`, `KEY.cls` and `KEY.json` members, with the manifest entry of each shard.
+
+A folder being written holds `shards.writing` from the first shard until the manifest is in
+place: a lock (one writer at a time) and a mark that the set is unfinished. A write cut short
+(kill -9, a full disk) leaves it behind, so neither a training (engine/data/shards/counts.py)
+nor a rerun takes a half-written set for a whole one."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from engine.core import folder_lock
+from engine.core.io import write_error
 from engine.data.shards.manifest import NAME
+
+WRITING = "shards.writing"
+SHARD_NAME = re.compile(r"(train|val)-\d{6}\.tar(\.gz)?")  # the names SplitWriter writes
+ELSEWHERE = "the shards elsewhere (another shards.dir)"
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
@@ -31,15 +45,18 @@ class SplitWriter:
 
     def add(self, key: str, image: bytes, ext: str, label: int, meta: dict) -> None:
         """Sample `key`: its image (`ext`: jpg, png, webp), class index and JSON metadata."""
-        if self.tar is None:
-            suffix = ".tar.gz" if self.compress else ".tar"
-            self.name = f"{self.split}-{len(self.entries):06d}{suffix}"
-            mode = "w:gz" if self.compress else "w"
-            kwargs = {"compresslevel": 6} if self.compress else {}
-            self.tar = tarfile.open(self.folder / self.name, mode, **kwargs)  # noqa: SIM115
-        _add(self.tar, f"{key}.{ext}", image)
-        _add(self.tar, f"{key}.cls", str(label).encode())
-        _add(self.tar, f"{key}.json", json.dumps(meta).encode())
+        try:
+            if self.tar is None:
+                suffix = ".tar.gz" if self.compress else ".tar"
+                self.name = f"{self.split}-{len(self.entries):06d}{suffix}"
+                mode = "w:gz" if self.compress else "w"
+                kwargs = {"compresslevel": 6} if self.compress else {}
+                self.tar = tarfile.open(self.folder / self.name, mode, **kwargs)  # noqa: SIM115
+            _add(self.tar, f"{key}.{ext}", image)
+            _add(self.tar, f"{key}.cls", str(label).encode())
+            _add(self.tar, f"{key}.json", json.dumps(meta).encode())
+        except OSError as err:
+            raise write_error(err, self.folder / self.name, ELSEWHERE) from err
         self.labels.append(label)
         if len(self.labels) == self.max_samples:
             self.close()
@@ -48,7 +65,10 @@ class SplitWriter:
         """Finish the open shard (if any) and record its manifest entry."""
         if self.tar is None:
             return
-        self.tar.close()
+        try:
+            self.tar.close()
+        except OSError as err:
+            raise write_error(err, self.folder / self.name, ELSEWHERE) from err
         stat = (self.folder / self.name).stat()
         self.entries[self.name] = {
             "samples": len(self.labels),
@@ -61,17 +81,59 @@ class SplitWriter:
         self.tar, self.labels = None, []
 
 
-def clear_shards(folder: Path, overwrite: bool) -> None:
-    """Refuse (or with shards.overwrite, remove) the shards of an earlier run in `folder`."""
-    ours = [*folder.glob("train-*.tar*"), *folder.glob("val-*.tar*")]
+@contextmanager
+def writing(folder: Path, overwrite: bool) -> Iterator[None]:
+    """Around a mode=shards write into `folder`: lock it (shards.writing), refuse (or with
+    shards.overwrite, remove) the shards an earlier run left there, finished or not; at the
+    end remove the mark, or keep it when the write failed (the set is unfinished). Only the
+    files this writer makes are touched: `train-NNNNNN.tar[.gz]`, `val-...`, the manifest,
+    classes.txt; anything else in the folder stays."""
+    marker = folder / WRITING
+    unfinished = marker.exists()
+    try:
+        before = folder_lock.hold(marker)
+    except folder_lock.FolderBusy as busy:
+        raise FileExistsError(
+            f"shards.dir: {folder} is being written by another mode=shards run ({busy.holder}): "
+            "wait for it to end, or set shards.dir to another folder."
+        ) from None
+    ours = sorted(p for p in folder.iterdir() if SHARD_NAME.fullmatch(p.name))
     ours += [p for p in (folder / NAME, folder / "classes.txt") if p.exists()]
     if ours and not overwrite:
+        folder_lock.release(marker, remove=not unfinished)
+        held = (
+            f"an unfinished set of shards (the write of {folder_lock.describe(before or {})} "
+            "was cut short)"
+            if unfinished
+            else f"shards ({ours[0].name}, ...)"
+        )
         raise FileExistsError(
-            f"shards.dir: {folder} already holds shards ({ours[0].name}, ...); set "
-            "shards.overwrite=true to replace them, or choose another shards.dir."
+            f"shards.dir: {folder} already holds {held}; set shards.overwrite=true to replace "
+            "them, or choose another shards.dir."
         )
     for path in ours:
         path.unlink()
+    try:
+        yield
+    except BaseException:
+        folder_lock.release(marker)  # the mark stays: the set is unfinished
+        raise
+    folder_lock.release(marker, remove=True)
+
+
+def unfinished_write(folder: Path) -> str | None:
+    """Why the shards in local `folder` must not be read yet, or None: a mode=shards write is
+    still going on there, or was cut short."""
+    marker = folder / WRITING
+    if not marker.exists():
+        return None
+    holder = folder_lock.describe(folder_lock.read_record(marker))
+    if folder_lock.is_held(marker):
+        return f"{folder} is being written by mode=shards now ({holder}): wait for it to end"
+    return (
+        f"{folder} holds an unfinished set of shards: the mode=shards run that wrote them "
+        f"({holder}) was cut short; write them again with mode=shards shards.overwrite=true"
+    )
 
 
 def brace_pattern(folder: Path, split: str, entries: dict[str, dict]) -> str | None:
