@@ -23,9 +23,14 @@ from matplotlib.figure import Figure
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
+from engine.core import folder_lock
+from engine.runs.run_lock import LOCK_NAME
+
 log = logging.getLogger(__name__)
 
 NOTE = "CONTINUED.txt"  # left in a tensorboard/ folder whose events moved to a resumed run
+MOVED = "moved to: "  # the NOTE's line naming where they went
+READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 def event_files(folder: Path) -> list[Path]:
@@ -35,41 +40,94 @@ def event_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if "tfevents" in p.name and p.is_file())
 
 
+def continued_in(folder: Path) -> Path | None:
+    """The tensorboard/ folder the events of `folder` moved to (its NOTE says), or None."""
+    try:
+        lines = (folder / NOTE).read_text().splitlines()
+    except OSError:
+        return None
+    moved = [line.removeprefix(MOVED) for line in lines if line.startswith(MOVED)]
+    return Path(moved[-1]) if moved else None
+
+
+def _chain(source: Path, board: Path) -> list[Path]:
+    """`source`, then the folders its events moved on to (NOTE after NOTE), up to `board`: a
+    training resumed from the same checkpoint twice (the first resumed run was killed before
+    its own first checkpoint) finds the events where the first resume took them. A folder of
+    a run still going (its run dir locked) is left alone."""
+    folders = [source]
+    while (nxt := continued_in(folders[-1])) is not None and nxt.resolve() != board.resolve():
+        if nxt in folders or not nxt.is_dir():
+            break
+        if folder_lock.is_held(nxt.parent / LOCK_NAME):
+            log.warning(
+                "TensorBoard: the events of %s moved on to %s, a run going on now: they stay "
+                "there (this run's TensorBoard starts at its checkpoint)",
+                source,
+                nxt,
+            )
+            break
+        folders.append(nxt)
+    return folders
+
+
 def take_over_events(source: Path, board: Path) -> int:
     """Move the event files of the training this run continues (its tensorboard/ folder
-    `source`) into this run's `board` folder (copied, then removed, across file systems),
-    leaving a note in `source`; returns how many came. Their names keep TensorBoard's
-    reading order: the earlier run's files first. A `source` that cannot be changed (a
-    colleague's read-only run) keeps its files: they are copied, with a warning."""
-    files = event_files(source)
-    if not files or source.resolve() == board.resolve():
+    `source`, and wherever they moved on to: `_chain`) into this run's `board` folder
+    (copied, then removed, across file systems), leaving a note saying where, written
+    before the first file moves, so a kill midway loses nothing; returns how many came.
+    Their names keep TensorBoard's reading order: the earlier run's files first. A folder
+    that cannot be changed (a colleague's read-only run) keeps its files: they are copied,
+    with a warning."""
+    if source.resolve() == board.resolve():
         return 0
-    board.mkdir(parents=True, exist_ok=True)
+    taken = 0
+    for folder in _chain(source, board):
+        files = event_files(folder)
+        if not files:
+            continue
+        board.mkdir(parents=True, exist_ok=True)
+        taken += _take(folder, files, board)
+    return taken
+
+
+def _take(folder: Path, files: list[Path], board: Path) -> int:
+    note = folder / NOTE
+    try:
+        note.write_text(
+            f"This training went on in {board.parent} (trainer.resume): its TensorBoard event "
+            f"files moved there, so that one TensorBoard run shows the whole training.\n"
+            f"{MOVED}{board}\n"
+        )
+    except OSError as err:
+        if err.errno not in READ_ONLY:
+            raise
+        note = None
     kept = []
     for file in files:
         target = board / file.name
         try:
+            if note is None:
+                raise PermissionError(errno.EROFS, "read-only", str(folder))
             shutil.move(file, target)
         except OSError as err:  # read-only: the copy stands, the original cannot be removed
-            if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+            if err.errno not in READ_ONLY:
                 raise
             if not target.is_file():
                 shutil.copy2(file, target)
             kept.append(file)
     if kept:
+        if note is not None:
+            note.unlink()  # the files stay: nothing moved on from here
         log.warning(
             "TensorBoard: %s cannot be changed: its %d event file(s) were copied into %s and "
             "stay there too (TensorBoard shows the training's start in both runs)",
-            source,
+            folder,
             len(kept),
             board,
         )
-        return len(files)
-    (source / NOTE).write_text(
-        f"This training went on in {board.parent} (trainer.resume): its TensorBoard event "
-        "files moved there, so that one TensorBoard run shows the whole training.\n"
-    )
-    log.info("TensorBoard: %d event file(s) of %s moved into %s", len(files), source, board)
+    else:
+        log.info("TensorBoard: %d event file(s) of %s moved into %s", len(files), folder, board)
     return len(files)
 
 

@@ -60,3 +60,37 @@ def test_other_errors_are_not_taken_for_a_read_only_folder(tmp_path, monkeypatch
     monkeypatch.setattr(shutil, "move", full)
     with pytest.raises(OSError, match="No space left"):
         take_over_events(source, board)
+
+
+def test_a_second_resume_finds_the_events_where_the_first_took_them(tmp_path: Path) -> None:
+    """A resumed into B, B killed before its first checkpoint, A's checkpoint resumed again
+    into C: C gets A's events from B (and B's own, which its purge_step hides)."""
+    source, second = _earlier_run(tmp_path), tmp_path / "second" / "tensorboard"
+    names = [f.name for f in event_files(source)]
+    take_over_events(source, second)
+    (second / "events.out.tfevents.1700000200.host.2.0").write_bytes(b"B's own")
+    third = tmp_path / "third" / "tensorboard"
+    assert take_over_events(source, third) == 3
+    assert [f.name for f in event_files(third)] == [
+        *names,
+        "events.out.tfevents.1700000200.host.2.0",
+    ]
+    assert event_files(second) == [] and str(third) in (second / NOTE).read_text()
+
+
+def test_a_kill_between_two_moves_loses_no_file(tmp_path: Path, monkeypatch) -> None:
+    source, second = _earlier_run(tmp_path), tmp_path / "second" / "tensorboard"
+    names, real_move, moved = [f.name for f in event_files(source)], shutil.move, []
+
+    def killed_after_one(src: Path, dst: Path) -> None:
+        if moved:
+            raise KeyboardInterrupt  # the process dies here
+        moved.append(real_move(src, dst))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(shutil, "move", killed_after_one)
+        with pytest.raises(KeyboardInterrupt):
+            take_over_events(source, second)
+    third = tmp_path / "third" / "tensorboard"
+    assert take_over_events(source, third) == 2
+    assert [f.name for f in event_files(third)] == names
