@@ -241,6 +241,7 @@ def _lies(manifest: dict, shard: str) -> dict[str, object]:
         "text_samples": lying(samples=str(samples)),
         "bool_samples": lying(samples=True),
         "short_labels": lying(labels=labels[:3]),
+        "other_labels": lying(labels=[(label + 1) % 5 for label in labels]),
         "text_labels": lying(labels=["circle"] * samples),
         "null_labels": lying(labels=None),
         "label_past_classes": lying(labels=[10**9] * samples),

@@ -32,7 +32,8 @@ def read(item: dict[str, Any]) -> None:
     elif item["kind"] == "csv":
         CsvDataset("train", train_csv=item["path"], val_csv=item["path"], root=item["root"])
     elif item["kind"] == "shard":
-        list(TarShardDataset("train", train_shards=item["path"], val_shards=item["path"]))
+        path, options = item["path"], item.get("options", {})
+        list(TarShardDataset("train", train_shards=path, val_shards=path, **options))
     elif item["kind"] == "manifest":
         shard = item["shard"]
         list(TarShardDataset("train", train_shards=shard, val_shards=shard, manifest=item["path"]))

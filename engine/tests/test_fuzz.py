@@ -50,7 +50,7 @@ EXPECTED = {
 LIES = (
     "more_samples", "fewer_samples", "no_samples", "huge_samples", "negative_samples",
     "text_samples", "bool_samples", "short_labels", "text_labels", "null_labels",
-    "label_past_classes", "bad_errors", "classes_text", "shards_list", "entry_list",
+    "label_past_classes", "other_labels", "bad_errors", "classes_text", "shards_list", "entry_list",
     "no_format", "future_version", "top_level_list", "deep_nesting", "nan_samples", "latin1",
 )  # fmt: skip
 
@@ -278,7 +278,7 @@ def test_damaged_and_lying_manifests_fail_naming_the_manifest_or_shard(fuzzed: F
     shard = str(fuzzed.manifests / "train-000000.tar")
     for path, result in results.items():
         if not result["ok"]:  # the manifest's lies name it; a short shard names the shard
-            named = shard if "samples where its manifest lists" in result["error"] else path
+            named = shard if "where its manifest lists" in result["error"] else path
             _assert_one_line_naming(result, "manifest", named)
     for name in LIES:
         assert not results[str(fuzzed.manifests / f"{name}.json")]["ok"], name

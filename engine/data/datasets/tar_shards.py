@@ -107,12 +107,16 @@ class TarShardDataset(StreamDataset):
         entries, listed = shard_entries(self.shards, key, location, self.rules, self.network)
         for entry in entries:  # faults the manifest knows of stop the run here, unless skipped
             if entry["errors"] and on_error == "raise":
-                raise ShardError(entry["errors"][0][1])
+                raise ShardError(shown(entry["errors"][0][1]))
             if "error" in entry and not self.skip_bad_shards:
-                raise ShardError(entry["error"])
+                raise ShardError(shown(entry["error"]))
         self.shard_sizes = [entry["samples"] for entry in entries]
+        self.shard_bytes = [entry.get("size") for entry in entries]  # remote: an upper bound
         self.starts = np.cumsum([0, *self.shard_sizes[:-1]]).tolist()
         labels = np.array([label for entry in entries for label in entry["labels"]], np.int64)
+        self.shard_labels = [
+            labels[a : a + n] for a, n in zip(self.starts, self.shard_sizes, strict=True)
+        ]
         self.targets = labels[labels >= 0]
         if not len(self.targets):
             raise ShardError(
@@ -126,10 +130,12 @@ class TarShardDataset(StreamDataset):
             classes = self._read_classes(classes_file) or listed
         self.classes = list(classes or (str(i) for i in range(int(self.targets.max()) + 1)))
         if int(self.targets.max()) >= len(self.classes):
+            at = int(np.flatnonzero(labels >= len(self.classes))[0])
+            shard = int(np.searchsorted(self.starts, at, side="right")) - 1
             raise ValueError(
-                f"{key}: labels span {self.targets.min()}..{self.targets.max()} in the manifest "
-                f"{shown(location)} but there are {len(self.classes)} classes; check "
-                "dataset.classes_file and the manifest."
+                f"{key}: sample {at - self.starts[shard]} of {shown(self.shards[shard])} has "
+                f"label {labels[at]} in the manifest {shown(location)}, but there are "
+                f"{len(self.classes)} classes; check dataset.classes_file and the shard."
             )
         self._epoch = 0
         self._iterations_since_set = 0
@@ -170,8 +176,8 @@ class TarShardDataset(StreamDataset):
         a shard that fails gives one `BadSample` for the samples it had left."""
         name, expected, done = self.shards[shard], self.shard_sizes[shard], 0
         try:
-            with open_shard(name, self.network) as stream:
-                for record in counted(stream, name, self.rules, expected):
+            with open_shard(name, self.network, self.shard_bytes[shard]) as stream:
+                for record in counted(stream, name, self.rules, expected, self.shard_labels[shard]):
                     yield self.starts[shard] + done, record
                     done += 1
         except ShardError as err:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -23,14 +23,23 @@ from engine.data.shards.writer import unfinished_write
 log = logging.getLogger(__name__)
 
 
-def counted(stream: BinaryIO, shard: str, rules: Rules, expected: int) -> Iterator[Record]:
-    """The records of `shard`; more or fewer than the `expected` its manifest lists is a
-    `ShardError` (the shard changed after the manifest was written)."""
+def counted(
+    stream: BinaryIO, shard: str, rules: Rules, expected: int, labels: Sequence[int]
+) -> Iterator[Record]:
+    """The records of `shard`; more or fewer than the `expected` its manifest lists, or a
+    label other than its manifest's `labels`, is a `ShardError` (the shard changed after the
+    manifest was written, or a server sent other bytes)."""
     count = 0
     for record in read_records(stream, shard, rules):
         count += 1
         if count > expected:
             break
+        if record.label != labels[count - 1]:
+            raise ShardError(
+                f"{shown(shard)}: sample {count - 1} has label {record.label} where its manifest "
+                f"lists {labels[count - 1]}: the shard changed after the manifest was written; "
+                f"write it again ({BUILD_HINT}, or delete it beside local shards)."
+            )
         yield record
     if count != expected:
         more = "more" if count > expected else f"only {count}"

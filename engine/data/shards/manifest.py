@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from engine.core.io import atomic_write_bytes
 from engine.core.text import shown
 from engine.data.shards import ShardError
-from engine.data.shards.members import Rules, read_records, split_exts
+from engine.data.shards.members import LABEL_LIMIT, Rules, read_records, split_exts
 from engine.data.shards.remote import Network, read_remote
 from engine.data.shards.sources import expand_shards, kind, open_shard
 
@@ -129,7 +129,7 @@ def load(location: str, network: Network) -> Manifest:
         )
     if data.get("version") != VERSION:
         raise ValueError(
-            f"dataset.manifest: {shown(location)} is format version {data.get('version')}, "
+            f"dataset.manifest: {shown(location)} is format version {data.get('version')!r}, "
             f"this code reads {VERSION}: delete it, or write it again with {BUILD_HINT}."
         )
     problem = _problem(data)
@@ -152,8 +152,10 @@ def _entry_problem(entry: object) -> str | None:
     if not _count(entry.get("samples")):
         return f"has 'samples' {entry.get('samples')!r}, not an int >= 0"
     labels = entry.get("labels")
-    if not isinstance(labels, list) or not all(_count(label, -1) for label in labels):
-        return "has 'labels' that are not a list of class indices (ints >= -1)"
+    if not isinstance(labels, list) or not all(
+        _count(label, -1) and label < LABEL_LIMIT for label in labels
+    ):
+        return "has 'labels' that are not a list of class indices (ints from -1 below 2**31)"
     if len(labels) != entry["samples"]:
         return f"has {len(labels)} labels for {entry['samples']} samples"
     if not isinstance(entry.get("label_from"), str):
@@ -200,6 +202,8 @@ def scan(shard: str, rules: Rules, network: Network) -> dict:
                     entry["errors"].append([entry["samples"], record.error])
                 entry["labels"].append(record.label)
                 entry["samples"] += 1
+            if kind(shard) != "local":  # its length: the most a later read may take
+                entry["size"] = stream.raw.offset  # type: ignore[attr-defined]
     except ShardError as err:
         entry["error"] = str(err)
     return entry

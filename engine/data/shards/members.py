@@ -28,6 +28,7 @@ from engine.data.shards.tar_stream import tar_files
 
 KEY_EXT = re.compile(r"^((?:.*/|)[^.]+)[.]([^/]*)$")  # webdataset.tariterators.base_plus_ext
 META = re.compile(r"__[^/]*__($|/)")  # webdataset's skip_meta
+LABEL_LIMIT = 2**31  # class indices are below this (labels are int64 arrays, classes a list)
 
 
 @dataclass(frozen=True)
@@ -78,9 +79,10 @@ def split_exts(value: str | None, key: str) -> tuple[str, ...]:
 def parse_label(data: bytes, where: str) -> int:
     """The class index a `.cls` member holds (ASCII digits), or a `ShardError` naming it."""
     text = data.decode("utf-8", "replace").strip()
-    if not (text.isascii() and text.isdigit()):
+    if not (text.isascii() and text.isdigit() and len(text) <= 10 and int(text) < LABEL_LIMIT):
         raise ShardError(
-            f"{where}: a .cls member must hold a class index (0, 1, ...), not {text[:40]!r}; "
+            f"{where}: a .cls member must hold a class index (0, 1, ... below 2**31), not "
+            f"{text[:40]!r}; "
             "write the index of the class in dataset.classes_file instead of its name."
         )
     return int(text)
@@ -92,7 +94,7 @@ def json_label(data: bytes, field: str, where: str) -> int:
         value = json.loads(data)[field]
     except (ValueError, KeyError, TypeError, IndexError):
         value = None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < LABEL_LIMIT:
         raise ShardError(
             f"{where}: no class index (0, 1, ...) in field {field!r} of this .json member; set "
             "dataset.label_field to the field that holds it, or null to read .cls members."

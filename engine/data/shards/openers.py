@@ -44,16 +44,28 @@ def _http(url: str, timeout: float) -> Callable[[int], BinaryIO]:
                 return io.BytesIO()
             if err.code < 500 and err.code not in RETRY_STATUS:
                 raise ShardError(
-                    f"{shown(url)}: HTTP {err.code} {err.reason}; check the URL in "
+                    f"{shown(url)}: HTTP {err.code} {shown(str(err.reason))}; check the URL in "
                     "dataset.train_shards / val_shards (or dataset.manifest)."
                 ) from None
             raise
         body = _Body(response)
         if offset and response.status != 206:  # no Range support: read up to `offset`
             _skip(body, offset)  # type: ignore[arg-type]
+        elif offset:
+            _check_range(response, offset)
         return body  # type: ignore[return-value]
 
     return open_at
+
+
+def _check_range(response: http.client.HTTPResponse, offset: int) -> None:
+    """A 206 answer must start where it was asked to (`Content-Range: bytes OFFSET-...`): a
+    server that sends another part would have its bytes read as the ones at `offset`."""
+    answered = response.headers.get("Content-Range", "")
+    start = answered.removeprefix("bytes ").partition("-")[0].strip()
+    if start != str(offset):
+        response.close()
+        raise OSError(f"asked for bytes {offset}- and the server answered {answered!r}")
 
 
 class _Body:
@@ -64,7 +76,9 @@ class _Body:
         self.response = response
 
     def read(self, size: int) -> bytes:
-        data = self.response.read(size)
+        """Up to `size` bytes, as soon as some arrive (one receive: a slow server cannot hold
+        a read for long; engine/data/shards/remote.py judges its rate)."""
+        data = self.response.read1(size)
         if not data and size and self.response.length:  # bytes promised, none left to read
             raise http.client.IncompleteRead(b"", self.response.length)
         return data
@@ -86,7 +100,7 @@ class _Command(io.RawIOBase):
         return True
 
     def read(self, size: int = -1) -> bytes:
-        data = self.process.stdout.read(size)  # type: ignore[union-attr]
+        data = self.process.stdout.read1(size)  # type: ignore[union-attr]
         if not data and self.process.wait() != 0:
             raise OSError(f"the command exited with status {self.process.returncode}")
         return data

@@ -1,10 +1,11 @@
 """Remote shards read front to back, through network errors.
 
 A failed open or read (connection refused or reset, a timeout, a server error, a command that
-exits non-zero) is retried `dataset.retries` times, waiting `dataset.backoff` seconds before the
-first retry and twice as long before each next one; the count starts again after every read
-that succeeds. A reconnect continues at the byte reached (engine/data/shards/openers.py: an HTTP
-Range request, else the source read again up to that byte). After the last retry the error
+exits non-zero, fewer than MIN_BYTES in `dataset.read_timeout` seconds) is retried
+`dataset.retries` times, waiting `dataset.backoff` seconds before the first retry and twice as
+long before each next one; the count starts again once MIN_BYTES more have come. A reconnect
+continues at the byte reached (engine/data/shards/openers.py: an HTTP Range request, checked
+to start there, else the source read again up to that byte). After the last retry the error
 names the URL and the byte offset. HTTP answers that retrying cannot change (404, 403, ...)
 fail at once.
 """
@@ -24,6 +25,8 @@ from engine.data.shards import ShardError
 from engine.data.shards.openers import opener
 
 RETRYABLE = (OSError, http.client.HTTPException)
+MIN_BYTES = 2**16  # a remote source must send this much per dataset.read_timeout seconds
+MANIFEST_BYTES = 2**29  # the largest manifest read (512 MiB: labels of ~100M samples)
 
 
 @dataclass(frozen=True)
@@ -46,27 +49,41 @@ class Network:
 
 
 class RetryingReader(io.RawIOBase):
-    """The bytes of a remote shard, read front to back through network errors (see above)."""
+    """The bytes of a remote shard, read front to back through network errors (see above).
+    A source slower than MIN_BYTES per `dataset.read_timeout` seconds (a server that drips)
+    counts as failed, and one longer than `limit` bytes (its manifest's size: an endless
+    body) is a ShardError, so a read always ends."""
 
-    def __init__(self, name: str, open_at: Callable[[int], BinaryIO], network: Network) -> None:
-        self.name, self.open_at, self.network = name, open_at, network
+    def __init__(
+        self,
+        name: str,
+        open_at: Callable[[int], BinaryIO],
+        network: Network,
+        limit: int | None = None,
+    ) -> None:
+        self.name, self.open_at, self.network, self.limit = name, open_at, network, limit
         self.offset = 0  # bytes delivered so far
         self._stream: BinaryIO | None = None
+        self._since, self._got = 0.0, 0  # the rate window: its start, bytes read in it
+        self._failures, self._clean = 0, 0  # failures in a row, bytes read since the last
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        failures = 0
         while True:
             try:
                 if self._stream is None:
                     self._stream = self.open_at(self.offset)
+                    self._since, self._got = time.monotonic(), 0
                 data = self._stream.read(len(buffer))
+                self._check_rate(len(data))
                 break
             except RETRYABLE as err:
                 self._drop()
-                failures += 1
+                self._failures += 1
+                self._clean = 0
+                failures = self._failures
                 if failures > self.network.retries:
                     raise ShardError(
                         f"{shown(self.name)}: network error at byte {self.offset:,} after "
@@ -77,7 +94,28 @@ class RetryingReader(io.RawIOBase):
                 time.sleep(self.network.backoff * 2 ** (failures - 1))
         buffer[: len(data)] = data
         self.offset += len(data)
+        self._clean += len(data)
+        if self._clean >= MIN_BYTES:  # real progress since the last failure: a fresh count
+            self._failures = 0
+        if self.limit is not None and self.offset > self.limit:
+            raise ShardError(
+                f"{shown(self.name)}: more than the {self.limit:,} bytes its manifest lists; the "
+                "shard changed after the manifest was written, or the server sends something "
+                "else: write the manifest again, or check the server."
+            )
         return len(data)
+
+    def _check_rate(self, count: int) -> None:
+        """Fewer than MIN_BYTES in a read_timeout window is a TimeoutError (retried)."""
+        self._got += count
+        now = time.monotonic()
+        if now - self._since >= self.network.timeout:
+            if self._got < MIN_BYTES:
+                raise TimeoutError(
+                    f"{self._got:,} bytes in {now - self._since:.0f} s, fewer than {MIN_BYTES:,} "
+                    "in dataset.read_timeout"
+                )
+            self._since, self._got = now, 0
 
     def _drop(self) -> None:
         stream, self._stream = self._stream, None
@@ -91,6 +129,15 @@ class RetryingReader(io.RawIOBase):
 
 
 def read_remote(name: str, kind: str, network: Network) -> bytes:
-    """All bytes of a small remote file (a manifest), with the same retries."""
+    """All bytes of a small remote file (a manifest), with the same retries; one longer than
+    MANIFEST_BYTES (an endless body) is a ShardError naming it."""
+    chunks, size = [], 0
     with RetryingReader(name, opener(name, kind, network.timeout), network) as reader:
-        return reader.read()
+        while chunk := reader.read(2**20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MANIFEST_BYTES:
+                raise ShardError(
+                    f"{shown(name)}: more than {MANIFEST_BYTES:,} bytes, not a manifest"
+                )
+    return b"".join(chunks)

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import glob
 import io
+import os
 import re
+import stat
 from collections.abc import Sequence
 from typing import BinaryIO
 
 from braceexpand import UnbalancedBracesError, braceexpand
 
 from engine.core.text import shown
+from engine.data.shards import ShardError
 from engine.data.shards.openers import opener
 from engine.data.shards.remote import Network, RetryingReader
 
@@ -92,10 +95,17 @@ def expand_shards(patterns: str | Sequence[str], key: str) -> list[str]:
     return list(dict.fromkeys(shards))
 
 
-def open_shard(name: str, network: Network) -> BinaryIO:
+def open_shard(name: str, network: Network, limit: int | None = None) -> BinaryIO:
     """A binary stream of the shard `name` from its first byte; a remote one is retried on
-    network errors as `network` says (engine/data/shards/remote.py)."""
+    network errors as `network` says, and may not be longer than `limit` bytes (its
+    manifest's size: engine/data/shards/remote.py). A local one must be a regular file (a
+    FIFO would block the open, a device never end)."""
     if kind(name) == "local":
-        return open(name, "rb", buffering=BUFFER)
-    reader = RetryingReader(name, opener(name, kind(name), network.timeout), network)
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ShardError(f"{shown(name)}: not a regular file; a shard is a tar file.")
+        os.set_blocking(fd, True)
+        return open(fd, "rb", buffering=BUFFER)
+    reader = RetryingReader(name, opener(name, kind(name), network.timeout), network, limit)
     return io.BufferedReader(reader, BUFFER)  # type: ignore[return-value]
