@@ -5,7 +5,7 @@ the keys set on the command line taken from there instead)."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +58,13 @@ def saved_config(state: dict[str, Any], file: Path) -> dict[str, Any]:
             f"model.{(unfilled or ['num_classes'])[0]} to the data): retrain it with this "
             "version of train.py."
         )
+    for key, value in _strings(config, ""):
+        if "${" in value:
+            raise CheckpointError(
+                f"{file}: its saved config holds an interpolation, {key}={value!r}; train.py "
+                "saves configs resolved, so this one was changed after it was written, and "
+                "nothing in it is resolved (a resolver can read the environment or write files)."
+            )
     return moved_targets(config, file)
 
 
@@ -74,6 +81,35 @@ def _set(tree: dict[str, Any], dotted: str, value: Any, delete: bool) -> None:
         tree.pop(leaf, None)
     else:
         tree[leaf] = copy.deepcopy(value)
+
+
+def _strings(tree: Any, path: str) -> Iterator[tuple[str, str]]:
+    """(dotted key, value) of every string under `tree` (list items by index)."""
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _strings(value, f"{path}.{key}" if path else str(key))
+    elif isinstance(tree, list):
+        for i, value in enumerate(tree):
+            yield from _strings(value, f"{path}[{i}]")
+    elif isinstance(tree, str):
+        yield path, tree
+
+
+def refuse_saved_commands(saved: dict[str, Any], overrides: Sequence[str], file: Path) -> None:
+    """A `pipe:` source (a shard list, a manifest) runs a shell command by design: it may come
+    from the user's own command line or config files, never from a checkpoint's saved config.
+    One the command line did not set is refused, naming the file, the key and the fix."""
+    given = {text.lstrip("+~").partition("=")[0] for text in overrides}
+    for section in CARRIED:
+        for key, value in _strings(saved.get(section), section):
+            if value.lstrip().startswith("pipe:") and not any(
+                key == g or key.startswith((f"{g}.", f"{g}[")) for g in given
+            ):
+                raise CheckpointError(
+                    f"{file}: its saved config sets {key}={value!r}, a pipe: source, which runs "
+                    "a shell command; one from a checkpoint is never run. If you mean it, set "
+                    f"{key} on the command line."
+                )
 
 
 def run_config(cfg: DictConfig, saved: dict[str, Any], overrides: Sequence[str]) -> DictConfig:

@@ -20,7 +20,13 @@ from engine.core.seeding import seed_everything
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
 from engine.data.transforms import Pipelines
-from engine.inference.checkpoint import checkpoint_file, run_config, saved_config, task_overrides
+from engine.inference.checkpoint import (
+    checkpoint_file,
+    refuse_saved_commands,
+    run_config,
+    saved_config,
+    task_overrides,
+)
 from engine.inference.indexed import indexed_loader
 from engine.inference.model import rebuild_model
 from engine.runs.checkpoint_files import load_checkpoint
@@ -76,7 +82,9 @@ def open_checkpoint(cfg: DictConfig, path: str | None, key: str) -> CheckpointSe
         )
     file = checkpoint_file(path, key)
     state = load_checkpoint(file)
-    run_cfg = run_config(cfg, saved_config(state, file), task_overrides())
+    saved, overrides = saved_config(state, file), task_overrides()
+    refuse_saved_commands(saved, overrides, file)
+    run_cfg = run_config(cfg, saved, overrides)
     validate_config(run_cfg)  # the checkpoint's _target_s too, before anything is imported
     out = Path(cfg.paths.output_dir)
     write_resolved_config(OmegaConf.to_container(run_cfg), out)  # type: ignore[arg-type]

@@ -1,0 +1,88 @@
+"""Checkpoints from elsewhere (mode=eval, mode=predict, load_model) carry their own config: one
+that would run a command (`pipe:` sources) or resolve an interpolation (a resolver reads the
+environment or writes files) is refused in one line naming the file and the key, and nothing
+in it runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from engine.inference import load_model
+from engine.modes.evaluation import evaluate_checkpoint
+from engine.runs.checkpoint_files import CheckpointError, load_checkpoint, save_checkpoint
+from src.loop import train
+from tests.conftest import CONF_DIR, NARROW_MODEL
+
+ONE_STEP = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1")
+
+
+def _compose(demo_dir: Path, out: Path, *overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(
+            config_name="config",
+            overrides=[
+                f"paths.demo_dir={demo_dir}",
+                f"paths.output_dir={out}",
+                "loader.num_workers=0",
+                NARROW_MODEL,
+                *overrides,
+            ],
+        )
+
+
+@pytest.fixture(scope="module")
+def checkpoint(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """The state of a checkpoint train.py wrote (one step on the tiny demo set)."""
+    run = tmp_path_factory.mktemp("trained") / "run"
+    train(_compose(demo_dir, run, *ONE_STEP))
+    return load_checkpoint(run / "checkpoints" / "last.pt")
+
+
+def _hostile(checkpoint: dict, tmp_path: Path, **sections: dict) -> Path:
+    state = {**checkpoint, "config": {**checkpoint["config"], **sections}}
+    save_checkpoint(tmp_path / "hostile.pt", state)
+    return tmp_path / "hostile.pt"
+
+
+def _evaluate(demo_dir, tmp_path, monkeypatch, file: Path, *overrides: str) -> dict:
+    args = ("mode=eval", f"eval.checkpoint={file}", *overrides)
+    monkeypatch.setattr("engine.inference.session.task_overrides", lambda: list(args))
+    return evaluate_checkpoint(_compose(demo_dir, tmp_path / "out", *args))
+
+
+def test_a_saved_pipe_source_never_runs(checkpoint, demo_dir, tmp_path, monkeypatch) -> None:
+    sentinel = tmp_path / "SENTINEL"
+    dataset = {
+        "_target_": "engine.data.datasets.tar_shards.TarShardDataset",
+        "train_shards": [f"pipe:touch {sentinel}"],
+        "val_shards": f"pipe:touch {sentinel}",
+        "manifest": None,
+    }
+    file = _hostile(checkpoint, tmp_path, dataset=dataset)
+    message = rf"^{file}: its saved config sets dataset.train_shards\[0\]='pipe:touch .*, a pipe:"
+    with pytest.raises(CheckpointError, match=message):
+        _evaluate(demo_dir, tmp_path, monkeypatch, file)
+    assert not sentinel.exists()
+    # the command line's own dataset replaces the saved one: nothing is refused
+    results = _evaluate(demo_dir, tmp_path, monkeypatch, file, "dataset=imagefolder")
+    assert "val/acc" in results and not sentinel.exists()
+
+
+@pytest.mark.parametrize("entry", ["eval", "load_model"])
+def test_a_saved_interpolation_is_never_resolved(
+    checkpoint, demo_dir, tmp_path, monkeypatch, entry
+) -> None:
+    made = tmp_path / "made" / "by" / "a" / "resolver"
+    transforms = {**checkpoint["config"]["transforms"], "mean": f"${{run_log:{made}/x.log}}"}
+    file = _hostile(checkpoint, tmp_path, transforms=transforms)
+    message = rf"^{file}: its saved config holds an interpolation, transforms.mean="
+    with pytest.raises(CheckpointError, match=message):
+        if entry == "eval":
+            _evaluate(demo_dir, tmp_path, monkeypatch, file)
+        else:
+            load_model(file)
+    assert not (tmp_path / "made").exists()
