@@ -7,8 +7,10 @@ import math
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from engine.core.bounds import Fraction
 
-def warmup_cosine(optimizer: Optimizer, total_steps: int, warmup_frac: float) -> LambdaLR:
+
+def warmup_cosine(optimizer: Optimizer, total_steps: int, warmup_frac: Fraction) -> LambdaLR:
     """Linear warm-up over `warmup_frac` of the steps, then cosine decay to zero."""
     warmup = max(1, round(total_steps * warmup_frac))
 

@@ -6,14 +6,29 @@ import collections.abc as abc
 import difflib
 import inspect
 import math
+import re
 import types
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import torch
 
+from engine.core.bounds import Bound
+
+_ANNOTATED = re.compile(r"Annotated\[([^,\[\]]+), [^\[\]]*\]")
 HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
 SEQUENCES = (list, tuple, abc.Sequence, abc.MutableSequence)
 MAPPINGS = (dict, abc.Mapping, abc.MutableMapping)
+# Bounds of parameters of torch's own classes (which carry no Annotated hints), by the
+# module their target lives in: torch.optim checks these only once a run is under way.
+TORCH_BOUNDS = {
+    "torch.optim": {
+        "lr": Bound(0),
+        "weight_decay": Bound(0),
+        "momentum": Bound(0),
+        "eps": Bound(0),
+        "dampening": Bound(0),
+    },
+}
 
 
 def signature_of(obj: Any) -> inspect.Signature | None:
@@ -45,6 +60,8 @@ def accepts(annotation: Any, value: Any) -> bool:
     if annotation is None or annotation is type(None):
         return value is None
     origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return accepts(args[0], value)
     if origin in (Union, types.UnionType):
         return any(accepts(arg, value) for arg in args)
     if origin is Literal:
@@ -74,9 +91,27 @@ def _is_tensor(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, torch.Tensor)
 
 
+def bound_of(annotation: Any) -> Bound | None:
+    """The Bound an `Annotated[..., Bound(...)]` hint carries (also inside a Union, list or
+    tuple), or None."""
+    if get_origin(annotation) is Annotated:
+        return next((m for m in annotation.__metadata__ if isinstance(m, Bound)), None)
+    return next(filter(None, map(bound_of, get_args(annotation))), None)
+
+
+def _out_of(bound: Bound, value: Any) -> bool:
+    """Whether `value` (a number, or a list of them) breaks `bound`."""
+    if isinstance(value, list):
+        return any(_out_of(bound, item) for item in value)
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return number and not bound.admits(value)
+
+
 def is_numeric(annotation: Any, default: Any = inspect.Parameter.empty) -> bool:
     """Whether a parameter takes numbers: int, float or Tensor (also inside a Union, list or
     tuple); unannotated, whether its default is a number."""
+    if get_origin(annotation) is Annotated:
+        return is_numeric(get_args(annotation)[0])
     if annotation is inspect.Parameter.empty:
         return isinstance(default, (int, float)) and not isinstance(default, bool)
     if annotation in (int, float) or _is_tensor(annotation):
@@ -123,9 +158,17 @@ def _items_accepted(base: Any, args: tuple[Any, ...], value: list[Any]) -> bool:
 
 def describe(annotation: Any) -> str:
     """`int`, `int | None`, `Sequence[float]`: the annotation as a reader writes it."""
+    if get_origin(annotation) is Annotated:
+        return describe(get_args(annotation)[0])
+    union = get_origin(annotation) in (Union, types.UnionType)
+    if union and any(get_origin(arg) is Annotated for arg in get_args(annotation)):
+        return " | ".join(describe(arg) for arg in get_args(annotation))
+    if annotation is type(None):
+        return "None"
     if isinstance(annotation, type) and not get_args(annotation):
         return annotation.__name__
-    return str(annotation).replace("typing.", "").replace("collections.abc.", "")
+    text = str(annotation).replace("typing.", "").replace("collections.abc.", "")
+    return _ANNOTATED.sub(r"\1", text)  # Sequence[Annotated[int, Bound(...)]] -> Sequence[int]
 
 
 def node_problems(path: str, node: dict[str, Any], target: str, obj: Any) -> list[str]:
@@ -167,7 +210,22 @@ def node_problems(path: str, node: dict[str, Any], target: str, obj: Any) -> lis
                 f"is under way); set a finite value{_example(full, param.default)} ({target} "
                 f"takes {key}: {expected})."
             )
+        elif (bound := _bound(param.annotation, target, key)) and _out_of(bound, value):
+            each = "every item " if isinstance(value, list) else ""
+            problems.append(
+                f"{full}={value!r}: expected {each}{bound.words()}"
+                f"{_example(full, param.default)} ({target} takes {key}: {expected})."
+            )
     return problems
+
+
+def _bound(annotation: Any, target: str, key: str) -> Bound | None:
+    """The bound of parameter `key` of `target`: its hint's, or torch's (TORCH_BOUNDS)."""
+    found = bound_of(annotation)
+    if found is not None:
+        return found
+    module = next((m for m in TORCH_BOUNDS if target.startswith(f"{m}.")), None)
+    return TORCH_BOUNDS[module].get(key) if module else None
 
 
 def _unknown_key(path: str, full: str, key: str, target: str, known: list[str]) -> str:

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler
 
+from engine.core.bounds import Positive
 from engine.core.seeding import derive_seed
 
 
@@ -190,7 +191,7 @@ class WeightedOrder(EpochSampler):
         dataset: Sized,
         seed: int,
         replacement: bool = True,
-        num_samples: int | None = None,
+        num_samples: Positive | None = None,
     ) -> None:
         targets = dataset.targets  # type: ignore[attr-defined]
         if targets is None:

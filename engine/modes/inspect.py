@@ -20,6 +20,7 @@ from torch.utils.data import DataLoader
 from torchvision.transforms import v2
 from torchvision.utils import save_image
 
+from engine.core.bounds import Positive
 from engine.core.grid import labelled_grid
 from engine.core.io import write_json
 from engine.data.loaders import RANDOM_ORDERS
@@ -34,8 +35,8 @@ log = logging.getLogger(__name__)
 class InspectSettings:
     """The `inspect` config group (see conf/inspect/default.yaml)."""
 
-    batches: int
-    images: int
+    batches: Positive
+    images: Positive
 
 
 def split_report(name: str, loader: DataLoader, move: BatchMover, batches: int) -> dict[str, Any]:

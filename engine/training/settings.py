@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.core.bounds import Fraction, Positive, Seed
 from engine.training.device import PRECISIONS
 
 # per-epoch metrics a checkpoint can be ranked by (trainer.checkpoint.monitor)
@@ -58,17 +59,17 @@ class TrainerSettings:
     """The `trainer` config group (see conf/trainer/default.yaml)."""
 
     max_epochs: int
-    seed: int
+    seed: Seed
     device: str
     precision: str
-    grad_accum: int
+    grad_accum: Positive
     log_every_n_steps: int
     limit_train_batches: int | None
     limit_val_batches: int | None
     channels_last: bool
     device_prefetch: bool
     profile: bool
-    starvation_threshold: float
+    starvation_threshold: Fraction
     checkpoint: CheckpointSettings
     resume: str | None
     max_nonfinite_steps: int

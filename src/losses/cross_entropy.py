@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from engine.core.bounds import Share
 from engine.data.datasets.base import DatasetHooks
 
 
@@ -24,7 +25,7 @@ class CrossEntropy(nn.Module):
     def __init__(
         self,
         dataset: DatasetHooks,
-        label_smoothing: float = 0.0,
+        label_smoothing: Share = 0.0,
         class_weights: str | Sequence[float] | None = None,
     ) -> None:
         super().__init__()

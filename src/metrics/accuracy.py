@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import torch
 
+from engine.core.bounds import Positive
 from engine.training.metric import Metric
 
 
 class Accuracy(Metric):
     """The share of samples whose label is among the `k` top-scoring classes (k=1: argmax)."""
 
-    def __init__(self, k: int = 1) -> None:
+    def __init__(self, k: Positive = 1) -> None:
         if k < 1:
             raise ValueError(f"metrics: Accuracy k={k}: expected an int >= 1.")
         self.k = k

@@ -6,6 +6,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from engine.core.bounds import Positive, Share
+
 
 class GRUClassifier(nn.Module):
     """Embedding -> GRU over packed sequences (padding never enters the recurrence) ->
@@ -15,10 +17,10 @@ class GRUClassifier(nn.Module):
         self,
         num_classes: int,
         vocab_size: int,
-        embed_dim: int,
-        hidden_size: int,
-        num_layers: int,
-        dropout: float,
+        embed_dim: Positive,
+        hidden_size: Positive,
+        num_layers: Positive,
+        dropout: Share,
     ) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab_size, embed_dim, padding_idx=0)

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from engine.core.bounds import Positive, Share
+
 
 class MLP(nn.Module):
     """Flatten -> [Linear -> ReLU -> Dropout] per hidden width -> Linear."""
@@ -16,8 +18,8 @@ class MLP(nn.Module):
         self,
         num_classes: int,
         input_shape: Sequence[int],
-        hidden: Sequence[int],
-        dropout: float,
+        hidden: Sequence[Positive],
+        dropout: Share,
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = [nn.Flatten()]

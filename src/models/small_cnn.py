@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from engine.core.bounds import Positive, Share
+
 
 def _block(c_in: int, c_out: int) -> nn.Sequential:
     return nn.Sequential(
@@ -30,9 +32,9 @@ class SmallCNN(nn.Module):
         self,
         num_classes: int,
         input_shape: Sequence[int],
-        widths: Sequence[int],
+        widths: Sequence[Positive],
         global_pool: str,
-        dropout: float,
+        dropout: Share,
     ) -> None:
         super().__init__()
         if len(input_shape) != 3:

@@ -120,6 +120,35 @@ def test_bad_value_gives_one_short_message(make_cfg, override: str, message: str
     assert len(text.splitlines()) == 1 and "Error in call to target" not in text
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("dataset.max_image_pixels=0", "dataset.max_image_pixels=0: expected >= 1, e.g."),
+        ("dataset.max_bad_fraction=2", "dataset.max_bad_fraction=2: expected >= 0 and <= 1"),
+        ("optimizer.lr=-1", "optimizer.lr=-1: expected >= 0, e.g. optimizer.lr=0.001"),
+        ("optimizer.weight_decay=-1", "optimizer.weight_decay=-1: expected >= 0"),
+        ("loss.label_smoothing=1", "loss.label_smoothing=1: expected >= 0 and < 1"),
+        ("model.widths=[8,0]", "model.widths=[8, 0]: expected every item >= 1"),
+        ("model.dropout=1.5", "model.dropout=1.5: expected >= 0 and < 1"),
+        ("trainer.seed=-1", "trainer.seed=-1: expected >= 0 and <= 4,294,967,295"),
+        ("trainer.starvation_threshold=2", "trainer.starvation_threshold=2: expected >= 0"),
+        ("metrics.acc.k=0", "metrics.acc.k=0: expected >= 1"),
+        ("scheduler.warmup_frac=-0.5", "scheduler.warmup_frac=-0.5: expected >= 0 and <= 1"),
+        ("inspect.batches=0", "inspect.batches=0: expected >= 1"),
+        ("sampler=weighted sampler.num_samples=0", "sampler.num_samples=0: expected >= 1"),
+        ("dataset=iterable dataset.shuffle_buffer=-1", "dataset.shuffle_buffer=-1: expected >= 0"),
+        ("dataset=iterable dataset.read_timeout=0", "dataset.read_timeout=0: expected > 0"),
+        ("dataset=tensor dataset.val_fraction=1", "dataset.val_fraction=1: expected > 0 and < 1"),
+    ],
+)
+def test_a_value_out_of_its_bounds_is_one_line_before_any_work(make_cfg, override, message):
+    """Bounds written in the parameters' type hints (engine/core/bounds.py), or torch's own
+    for torch.optim, are checked with the config: not at the first batch, deep in torch."""
+    text = _refused(make_cfg, *override.split())
+    assert text.startswith(message), text
+    assert len(text.splitlines()) == 1
+
+
 def test_typo_in_an_experiment_yaml(make_cfg, tmp_path: Path) -> None:
     (tmp_path / "experiment").mkdir()
     (tmp_path / "experiment" / "typo.yaml").write_text(

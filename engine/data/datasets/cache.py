@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from engine.core.bounds import Fraction, Positive
 from engine.data.bad_samples import BadSample, check_policy
 from engine.data.cache_store import DATA_FILES, data_file, is_jpeg_quality, open_cache
 from engine.data.datasets.base import MapDataset, Transform
@@ -64,8 +65,8 @@ class CachedImages(MapDataset):
         encoding: str | None = None,
         jpeg_quality: int | None = None,
         on_error: str = "raise",
-        max_bad_fraction: float = 0.01,
-        max_image_pixels: int | None = PILLOW_MAX_PIXELS,
+        max_bad_fraction: Fraction = 0.01,
+        max_image_pixels: Positive | None = PILLOW_MAX_PIXELS,
     ) -> None:
         check_policy(on_error, max_bad_fraction)
         self.on_error, self.max_bad_fraction = on_error, max_bad_fraction

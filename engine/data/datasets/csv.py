@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.core.bounds import Fraction, Positive
 from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.image_header import PILLOW_MAX_PIXELS
@@ -43,9 +44,9 @@ class CsvDataset(LabelledImageFiles):
         check_files: bool = True,
         csv_encoding: str = "utf-8",
         on_error: str = "raise",
-        max_bad_fraction: float = 0.01,
+        max_bad_fraction: Fraction = 0.01,
         reduced_decode: bool = True,
-        max_image_pixels: int | None = PILLOW_MAX_PIXELS,
+        max_image_pixels: Positive | None = PILLOW_MAX_PIXELS,
     ) -> None:
         columns = {"dataset.path_column": path_column, "dataset.label_column": label_column}
         try:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from engine.core.bounds import Fraction, Positive
 from engine.data.bad_samples import BadSample, check_policy
 from engine.data.datasets.base import MapDataset, Transform
 from engine.data.decode import SampleError, describe_error, load_sample
@@ -37,9 +38,9 @@ class LabelledImageFiles(MapDataset):
         classes: Sequence[str],
         transform: Transform | None = None,
         on_error: str = "raise",
-        max_bad_fraction: float = 0.01,
+        max_bad_fraction: Fraction = 0.01,
         reduced_decode: bool = True,
-        max_image_pixels: int | None = PILLOW_MAX_PIXELS,
+        max_image_pixels: Positive | None = PILLOW_MAX_PIXELS,
     ) -> None:
         check_policy(on_error, max_bad_fraction)
         self.max_image_pixels = max_image_pixels

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
+from engine.core.bounds import Count, Fraction, Positive, Seconds, Timeout
 from engine.core.seeding import derive_seed
 from engine.core.text import shown
 from engine.data.bad_samples import BadSample, check_policy
@@ -68,21 +69,21 @@ class TarShardDataset(StreamDataset):
         split: str,
         train_shards: str | Sequence[str],
         val_shards: str | Sequence[str],
-        shuffle_buffer: int = 1000,
+        shuffle_buffer: Count = 1000,
         seed: int = 0,
         classes_file: str | None = None,
-        max_image_pixels: int | None = PILLOW_MAX_PIXELS,
+        max_image_pixels: Positive | None = PILLOW_MAX_PIXELS,
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
         manifest: str | None = None,
         image_exts: str = "jpg;jpeg;png;webp",
         label_field: str | None = None,
         ignore_exts: str | None = None,
-        retries: int = 3,
-        backoff: float = 1.0,
-        read_timeout: float = 60.0,
+        retries: Count = 3,
+        backoff: Seconds = 1.0,
+        read_timeout: Timeout = 60.0,
         on_error: str = "raise",
-        max_bad_fraction: float = 0.01,
+        max_bad_fraction: Fraction = 0.01,
         skip_bad_shards: bool = False,
     ) -> None:
         check_policy(on_error, max_bad_fraction)

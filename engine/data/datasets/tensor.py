@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engine.core.bounds import Split
 from engine.data.datasets.base import MapDataset, Transform
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,7 @@ class TensorFileDataset(MapDataset):
         split: str,
         path: str,
         val_path: str | None = None,
-        val_fraction: float | None = None,
+        val_fraction: Split | None = None,
         split_seed: int = 0,
         test_path: str | None = None,
         transform: Transform | None = None,
