@@ -66,8 +66,11 @@ bench-peers: $(STAMP)  ## install timm and NVIDIA DALI (CPU-capable) into .venv 
 docs-outputs: data  ## rerun the commands README.md and docs/ show, and write their real output into them (NAMES="debug-fast ..." for some)
 	$(BIN)/python docs/regenerate.py $(NAMES)
 
+# DEST is handed over as written, single-quoted: make never expands it (a $(shell ...) in it stays
+# text) and the shell never reads it as code (quotes, ;, backticks); nor is it exported
+unexport DEST
 new-project:  ## copy the template to DEST=../my-project (no outputs, data, caches, git history)
-	$(PYTHON) -m engine.new_project "$(DEST)"
+	$(PYTHON) -m engine.new_project '$(subst ','\'',$(value DEST))'
 
 test: data lint  ## lint, then the test suite (offline, about 5 minutes on 2 cores)
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)

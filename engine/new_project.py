@@ -10,11 +10,13 @@ new-project` runs before any virtualenv exists.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -103,7 +105,10 @@ def project_name(folder: str) -> str:
     """A valid, normalised distribution name from a folder name: `My Project!` -> my-project."""
     name = re.sub(r"[^A-Za-z0-9]+", "-", folder).strip("-").lower()
     if not name:
-        raise SystemExit(f"DEST={folder!r}: name the folder with letters or digits.")
+        raise SystemExit(
+            f"DEST={folder!r}: name the folder with ASCII letters or digits (it names the "
+            "Python package of the project)."
+        )
     return name
 
 
@@ -168,11 +173,37 @@ def layout(dest: Path) -> str:
     return "\n".join(f"{path:<{width}}{what}".rstrip() for path, what in rows)
 
 
-def copy_template(root: Path, dest: Path) -> NewProject:
-    """Copy the template at `root` into the new folder `dest`, as a project named after it."""
-    if dest.exists():
+def check_dest(root: Path, dest: Path, given: str) -> None:
+    """`dest` (resolved, links followed) must be a new folder outside the template at `root`:
+    a copy inside it becomes a nested project that the template's next lint, test or copy
+    takes in (each copy then holds every earlier one)."""
+    if dest.exists() or dest.is_symlink():
         raise SystemExit(f"{dest} already exists; choose a new folder for DEST.")
+    if dest.is_relative_to(root):
+        raise SystemExit(
+            f"DEST={given!r} is {dest}, inside the template {root}: a project there would be "
+            "taken into the template's own lint, tests and copies; choose a folder outside it, "
+            "e.g. DEST=../my-project."
+        )
+
+
+def copy_template(root: Path, dest: Path) -> NewProject:
+    """Copy the template at `root` into the new folder `dest`, as a project named after it:
+    into a hidden folder beside it first, renamed to `dest` once complete, so an interrupted
+    copy never leaves a half project under the name asked for."""
     name = project_name(dest.name)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
+    try:
+        project = _copy(root, staging, name)
+        os.rename(staging, dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # this copy's own folder, nothing else
+        raise
+    return project
+
+
+def _copy(root: Path, dest: Path, name: str) -> NewProject:
     copied, left_out = 0, {}
     for rel in template_files(root):
         stays = _template_only(root, rel)
@@ -217,7 +248,15 @@ def main(argv: list[str]) -> None:
     if len(argv) != 1 or not argv[0]:
         raise SystemExit("usage: make new-project DEST=../my-project")
     root, dest = Path(__file__).resolve().parents[1], Path(argv[0]).resolve()
-    print(report(copy_template(root, dest), root, dest))
+    check_dest(root, dest, argv[0])
+    try:
+        project = copy_template(root, dest)
+    except OSError as err:  # a parent that is a file, a name too long, no permission, full
+        raise SystemExit(
+            f"DEST={argv[0]!r}: cannot create {dest} ({err.strerror or err}); choose another "
+            "folder."
+        ) from None
+    print(report(project, root, dest))
 
 
 if __name__ == "__main__":

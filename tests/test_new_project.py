@@ -131,3 +131,47 @@ def test_the_copy_is_the_users_own(tmp_path: Path) -> None:
 def test_a_folder_that_is_no_git_checkout_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match=rf"{tmp_path} is not one \(fatal: not a git repository"):
         template_files(tmp_path)
+
+
+@pytest.mark.parametrize("dest", ["sub", "src/x", ".git/proj", "outputs/new", "-x", "link/new"])
+def test_a_dest_inside_the_template_is_refused_and_nothing_is_written(tmp_path, dest) -> None:
+    """A relative DEST lands in the template (make runs there), as does a link into it."""
+    (tmp_path / "link").symlink_to(ROOT / "src", target_is_directory=True)
+    given = str(tmp_path / dest) if dest.startswith("link") else dest
+    before = sorted(p.name for p in ROOT.iterdir())
+    done = subprocess.run(
+        ["make", "-s", "new-project", f"DEST={given}"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert f"DEST={given!r} is " in done.stderr and f"inside the template {ROOT}" in done.stderr
+    assert sorted(p.name for p in ROOT.iterdir()) == before
+    assert not (ROOT / "src" / "new").exists() and not (ROOT / dest).exists()
+
+
+def test_dest_is_never_run_as_code(tmp_path: Path) -> None:
+    """make never expands DEST and the shell never reads it: quotes, ;, backticks, $(...)."""
+    payloads = [
+        f'{tmp_path}/a"; touch {tmp_path}/S1; echo "',
+        f"$(shell touch {tmp_path}/S2)",
+        f"`touch {tmp_path}/S3`",
+        f"{tmp_path}/b'; touch {tmp_path}/S4; echo '",
+    ]
+    for dest in payloads:
+        subprocess.run(["make", "-s", "new-project", f"DEST={dest}"], cwd=ROOT, capture_output=True)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("S")]
+    assert (tmp_path / 'a"; touch ').is_dir()  # the folder asked for, quotes and all
+
+
+def test_an_interrupted_copy_leaves_no_half_project(tmp_path: Path, monkeypatch) -> None:
+    copied = []
+
+    def killed_midway(source: Path, target: Path) -> None:
+        if len(copied) == 20:
+            raise KeyboardInterrupt
+        copied.append(target)
+        target.write_bytes(Path(source).read_bytes())
+
+    monkeypatch.setattr("engine.new_project.shutil.copy2", killed_midway)
+    with pytest.raises(KeyboardInterrupt):
+        copy_template(ROOT, tmp_path / "proj")
+    assert list(tmp_path.iterdir()) == []  # neither proj nor the hidden copy it was written in
