@@ -20,6 +20,8 @@ from engine.runs.outputs import DATA_KEY
 # allowed_targets, comes from this run's config): the data and its pipelines, the model, the
 # loss and metrics it was measured by, the loader and the device settings of the training.
 CARRIED = ("dataset", "transforms", "model", "loss", "metrics", "loader", "trainer", DATA_KEY)
+MAX_VALUES = 1_000_000  # values a saved config may hold (classes included)
+MAX_DEPTH = 64  # and how deep it may nest
 
 
 def checkpoint_file(path: str | Path, key: str) -> Path:
@@ -42,14 +44,66 @@ def checkpoint_file(path: str | Path, key: str) -> Path:
     )
 
 
+def _plain(tree: Any, path: str, file: Path, budget: list[int], depth: int = 0) -> Any:
+    """`tree` as plain config data (dicts with string keys, lists, strings, numbers, bools,
+    None; a tuple becomes a list, as OmegaConf would make it), or a CheckpointError naming
+    `file` and the key: anything else, nesting past MAX_DEPTH, or more than the `budget` of
+    values (counted per visit, so a tree that shares its lists cannot multiply)."""
+    budget[0] -= 1
+    if budget[0] < 0 or depth > MAX_DEPTH:
+        raise CheckpointError(
+            f"{file}: its saved config holds more than {MAX_VALUES:,} values or nests deeper "
+            f"than {MAX_DEPTH} (at {path or 'the top'}): it was not written by train.py."
+        )
+    if isinstance(tree, dict):
+        bad = next((k for k in tree if not isinstance(k, str)), None)
+        if bad is not None:
+            raise CheckpointError(f"{file}: its saved config has a key {bad!r} under {path}.")
+        return {
+            k: _plain(v, f"{path}.{k}" if path else k, file, budget, depth + 1)
+            for k, v in tree.items()
+        }
+    if isinstance(tree, list | tuple):
+        return [_plain(v, f"{path}[{i}]", file, budget, depth + 1) for i, v in enumerate(tree)]
+    if tree is None or isinstance(tree, str | int | float | bool):
+        return tree
+    raise CheckpointError(
+        f"{file}: its saved config holds a {type(tree).__name__} at {path}, where a config "
+        "holds strings, numbers and lists: it was not written by train.py."
+    )
+
+
+def _check_classes(config: dict[str, Any], file: Path) -> None:
+    """The classes name the model's outputs: a list of distinct names, one per output."""
+    classes = config[DATA_KEY].get("classes") if isinstance(config[DATA_KEY], dict) else None
+    outputs = config["model"].get("num_classes") if isinstance(config["model"], dict) else None
+    ok = isinstance(classes, list) and all(isinstance(c, str) for c in classes)
+    if (
+        not ok
+        or len(set(classes)) != len(classes)
+        or (outputs is not None and outputs != len(classes))
+    ):
+        raise CheckpointError(
+            f"{file}: its saved {DATA_KEY}.classes must be distinct names, one per output of "
+            f"the model (model.num_classes={outputs!r}); it holds {str(classes)[:80]}."
+        )
+
+
 def saved_config(state: dict[str, Any], file: Path) -> dict[str, Any]:
     """The training config saved in checkpoint `state` (read from `file`), with the values
-    the training took from its data."""
+    the training took from its data: as plain data, checked before anything reads it."""
     config = state.get("config")
+    if isinstance(config, dict):
+        config = _plain(config, "", file, [MAX_VALUES])
     if not isinstance(config, dict) or not {"model", "transforms"} <= config.keys():
         raise CheckpointError(
             f"{file} holds no training config: it is not a checkpoint written by train.py "
             "(mode=train) of this project."
+        )
+    if not isinstance(config["model"], dict) or config["model"].get("_partial_"):
+        raise CheckpointError(
+            f"{file}: its saved model config is not a model's node (a _target_ called with "
+            "its settings): it was not written by train.py."
         )
     unfilled = [key for key, value in config["model"].items() if value == "???"]
     if unfilled or DATA_KEY not in config:
@@ -58,6 +112,7 @@ def saved_config(state: dict[str, Any], file: Path) -> dict[str, Any]:
             f"model.{(unfilled or ['num_classes'])[0]} to the data): retrain it with this "
             "version of train.py."
         )
+    _check_classes(config, file)
     for key, value in _strings(config, ""):
         if "${" in value:
             raise CheckpointError(
@@ -102,7 +157,7 @@ def refuse_saved_commands(saved: dict[str, Any], overrides: Sequence[str], file:
     given = {text.lstrip("+~").partition("=")[0] for text in overrides}
     for section in CARRIED:
         for key, value in _strings(saved.get(section), section):
-            if value.lstrip().startswith("pipe:") and not any(
+            if "pipe:" in value and not any(  # anywhere: brace patterns expand later
                 key == g or key.startswith((f"{g}.", f"{g}[")) for g in given
             ):
                 raise CheckpointError(

@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 from torch import nn
 
 from engine.config.allowlist import shipped_entries
+from engine.config.errors import ConfigError
 from engine.config.validate import check_targets
 from engine.data.transforms import Pipelines
 from engine.inference.checkpoint import checkpoint_file, saved_config
@@ -42,13 +43,25 @@ def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> 
             "): it is not a checkpoint written by train.py (mode=train) of this project."
         )
     model = instantiate(config["model"])
+    if not isinstance(model, nn.Module):
+        raise CheckpointError(
+            f"{file}: its model config builds a {type(model).__name__}, not a torch module."
+        )
+    ours = model.state_dict()
+    for key, value in state["model"].items():
+        if key in ours and not (isinstance(value, torch.Tensor) and value.dtype == ours[key].dtype):
+            kind = value.dtype if isinstance(value, torch.Tensor) else type(value).__name__
+            raise CheckpointError(
+                f"{file}: its weight {key} is {kind}, the model's is {ours[key].dtype}: it was "
+                "not written by train.py for this model."
+            )
     try:
         model.load_state_dict(state["model"])
     except RuntimeError as err:
-        first = str(err).strip().splitlines()[0]
+        detail = " ".join(line.strip() for line in str(err).strip().splitlines()[1:3])
         raise CheckpointError(
-            f"{file}: its weights do not fit the model its config describes ({first}); was "
-            "model.* overridden?"
+            f"{file}: its weights do not fit the model its config describes ({detail[:300]}); "
+            "was model.* overridden?"
         ) from err
     return model.eval()
 
@@ -69,7 +82,10 @@ def load_model(path: str | Path, allowed_targets: list[str] | None = None) -> nn
     state = load_checkpoint(file)
     config = saved_config(state, file)
     entries = shipped_entries() if allowed_targets is None else allowed_targets
-    check_targets({"model": config["model"], "transforms": config["transforms"]}, entries)
+    try:
+        check_targets({"model": config["model"], "transforms": config["transforms"]}, entries)
+    except ConfigError as err:
+        raise CheckpointError(f"{file}: its saved config is refused: {err}") from None
     model = rebuild_model(config, state, file)
     model.classes = list(config[DATA_KEY]["classes"])
     model.preprocess = Preprocess(instantiate(config["transforms"]))

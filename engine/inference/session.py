@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from engine.config.errors import ConfigError
 from engine.config.validate import validate_config
 from engine.core.seeding import seed_everything
 from engine.data.resolve_loader import resolve_loader_settings
@@ -85,7 +86,10 @@ def open_checkpoint(cfg: DictConfig, path: str | None, key: str) -> CheckpointSe
     saved, overrides = saved_config(state, file), task_overrides()
     refuse_saved_commands(saved, overrides, file)
     run_cfg = run_config(cfg, saved, overrides)
-    validate_config(run_cfg)  # the checkpoint's _target_s too, before anything is imported
+    try:  # the checkpoint's _target_s too, before anything is imported
+        validate_config(run_cfg)
+    except ConfigError as err:
+        raise ConfigError(f"checkpoint {file}: {err}") from None
     out = Path(cfg.paths.output_dir)
     write_resolved_config(OmegaConf.to_container(run_cfg), out)  # type: ignore[arg-type]
     settings = instantiate(run_cfg.trainer)

@@ -16,12 +16,13 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
+from hydra._internal.utils import _locate  # what instantiate uses (targets checked before)
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import nn
 
 from engine.core.io import write_json
-from engine.data.datasets.base import DatasetHooks, MapDataset
+from engine.data.datasets.base import DatasetHooks, MapDataset, StreamDataset
 from engine.data.splits import build_split
 from engine.inference.passes import run_pass
 from engine.inference.plots import confusion_figure, hardest_grid
@@ -78,15 +79,16 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, float]:
     settings: EvalSettings = instantiate(cfg.eval)
     session = open_checkpoint(cfg, settings.checkpoint, "eval.checkpoint")
     split, classes = settings.split, session.classes
+    kind = _locate(session.cfg.dataset._target_)  # admitted by allowed_targets already
+    if isinstance(kind, type) and issubclass(kind, StreamDataset):
+        raise ValueError(
+            f"mode=eval traces every sample to its file and reads indexed datasets; "
+            f"{kind.__name__} (dataset._target_) streams its samples: evaluate the "
+            "files it was made from (e.g. dataset=imagefolder)."
+        )
     dataset = build_split(
         session.cfg.dataset, split, session.pipelines.val, classes, session.data["vocab_size"]
     )
-    if not isinstance(dataset, MapDataset):
-        raise ValueError(
-            f"mode=eval traces every sample to its file and reads indexed datasets; "
-            f"{type(dataset).__name__} (dataset._target_) streams its samples: evaluate the "
-            "files it was made from (e.g. dataset=imagefolder)."
-        )
     loader = session.loader(dataset, split)
     metrics = {name: instantiate(node) for name, node in session.cfg.metrics.items()}
     totals = PassTotals(session.device, metrics)

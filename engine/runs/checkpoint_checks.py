@@ -6,6 +6,7 @@ failing deep inside torch."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +74,7 @@ EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "window": (_window, "a (tensor, int >= 0) pair"),
     "history": (lambda v: isinstance(v, list) and all(map(_is_dict, v)), "a list of dicts"),
     "ranks": (_ranks, "a non-empty list of per-rank dicts (rng, totals)"),
-    "best": (lambda v: v is None or _number(v), "a number or None"),
+    "best": (lambda v: v is None or (_number(v) and math.isfinite(v)), "a finite number or None"),
 }
 REQUIRED_KEYS = tuple(EXPECTED)
 

@@ -40,6 +40,7 @@ def load_checkpoint(path: str | Path, mmap: bool = False) -> dict[str, Any]:
         raise CheckpointError(f"{path}: no such checkpoint file.")
     if path.stat().st_size == 0:
         raise CheckpointError(f"{path} is empty (0 bytes): its write never happened.")
+    _check_members(path)
     try:
         mmap = mmap and zipfile.is_zipfile(path)  # only torch.save's zip format maps
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
@@ -50,9 +51,10 @@ def load_checkpoint(path: str | Path, mmap: bool = False) -> dict[str, Any]:
             f"weights_only=True does not load (nothing in it ran). {first}. Only load "
             "checkpoints you trust, and re-save them as plain state dicts."
         ) from err
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError) as err:
+    except Exception as err:  # torch's reader fails in many ways on damaged bytes
+        first = (str(err).strip().splitlines() or [""])[0][:300]
         raise CheckpointError(
-            f"{path} is truncated or corrupt ({type(err).__name__}: {err}); it cannot be loaded."
+            f"{path} is truncated or corrupt ({type(err).__name__}: {first}); it cannot be loaded."
         ) from err
     if not isinstance(state, dict):
         raise CheckpointError(
@@ -60,6 +62,27 @@ def load_checkpoint(path: str | Path, mmap: bool = False) -> dict[str, Any]:
             "state): it was not written by this project's train.py."
         )
     return state
+
+
+def _check_members(path: Path) -> None:
+    """torch.save stores its zip members uncompressed: a compressed one (which torch.load
+    would inflate before any check: a 6 MB file can ask for gigabytes) or members larger in
+    all than the file is refused."""
+    if not zipfile.is_zipfile(path):
+        return  # the legacy format, or not a checkpoint: torch.load says which
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as err:
+        raise CheckpointError(
+            f"{path} is truncated or corrupt ({err}); it cannot be loaded."
+        ) from None
+    packed = [m.filename for m in members if m.compress_type != zipfile.ZIP_STORED]
+    if packed or sum(m.file_size for m in members) > path.stat().st_size:
+        raise CheckpointError(
+            f"{path} holds compressed members ({(packed or ['sizes beyond the file'])[0]}), "
+            "which torch.save never writes: it was not written by train.py."
+        )
 
 
 def _link(target: Path, link: Path) -> None:

@@ -121,7 +121,7 @@ def find_resume_state(
         folder = path / "checkpoints" if (path / "checkpoints").is_dir() else path
         found = load_newest(folder, lambda state: problem_with(state, run))
         if found is None:
-            raise FileNotFoundError(
+            raise CheckpointError(
                 f"trainer.resume={resume}: no usable step*.pt checkpoint in {folder}."
             )
         path, state = found

@@ -24,6 +24,7 @@ from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
 from engine.core import folder_lock
+from engine.core.io import atomic_write_bytes
 from engine.runs.run_lock import LOCK_NAME
 
 log = logging.getLogger(__name__)
@@ -92,13 +93,14 @@ def take_over_events(source: Path, board: Path) -> int:
 
 
 def _take(folder: Path, files: list[Path], board: Path) -> int:
-    note = folder / NOTE
-    try:
-        note.write_text(
-            f"This training went on in {board.parent} (trainer.resume): its TensorBoard event "
-            f"files moved there, so that one TensorBoard run shows the whole training.\n"
-            f"{MOVED}{board}\n"
-        )
+    note: Path | None = folder / NOTE
+    text = (
+        f"This training went on in {board.parent} (trainer.resume): its TensorBoard event "
+        f"files moved there, so that one TensorBoard run shows the whole training.\n"
+        f"{MOVED}{board}\n"
+    )
+    try:  # replaced, never written through: a NOTE that is a link changes nothing elsewhere
+        atomic_write_bytes(note, text.encode())  # type: ignore[arg-type]
     except OSError as err:
         if err.errno not in READ_ONLY:
             raise

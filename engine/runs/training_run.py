@@ -13,8 +13,8 @@ from omegaconf import DictConfig, OmegaConf
 from torch.optim import Optimizer
 
 from engine.core.io import remove_stale_temporaries
-from engine.runs.checkpoint_checks import RunShape
-from engine.runs.checkpoint_files import CheckpointError, Checkpoints
+from engine.runs.checkpoint_checks import RunShape, problem_with
+from engine.runs.checkpoint_files import CheckpointError, Checkpoints, load_checkpoint
 from engine.runs.history_file import write_history
 from engine.runs.outputs import (
     finish_run,
@@ -102,17 +102,36 @@ class TrainingRun:
         path, state = self.resumed
         try:
             progress = saver.restore(state)
-        except (KeyError, IndexError, TypeError, ValueError, RuntimeError) as err:
+        except (KeyError, IndexError, TypeError, ValueError, RuntimeError, AttributeError) as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else ""
             raise CheckpointError(
                 f"trainer.resume: {path} cannot be restored into this run "
                 f"({type(err).__name__}: {first})."
             ) from err
-        self.checkpoints.adopt_best(path.parent / "best.pt")
+        best = path.parent / "best.pt"
+        if best.is_file() and self._fits(best):
+            self.checkpoints.adopt_best(best)
         if self.ranks.is_main and (path.parent / KEY_FILE).is_file():  # a run dir's checkpoint
             take_over_events(path.parent.parent / "tensorboard", self.tb.log_dir)
         log.info("resumed from %s: epoch %d, batch %d", path, progress.epoch, progress.batch)
         return progress
+
+    def _fits(self, best: Path) -> bool:
+        """Whether the best.pt beside the resumed checkpoint is this config's and restorable
+        (else it stays where it is, with a warning: a foreign best.pt is never adopted)."""
+        try:
+            state = load_checkpoint(best, mmap=True)
+        except CheckpointError as err:
+            log.warning("not carrying %s over: %s", best, err)
+            return False
+        why = (
+            problem_with(state)
+            if state.get("config_key") == self.info["config_key"]
+            else ("it is another config's")
+        )
+        if why is not None:
+            log.warning("not carrying %s over into this run: %s", best, why)
+        return why is None
 
     def checkpointer(
         self, step: StepState, guard: NonFiniteGuard, window: LossWindow, stop: StopRequest

@@ -232,7 +232,8 @@ MALFORMED = {
     ),
     "epoch a string": (lambda s: s | {"epoch": "2"}, r"its 'epoch' is '2' \(str\).*an int >= 1"),
     "step a string": (lambda s: s | {"step": "8"}, r"its 'step' is '8' \(str\).*an int >= 0"),
-    "best a string": (lambda s: s | {"best": "x"}, r"its 'best' is 'x' \(str\).*a number or"),
+    "best a string": (lambda s: s | {"best": "x"}, r"its 'best' is 'x' \(str\).*a finite number"),
+    "best infinite": (lambda s: s | {"best": float("inf")}, r"its 'best' is inf \(float\)"),
     "history a string": (
         lambda s: s | {"history": "oops"},
         r"its 'history' is 'oops' \(str\).*a list of dicts",

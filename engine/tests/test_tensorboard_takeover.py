@@ -94,3 +94,12 @@ def test_a_kill_between_two_moves_loses_no_file(tmp_path: Path, monkeypatch) -> 
     third = tmp_path / "third" / "tensorboard"
     assert take_over_events(source, third) == 2
     assert [f.name for f in event_files(third)] == names
+
+
+def test_a_note_that_is_a_link_changes_nothing_elsewhere(tmp_path: Path) -> None:
+    """A foreign run's CONTINUED.txt linked to a file of yours: the note replaces the link."""
+    source, victim = _earlier_run(tmp_path), tmp_path / "victim.txt"
+    victim.write_text("mine")
+    (source / NOTE).symlink_to(victim)
+    take_over_events(source, tmp_path / "second" / "tensorboard")
+    assert victim.read_text() == "mine" and not (source / NOTE).is_symlink()

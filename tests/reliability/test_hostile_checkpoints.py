@@ -5,6 +5,7 @@ in it runs."""
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,64 @@ def test_a_saved_interpolation_is_never_resolved(
         else:
             load_model(file)
     assert not (tmp_path / "made").exists()
+
+
+def _config_with(checkpoint: dict, **model: object) -> dict:
+    return {**checkpoint["config"], "model": {**checkpoint["config"]["model"], **model}}
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("target_in_a_tuple", r"its saved config is refused: model.widths\[0\]._target_="),
+        ("interpolation_in_a_tuple", r"its saved config holds an interpolation, model.widths\[0\]"),
+        ("shared_list_bomb", r"its saved config holds more than 1,000,000 values"),
+        ("classes_one_per_output", r"its saved data.classes must be distinct names, one per"),
+        ("integer_weights", r"its weight .* is torch.int64, the model's is torch.float32"),
+        ("partial_model", r"its saved model config is not a model's node"),
+    ],
+)
+def test_a_hostile_saved_config_or_weights_are_one_line_and_nothing_runs(
+    checkpoint, tmp_path, case, message
+) -> None:
+    sentinel = tmp_path / "SENTINEL"
+    state = dict(checkpoint)
+    if case == "target_in_a_tuple":  # a tuple was walked by no check, then built by Hydra
+        node = {"_target_": "engine.core.io.write_json", "path": str(sentinel), "obj": 1}
+        state["config"] = _config_with(checkpoint, widths=(node, 16))
+    elif case == "interpolation_in_a_tuple":
+        state["config"] = _config_with(checkpoint, widths=("${oc.env:HOME}", 16))
+    elif case == "shared_list_bomb":  # 3.5 MB on disk, 10^10 values once walked
+        bomb: list = [0]
+        for _ in range(10):
+            bomb = [bomb] * 10
+        state["config"] = {**checkpoint["config"], "extra": bomb}
+    elif case == "classes_one_per_output":
+        state["config"] = {**checkpoint["config"], "data": {"classes": [str(i) for i in range(50)]}}
+    elif case == "integer_weights":
+        state["model"] = {k: v.long() for k, v in checkpoint["model"].items()}
+    else:
+        state["config"] = _config_with(checkpoint, _partial_=True)
+    save_checkpoint(tmp_path / "hostile.pt", state)
+    with pytest.raises(CheckpointError, match=rf"^{tmp_path / 'hostile.pt'}: {message}"):
+        load_model(tmp_path / "hostile.pt")
+    assert not sentinel.exists()
+
+
+def test_compressed_or_foreign_files_are_one_line(checkpoint, tmp_path) -> None:
+    """torch.load inflates a compressed member before any check (a 6 MB file asked 3.9 GB)."""
+    plain = tmp_path / "plain.pt"
+    save_checkpoint(plain, checkpoint)
+    packed = tmp_path / "packed.pt"
+    with (
+        zipfile.ZipFile(plain) as source,
+        zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as out,
+    ):
+        for member in source.infolist():
+            out.writestr(member.filename, source.read(member))
+    with pytest.raises(CheckpointError, match=rf"^{packed} holds compressed members"):
+        load_model(packed)
+    text = tmp_path / "notes.pt"
+    text.write_text("just some text\n")
+    with pytest.raises(CheckpointError, match=rf"^{text} is truncated or corrupt"):
+        load_model(text)
