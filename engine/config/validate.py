@@ -82,8 +82,11 @@ def mode_problems(tree: dict[str, Any]) -> list[str]:
     """`mode` must be one of train.py's modes, `summary.rank_by` (when set) a metric of it, and
     the keys the mode needs (REQUIRED_BY_MODE) set."""
     mode, rank_by = tree.get("mode"), tree.get("summary", {}).get("rank_by")
+    top = tree.get("summary", {}).get("top", 1)
     if mode not in METRICS_BY_MODE:
         return [f"mode={mode!r}: expected one of {sorted(METRICS_BY_MODE)}."]
+    if isinstance(top, bool) or not isinstance(top, int) or top < 1:
+        return [f"summary.top={top!r}: expected an int >= 1 (rows printed), e.g. summary.top=10."]
     if rank_by is not None and rank_by not in METRICS_BY_MODE[mode]:
         return [
             f"summary.rank_by={rank_by!r} is not a metric of mode={mode}: use one of "

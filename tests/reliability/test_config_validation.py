@@ -139,6 +139,8 @@ def test_bad_value_gives_one_short_message(make_cfg, override: str, message: str
         ("dataset=iterable dataset.shuffle_buffer=-1", "dataset.shuffle_buffer=-1: expected >= 0"),
         ("dataset=iterable dataset.read_timeout=0", "dataset.read_timeout=0: expected > 0"),
         ("dataset=tensor dataset.val_fraction=1", "dataset.val_fraction=1: expected > 0 and < 1"),
+        ("summary.top=-1", "summary.top=-1: expected an int >= 1"),
+        ("summary.top=abc", "summary.top='abc': expected an int >= 1"),
     ],
 )
 def test_a_value_out_of_its_bounds_is_one_line_before_any_work(make_cfg, override, message):
