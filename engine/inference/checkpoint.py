@@ -5,13 +5,16 @@ the keys set on the command line taken from there instead)."""
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from braceexpand import UnbalancedBracesError, braceexpand
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from engine.data.shards.sources import kind
 from engine.inference.moved_targets import moved_targets
 from engine.runs.checkpoint_files import CheckpointError
 from engine.runs.outputs import DATA_KEY
@@ -150,6 +153,17 @@ def _strings(tree: Any, path: str) -> Iterator[tuple[str, str]]:
         yield path, tree
 
 
+def _runs_a_command(value: str) -> bool:
+    """Whether shard source `value` holds, or brace-expands to, a `pipe:` command."""
+    if "pipe:" in value:
+        return True
+    try:  # the first expansions only: a range can stand for billions
+        names = list(itertools.islice(braceexpand(value), 1000))
+    except UnbalancedBracesError:
+        return False
+    return any(kind(name.strip()) == "pipe" for name in names)
+
+
 def refuse_saved_commands(saved: dict[str, Any], overrides: Sequence[str], file: Path) -> None:
     """A `pipe:` source (a shard list, a manifest) runs a shell command by design: it may come
     from the user's own command line or config files, never from a checkpoint's saved config.
@@ -157,7 +171,7 @@ def refuse_saved_commands(saved: dict[str, Any], overrides: Sequence[str], file:
     given = {text.lstrip("+~").partition("=")[0] for text in overrides}
     for section in CARRIED:
         for key, value in _strings(saved.get(section), section):
-            if "pipe:" in value and not any(  # anywhere: brace patterns expand later
+            if _runs_a_command(value) and not any(
                 key == g or key.startswith((f"{g}.", f"{g}[")) for g in given
             ):
                 raise CheckpointError(

@@ -109,26 +109,26 @@ class TrainingRun:
                 f"({type(err).__name__}: {first})."
             ) from err
         best = path.parent / "best.pt"
-        if best.is_file() and self._fits(best):
+        if best.is_file() and self._fits(best, state):
             self.checkpoints.adopt_best(best)
         if self.ranks.is_main and (path.parent / KEY_FILE).is_file():  # a run dir's checkpoint
             take_over_events(path.parent.parent / "tensorboard", self.tb.log_dir)
         log.info("resumed from %s: epoch %d, batch %d", path, progress.epoch, progress.batch)
         return progress
 
-    def _fits(self, best: Path) -> bool:
-        """Whether the best.pt beside the resumed checkpoint is this config's and restorable
-        (else it stays where it is, with a warning: a foreign best.pt is never adopted)."""
+    def _fits(self, best: Path, resumed: dict[str, Any]) -> bool:
+        """Whether the best.pt beside the resumed checkpoint was written by the same run (the
+        same saved config, not only the config_key the file declares) and is restorable;
+        else it stays where it is, with a warning: a foreign best.pt is never adopted."""
         try:
             state = load_checkpoint(best, mmap=True)
         except CheckpointError as err:
             log.warning("not carrying %s over: %s", best, err)
             return False
-        why = (
-            problem_with(state)
-            if state.get("config_key") == self.info["config_key"]
-            else ("it is another config's")
-        )
+        same_run = state.get("config") == resumed.get("config") and state.get(
+            "config_key"
+        ) == resumed.get("config_key")
+        why = problem_with(state) if same_run else "another run wrote it"
         if why is not None:
             log.warning("not carrying %s over into this run: %s", best, why)
         return why is None

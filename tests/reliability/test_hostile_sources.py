@@ -24,6 +24,7 @@ import pytest
 from PIL import Image
 
 from engine.data.shards import ShardError, remote
+from engine.data.shards.manifest import load
 from engine.data.shards.remote import Network, read_remote
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,6 +76,15 @@ class Hostile(BaseHTTPRequestHandler):
             self._stream(self.shard, forever=True)
         elif mode == "endless_member":  # a member declaring 10^15 bytes, then zeros for ever
             self._stream(_header("a.txt", 10**15), forever=True)
+        elif mode == "slow_forever":  # 70 KiB every 0.1 s, never ending: above the rate floor
+            self.send_response(200)
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(bytes(70 * 1024))
+                    time.sleep(0.1)
+            except OSError:  # the client gave up: what it should do
+                pass
         elif mode == "drip":  # one byte every half second
             self.send_response(200)
             self.send_header("Content-Length", str(len(self.shard)))
@@ -217,3 +227,18 @@ def test_an_endless_manifest_is_refused_naming_it(monkeypatch) -> None:
             "http",
             Network(**{"retries": 0, "backoff": 0.0, "timeout": 2.0}),
         )
+
+
+def test_a_manifest_that_never_finishes_arriving_is_refused_naming_it() -> None:
+    network = Network(retries=0, backoff=0.0, timeout=0.3)
+    with _server() as url, pytest.raises(ShardError, match=r"still reading after 10 x dataset"):
+        read_remote(f"{url}/slow_forever/manifest", "http", network)
+
+
+def test_a_manifest_of_millions_of_empty_lists_is_refused_before_parsing(tmp_path) -> None:
+    """480 MB of `[],` parsed to 5 GB; counting brackets first costs nothing."""
+    head = b'{"format": "tar-shards", "version": 1, "shards": {}, "x": ['
+    path = tmp_path / "shards.json"
+    path.write_bytes(head + b"[]," * 4_100_000 + b"[]]}")
+    with pytest.raises(ValueError, match=r"holds 4,100,00\d lists and objects, more than"):
+        load(str(path), Network())

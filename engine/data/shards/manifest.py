@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 NAME = "shards.json"
 FORMAT, VERSION = "tar-shards", 1
 BUILD_HINT = "python -m engine.data.shards.manifest 'PATTERN' --out shards.json"
+MAX_CONTAINERS = 4_000_000  # lists and objects a manifest may hold
 
 
 @dataclass
@@ -118,6 +119,13 @@ def load(location: str, network: Network) -> Manifest:
     text = _read(location, network)
     if text is None:
         return Manifest(location, None, {})
+    containers = text.count(b"[") + text.count(b"{")  # what json.loads would build, cheaply
+    if containers > MAX_CONTAINERS:
+        raise ValueError(
+            f"dataset.manifest: {shown(location)} holds {containers:,} lists and objects, more "
+            f"than a manifest holds ({MAX_CONTAINERS:,}: about 3 per shard, 1 per bad sample); "
+            "set dataset.manifest to another file."
+        )
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack

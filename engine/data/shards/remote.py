@@ -26,7 +26,8 @@ from engine.data.shards.openers import opener
 
 RETRYABLE = (OSError, http.client.HTTPException)
 MIN_BYTES = 2**16  # a remote source must send this much per dataset.read_timeout seconds
-MANIFEST_BYTES = 2**29  # the largest manifest read (512 MiB: labels of ~100M samples)
+MANIFEST_BYTES = 2**26  # the largest manifest read (64 MiB: labels of ~20M samples, ~1 GB parsed)
+MANIFEST_READS = 10  # a remote manifest must arrive within this many dataset.read_timeout
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ def read_remote(name: str, kind: str, network: Network) -> bytes:
     """All bytes of a small remote file (a manifest), with the same retries; one longer than
     MANIFEST_BYTES (an endless body) is a ShardError naming it."""
     chunks, size = [], 0
+    deadline = time.monotonic() + MANIFEST_READS * network.timeout
     with RetryingReader(name, opener(name, kind, network.timeout), network) as reader:
         while chunk := reader.read(2**20):
             chunks.append(chunk)
@@ -139,5 +141,11 @@ def read_remote(name: str, kind: str, network: Network) -> bytes:
             if size > MANIFEST_BYTES:
                 raise ShardError(
                     f"{shown(name)}: more than {MANIFEST_BYTES:,} bytes, not a manifest"
+                )
+            if time.monotonic() > deadline:
+                raise ShardError(
+                    f"{shown(name)}: still reading after {MANIFEST_READS} x dataset.read_timeout "
+                    f"({MANIFEST_READS * network.timeout:.0f} s, {size:,} bytes so far); check "
+                    "the server, or copy the manifest beside you and set dataset.manifest to it."
                 )
     return b"".join(chunks)
