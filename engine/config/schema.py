@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import torch
 
-from engine.core.bounds import Bound
+from engine.core.bounds import INT32, Bound
 
 _ANNOTATED = re.compile(r"Annotated\[([^,\[\]]+), [^\[\]]*\]")
 HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
@@ -27,6 +27,13 @@ TORCH_BOUNDS = {
         "momentum": Bound(0),
         "eps": Bound(0),
         "dampening": Bound(0),
+    },
+    "torchvision.transforms.v2": {  # checked at the first batch otherwise, in torch's words
+        "size": Bound(1, INT32),
+        "p": Bound(0, 1),
+        "ratio": Bound(0, open_least=True),
+        "padding": Bound(0, INT32),
+        "degrees": Bound(-360, 360),
     },
 }
 

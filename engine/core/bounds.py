@@ -44,10 +44,13 @@ def _shown(number: float) -> str:
     return f"{int(number):,}" if float(number).is_integer() else f"{number:g}"
 
 
-Positive = Annotated[int, Bound(1)]  # a count of at least one (batches, pixels, widths)
-Count = Annotated[int, Bound(0)]  # zero or more (retries, buffers)
-Seconds = Annotated[float, Bound(0)]  # a time span, zero allowed
-Timeout = Annotated[float, Bound(0, open_least=True)]  # a time span that must pass
+INT32 = 2**31 - 1  # sizes and counts above this overflow torch's and numpy's int32 paths
+DAY = 86_400.0  # seconds; longer spans overflow the platform's timestamps (1e30 did)
+Positive = Annotated[int, Bound(1, INT32)]  # a count or size of at least one (batches, widths)
+Count = Annotated[int, Bound(0, INT32)]  # zero or more (retries, buffers)
+Pixels = Annotated[int, Bound(1, 2**48)]  # an image area (a whole-slide scan is 10^10 pixels)
+Seconds = Annotated[float, Bound(0, DAY)]  # a time span, zero allowed
+Timeout = Annotated[float, Bound(0, DAY, open_least=True)]  # a time span that must pass
 Fraction = Annotated[float, Bound(0, 1)]  # a share from 0 to 1, both included
 Share = Annotated[float, Bound(0, 1, open_most=True)]  # 0 up to, not including, 1 (dropout)
 Split = Annotated[float, Bound(0, 1, open_least=True, open_most=True)]  # strictly inside (0, 1)

@@ -34,9 +34,9 @@ class LoaderSettings:
                 workers is None or workers == "auto" or (isinstance(workers, int) and workers >= 0),
                 "int >= 0, auto or null",
             ),
-            "prefetch_factor": (
-                self.prefetch_factor is None or self.prefetch_factor >= 1,
-                "int >= 1 or null",
+            "prefetch_factor": (  # batches held per worker: past 1024 it only fills memory
+                self.prefetch_factor is None or 1 <= self.prefetch_factor <= 1024,
+                "int from 1 to 1024 or null",
             ),
             "timeout": (self.timeout >= 0, "seconds >= 0"),
             "multiprocessing_context": (

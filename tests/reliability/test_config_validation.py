@@ -123,7 +123,7 @@ def test_bad_value_gives_one_short_message(make_cfg, override: str, message: str
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("dataset.max_image_pixels=0", "dataset.max_image_pixels=0: expected >= 1, e.g."),
+        ("dataset.max_image_pixels=0", "dataset.max_image_pixels=0: expected >= 1 and <= 2"),
         ("dataset.max_bad_fraction=2", "dataset.max_bad_fraction=2: expected >= 0 and <= 1"),
         ("optimizer.lr=-1", "optimizer.lr=-1: expected >= 0, e.g. optimizer.lr=0.001"),
         ("optimizer.weight_decay=-1", "optimizer.weight_decay=-1: expected >= 0"),
@@ -140,6 +140,10 @@ def test_bad_value_gives_one_short_message(make_cfg, override: str, message: str
         ("dataset=iterable dataset.read_timeout=0", "dataset.read_timeout=0: expected > 0"),
         ("dataset=tensor dataset.val_fraction=1", "dataset.val_fraction=1: expected > 0 and < 1"),
         ("summary.top=-1", "summary.top=-1: expected an int >= 1"),
+        ("model.widths=[8,10000000000]", "model.widths=[8, 10000000000]: expected every item"),
+        ("transforms.train.0.size=0", "transforms.train[0].size=0: expected >= 1"),
+        ("loader.prefetch_factor=100000", "loader.prefetch_factor=100000: expected int from 1"),
+        ("dataset=iterable dataset.read_timeout=1e30", "dataset.read_timeout=1e+30: expected"),
         ("summary.top=abc", "summary.top='abc': expected an int >= 1"),
     ],
 )

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.core.bounds import Fraction, Positive
+from engine.core.bounds import Fraction, Pixels
 from engine.data.bad_samples import BadSample, check_policy
 from engine.data.cache_store import DATA_FILES, data_file, is_jpeg_quality, open_cache
 from engine.data.datasets.base import MapDataset, Transform
@@ -66,7 +66,7 @@ class CachedImages(MapDataset):
         jpeg_quality: int | None = None,
         on_error: str = "raise",
         max_bad_fraction: Fraction = 0.01,
-        max_image_pixels: Positive | None = PILLOW_MAX_PIXELS,
+        max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
     ) -> None:
         check_policy(on_error, max_bad_fraction)
         self.on_error, self.max_bad_fraction = on_error, max_bad_fraction

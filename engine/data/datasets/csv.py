@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.bounds import Fraction, Positive
+from engine.core.bounds import Fraction, Pixels
 from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.image_header import PILLOW_MAX_PIXELS
@@ -46,7 +46,7 @@ class CsvDataset(LabelledImageFiles):
         on_error: str = "raise",
         max_bad_fraction: Fraction = 0.01,
         reduced_decode: bool = True,
-        max_image_pixels: Positive | None = PILLOW_MAX_PIXELS,
+        max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
     ) -> None:
         columns = {"dataset.path_column": path_column, "dataset.label_column": label_column}
         try:

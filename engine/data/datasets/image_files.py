@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from engine.core.bounds import Fraction, Positive
+from engine.core.bounds import Fraction, Pixels
 from engine.data.bad_samples import BadSample, check_policy
 from engine.data.datasets.base import MapDataset, Transform
 from engine.data.decode import SampleError, describe_error, load_sample
@@ -40,7 +40,7 @@ class LabelledImageFiles(MapDataset):
         on_error: str = "raise",
         max_bad_fraction: Fraction = 0.01,
         reduced_decode: bool = True,
-        max_image_pixels: Positive | None = PILLOW_MAX_PIXELS,
+        max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
     ) -> None:
         check_policy(on_error, max_bad_fraction)
         self.max_image_pixels = max_image_pixels

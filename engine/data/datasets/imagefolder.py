@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.bounds import Fraction, Positive
+from engine.core.bounds import Fraction, Pixels
 from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode import IMAGE_SUFFIXES
@@ -112,7 +112,7 @@ class ImageFolderDataset(LabelledImageFiles):
         on_error: str = "raise",
         max_bad_fraction: Fraction = 0.01,
         reduced_decode: bool = True,
-        max_image_pixels: Positive | None = PILLOW_MAX_PIXELS,
+        max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
     ) -> None:
         split_dir = Path(root) / split
         if not split_dir.is_dir() and split == "test":

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
-from engine.core.bounds import Count, Fraction, Positive, Seconds, Timeout
+from engine.core.bounds import Count, Fraction, Pixels, Seconds, Timeout
 from engine.core.seeding import derive_seed
 from engine.core.text import shown
 from engine.data.bad_samples import BadSample, check_policy
@@ -72,7 +72,7 @@ class TarShardDataset(StreamDataset):
         shuffle_buffer: Count = 1000,
         seed: int = 0,
         classes_file: str | None = None,
-        max_image_pixels: Positive | None = PILLOW_MAX_PIXELS,
+        max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
         manifest: str | None = None,
