@@ -42,6 +42,18 @@ def _optimizer_state(value: Any) -> bool:
     )
 
 
+# what engine/runs/summary.py reads from every epoch of the history
+HISTORY_KEYS = {"train/epoch_s", "train/data_wait_frac", "train/first_batch_s"}
+
+
+def _history(value: Any) -> bool:
+    if not isinstance(value, list):
+        return False
+    if not all(_is_dict(e) and all(map(_number, e.values())) for e in value):
+        return False
+    return not value or all(e.keys() == value[0].keys() and e.keys() >= HISTORY_KEYS for e in value)
+
+
 def _window(value: Any) -> bool:
     return (
         isinstance(value, tuple | list)
@@ -72,7 +84,7 @@ EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "step": (_count, "an int >= 0"),
     "nonfinite": (_count, "an int >= 0"),
     "window": (_window, "a (tensor, int >= 0) pair"),
-    "history": (lambda v: isinstance(v, list) and all(map(_is_dict, v)), "a list of dicts"),
+    "history": (_history, "a list of dicts of numbers, one per epoch, alike in their keys"),
     "ranks": (_ranks, "a non-empty list of per-rank dicts (rng, totals)"),
     "best": (lambda v: v is None or (_number(v) and math.isfinite(v)), "a finite number or None"),
 }

@@ -234,6 +234,10 @@ MALFORMED = {
     "step a string": (lambda s: s | {"step": "8"}, r"its 'step' is '8' \(str\).*an int >= 0"),
     "best a string": (lambda s: s | {"best": "x"}, r"its 'best' is 'x' \(str\).*a finite number"),
     "best infinite": (lambda s: s | {"best": float("inf")}, r"its 'best' is inf \(float\)"),
+    "history entry without the epoch's keys": (
+        lambda s: s | {"history": [{"val/acc": 0.5}]},
+        r"its 'history' is \[\{'val/acc': 0.5\}\] \(list\).*alike in their keys",
+    ),
     "history a string": (
         lambda s: s | {"history": "oops"},
         r"its 'history' is 'oops' \(str\).*a list of dicts",
