@@ -22,6 +22,22 @@ register_resolvers()
 NARROW_MODEL = "model.widths=[8,16,32]"
 
 
+def compose_config(demo_dir: Path, output_dir: Path, *overrides: str) -> DictConfig:
+    """conf/config.yaml with `overrides`, pointed at the demo set `demo_dir` and writing to
+    `output_dir`, in batches of 16 loaded in the main process."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(
+            config_name="config",
+            overrides=[
+                f"paths.demo_dir={demo_dir}",
+                f"paths.output_dir={output_dir}",
+                "loader.batch_size=16",
+                "loader.num_workers=0",
+                *overrides,
+            ],
+        )
+
+
 @pytest.fixture
 def make_cfg(demo_dir: Path, tmp_path: Path) -> Callable[..., DictConfig]:
     """Compose conf/config.yaml with `overrides`, pointed at the tiny demo set and tmp_path."""
@@ -29,17 +45,6 @@ def make_cfg(demo_dir: Path, tmp_path: Path) -> Callable[..., DictConfig]:
     def _compose(*overrides: str) -> DictConfig:
         keys = {o.lstrip("+~").partition("=")[0] for o in overrides}
         narrow = [] if keys & {"model", "experiment", "model.widths"} else [NARROW_MODEL]
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            return compose(
-                config_name="config",
-                overrides=[
-                    f"paths.demo_dir={demo_dir}",
-                    f"paths.output_dir={tmp_path / 'run'}",
-                    "loader.batch_size=16",
-                    "loader.num_workers=0",
-                    *narrow,
-                    *overrides,
-                ],
-            )
+        return compose_config(demo_dir, tmp_path / "run", *narrow, *overrides)
 
     return _compose

@@ -57,7 +57,15 @@ class FaultyHandler(RangeHandler):
 def serving(folder: Path, faults: Faults | None = None) -> Iterator[str]:
     """`folder` served on a free loopback port while the block runs; yields its base URL."""
     handler = type("Handler", (FaultyHandler,), {"faults": faults or Faults()})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(handler, directory=str(folder)))
+    with loopback(partial(handler, directory=str(folder))) as url:
+        yield url
+
+
+@contextmanager
+def loopback(handler: Any) -> Iterator[str]:
+    """An HTTP server of `handler` (a request handler class or factory) on a free loopback
+    port while the block runs; yields its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

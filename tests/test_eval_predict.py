@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -24,7 +23,7 @@ from engine.modes.evaluation import evaluate_checkpoint
 from engine.modes.prediction import predict
 from src.loop import train
 from tests.cli import run_cli
-from tests.conftest import CONF_DIR
+from tests.conftest import compose_config
 
 # Learns the 48 tiny-demo train images by heart (train/loss ~0.1), in ~50 optimizer steps
 TRAIN = (
@@ -37,20 +36,6 @@ TRAIN = (
 )
 
 
-def _compose(demo_dir: Path, out: Path, *overrides: str) -> DictConfig:
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(
-            config_name="config",
-            overrides=[
-                f"paths.demo_dir={demo_dir}",
-                f"paths.output_dir={out}",
-                "loader.batch_size=16",
-                "loader.num_workers=0",
-                *overrides,
-            ],
-        )
-
-
 def _rows(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
@@ -60,7 +45,7 @@ def _rows(path: Path) -> list[dict[str, str]]:
 def trained(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """A run dir trained on the tiny demo set, and its final metrics."""
     run = tmp_path_factory.mktemp("trained") / "run"
-    return run, train(_compose(demo_dir, run, *TRAIN))
+    return run, train(compose_config(demo_dir, run, *TRAIN))
 
 
 @pytest.fixture
@@ -69,7 +54,7 @@ def on_checkpoint(demo_dir: Path, tmp_path: Path, monkeypatch) -> Callable[..., 
 
     def _make(*overrides: str) -> DictConfig:
         monkeypatch.setattr("engine.inference.session.task_overrides", lambda: list(overrides))
-        return _compose(demo_dir, tmp_path / "out", *overrides)
+        return compose_config(demo_dir, tmp_path / "out", *overrides)
 
     return _make
 
@@ -191,7 +176,7 @@ def test_new_output_files_follow_the_umask(trained, on_checkpoint, demo_dir, tmp
     old = os.umask(0o027)
     try:
         one_step = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "model.widths=[8]")
-        train(_compose(demo_dir, tmp_path / "train", *one_step))
+        train(compose_config(demo_dir, tmp_path / "train", *one_step))
         evaluate_checkpoint(on_checkpoint("mode=eval", f"eval.checkpoint={run}"))
         skip = ("dataset.on_error=skip", "dataset.max_bad_fraction=0.5")
         predict(

@@ -92,6 +92,21 @@ def take_over_events(source: Path, board: Path) -> int:
     return taken
 
 
+def _moved(file: Path, target: Path, may_move: bool) -> bool:
+    """Move `file` to `target`; where its folder cannot be changed (read-only, or `may_move`
+    false), copy it instead and return False: the original stays."""
+    if may_move:
+        try:
+            shutil.move(file, target)
+            return True
+        except OSError as err:
+            if err.errno not in READ_ONLY:
+                raise
+    if not target.is_file():
+        shutil.copy2(file, target)
+    return False
+
+
 def _take(folder: Path, files: list[Path], board: Path) -> int:
     note: Path | None = folder / NOTE
     text = (
@@ -105,19 +120,7 @@ def _take(folder: Path, files: list[Path], board: Path) -> int:
         if err.errno not in READ_ONLY:
             raise
         note = None
-    kept = []
-    for file in files:
-        target = board / file.name
-        try:
-            if note is None:
-                raise PermissionError(errno.EROFS, "read-only", str(folder))
-            shutil.move(file, target)
-        except OSError as err:  # read-only: the copy stands, the original cannot be removed
-            if err.errno not in READ_ONLY:
-                raise
-            if not target.is_file():
-                shutil.copy2(file, target)
-            kept.append(file)
+    kept = [file for file in files if not _moved(file, board / file.name, note is not None)]
     if kept:
         if note is not None:
             note.unlink()  # the files stay: nothing moved on from here

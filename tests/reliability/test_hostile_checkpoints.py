@@ -9,37 +9,21 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
 
 from engine.inference import load_model
 from engine.modes.evaluation import evaluate_checkpoint
 from engine.runs.checkpoint_files import CheckpointError, load_checkpoint, save_checkpoint
 from src.loop import train
-from tests.conftest import CONF_DIR, NARROW_MODEL
+from tests.conftest import NARROW_MODEL, compose_config
 
 ONE_STEP = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1")
-
-
-def _compose(demo_dir: Path, out: Path, *overrides: str) -> DictConfig:
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(
-            config_name="config",
-            overrides=[
-                f"paths.demo_dir={demo_dir}",
-                f"paths.output_dir={out}",
-                "loader.num_workers=0",
-                NARROW_MODEL,
-                *overrides,
-            ],
-        )
 
 
 @pytest.fixture(scope="module")
 def checkpoint(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The state of a checkpoint train.py wrote (one step on the tiny demo set)."""
     run = tmp_path_factory.mktemp("trained") / "run"
-    train(_compose(demo_dir, run, *ONE_STEP))
+    train(compose_config(demo_dir, run, NARROW_MODEL, *ONE_STEP))
     return load_checkpoint(run / "checkpoints" / "last.pt")
 
 
@@ -52,7 +36,7 @@ def _hostile(checkpoint: dict, tmp_path: Path, **sections: dict) -> Path:
 def _evaluate(demo_dir, tmp_path, monkeypatch, file: Path, *overrides: str) -> dict:
     args = ("mode=eval", f"eval.checkpoint={file}", *overrides)
     monkeypatch.setattr("engine.inference.session.task_overrides", lambda: list(args))
-    return evaluate_checkpoint(_compose(demo_dir, tmp_path / "out", *args))
+    return evaluate_checkpoint(compose_config(demo_dir, tmp_path / "out", NARROW_MODEL, *args))
 
 
 def test_a_saved_pipe_source_never_runs(checkpoint, demo_dir, tmp_path, monkeypatch) -> None:

@@ -13,11 +13,9 @@ import os
 import subprocess
 import sys
 import tarfile
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -26,6 +24,7 @@ from PIL import Image
 from engine.data.shards import ShardError, remote
 from engine.data.shards.manifest import load
 from engine.data.shards.remote import Network, read_remote
+from tests.shard_server import loopback
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.process
@@ -128,18 +127,9 @@ class Hostile(BaseHTTPRequestHandler):
             pass
 
 
-@contextmanager
-def _server() -> Iterator[str]:
-    handler = type("Handler", (Hostile,), {"shard": _shard()})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+def _server() -> AbstractContextManager[str]:
+    """The hostile server on a free loopback port; its base URL."""
+    return loopback(type("Handler", (Hostile,), {"shard": _shard()}))
 
 
 def _local_shards(folder: Path) -> dict[str, bytes]:
