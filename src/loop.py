@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 from omegaconf import DictConfig
-from tqdm import tqdm
 
+from engine.core.progress import LoggedBar
 from engine.data.loaders import set_epoch
 from engine.measure.timing import BatchMeter
 from engine.runs.run_state import Progress, positioned
@@ -35,6 +35,7 @@ from engine.training.interrupts import StopRequest
 from engine.training.loader_failures import loader_failures_named
 from engine.training.nonfinite import NonFiniteGuard
 from engine.training.optimization import build_optimization
+from engine.training.oversubscription import SlowComputeHint
 from engine.training.prefetch import device_batches, side_stream_for
 from engine.training.profiling import batch_profiler
 from engine.training.progress import LossWindow, epoch_line
@@ -78,6 +79,8 @@ class Loop:
         self.hint = StarvationHint(
             self.s.starvation_threshold, self.s.max_epochs, parts.train_loader
         )
+        workers = parts.train_loader.num_workers
+        self.slow = SlowComputeHint(parts.device, self.s.max_epochs, workers)  # CPU only
 
     def fit(self, at: Progress) -> list[dict[str, float]]:
         """The epochs from `at` on, each evaluated and checkpointed; every epoch's metrics."""
@@ -126,7 +129,7 @@ class Loop:
         limit = None if s.limit_train_batches is None else max(0, s.limit_train_batches - start)
         batches = positioned(loader, start)  # a resumed epoch: its sampler skips ahead
         total = batches_per_epoch(loader, limit)  # the batches this pass yields
-        bar = tqdm(total=total, desc=f"epoch {epoch}/{s.max_epochs}", leave=False, disable=None)
+        bar = LoggedBar(total, f"epoch {epoch}/{s.max_epochs}", s.log_every_n_seconds)
         step.optimizer.zero_grad(set_to_none=True)
         done, at_boundary = start, True  # position in the epoch after the last optimizer step
         uneven = UnevenRanks(parts.model, loader)  # DDP ranks fed by a stream: Join, then align
@@ -143,6 +146,7 @@ class Loop:
                     at_boundary = False
                     if epoch == 1 and i == 0:
                         self.run.show_batch("train/first_batch", batch)  # as the model sees it
+                        self.slow.keep(batch)  # the batch a single-thread step is timed on
                     loss, logits = step.forward(batch)
                     if self.guard.allows(
                         loss, f"epoch {epoch}, batch {i} (step {step.steps})", lockstep
@@ -152,11 +156,11 @@ class Loop:
                         self.window.add(loss)
                     if profiler is not None:
                         profiler.step()
-                    bar.update(1)
+                    bar.update(1, samples=len(batch.labels))
                     if (i + 1) % s.grad_accum == 0:  # an accumulation group is complete
                         step.optimizer_step()
                         if step.steps % s.log_every_n_steps == 0:
-                            self.log_window(bar, totals.samples - base, timer)
+                            self.log_window(bar)
                         # on_error=skip leaves entirely bad batches out: they count as done
                         done, at_boundary = i + 1 + getattr(loader, "dropped_batches", 0), True
                         # a checkpoint when due (trainer.checkpoint.*); a stop signal: save, exit
@@ -178,11 +182,11 @@ class Loop:
         means = totals.means("train", "check the data, loader.batch_size and loader.drop_last.")
         return means | timer.stop(totals.samples - base).pass_metrics("train")
 
-    def log_window(self, bar: tqdm, samples: int, timer: BatchMeter) -> None:
+    def log_window(self, bar: LoggedBar) -> None:
         """train/loss (the mean since the last point) and train/lr at this optimizer step."""
         mean_loss, lr = self.window.take(), self.step.optimizer.param_groups[0]["lr"]
         self.run.tb.scalars({"train/loss": mean_loss, "train/lr": lr}, self.step.steps)
-        bar.set_postfix(loss=f"{mean_loss:.4f}", samples_s=f"{samples / timer.running_s():.0f}")
+        bar.postfix(loss=mean_loss)
 
     def log_epoch(self, epoch: int, metrics: dict[str, float]) -> None:
         """The epoch's TensorBoard points (at the step that ended it), its line in the log,
@@ -193,3 +197,5 @@ class Loop:
         self.run.tb.scalars(per_epoch, self.step.steps)
         log.info("%s", epoch_line(epoch, self.s.max_epochs, metrics))
         self.hint.check(epoch, metrics["train/data_wait_frac"])
+        parts = self.parts
+        self.slow.check(epoch, metrics, parts.model, parts.criterion, parts.precision)

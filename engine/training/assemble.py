@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from engine.core.cpus import cores_per_rank, main_threads
 from engine.core.seeding import seed_everything
 from engine.data.loaders import build_loaders
 from engine.data.resolve_loader import resolve_loader_settings
@@ -48,6 +49,13 @@ class Components:
     val_loader: DataLoader
 
 
+def threads_origin(setting: int | None, workers: int) -> str:
+    """Where the header's thread count came from: the key, or auto's arithmetic."""
+    if setting is not None:
+        return " (trainer.num_threads)"
+    return f" (auto: {cores_per_rank()} cores - {workers} workers)"
+
+
 def assemble(cfg: DictConfig) -> Components:
     """Seed, pick the device, instantiate datasets, model and loaders; log a one-line header.
     Under torchrun: this rank's seed, device, DDP model and share of the data."""
@@ -73,6 +81,8 @@ def assemble(cfg: DictConfig) -> Components:
     loader_settings = resolve_loader_settings(
         loader_settings, train_set, sampler, cuda=device.type == "cuda", world_size=ranks.world_size
     )
+    threads = settings.num_threads or main_threads(loader_settings.num_workers)
+    torch.set_num_threads(threads)  # before the first step: torch's default is every core
     sizes = len(train_set), len(val_set)  # the whole splits (a stream's len becomes per rank)
     val_limit = settings.limit_val_batches
     if val_limit is not None:  # a fixed sample spread over the classes, in samples of the job
@@ -90,7 +100,7 @@ def assemble(cfg: DictConfig) -> Components:
     per_step = loader_settings.batch_size * settings.grad_accum * ranks.world_size
     log.info(
         "device %s | precision %s | %d train / %d val samples | %d classes | input %s | "
-        "batch %d x grad_accum %d%s = %d per step | workers %d%s",
+        "batch %d x grad_accum %d%s = %d per step | workers %d%s | threads %d%s",
         device,
         settings.precision,
         *sizes,
@@ -102,6 +112,8 @@ def assemble(cfg: DictConfig) -> Components:
         per_step,
         loader_settings.num_workers,
         " per rank" if ranks.world_size > 1 else "",
+        threads,
+        threads_origin(settings.num_threads, loader_settings.num_workers),
     )
     criterion = instantiate(cfg.loss)(train_set).to(device)
     metrics = {name: instantiate(node) for name, node in cfg.metrics.items()}

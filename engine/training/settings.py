@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.core.bounds import Fraction, Positive, Seed
+from engine.core.bounds import Fraction, Positive, Seconds, Seed
 from engine.training.device import PRECISIONS
 
 # per-epoch metrics a checkpoint can be ranked by (trainer.checkpoint.monitor)
@@ -74,6 +74,8 @@ class TrainerSettings:
     resume: str | None
     max_nonfinite_steps: int
     early_stopping: EarlyStoppingSettings
+    num_threads: Positive | None = None
+    log_every_n_seconds: Seconds = 30.0
 
     def __post_init__(self) -> None:
         if str(self.precision) not in PRECISIONS:

@@ -1,0 +1,86 @@
+"""Progress that shows up where the run's output goes: a tqdm bar on a terminal, and a log line
+every few seconds elsewhere (`| tee`, nohup, SLURM's output file), where a bar prints nothing
+until it closes."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from datetime import timedelta
+from typing import Any
+
+from tqdm import tqdm
+
+log = logging.getLogger(__name__)
+
+
+def duration(seconds: float) -> str:
+    """`0:01:25`: hours, minutes and whole seconds."""
+    return str(timedelta(seconds=round(max(0.0, seconds))))
+
+
+class LoggedBar:
+    """`update(n)` as tqdm's; `postfix(...)` adds values (loss, ...) to the next line. On a
+    terminal a bar; otherwise, every `every_s` seconds (0 = never), a line such as
+    `epoch 2/12: 40/120 batches | 85 samples/s | ETA 0:00:56 | loss 1.2345`."""
+
+    def __init__(
+        self,
+        total: int | None,
+        desc: str,
+        every_s: float = 30.0,
+        unit: str = "batches",
+        clock: Any = time.monotonic,
+        terminal: bool | None = None,
+    ) -> None:
+        self.total, self.desc, self.every_s, self.unit, self.clock = (
+            total,
+            desc,
+            every_s,
+            unit,
+            clock,
+        )
+        self.terminal = sys.stderr.isatty() if terminal is None else terminal
+        self.bar = tqdm(total=total, desc=desc, unit=unit, leave=False, disable=not self.terminal)
+        self.done = self.samples = 0
+        self.values: dict[str, str] = {}
+        self.started = self.last = clock()
+
+    def update(self, n: int = 1, samples: int = 0) -> None:
+        """`n` more units done (and `samples` more samples, for the rate when units are
+        batches)."""
+        self.bar.update(n)
+        self.done, self.samples = self.done + n, self.samples + samples
+        now = self.clock()
+        if not self.terminal and self.every_s > 0 and now - self.last >= self.every_s:
+            self.last = now
+            log.info("%s", self.line(now - self.started))
+
+    def postfix(self, **values: Any) -> None:
+        """Values shown after the counts until replaced (floats with 4 decimals)."""
+        self.values |= {
+            k: f"{v:.4f}" if isinstance(v, float) else str(v) for k, v in values.items()
+        }
+        elapsed = self.clock() - self.started
+        rate = {"samples_s": f"{self.samples / elapsed:.0f}"} if self.samples and elapsed else {}
+        self.bar.set_postfix(self.values | rate, refresh=False)
+
+    def line(self, elapsed: float) -> str:
+        """`desc: done/total unit | rate | ETA | values` after `elapsed` seconds."""
+        counted = self.samples or self.done
+        rate = counted / elapsed if elapsed > 0 else 0.0
+        what = "samples" if self.samples else self.unit
+        parts = [
+            f"{self.desc}: {self.done:,}/{self.total:,} {self.unit}"
+            if self.total
+            else f"{self.desc}: {self.done:,} {self.unit}",
+            f"{rate:,.0f} {what}/s",
+        ]
+        if self.total and self.done:
+            parts.append(f"ETA {duration(elapsed * (self.total - self.done) / self.done)}")
+        parts += [f"{k} {v}" for k, v in self.values.items()]
+        return " | ".join(parts)
+
+    def close(self) -> None:
+        self.bar.close()
