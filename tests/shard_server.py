@@ -21,13 +21,14 @@ class Faults:
     """What the server does wrong: cut each of the first `drops` answers per file after `cut`
     bytes (a connection that breaks mid-shard), answer Range requests (or not), and with
     `down`, answer each shard's requests after its first with 503 (a server gone down); send
-    `etag` as each shard's ETag."""
+    `etag` as each shard's ETag; without `head`, refuse HEAD requests (405)."""
 
     cut: int | None = None
     drops: float = 1
     ranges: bool = True
     down: bool = False
     etag: str | None = None
+    head: bool = True
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # GETs: (path, Range)
     heads: list[str] = field(default_factory=list)  # the paths of HEAD requests
 
@@ -41,6 +42,9 @@ class FaultyHandler(RangeHandler):
     def send_head(self) -> Any:
         if self.command == "HEAD":
             self.faults.heads.append(self.path)
+            if not self.faults.head:
+                self.send_error(405, "Method Not Allowed")
+                return None
             return super().send_head()
         self.faults.requests.append((self.path, self.headers.get("Range")))
         shard = self.path.endswith((".tar", ".gz"))

@@ -113,6 +113,16 @@ def test_a_new_etag_of_the_same_size_is_counted_again(bare, tmp_path, caplog) ->
     assert "its etag was '\"v1\"', now '\"v2\"'): counting them again" in caplog.text
 
 
+def test_a_server_that_refuses_head_is_asked_for_one_byte(bare, tmp_path) -> None:
+    cache, faults = tmp_path / "cache", Faults(head=False)
+    with serving(bare, faults) as url:
+        _dataset(url, cache)
+        del faults.requests[:]
+        assert _dataset(url, cache).shard_sizes == [16, 16, 16]
+    one_byte = [(f"/train-00000{i}.tar", "bytes=0-0") for i in range(3)]
+    assert sorted(faults.requests) == [("/shards.json", None), *one_byte]  # no shard read
+
+
 def test_without_a_cache_every_start_counts_and_progress_is_logged(
     bare, tmp_path, caplog, monkeypatch
 ) -> None:

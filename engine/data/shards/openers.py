@@ -15,6 +15,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from email.message import Message
 from typing import BinaryIO
 
 from engine.core.text import shown
@@ -23,6 +24,7 @@ from engine.data.shards import BUILD_HINT, ShardError
 CHUNK = 2**20  # bytes read at a time while skipping to an offset
 RETRY_STATUS = {408, 429}  # and every 5xx: the server may answer later
 MISSING_STATUS = {404, 410}  # no such file
+HEAD_REFUSED = {403, 405, 501}  # HEAD answers after which a one-byte GET is asked instead
 VERSION_CHARS = 200  # the most of an ETag or Last-Modified kept (a server may send 64 KiB)
 
 
@@ -75,17 +77,21 @@ def _refuse(err: urllib.error.HTTPError, url: str) -> None:
 
 
 def http_version(url: str, timeout: float) -> dict[str, int | str]:
-    """What a HEAD request says of the shard at `url`: its `size` (Content-Length, required:
-    it bounds the read that counts the shard) and, where the server sends them, its `etag`
-    and `last_modified`; a shard changed on the server changes one of them."""
-    request = urllib.request.Request(url, method="HEAD")
+    """What the server says of the shard at `url` (HEAD; where HEAD is refused, as by S3 URLs
+    signed for GET, a one-byte GET): its `size` (required: it bounds the read that counts the
+    shard) and, where sent, its `etag` and `last_modified`; a shard changed on the server
+    changes one of them."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            headers = response.headers
+        with urllib.request.urlopen(
+            urllib.request.Request(url, method="HEAD"), timeout=timeout
+        ) as response:
+            headers, size = response.headers, response.headers.get("Content-Length", "")
     except urllib.error.HTTPError as err:
-        _refuse(err, url)
-        raise
-    size = headers.get("Content-Length", "")
+        if err.code not in HEAD_REFUSED:
+            _refuse(err, url)
+            raise
+        err.close()
+        headers, size = _first_byte(url, timeout)
     if not size.isdigit():
         raise ShardError(
             f"{shown(url)}: the server gives no Content-Length for it (HEAD), so it cannot "
@@ -97,6 +103,22 @@ def http_version(url: str, timeout: float) -> dict[str, int | str]:
         if headers.get(header):
             version[key] = headers[header][:VERSION_CHARS]
     return version
+
+
+def _first_byte(url: str, timeout: float) -> tuple[Message, str]:
+    """The headers of a GET of the first byte of `url` and the size they give (the total of
+    a 206's Content-Range, or a 200's Content-Length); the body is not read."""
+    request = urllib.request.Request(url, headers={"Range": "bytes=0-0"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            if response.status == 206:
+                return response.headers, response.headers.get("Content-Range", "").rpartition("/")[
+                    2
+                ]
+            return response.headers, response.headers.get("Content-Length", "")
+    except urllib.error.HTTPError as err:
+        _refuse(err, url)
+        raise
 
 
 def _check_range(response: http.client.HTTPResponse, offset: int) -> None:
