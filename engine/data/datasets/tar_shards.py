@@ -106,8 +106,15 @@ class TarShardDataset(StreamDataset):
             split_exts(ignore_exts, "dataset.ignore_exts"),
             max_file_bytes(max_image_pixels),
         )
-        found_with = (self.rules, self.network, manifest_cache, self.skip_bad_shards)
-        entries, found = shard_entries(self.shards, key, manifest, *found_with)
+        entries, found = shard_entries(
+            self.shards,
+            key,
+            manifest,
+            self.rules,
+            self.network,
+            cache_dir=manifest_cache,
+            keep_going=self.skip_bad_shards,
+        )
         location, listed = found.location, found.classes
         for entry in entries:  # faults the manifest knows of stop the run here, unless skipped
             if entry["errors"] and on_error == "raise":

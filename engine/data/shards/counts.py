@@ -87,12 +87,12 @@ def shard_entries(
         if unfinished is not None:
             raise ValueError(f"{key}: {unfinished}.")
     location = given or default_location(shards, key)
-    manifest = None
     if given is None and kind(location) == "http":
-        manifest = load_beside(location, network)
-        if manifest is None:
-            manifest = tallied(shards, location, rules, network, cache_dir, keep_going)
-    manifest = manifest or load(location, network)
+        manifest = load_beside(location, network) or tallied(
+            shards, location, rules, network, cache_dir, keep_going
+        )
+    else:
+        manifest = load(location, network)
     entries, changed = [], False
     for shard in shards:
         entry = manifest.entry(shard)

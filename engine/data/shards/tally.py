@@ -32,7 +32,8 @@ from engine.data.shards.sources import kind
 
 log = logging.getLogger(__name__)
 
-THREADS = 8  # shards asked for or counted at once (the network's wait, not the CPU, bounds it)
+THREADS = 8  # shards counted at once (the network's wait, not the CPU, bounds a count)
+HEADS = 32  # HEAD requests at once (each is one round trip: latency alone)
 PROGRESS_S = 5.0  # seconds between progress lines while shards are counted
 VERSION_KEYS = ("size", "etag", "last_modified")  # what a changed shard changes
 NEW = "not counted yet"
@@ -49,12 +50,12 @@ def cache_location(cache_dir: str, beside: str) -> str:
 
 
 def versions(urls: list[str], network: Network) -> dict[str, dict]:
-    """Each shard's size and version as its server says (HEAD), THREADS at a time."""
+    """Each shard's size and version as its server says (HEAD), HEADS at a time."""
 
     def head(url: str) -> dict:
         return retried(url, "HEAD", network, lambda: http_version(url, network.timeout))
 
-    with ThreadPoolExecutor(min(THREADS, len(urls))) as pool:
+    with ThreadPoolExecutor(min(HEADS, len(urls))) as pool:
         return dict(zip(urls, pool.map(head, urls), strict=True))
 
 
