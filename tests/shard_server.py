@@ -20,13 +20,17 @@ from engine.data.shards.serve import RangeHandler
 class Faults:
     """What the server does wrong: cut each of the first `drops` answers per file after `cut`
     bytes (a connection that breaks mid-shard), answer Range requests (or not), and with
-    `down`, answer each shard's requests after its first with 503 (a server gone down)."""
+    `down`, answer each shard's requests after its first with 503 (a server gone down); send
+    `etag` as each shard's ETag; without `head`, refuse HEAD requests (405)."""
 
     cut: int | None = None
     drops: float = 1
     ranges: bool = True
     down: bool = False
-    requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range)
+    etag: str | None = None
+    head: bool = True
+    requests: list[tuple[str, str | None]] = field(default_factory=list)  # GETs: (path, Range)
+    heads: list[str] = field(default_factory=list)  # the paths of HEAD requests
 
     def served(self, suffix: str) -> list[tuple[str, str | None]]:
         return [r for r in self.requests if r[0].endswith(suffix)]
@@ -36,6 +40,12 @@ class FaultyHandler(RangeHandler):
     faults: Faults
 
     def send_head(self) -> Any:
+        if self.command == "HEAD":
+            self.faults.heads.append(self.path)
+            if not self.faults.head:
+                self.send_error(405, "Method Not Allowed")
+                return None
+            return super().send_head()
         self.faults.requests.append((self.path, self.headers.get("Range")))
         shard = self.path.endswith((".tar", ".gz"))
         if shard and self.faults.down and len(self.faults.served(self.path)) > 1:
@@ -44,6 +54,11 @@ class FaultyHandler(RangeHandler):
         if self.faults.ranges:
             return super().send_head()
         return SimpleHTTPRequestHandler.send_head(self)
+
+    def end_headers(self) -> None:
+        if self.faults.etag is not None and self.path.endswith((".tar", ".gz")):
+            self.send_header("ETag", self.faults.etag)
+        super().end_headers()
 
     def copyfile(self, source: Any, outputfile: Any) -> None:
         cut, done = self.faults.cut, len(self.faults.served(self.path))

@@ -1,6 +1,7 @@
 """Shards streamed over HTTP (a real server on loopback), from `pipe:` and fsspec: the same
 samples and training results as from local files, through broken connections; start-up reads
-only the manifest; a server that stays down fails naming the URL and the byte reached."""
+only the manifest (shards without one: tests/test_shard_counting.py); a server that stays down
+fails naming the URL and the byte reached."""
 
 from __future__ import annotations
 
@@ -88,16 +89,6 @@ def test_start_up_reads_only_the_manifest(wds_dir) -> None:
         data = _dataset(url, "val")
     assert [path for path, _ in faults.requests] == ["/shards.json"]
     assert len(data) == 30 and data.shard_sizes == [16, 14]
-
-
-def test_remote_shards_without_a_manifest_are_refused_naming_the_fix(wds_dir, tmp_path) -> None:
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    (bare / "train-000000.tar.gz").write_bytes((wds_dir / "train-000000.tar.gz").read_bytes())
-    with serving(bare) as url, pytest.raises(ValueError) as caught:
-        TarShardDataset("train", f"{url}/train-000000.tar.gz", "unused", **FAST)
-    assert re.search(r"^dataset\.manifest: .*/shards\.json: HTTP 404", str(caught.value))
-    assert "python -m engine.data.shards.manifest" in str(caught.value)
 
 
 def test_a_server_that_stays_down_fails_naming_the_url_and_the_byte(make_cfg, wds_dir, tmp_path):

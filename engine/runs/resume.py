@@ -39,6 +39,7 @@ RESULT_NEUTRAL_KEYS = (
     "dataset.retries",
     "dataset.backoff",
     "dataset.read_timeout",
+    "dataset.manifest_cache",
 )
 
 

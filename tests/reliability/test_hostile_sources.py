@@ -1,5 +1,6 @@
 """Hostile shard sources end bounded in time and memory with one line naming the URL or shard:
-servers that never stop sending, drip, answer a Range request with other bytes; shards whose
+servers that never stop sending, drip, answer a Range request with other bytes (with a manifest
+and without one: then the shards are counted at start-up, through the same guards); shards whose
 headers declare sizes they do not hold, whose labels overflow, that are FIFOs, or that end in
 megabytes of zeros. Each is read in a child process under an address-space limit with a hard
 timeout (engine/tests/fuzz_child.py), so a hang fails here instead of stalling the suite."""
@@ -57,16 +58,26 @@ def _header(name: str, size: int, kind: bytes = tarfile.REGTYPE) -> bytes:
 
 
 class Hostile(BaseHTTPRequestHandler):
-    """/<mode>/x.tar and /<mode>/shards.json, answered as `mode` says."""
+    """/<mode>/x.tar and /<mode>/shards.json, answered as `mode` says; under /bare/ the same
+    with no manifest (404), a HEAD answering the shard's size (none for mode no_length)."""
 
     shard = b""
 
     def log_message(self, *args: object) -> None:  # quiet
         pass
 
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        if not self.path.startswith("/bare/no_length/"):
+            self.send_header("Content-Length", str(len(self.shard)))
+        self.end_headers()
+
     def do_GET(self) -> None:
-        mode, _, name = self.path.strip("/").partition("/")
-        if name == "shards.json":
+        bare = self.path.startswith("/bare/")
+        mode, _, name = self.path.removeprefix("/bare").strip("/").partition("/")
+        if name == "shards.json" and bare:
+            self._send(404, b"")
+        elif name == "shards.json":
             entry = {"samples": 1, "labels": [0], "label_from": "cls", "errors": []}
             body = json.dumps({"format": "tar-shards", "version": 1, "shards": {
                 "x.tar": entry | {"size": len(self.shard)}}}).encode()  # fmt: skip
@@ -189,16 +200,22 @@ def test_hostile_servers_and_shards_end_in_one_line_naming_them(tmp_path: Path) 
     with _server() as url:
         for mode in ("endless", "endless_member", "drip", "wrong_range"):
             items.append({"kind": "shard", "path": f"{url}/{mode}/x.tar", "options": NETWORK})
+        for mode in ("endless", "endless_member", "drip", "wrong_range", "no_length"):
+            counted = NETWORK | {"manifest_cache": str(tmp_path / "cache")}  # no manifest
+            items.append({"kind": "shard", "path": f"{url}/bare/{mode}/x.tar", "options": counted})
         expected |= {
             "endless": "more than the",
             "endless_member": "more than the",
             "drip": "fewer than 65,536 in dataset.read_timeout",
             "wrong_range": "asked for bytes 20000- and the server answered 'bytes 0-",
+            "no_length": "the server gives no Content-Length for it (HEAD)",
         }
         results = _read_in_a_child(items, tmp_path)
     assert results[str(tmp_path / "valid" / "valid.tar")]["ok"]
+    assert len([path for path in results if "/bare/" in path]) == 5
+    assert not (tmp_path / "cache").exists()  # no failed count is cached
     for path, result in results.items():
-        name = next((n for n in expected if f"/{n}" in path), None)
+        name = next((n for n in expected if f"/{n}" in path.removeprefix(f"{url}/bare")), None)
         if name is None:
             continue
         assert not result["ok"] and result["type"] == "ShardError", (name, result)

@@ -3,9 +3,11 @@
 Shards come from paths, globs, brace patterns, URLs, `pipe:` commands or fsspec
 (engine/data/shards/sources.py), their samples follow WebDataset's member rules
 (engine/data/shards/members.py), and their sample counts and labels come from the manifest
-(engine/data/shards/manifest.py), so start-up reads no remote shard. With `on_error=skip`,
-samples that cannot be read (and with `skip_bad_shards`, the rest of a shard that cannot)
-become `BadSample` records the loader lists in bad_samples.csv (engine/data/bad_samples.py).
+(engine/data/shards/manifest.py), so start-up reads no remote shard; `http(s)://` shards with
+no manifest are counted once instead, cached in `manifest_cache` (engine/data/shards/tally.py;
+None: counted at every start). With `on_error=skip`, samples that cannot be read (and with
+`skip_bad_shards`, the rest of a shard that cannot) become `BadSample` records the loader lists
+in bad_samples.csv (engine/data/bad_samples.py).
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ from engine.data.image_header import PILLOW_MAX_PIXELS
 from engine.data.safe_read import max_file_bytes
 from engine.data.shards import ShardError
 from engine.data.shards.counts import counted, shard_entries
-from engine.data.shards.manifest import default_location
 from engine.data.shards.members import Record, Rules, split_exts
 from engine.data.shards.remote import Network
 from engine.data.shards.sources import expand_shards, kind, open_shard
@@ -76,6 +77,7 @@ class TarShardDataset(StreamDataset):
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
         manifest: str | None = None,
+        manifest_cache: str | None = None,
         image_exts: str = "jpg;jpeg;png;webp",
         label_field: str | None = None,
         ignore_exts: str | None = None,
@@ -104,8 +106,16 @@ class TarShardDataset(StreamDataset):
             split_exts(ignore_exts, "dataset.ignore_exts"),
             max_file_bytes(max_image_pixels),
         )
-        location = manifest or default_location(self.shards, key)
-        entries, listed = shard_entries(self.shards, key, location, self.rules, self.network)
+        entries, found = shard_entries(
+            self.shards,
+            key,
+            manifest,
+            self.rules,
+            self.network,
+            cache_dir=manifest_cache,
+            keep_going=self.skip_bad_shards,
+        )
+        location, listed = found.location, found.classes
         for entry in entries:  # faults the manifest knows of stop the run here, unless skipped
             if entry["errors"] and on_error == "raise":
                 raise ShardError(shown(entry["errors"][0][1]))

@@ -1,7 +1,8 @@
 """What a split knows of its shards before reading them: each one's sample count, labels and
 known faults, from the manifest (engine/data/shards/manifest.py); local shards whose entry is
-stale are read again, remote ones must be listed. While streaming, `counted` holds each shard
-to the count its manifest gives.
+stale are read again, remote ones must be listed, except `http(s)://` shards without a manifest:
+those are counted and the result cached (engine/data/shards/tally.py). While streaming,
+`counted` holds each shard to the count its manifest gives.
 """
 
 from __future__ import annotations
@@ -13,11 +14,19 @@ from pathlib import Path
 from typing import BinaryIO
 
 from engine.core.text import shown
-from engine.data.shards import ShardError
-from engine.data.shards.manifest import BUILD_HINT, Manifest, default_location, load, scan
+from engine.data.shards import BUILD_HINT, ShardError
+from engine.data.shards.manifest import (
+    Manifest,
+    default_location,
+    load,
+    load_beside,
+    save_or_warn,
+    scan,
+)
 from engine.data.shards.members import Record, Rules, read_records
 from engine.data.shards.remote import Network
 from engine.data.shards.sources import kind
+from engine.data.shards.tally import tallied
 from engine.data.shards.writer import unfinished_write
 
 log = logging.getLogger(__name__)
@@ -60,15 +69,30 @@ def _fresh(entry: dict | None, shard: str, rules: Rules) -> bool:
 
 
 def shard_entries(
-    shards: list[str], key: str, location: str | None, rules: Rules, network: Network
-) -> tuple[list[dict], list[str] | None]:
-    """The manifest entry of every shard and the manifest's classes: local shards read again
-    when stale (the manifest rewritten when local), remote ones must be listed."""
+    shards: list[str],
+    key: str,
+    given: str | None,
+    rules: Rules,
+    network: Network,
+    cache_dir: str | None = None,
+    keep_going: bool = False,
+) -> tuple[list[dict], Manifest]:
+    """The manifest entry of every shard, and the manifest: `given` (dataset.manifest), else
+    the one beside the first shard; local shards read again when stale (the manifest rewritten
+    when local), remote ones must be listed, unless they are `http(s)://` shards with no
+    manifest beside them: those are counted (`tallied`; a shard that cannot be read stops
+    the count unless `keep_going`)."""
     for folder in dict.fromkeys(Path(s).parent for s in shards if kind(s) == "local"):
         unfinished = unfinished_write(folder)
         if unfinished is not None:
             raise ValueError(f"{key}: {unfinished}.")
-    manifest = load(location or default_location(shards, key), network)
+    location = given or default_location(shards, key)
+    if given is None and kind(location) == "http":
+        manifest = load_beside(location, network) or tallied(
+            shards, location, rules, network, cache_dir, keep_going
+        )
+    else:
+        manifest = load(location, network)
     entries, changed = [], False
     for shard in shards:
         entry = manifest.entry(shard)
@@ -79,17 +103,8 @@ def shard_entries(
             changed = True
         entries.append(entry)
     if changed and kind(manifest.location) == "local":
-        try:
-            manifest.save()
-        except OSError as err:
-            where = shown(manifest.location)
-            log.warning(
-                "cannot write the shard manifest %s (%s): the shards are read again at every "
-                "start; set dataset.manifest to a writable file.",
-                where,
-                err,
-            )
-    return entries, manifest.classes
+        save_or_warn(manifest, "the shards are read again at every start", "dataset.manifest")
+    return entries, manifest
 
 
 def _unlisted(shard: str, key: str, manifest: Manifest, entry: dict | None, rules: Rules) -> str:
@@ -102,6 +117,6 @@ def _unlisted(shard: str, key: str, manifest: Manifest, entry: dict | None, rule
             f"dataset.label_field asks for {rules.label_from}"
         )
     return (
-        f"{key}: {problem}; remote shards are not read at start-up: write the manifest with "
-        f"{BUILD_HINT} (or mode=shards) beside them, or set dataset.manifest."
+        f"{key}: {problem}; remote shards with a manifest are not read at start-up: write the "
+        f"manifest with {BUILD_HINT} (or mode=shards) beside them, or set dataset.manifest."
     )

@@ -10,14 +10,17 @@
          "label_from": "cls",              # where labels were read: cls, or json:FIELD
          "errors": [[2, "SHARD::MEMBER: why"]],  # those samples: position in the shard, reason
          "error": "SHARD: why",            # optional: the shard is not readable past `samples`
-         "size": 1290240, "mtime_ns": 1764514000000000000}}}  # local shards: file size, mtime
+         "size": 1290240, "mtime_ns": 1764514000000000000,  # local shards: file size, mtime
+         "etag": "\"5f3-1290240\"", "last_modified": "..."}}}  # counted URLs: the server's
 
 An entry of a local shard whose size or mtime differs from the file's now, or that was read
 with another `label_from`, is stale: the shard is read again (labels only, no image decoded)
 and the manifest rewritten (atomically; a read-only folder only costs the re-read at the next
-start). Remote shards (URLs, `pipe:`, fsspec) are never read at start-up: their entries must be
-in the manifest beside them, which `mode=shards` writes, or `python -m engine.data.shards.manifest
-PATTERN... --out shards.json` for shards written elsewhere (it reads each once).
+start). Remote shards (URLs, `pipe:`, fsspec) take their entries from the manifest beside them,
+which `mode=shards` writes, or `python -m engine.data.shards.manifest PATTERN... --out
+shards.json` for shards written elsewhere (it reads each once). `http(s)://` shards whose server
+has no manifest (404) are counted once instead and their manifest cached locally
+(engine/data/shards/tally.py); other remote shards must be listed.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from dataclasses import dataclass
 
 from engine.core.io import atomic_write_bytes
 from engine.core.text import shown
-from engine.data.shards import ShardError
+from engine.data.shards import BUILD_HINT, ShardError
 from engine.data.shards.members import LABEL_LIMIT, Rules, read_records, split_exts
+from engine.data.shards.openers import Missing
 from engine.data.shards.remote import Network, read_remote
 from engine.data.shards.sources import expand_shards, kind, open_shard
 
@@ -39,7 +43,6 @@ log = logging.getLogger(__name__)
 
 NAME = "shards.json"
 FORMAT, VERSION = "tar-shards", 1
-BUILD_HINT = "python -m engine.data.shards.manifest 'PATTERN' --out shards.json"
 MAX_CONTAINERS = 4_000_000  # lists and objects a manifest may hold
 
 
@@ -80,6 +83,25 @@ class Manifest:
         os.chmod(self.location, 0o644)
 
 
+def save_or_warn(manifest: Manifest, otherwise: str, key: str) -> bool:
+    """Write `manifest` (its folder made); whether it was written. A place that cannot take
+    it costs a warning saying what follows (`otherwise`) and the config `key` that moves it,
+    not the run."""
+    try:
+        os.makedirs(os.path.dirname(manifest.location) or ".", exist_ok=True)
+        manifest.save()
+        return True
+    except OSError as err:
+        log.warning(
+            "cannot write the shard manifest %s (%s): %s; set %s to a writable place.",
+            shown(manifest.location),
+            err,
+            otherwise,
+            key,
+        )
+        return False
+
+
 def _local(manifest: Manifest) -> bool:
     return kind(manifest.location) == "local"
 
@@ -95,8 +117,9 @@ def default_location(shards: list[str], key: str) -> str:
     return f"{head}/{NAME}" if head else os.path.join(os.path.dirname(shards[0]) or ".", NAME)
 
 
-def _read(location: str, network: Network) -> bytes | None:
-    """The manifest file's bytes; None for a missing local file (a remote one is an error)."""
+def _read(location: str, network: Network, optional: bool = False) -> bytes | None:
+    """The manifest file's bytes; None for a missing local file, or a missing remote one when
+    `optional` (else that is an error)."""
     if kind(location) == "local":
         try:
             with open(location, "rb") as f:
@@ -106,19 +129,29 @@ def _read(location: str, network: Network) -> bytes | None:
     try:
         return read_remote(location, kind(location), network)
     except ShardError as err:
+        if optional and isinstance(err, Missing):
+            return None
         raise ValueError(
             f"dataset.manifest: cannot read the manifest of these remote shards "
-            f"({str(err).rstrip('.')}); "
-            f"remote shards are not read at start-up: write one with {BUILD_HINT} (or "
-            "mode=shards) and put it beside them, or set dataset.manifest to it."
+            f"({str(err).rstrip('.')}); write one with {BUILD_HINT} (or mode=shards) and put "
+            "it beside them or set dataset.manifest to it; or, for http(s):// shards, leave "
+            "dataset.manifest null: with no manifest beside them they are counted at start-up."
         ) from None
 
 
 def load(location: str, network: Network) -> Manifest:
     """The manifest at `location`; an empty one when a local file is missing."""
     text = _read(location, network)
-    if text is None:
-        return Manifest(location, None, {})
+    return Manifest(location, None, {}) if text is None else _parse(location, text)
+
+
+def load_beside(location: str, network: Network) -> Manifest | None:
+    """The remote manifest at `location`, or None when the server has none (HTTP 404, 410)."""
+    text = _read(location, network, optional=True)
+    return None if text is None else _parse(location, text)
+
+
+def _parse(location: str, text: bytes) -> Manifest:
     containers = text.count(b"[") + text.count(b"{")  # what json.loads would build, cheaply
     if containers > MAX_CONTAINERS:
         raise ValueError(
@@ -178,6 +211,8 @@ def _entry_problem(entry: object) -> str | None:
         return "has an 'error' that is not a string"
     if not all(_count(entry.get(key, 0)) for key in ("size", "mtime_ns")):
         return "has a 'size' or 'mtime_ns' that is not an int >= 0"
+    if not all(isinstance(entry.get(key, ""), str) for key in ("etag", "last_modified")):
+        return "has an 'etag' or 'last_modified' that is not a string"
     return None
 
 
@@ -197,14 +232,15 @@ def _problem(data: dict) -> str | None:
     return None
 
 
-def scan(shard: str, rules: Rules, network: Network) -> dict:
-    """A manifest entry for `shard`, read from end to end (labels only, no image decoded)."""
+def scan(shard: str, rules: Rules, network: Network, limit: int | None = None) -> dict:
+    """A manifest entry for `shard`, read from end to end (labels only, no image decoded); a
+    remote one may not be longer than `limit` bytes."""
     entry: dict = {"samples": 0, "labels": [], "label_from": rules.label_from, "errors": []}
     if kind(shard) == "local":
         stat = os.stat(shard)
         entry |= {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
     try:
-        with open_shard(shard, network) as stream:
+        with open_shard(shard, network, limit) as stream:
             for record in read_records(stream, shard, rules):
                 if record.error is not None:
                     entry["errors"].append([entry["samples"], record.error])

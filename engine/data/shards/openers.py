@@ -1,8 +1,10 @@
 """Opening a remote shard at a byte offset, by kind: `http(s)://` (a Range request; a server
 that ignores it, answering 200 instead of 206, is read up to the offset), `pipe:CMD` (the
 command run again, its output read up to the offset) and fsspec URLs (opened and seeked).
-An HTTP answer that retrying cannot change (404, 403, ...) is a `ShardError` at once; other
-failures are OSErrors, which engine/data/shards/remote.py retries.
+An HTTP answer that retrying cannot change (404, 403, ...) is a `ShardError` at once (`Missing`
+for 404 and 410: there is no such file); other failures are OSErrors, which
+engine/data/shards/remote.py retries. `http_version` asks a server (HEAD) what a shard's size
+and version are, for counting shards that have no manifest (engine/data/shards/tally.py).
 """
 
 from __future__ import annotations
@@ -13,13 +15,22 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from email.message import Message
 from typing import BinaryIO
 
 from engine.core.text import shown
-from engine.data.shards import ShardError
+from engine.data.shards import BUILD_HINT, ShardError
 
 CHUNK = 2**20  # bytes read at a time while skipping to an offset
 RETRY_STATUS = {408, 429}  # and every 5xx: the server may answer later
+MISSING_STATUS = {404, 410}  # no such file
+HEAD_REFUSED = {403, 405, 501}  # HEAD answers after which a one-byte GET is asked instead
+VERSION_CHARS = 200  # the most of an ETag or Last-Modified kept (a server may send 64 KiB)
+
+
+class Missing(ShardError):
+    """A remote file the server says does not exist (HTTP 404 or 410, or fsspec's
+    FileNotFoundError)."""
 
 
 def _skip(stream: BinaryIO, count: int) -> None:
@@ -42,11 +53,7 @@ def _http(url: str, timeout: float) -> Callable[[int], BinaryIO]:
             if err.code == 416:  # nothing left after `offset`
                 err.close()
                 return io.BytesIO()
-            if err.code < 500 and err.code not in RETRY_STATUS:
-                raise ShardError(
-                    f"{shown(url)}: HTTP {err.code} {shown(str(err.reason))}; check the URL in "
-                    "dataset.train_shards / val_shards (or dataset.manifest)."
-                ) from None
+            _refuse(err, url)
             raise
         body = _Body(response)
         if offset and response.status != 206:  # no Range support: read up to `offset`
@@ -56,6 +63,62 @@ def _http(url: str, timeout: float) -> Callable[[int], BinaryIO]:
         return body  # type: ignore[return-value]
 
     return open_at
+
+
+def _refuse(err: urllib.error.HTTPError, url: str) -> None:
+    """An HTTP error that retrying cannot change as a `ShardError` (`Missing` for 404, 410)."""
+    if err.code < 500 and err.code not in RETRY_STATUS:
+        err.close()
+        error = Missing if err.code in MISSING_STATUS else ShardError
+        raise error(
+            f"{shown(url)}: HTTP {err.code} {shown(str(err.reason))}; check the URL in "
+            "dataset.train_shards / val_shards (or dataset.manifest)."
+        ) from None
+
+
+def http_version(url: str, timeout: float) -> dict[str, int | str]:
+    """What the server says of the shard at `url` (HEAD; where HEAD is refused, as by S3 URLs
+    signed for GET, a one-byte GET): its `size` (required: it bounds the read that counts the
+    shard) and, where sent, its `etag` and `last_modified`; a shard changed on the server
+    changes one of them."""
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, method="HEAD"), timeout=timeout
+        ) as response:
+            headers, size = response.headers, response.headers.get("Content-Length", "")
+    except urllib.error.HTTPError as err:
+        if err.code not in HEAD_REFUSED:
+            _refuse(err, url)
+            raise
+        err.close()
+        headers, size = _first_byte(url, timeout)
+    if not size.isdigit():
+        raise ShardError(
+            f"{shown(url)}: the server gives no Content-Length for it (HEAD), so it cannot "
+            f"be counted within a known size; write its manifest with {BUILD_HINT} and set "
+            "dataset.manifest to it."
+        )
+    version: dict[str, int | str] = {"size": int(size)}
+    for key, header in (("etag", "ETag"), ("last_modified", "Last-Modified")):
+        if headers.get(header):
+            version[key] = headers[header][:VERSION_CHARS]
+    return version
+
+
+def _first_byte(url: str, timeout: float) -> tuple[Message, str]:
+    """The headers of a GET of the first byte of `url` and the size they give (the total of
+    a 206's Content-Range, or a 200's Content-Length); the body is not read."""
+    request = urllib.request.Request(url, headers={"Range": "bytes=0-0"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            if response.status == 206:
+                return response.headers, response.headers.get("Content-Range", "").rpartition("/")[
+                    2
+                ]
+            return response.headers, response.headers.get("Content-Length", "")
+    except urllib.error.HTTPError as err:
+        _refuse(err, url)
+        raise
 
 
 def _check_range(response: http.client.HTTPResponse, offset: int) -> None:
@@ -129,7 +192,7 @@ def _fsspec(url: str) -> Callable[[int], BinaryIO]:
         try:
             stream = fsspec.open(url, "rb").open()
         except FileNotFoundError:
-            raise ShardError(
+            raise Missing(
                 f"{shown(url)}: no such file; check dataset.train_shards / val_shards (or "
                 "dataset.manifest)."
             ) from None

@@ -18,12 +18,13 @@ import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
 
 from engine.core.text import shown
 from engine.data.shards import ShardError
 from engine.data.shards.openers import opener
 
+T = TypeVar("T")
 RETRYABLE = (OSError, http.client.HTTPException)
 MIN_BYTES = 2**16  # a remote source must send this much per dataset.read_timeout seconds
 MANIFEST_BYTES = 2**26  # the largest manifest read (64 MiB: labels of ~20M samples, ~1 GB parsed)
@@ -86,12 +87,8 @@ class RetryingReader(io.RawIOBase):
                 self._clean = 0
                 failures = self._failures
                 if failures > self.network.retries:
-                    raise ShardError(
-                        f"{shown(self.name)}: network error at byte {self.offset:,} after "
-                        f"{self.network.retries} retries ({type(err).__name__}: {err}); check "
-                        "that the server is up and the URL right, or raise dataset.retries / "
-                        "dataset.backoff."
-                    ) from err
+                    where = f"at byte {self.offset:,}"
+                    raise ShardError(_gave_up(self.name, where, self.network, err)) from err
                 time.sleep(self.network.backoff * 2 ** (failures - 1))
         buffer[: len(data)] = data
         self.offset += len(data)
@@ -100,9 +97,9 @@ class RetryingReader(io.RawIOBase):
             self._failures = 0
         if self.limit is not None and self.offset > self.limit:
             raise ShardError(
-                f"{shown(self.name)}: more than the {self.limit:,} bytes its manifest lists; the "
-                "shard changed after the manifest was written, or the server sends something "
-                "else: write the manifest again, or check the server."
+                f"{shown(self.name)}: more than the {self.limit:,} bytes its manifest lists (or "
+                "the server's Content-Length, when counted); the shard changed after that, or the "
+                "server sends something else: write the manifest again, or check the server."
             )
         return len(data)
 
@@ -127,6 +124,28 @@ class RetryingReader(io.RawIOBase):
     def close(self) -> None:
         self._drop()
         super().close()
+
+
+def _gave_up(name: str, where: str, network: Network, err: BaseException) -> str:
+    return (
+        f"{shown(name)}: network error {where} after {network.retries} retries "
+        f"({type(err).__name__}: {err}); check that the server is up and the URL right, or "
+        "raise dataset.retries / dataset.backoff."
+    )
+
+
+def retried(name: str, what: str, network: Network, call: Callable[[], T]) -> T:
+    """`call()` (the request `what` about the remote file `name`, e.g. "HEAD"), retried on
+    network errors as a read is; after the last retry a ShardError naming `name`."""
+    failures = 0
+    while True:
+        try:
+            return call()
+        except RETRYABLE as err:
+            failures += 1
+            if failures > network.retries:
+                raise ShardError(_gave_up(name, f"on {what}", network, err)) from err
+            time.sleep(network.backoff * 2 ** (failures - 1))
 
 
 def read_remote(name: str, kind: str, network: Network) -> bytes:
