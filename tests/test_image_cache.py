@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 from PIL import Image
 from torchvision.io import decode_jpeg, encode_jpeg
 
@@ -22,6 +23,7 @@ from engine.data.datasets.cache import CachedImages
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import SampleError, read_image
 from engine.modes.cache import CacheSettings, cache, shrink, write_split
+from engine.modes.cache_plan import side_from_transforms
 
 SIDE = 32  # demo images are 40-96 px: some JPEGs are >= 2x this (reduced decode), some not
 HUGE = 65500  # the side a lying header declares
@@ -334,3 +336,40 @@ def test_damaged_raw_entries_are_refused_not_reshaped(images: Path, tmp_path: Pa
         cached[0]
     with pytest.raises(SampleError, match=rf"entry {len(rows) - 1} .*the data file holds 3 there"):
         cached[len(rows) - 1]
+
+
+def test_a_null_short_side_takes_the_transforms_size_and_says_what_it_writes(
+    make_cfg, tmp_path: Path, caplog
+) -> None:
+    out = tmp_path / "store"
+    with caplog.at_level(logging.INFO, logger="engine.modes.cache_plan"):
+        cache(make_cfg("mode=cache", f"cache.dir={out}", "cache.short_side=null"))
+    plan = next(r.getMessage() for r in caplog.records if r.name == "engine.modes.cache_plan")
+    # transforms=default: train RandomResizedCrop 48, val Resize [48, 48]; demo images 40-96 px
+    assert re.fullmatch(
+        r"cache: writing 78 images at short side 48 px \(transforms\.val's Resize\): "
+        r"~0\.\d megapixels, ~\d\.\d MB on disk \(raw\)",
+        plan,
+    ), plan
+    cached = CachedImages(str(out), "train")
+    assert max(min(cached[i][0].shape[1:]) for i in range(len(cached))) == 48  # not 256
+    size = (out / "train" / "pixels.u8").stat().st_size + (out / "val" / "pixels.u8").stat().st_size
+    estimate = float(re.search(r"~(\d\.\d) MB", plan).group(1)) * 2**20
+    assert 0.5 < estimate / size < 2  # the estimate is of the right size
+    with pytest.raises(
+        ValueError, match=r"neither transforms\.val nor transforms\.train .* set cache\.short_side"
+    ):
+        cache(make_cfg("mode=cache", f"cache.dir={tmp_path / 'none'}", "transforms=none"))
+
+
+@pytest.mark.parametrize(
+    ("transforms", "side", "source"),
+    [
+        ("default", 48, "transforms.val's Resize"),
+        ("imagenet", 256, "transforms.val's Resize"),  # Resize 256, then CenterCrop 224
+        ("mnist", 28, "transforms.train's RandomCrop"),  # val: [] (28 x 28 already)
+    ],
+)
+def test_the_side_comes_from_the_largest_first_resize_or_crop(transforms, side, source) -> None:
+    conf = Path(__file__).resolve().parents[1] / "conf" / "transforms" / f"{transforms}.yaml"
+    assert side_from_transforms(instantiate(OmegaConf.load(conf))) == (side, source)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from PIL import Image
 
 from engine.inference import load_model
 from engine.inference.checkpoint import checkpoint_file
@@ -103,3 +104,86 @@ def test_load_model_refuses_what_is_not_a_checkpoint_of_this_project(tmp_path) -
     torch.save({"model": [1], "config": config}, tmp_path / "no_weights.pt")
     with pytest.raises(CheckpointError, match=r"no_weights\.pt holds no model weights \(its "):
         load_model(tmp_path / "no_weights.pt")
+
+
+# A notebook somewhere else: the engine importable, the template's src/ not (nothing of the
+# project on sys.path, another working directory); load_model must find the project itself.
+ELSEWHERE = """
+import importlib.util, sys, torch
+sys.path.insert(0, sys.argv[1])
+from engine.inference import load_model
+sys.path.remove(sys.argv[1])
+assert importlib.util.find_spec("src") is None
+model = load_model(sys.argv[2])
+print(sys.modules[type(model).__module__].__file__)
+"""
+
+
+def test_load_model_finds_its_project_from_any_working_directory(make_cfg, tmp_path) -> None:
+    project = tmp_path / "project"  # a copy of the template, where the model is trained
+    for part in ("conf", "src"):
+        shutil.copytree(ROOT / part, project / part)
+    run = project / "outputs" / "run"
+    train(make_cfg(*ONE_STEP, f"paths.root_dir={project}", f"paths.output_dir={run}"))
+    (tmp_path / "notebooks").mkdir()
+
+    def model_module(checkpoint: Path) -> Path:
+        result = subprocess.run(
+            [sys.executable, "-c", ELSEWHERE, str(ROOT), str(checkpoint)],
+            cwd=tmp_path / "notebooks",
+            env={"PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr[-3000:]
+        return Path(result.stdout.strip())
+
+    alone = tmp_path / "alone.pt"  # nothing above it: its saved paths.root_dir names the project
+    shutil.copy(run / "checkpoints" / "last.pt", alone)
+    assert model_module(alone).is_relative_to(project / "src")
+    moved = project.rename(tmp_path / "moved")  # paths.root_dir is gone: the run dir's location
+    assert model_module(moved / "outputs" / "run").is_relative_to(moved / "src")
+
+
+def test_load_model_without_its_project_says_to_pass_project_root(
+    make_cfg, tmp_path, monkeypatch
+) -> None:
+    cfg = make_cfg(*ONE_STEP, "paths.root_dir=.")  # relative: names no folder once elsewhere
+    train(cfg)
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    shutil.copy(Path(cfg.paths.output_dir) / "checkpoints" / "last.pt", alone / "m.pt")
+    monkeypatch.chdir(alone)
+    monkeypatch.setenv("PROJECT_ROOT", str(alone))  # where train.py would say; no conf/ there
+    with pytest.raises(CheckpointError, match=r"m\.pt: cannot find the project .*project_root="):
+        load_model(alone / "m.pt")
+    with pytest.raises(CheckpointError, match=r"project_root=.*alone/conf/config\.yaml does not"):
+        load_model(alone / "m.pt", project_root=alone)
+    model = load_model(alone / "m.pt", project_root=ROOT)
+    assert model.classes == ["circle", "cross", "square", "star", "triangle"]
+
+
+def test_preprocess_takes_files_pil_images_and_tensors_alike(make_cfg, tmp_path) -> None:
+    cfg = make_cfg(*ONE_STEP)
+    train(cfg)
+    model = load_model(Path(cfg.paths.output_dir))
+    pixels = torch.randint(0, 256, (3, 60, 70), dtype=torch.uint8)
+    picture = Image.fromarray(pixels.permute(1, 2, 0).numpy())
+    picture.save(tmp_path / "a.png")
+    one = model.preprocess(pixels)
+    assert one.shape == (1, 3, 48, 48) and one.dtype == torch.float32
+    forms = {
+        "str": str(tmp_path / "a.png"),
+        "Path": tmp_path / "a.png",
+        "PIL": picture,
+        "RGBA PIL": picture.convert("RGBA"),  # converted to RGB, as files are decoded
+        "HWC tensor": pixels.permute(1, 2, 0),
+    }
+    for name, image in forms.items():
+        assert torch.equal(model.preprocess(image), one), name
+    mixed = model.preprocess([*forms.values(), pixels])
+    assert torch.equal(mixed, one.expand(len(forms) + 1, -1, -1, -1))
+    with pytest.raises(TypeError, match=r"image 1 is a torch\.float32 tensor .* uint8 tensors"):
+        model.preprocess([pixels, pixels.float()])

@@ -99,3 +99,24 @@ def test_limited_validation_is_spread_over_the_classes(make_cfg) -> None:
     assert sorted(counts) == [0, 1, 2, 3, 4] and max(counts.values()) - min(counts.values()) <= 1
     again = torch.cat([labels for _, labels in parts.val_loader])
     assert torch.equal(labels, again)  # the same sample every epoch
+
+
+def test_imagefolder_val_fraction_lists_its_draw_in_split_csv(make_cfg, demo_dir, tmp_path) -> None:
+    flat = shutil.copytree(demo_dir / "imagefolder" / "train", tmp_path / "flat")  # root/<class>/*
+    cfg = make_cfg(f"dataset.root={flat}", "dataset.val_fraction=0.25", "dataset.split_seed=3")
+    parts = assemble(cfg)
+    assert len(parts.train_set) + len(parts.val_set) == 48 and len(parts.val_set) >= 10
+    listing = Path(cfg.paths.output_dir) / "split.csv"
+    with open(listing, newline="") as f:
+        rows = list(csv.DictReader(f))
+    drawn = {
+        split: {files.get_filename(i) for i in range(len(files))}
+        for split, files in (("train", parts.train_set), ("val", parts.val_set))
+    }
+    assert {split: {r["path"] for r in rows if r["split"] == split} for split in drawn} == drawn
+    assert all(Path(r["path"]).parent.name == r["label"] for r in rows)
+    # dataset=csv reads the listing back as the same two splits
+    again = make_cfg("dataset=csv", f"dataset.csv={listing}", f"dataset.root={flat}")
+    for split, files in drawn.items():
+        read = build_split(again.dataset, split, None, parts.classes)
+        assert {read.get_filename(i) for i in range(len(read))} == files

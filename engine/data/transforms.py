@@ -87,6 +87,20 @@ def decode_min_side(transform: Callable | None) -> int | None:
     return None
 
 
+SIZED = (v2.Resize, v2.RandomResizedCrop, v2.CenterCrop, v2.RandomCrop)  # steps with a `size`
+
+
+def first_size(transform: Callable | None) -> tuple[int, str] | None:
+    """(the shorter side an image must keep for `transform`, the step it comes from): the
+    largest side of its first Resize or crop (a Resize to [short side] or [height, width], a
+    crop to its height and width); None when no such step sizes the images."""
+    steps = transform.transforms if isinstance(transform, v2.Compose) else [transform]
+    for step in steps:
+        if isinstance(step, SIZED) and step.size:
+            return max(step.size), type(step).__name__
+    return None
+
+
 class Pipelines:
     """The `transforms` config group: train and val pipelines plus the normaliser."""
 

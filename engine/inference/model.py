@@ -3,7 +3,6 @@ holds the values the training took from its data)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,24 +13,11 @@ from torch import nn
 from engine.config.allowlist import shipped_entries
 from engine.config.errors import ConfigError
 from engine.config.validate import check_targets
-from engine.data.transforms import Pipelines
 from engine.inference.checkpoint import checkpoint_file, saved_config
+from engine.inference.preprocess import Preprocess
+from engine.inference.project import PROJECT_CONFIG, find_project, importable, missing_project
 from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
 from engine.runs.outputs import DATA_KEY
-
-
-class Preprocess:
-    """uint8 images (C x H x W tensors, as engine.data.decode.read_image returns them) -> the
-    model's input batch: the val transforms of the training, then its normalisation."""
-
-    def __init__(self, pipelines: Pipelines) -> None:
-        self.pipelines = pipelines
-
-    def __call__(self, images: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
-        images = [images] if isinstance(images, torch.Tensor) and images.ndim == 3 else images
-        val = self.pipelines.val
-        batch = torch.stack([val(image) if val is not None else image for image in images])
-        return self.pipelines.normalizer(batch)
 
 
 def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> nn.Module:
@@ -66,7 +52,11 @@ def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> 
     return model.eval()
 
 
-def load_model(path: str | Path, allowed_targets: list[str] | None = None) -> nn.Module:
+def load_model(
+    path: str | Path,
+    allowed_targets: list[str] | None = None,
+    project_root: str | Path | None = None,
+) -> nn.Module:
     """The model of a checkpoint, ready for inference, from the checkpoint alone::
 
         from engine.inference import load_model
@@ -74,16 +64,28 @@ def load_model(path: str | Path, allowed_targets: list[str] | None = None) -> nn
 
     `path`: a checkpoint file, or a run dir (its best.pt, else last.pt). The model comes back
     in eval mode on the CPU, with `model.classes` (output i is class `classes[i]`) and
-    `model.preprocess` (uint8 images -> the input batch: the training's val transforms and
-    normalisation), so `model(model.preprocess(read_image(f))).argmax(1)` names the class.
-    The checkpoint's `_target_`s must be in `allowed_targets` (default: conf/config.yaml's);
-    the file is read with weights_only=True, so nothing in it runs."""
+    `model.preprocess` (image files, PIL images or uint8 tensors, one or a list -> the input
+    batch: the training's val transforms and normalisation), so
+    `model(model.preprocess("cat.jpg")).argmax(1)` names the class. Works from any working
+    directory: the project (`project_root`; by default found from $PROJECT_ROOT, the saved
+    paths.root_dir or the folders above the checkpoint) is put on sys.path for the template's
+    `src.*` targets. The checkpoint's `_target_`s must be in `allowed_targets` (default: the
+    project's conf/config.yaml's); the file is read with weights_only=True, so nothing in it
+    runs."""
     file = checkpoint_file(path, "load_model")
     state = load_checkpoint(file)
     config = saved_config(state, file)
-    entries = shipped_entries() if allowed_targets is None else allowed_targets
+    root = find_project(config, file, project_root)
+    if allowed_targets is None:
+        if root is None:
+            raise missing_project(file)
+        allowed_targets = shipped_entries(root / PROJECT_CONFIG)
+    if root is not None:
+        importable(root)
     try:
-        check_targets({"model": config["model"], "transforms": config["transforms"]}, entries)
+        check_targets(
+            {"model": config["model"], "transforms": config["transforms"]}, allowed_targets
+        )
     except ConfigError as err:
         raise CheckpointError(f"{file}: its saved config is refused: {err}") from None
     model = rebuild_model(config, state, file)

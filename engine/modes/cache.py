@@ -1,7 +1,8 @@
 """`mode=cache` (`make cache`): decode every train and val image once, shrink it to
-`cache.short_side` and store its uint8 pixels (or, with cache.encoding=jpeg, a JPEG of them)
-for `dataset=cache` (engine/data/cache_store.py).
-Resumable: a second run continues an interrupted one; a stale cache is refused, never mixed."""
+`cache.short_side` (null: the side the transforms' first Resize or crop asks for) and store its
+uint8 pixels (or, with cache.encoding=jpeg, a JPEG of them) for `dataset=cache`
+(engine/data/cache_store.py). Resumable: a second run continues an interrupted one; a stale
+cache is refused, never mixed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -29,6 +30,7 @@ from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
 from engine.data.splits import build_splits
 from engine.data.transforms import Pipelines
+from engine.modes.cache_plan import log_plan, side_from_transforms
 from engine.runs.outputs import save_resolved_config
 
 log = logging.getLogger(__name__)
@@ -46,7 +48,7 @@ class CacheSettings:
     """The `cache` config group (see conf/cache/default.yaml)."""
 
     dir: str
-    short_side: int
+    short_side: int | None  # null: from the transforms (engine/modes/cache_plan.py)
     rebuild: bool
     commit_every: int
     encoding: str
@@ -55,6 +57,8 @@ class CacheSettings:
     def __post_init__(self) -> None:
         for key in ("short_side", "commit_every"):
             value = getattr(self, key)
+            if value is None and key == "short_side":
+                continue
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"cache.{key}={value!r}: expected an int >= 1.")
         if self.encoding not in ENCODINGS:
@@ -199,6 +203,11 @@ def cache(cfg: DictConfig) -> dict[str, float]:
     root = output_folder(settings.dir, "cache.dir")
     refuse_inside_the_data(root, "cache.dir", cfg)
     splits = build_splits(cfg.dataset, Pipelines([], []))  # decoded as stored: no transforms
+    source = "cache.short_side"
+    if settings.short_side is None:
+        side, source = side_from_transforms(instantiate(cfg.transforms))
+        settings = replace(settings, short_side=side)
+    log_plan(splits, settings.short_side, source, settings.encoding)  # type: ignore[arg-type]
     loader = resolve_loader_settings(
         instantiate(cfg.loader), splits[0], SequentialOrder, cuda=False
     )

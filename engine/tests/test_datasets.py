@@ -108,3 +108,38 @@ def test_float64_features_become_float32(tmp_path: Path) -> None:
     np.savez(tmp_path / "f.npz", inputs=np.ones((10, 3)), labels=np.arange(10) % 2)  # float64
     data = TensorFileDataset("train", str(tmp_path / "f.npz"), val_fraction=0.2)
     assert data.inputs.dtype == torch.float32
+
+
+def test_tensor_npz_keys_are_configurable_and_a_missing_one_lists_the_keys(tmp_path: Path):
+    np.savez(tmp_path / "f.npz", x_train=np.ones((10, 3), np.float32), y=np.arange(10) % 2)
+    data = TensorFileDataset(
+        "train", str(tmp_path / "f.npz"), val_fraction=0.2, inputs_key="x_train", labels_key="y"
+    )
+    assert data.inputs.shape == (8, 3) and data.classes == ["0", "1"]
+    with pytest.raises(ValueError, match=r"no array 'inputs' \(dataset.inputs_key\); the file "):
+        TensorFileDataset("train", str(tmp_path / "f.npz"), val_fraction=0.2, labels_key="y")
+    with pytest.raises(ValueError, match=r"the file has \['x_train', 'y'\]: set dataset.labels"):
+        TensorFileDataset("train", str(tmp_path / "f.npz"), val_fraction=0.2, inputs_key="x_train")
+
+
+def test_tensor_nhwc_images_are_detected_and_permuted_with_layout_nhwc(tmp_path: Path) -> None:
+    nchw = torch.randint(0, 256, (6, 3, 48, 40), dtype=torch.uint8)
+    nhwc = nchw.permute(0, 2, 3, 1).numpy()  # 6 x 48 x 40 x 3, as numpy and TF keep images
+    np.savez(tmp_path / "img.npz", inputs=nhwc, labels=np.arange(6) % 2)
+    path = str(tmp_path / "img.npz")
+    with pytest.raises(ValueError, match=r"look like N,H,W,C .*: set dataset.layout=nhwc\.$"):
+        TensorFileDataset("train", path, val_fraction=0.5)
+    train = TensorFileDataset("train", path, val_fraction=0.5, layout="nhwc")
+    val = TensorFileDataset("val", path, val_fraction=0.5, layout="nhwc", classes=train.classes)
+    assert train.inputs.shape == (3, 3, 48, 40)
+    got = {tuple(x.flatten().tolist()) for x in torch.cat([train.inputs, val.inputs])}
+    assert got == {tuple(x.flatten().tolist()) for x in nchw}  # the same images, channels first
+    np.savez(tmp_path / "feat.npz", inputs=np.ones((6, 5), np.float32), labels=np.arange(6) % 2)
+    with pytest.raises(ValueError, match="layout=nhwc permutes images N x H x W x C"):
+        TensorFileDataset("train", str(tmp_path / "feat.npz"), val_fraction=0.5, layout="nhwc")
+    grey = torch.randint(0, 256, (4, 1, 28, 28), dtype=torch.uint8)  # N,1,28,28: channels first
+    np.savez(tmp_path / "grey.npz", inputs=grey.numpy(), labels=np.arange(4) % 2)
+    assert (
+        TensorFileDataset("train", str(tmp_path / "grey.npz"), val_fraction=0.5).inputs.shape[1]
+        == 1
+    )

@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from engine.core.cpus import cores_per_rank, main_threads
 from engine.core.seeding import seed_everything
+from engine.data.holdout import write_split_file
 from engine.data.loaders import build_loaders
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.seeded import seeded
@@ -65,7 +66,11 @@ def assemble(cfg: DictConfig) -> Components:
     device = rank_device(resolve_device(settings.device), ranks)
     precision = resolve_precision(settings.precision, device)
     pipelines = instantiate(cfg.transforms)
-    train_set, val_set = (seeded(d, settings.seed) for d in build_splits(cfg.dataset, pipelines))
+    train_set, val_set = build_splits(cfg.dataset, pipelines)
+    if train_set.drawn_split and ranks.is_main:
+        listed = write_split_file(train_set, val_set, Path(cfg.paths.output_dir))
+        log.info("train/val split drawn by dataset.val_fraction: listed in %s", listed)
+    train_set, val_set = seeded(train_set, settings.seed), seeded(val_set, settings.seed)
     shape, classes = input_shape(val_set), train_set.classes
     model = build_model(
         cfg.model,

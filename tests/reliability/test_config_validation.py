@@ -110,7 +110,7 @@ def test_every_shipped_option_passes(make_cfg, group: str, option: str) -> None:
         ),
         ("loader.batch_size=nan", "loader.batch_size=nan: expected int, got float"),
         ("benchmark.batches=inf", "benchmark.batches=inf: expected int, got float"),
-        ("cache.short_side=inf", "cache.short_side=inf: expected int, got float"),
+        ("cache.short_side=inf", "cache.short_side=inf: expected int | None, got float"),
         ("inspect.images=nan", "inspect.images=nan: expected int, got float"),
     ],
 )

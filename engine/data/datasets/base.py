@@ -28,6 +28,9 @@ Attributes:
     splits (tuple[str, ...]): the splits the class can build, ``("train", "val")`` by default;
         ``"test"`` when it reads a test split (mode=eval eval.split=test). Read by build_split.
     shuffle (bool): a stream shuffles itself (set by the loaders from the sampler group).
+    drawn_split (bool): the train and val splits were drawn from one listing (imagefolder's
+        ``dataset.val_fraction``): the run lists every file's split in split.csv (needs
+        ``get_filename``). Read by engine/training/assemble.py.
 
 Methods (optional):
     get_filename(index) -> str | None: the file behind a sample, named in errors and reports.
@@ -65,6 +68,7 @@ class DatasetHooks:
     files_checkable: ClassVar[bool] = False
     vocab_size: int | None = None
     shuffle: bool = False
+    drawn_split: bool = False
     splits: ClassVar[tuple[str, ...]] = ("train", "val")
 
     def get_filename(self, index: int) -> str | None:

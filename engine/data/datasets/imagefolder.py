@@ -1,5 +1,6 @@
 """ImageFolder layout: `root/{train,val,test}/<class>/<image>`; class = sub-folder name (test/
-is optional: only mode=eval eval.split=test reads it)."""
+is optional: only mode=eval eval.split=test reads it). Or `root/<class>/<image>` with
+`dataset.val_fraction`: a stratified, seeded val split drawn from it."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.bounds import Fraction, Pixels
+from engine.core.bounds import Fraction, Pixels, Seed, Split
 from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode import IMAGE_SUFFIXES
+from engine.data.holdout import held_out
 from engine.data.image_header import PILLOW_MAX_PIXELS
 
 log = logging.getLogger(__name__)
@@ -98,8 +100,113 @@ class FolderWalk:
             self._visit(subdir, images, real)
 
 
+def split_folder(root: Path, split: str, val_fraction: float | None) -> Path:
+    """The folder the split's class folders are in: root/<split>, or root itself when the val
+    split is drawn (`val_fraction`); a root of the other layout is refused with the fix."""
+    if val_fraction is not None:
+        if split == "test":
+            raise FileNotFoundError(
+                f"dataset.val_fraction={val_fraction} draws train and val from the class folders "
+                f"of {root}, which has no test split: evaluate eval.split=val, or lay out "
+                "root/{train,val,test}/<class>/* with dataset.val_fraction=null."
+            )
+        held = [name for name in ("train", "val") if (root / name).is_dir()]
+        if held:
+            folders = " and ".join(f"{name}/" for name in held)
+            raise ValueError(
+                f"dataset.val_fraction={val_fraction}: {root} holds {folders}, the layout of "
+                "ready-made splits: set dataset.val_fraction=null to read them, or set "
+                f"dataset.root={root / held[0]} to draw val from its class folders."
+            )
+        if not root.is_dir():
+            raise FileNotFoundError(
+                f"dataset.root: {root} is not a directory; with dataset.val_fraction set it holds "
+                "the class folders (root/<class>/*.jpg)."
+            )
+        return root
+    split_dir = root / split
+    if not split_dir.is_dir() and split == "test":
+        raise FileNotFoundError(
+            f"dataset.root: {split_dir} is not a directory, so this root has no test split "
+            "(test/<class>/*.jpg): add that folder, or evaluate eval.split=val."
+        )
+    if not split_dir.is_dir():
+        raise FileNotFoundError(
+            f"dataset.root: {split_dir} is not a directory. An ImageFolder root holds "
+            "train/<class>/*.jpg and val/<class>/*.jpg; set dataset.root to that folder, or, "
+            "for a folder of class folders (root/<class>/*.jpg), set dataset.val_fraction "
+            "(e.g. 0.2) to hold out a val split drawn from it."
+        )
+    return split_dir
+
+
+def list_classes(
+    split_dir: Path, strict: bool, classes: Sequence[str] | None
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(paths as a bytes array, labels, classes) of the images in the class folders of
+    `split_dir`; `classes` None: the folders found, sorted. `strict`: an empty class folder is
+    an error (the train split)."""
+    walk = FolderWalk(split_dir)
+    real = {  # class folder -> its real path (None: a link, resolved by the walk)
+        entry.name: None if entry.is_symlink() else os.path.join(walk.root, entry.name)
+        for entry in os.scandir(split_dir)
+        if entry.is_dir() and (not entry.is_symlink() or walk.inside(entry.path))
+    }
+    found = sorted(real)
+    if classes is None:
+        classes = found
+    unknown = sorted(set(found) - set(classes))
+    if unknown:
+        raise ValueError(
+            f"dataset.root: {split_dir} has class folders {unknown} that the train split "
+            f"does not have (train classes: {list(classes)}). Rename or remove them."
+        )
+    # paths encoded as they are listed, into a bytes array every CHUNK files: no Python
+    # object per file outlives its chunk
+    chunks: list[np.ndarray] = []
+    encoded: list[bytes] = []
+    targets = array("q")
+    for label, name in enumerate(classes):
+        if name not in found:
+            log.warning("%s: no folder for class %r; it has no samples here", split_dir, name)
+            continue
+        images = walk.images(os.path.join(split_dir, name), real[name])
+        if not images and strict:
+            raise ValueError(
+                f"dataset.root: class folder {split_dir / name} holds no images with a "
+                f"suffix in {IMAGE_SUFFIXES}. Add images or remove the folder."
+            )
+        encoded += map(os.fsencode, images)
+        targets.extend([label] * len(images))
+        if len(encoded) >= CHUNK:
+            chunks.append(np.array(encoded, dtype=np.bytes_))
+            encoded = []
+    chunks.append(np.array(encoded, dtype=np.bytes_))
+    if not targets:
+        raise ValueError(f"dataset.root: no images found under {split_dir}.")
+    if walk.ignored:
+        log.warning(
+            "%s: ignored %d files that are not images by suffix, e.g. %s",
+            split_dir,
+            walk.ignored,
+            walk.first_ignored,
+        )
+    if walk.outside:
+        log.warning(
+            "%s: did not follow %d symlinks that lead outside it, e.g. %s",
+            split_dir,
+            len(walk.outside),
+            walk.outside[0],
+        )
+    return np.concatenate(chunks), np.frombuffer(targets, dtype=np.int64), list(classes)
+
+
 class ImageFolderDataset(LabelledImageFiles):
-    """One split of an ImageFolder tree; `classes` / `class_to_idx` follow the train split."""
+    """One split of an ImageFolder tree; `classes` / `class_to_idx` follow the train split.
+
+    With `val_fraction`, root holds the class folders themselves and the val split is that
+    share of each class, drawn from `split_seed` (engine/data/holdout.py); the run lists the
+    draw in split.csv."""
 
     splits = ("train", "val", "test")
 
@@ -113,73 +220,20 @@ class ImageFolderDataset(LabelledImageFiles):
         max_bad_fraction: Fraction = 0.01,
         reduced_decode: bool = True,
         max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
+        val_fraction: Split | None = None,
+        split_seed: Seed = 0,
     ) -> None:
-        split_dir = Path(root) / split
-        if not split_dir.is_dir() and split == "test":
-            raise FileNotFoundError(
-                f"dataset.root: {split_dir} is not a directory, so this root has no test split "
-                "(test/<class>/*.jpg): add that folder, or evaluate eval.split=val."
-            )
-        if not split_dir.is_dir():
-            raise FileNotFoundError(
-                f"dataset.root: {split_dir} is not a directory. An ImageFolder root holds "
-                f"train/<class>/*.jpg and val/<class>/*.jpg; set dataset.root to that folder."
-            )
-        walk = FolderWalk(split_dir)
-        real = {  # class folder -> its real path (None: a link, resolved by the walk)
-            entry.name: None if entry.is_symlink() else os.path.join(walk.root, entry.name)
-            for entry in os.scandir(split_dir)
-            if entry.is_dir() and (not entry.is_symlink() or walk.inside(entry.path))
-        }
-        found = sorted(real)
-        if classes is None:
-            classes = found
-        unknown = sorted(set(found) - set(classes))
-        if unknown:
-            raise ValueError(
-                f"dataset.root: {split_dir} has class folders {unknown} that the train split "
-                f"does not have (train classes: {list(classes)}). Rename or remove them."
-            )
-        # paths encoded as they are listed, into a bytes array every CHUNK files: no Python
-        # object per file outlives its chunk
-        chunks: list[np.ndarray] = []
-        encoded: list[bytes] = []
-        targets = array("q")
-        for label, name in enumerate(classes):
-            if name not in found:
-                log.warning("%s: no folder for class %r; it has no samples here", split_dir, name)
-                continue
-            images = walk.images(os.path.join(split_dir, name), real[name])
-            if not images and split == "train":
-                raise ValueError(
-                    f"dataset.root: class folder {split_dir / name} holds no images with a "
-                    f"suffix in {IMAGE_SUFFIXES}. Add images or remove the folder."
-                )
-            encoded += map(os.fsencode, images)
-            targets.extend([label] * len(images))
-            if len(encoded) >= CHUNK:
-                chunks.append(np.array(encoded, dtype=np.bytes_))
-                encoded = []
-        chunks.append(np.array(encoded, dtype=np.bytes_))
-        if not targets:
-            raise ValueError(f"dataset.root: no images found under {split_dir}.")
-        if walk.ignored:
-            log.warning(
-                "%s: ignored %d files that are not images by suffix, e.g. %s",
-                split_dir,
-                walk.ignored,
-                walk.first_ignored,
-            )
-        if walk.outside:
-            log.warning(
-                "%s: did not follow %d symlinks that lead outside it, e.g. %s",
-                split_dir,
-                len(walk.outside),
-                walk.outside[0],
-            )
+        folder = split_folder(Path(root), split, val_fraction)
+        drawn = val_fraction is not None
+        paths, targets, classes = list_classes(folder, drawn or split == "train", classes)
+        if drawn:
+            val = held_out(targets, val_fraction, split_seed)
+            keep = val if split == "val" else ~val
+            paths, targets = paths[keep], targets[keep]
+        self.drawn_split = drawn
         super().__init__(
-            np.concatenate(chunks),
-            np.frombuffer(targets, dtype=np.int64),
+            paths,
+            targets,
             classes,
             transform,
             on_error,

@@ -1,10 +1,13 @@
-"""In-memory tensors from a `.pt` (dict of `inputs`, `labels`) or `.npz` file, sliced per batch."""
+"""In-memory tensors from a `.pt` dict or an `.npz` file (arrays named by dataset.inputs_key and
+dataset.labels_key; images N x C x H x W, or N x H x W x C with dataset.layout=nhwc), sliced per
+batch."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -15,8 +18,52 @@ from engine.data.datasets.base import MapDataset, Transform
 log = logging.getLogger(__name__)
 
 
-def load_tensor_file(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, list[str] | None]:
-    """(inputs, labels, classes or None) from a `.pt` or `.npz` file, without running pickles."""
+LAYOUTS = ("nchw", "nhwc")
+CHANNELS = (1, 3, 4)  # the channel counts of images: grey, RGB, RGBA
+
+
+def _check_layout(inputs: torch.Tensor, path: Path, layout: str) -> torch.Tensor:
+    """4-D `inputs` as N x C x H x W: permuted from N x H x W x C with layout=nhwc; under
+    nchw, images whose last axis looks like channels are refused (they would read as H
+    channels far from here, at the normalisation)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"dataset.layout={layout!r}: expected one of {', '.join(LAYOUTS)}.")
+    shape = tuple(inputs.shape)
+    if layout == "nhwc":
+        if inputs.ndim != 4:
+            raise ValueError(
+                f"{path}: dataset.layout=nhwc permutes images N x H x W x C, but the inputs "
+                f"have shape {shape}; set dataset.layout=nchw for them."
+            )
+        return inputs.permute(0, 3, 1, 2).contiguous()
+    if inputs.ndim == 4:
+        _, c, h, w = shape
+        if w in CHANNELS and c not in CHANNELS and min(c, h) > w:
+            raise ValueError(
+                f"{path}: inputs of shape {shape} look like N,H,W,C (N x {c} x {h} x {w} "
+                f"pixels, not {c} channels): set dataset.layout=nhwc."
+            )
+    return inputs
+
+
+def _array(content: dict, key: str, name: str, path: Path) -> torch.Tensor:
+    """Array `key` of the file's `content`; missing: one line listing the keys it has."""
+    if key not in content:
+        raise ValueError(
+            f"{path}: no array {key!r} (dataset.{name}_key); the file has {sorted(content)}: "
+            f"set dataset.{name}_key to one of them."
+        )
+    return content[key]
+
+
+def load_tensor_file(
+    path: str | Path,
+    inputs_key: str = "inputs",
+    labels_key: str = "labels",
+    layout: str = "nchw",
+) -> tuple[torch.Tensor, torch.Tensor, list[str] | None]:
+    """(inputs N x C x H x W or N x D, labels, classes or None) from a `.pt` dict or an `.npz`
+    (arrays `inputs_key`, `labels_key`, optional `classes`), without running pickles."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist (dataset.path / val_path / test_path).")
@@ -28,18 +75,25 @@ def load_tensor_file(path: str | Path) -> tuple[torch.Tensor, torch.Tensor, list
         classes = [str(c) for c in classes] if classes is not None else None
     else:
         content = torch.load(path, map_location="cpu", weights_only=True)
-        classes = content.get("classes") if isinstance(content, dict) else None
-    if not isinstance(content, dict) or not {"inputs", "labels"} <= content.keys():
-        found = sorted(content) if isinstance(content, dict) else type(content).__name__
-        raise ValueError(f"{path}: expected a dict with 'inputs' and 'labels', found {found}.")
-    inputs, labels = content["inputs"], content["labels"]
+        if not isinstance(content, dict):
+            raise ValueError(
+                f"{path}: expected a dict with {inputs_key!r} and {labels_key!r}, found a "
+                f"{type(content).__name__}."
+            )
+        classes = content.get("classes")
+    inputs = _array(content, inputs_key, "inputs", path)
+    labels = _array(content, labels_key, "labels", path)
     if labels.ndim != 1 or labels.dtype.is_floating_point or len(labels) != len(inputs):
         raise ValueError(
-            f"{path}: 'labels' must be integers of shape (N,) with N = len(inputs) = "
-            f"{len(inputs)}; got dtype {labels.dtype}, shape {tuple(labels.shape)}."
+            f"{path}: {labels_key!r} (the labels) must be integers of shape (N,) with N = "
+            f"len(inputs) = {len(inputs)}; got dtype {labels.dtype}, shape {tuple(labels.shape)}."
         )
+    inputs = _check_layout(inputs, path, layout)
     if inputs.dtype == torch.uint8 and inputs.ndim != 4:
-        raise ValueError(f"{path}: uint8 'inputs' must be images N x C x H x W, got {inputs.shape}")
+        raise ValueError(
+            f"{path}: uint8 {inputs_key!r} (the inputs) must be images N x C x H x W, got "
+            f"{tuple(inputs.shape)}."
+        )
     if inputs.dtype not in (torch.uint8, torch.float32):
         log.info("%s: %s inputs converted to float32 (the model's dtype)", path, inputs.dtype)
         inputs = inputs.float()
@@ -68,6 +122,9 @@ class TensorFileDataset(MapDataset):
         test_path: str | None = None,
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
+        inputs_key: str = "inputs",
+        labels_key: str = "labels",
+        layout: Literal["nchw", "nhwc"] = "nchw",
     ) -> None:
         if (val_path is None) == (val_fraction is None):
             raise ValueError(
@@ -80,7 +137,9 @@ class TensorFileDataset(MapDataset):
                 "same format as dataset.path), or evaluate eval.split=val."
             )
         file = {"val": val_path, "test": test_path}.get(split) or path
-        self.inputs, self.labels, file_classes = load_tensor_file(file)
+        self.inputs, self.labels, file_classes = load_tensor_file(
+            file, inputs_key, labels_key, layout
+        )
         if classes is not None and file_classes is not None and list(file_classes) != list(classes):
             raise ValueError(
                 f"{file}: its classes {list(file_classes)} differ from the train split's "

@@ -1,0 +1,58 @@
+"""dataset=imagefolder with dataset.val_fraction: a root of class folders split per class, from
+a seed, and the layouts that do not fit refused with the fix."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.demo import CLASSES
+
+
+@pytest.fixture
+def flat(demo_dir: Path, tmp_path: Path) -> Path:
+    """root/<class>/*: the demo's train images, without train/ and val/."""
+    return Path(shutil.copytree(demo_dir / "imagefolder" / "train", tmp_path / "flat"))
+
+
+def _split(root: Path, fraction: float, seed: int = 0) -> tuple[list[str], list[str]]:
+    train = ImageFolderDataset(str(root), "train", val_fraction=fraction, split_seed=seed)
+    val = ImageFolderDataset(
+        str(root), "val", classes=train.classes, val_fraction=fraction, split_seed=seed
+    )
+    assert train.classes == val.classes == list(CLASSES)
+    names = [[d.get_filename(i) for i in range(len(d))] for d in (train, val)]
+    labels = [Counter(Path(p).parent.name for p in files) for files in names]
+    for name in CLASSES:  # every class keeps its share in val (stratified), and some train
+        total = labels[0][name] + labels[1][name]
+        assert labels[1][name] >= 1 and labels[0][name] >= 1
+        assert abs(labels[1][name] - fraction * total) <= 0.5
+    return names[0], names[1]
+
+
+def test_val_fraction_holds_out_a_seeded_share_of_each_class(flat: Path) -> None:
+    train, val = _split(flat, 0.25)
+    everything = sorted(str(p) for p in flat.rglob("*") if p.is_file())
+    assert not set(train) & set(val) and sorted(train + val) == everything
+    assert _split(flat, 0.25) == (train, val)  # the same seed: the same split
+    assert _split(flat, 0.25, seed=1)[1] != val
+
+
+def test_a_root_with_train_and_val_and_a_fraction_is_refused(demo_dir: Path) -> None:
+    root = demo_dir / "imagefolder"
+    with pytest.raises(ValueError, match=r"holds train/ and val/.*set dataset\.val_fraction=null"):
+        ImageFolderDataset(str(root), "train", val_fraction=0.2)
+
+
+def test_a_root_of_class_folders_without_a_fraction_names_the_key(flat: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"flat/train is not a directory.*val_fraction"):
+        ImageFolderDataset(str(flat), "train")
+
+
+def test_a_drawn_split_has_no_test_split(flat: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"no test split: evaluate eval\.split=val"):
+        ImageFolderDataset(str(flat), "test", val_fraction=0.2)
