@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from wandb.proto import wandb_internal_pb2
 
+from engine.runs.hparams import hparams_of
 from engine.runs.loggers.base import Logger, RunContext
 from src.loop import train
 from src.step import TrainStep
@@ -159,6 +160,13 @@ def test_a_resumed_training_keeps_one_metrics_csv(make_cfg, tmp_path, monkeypatc
     assert table["train/loss"][:4] == killed["train/loss"][:4]  # up to the checkpoint
     assert [step for step, _ in table["val/acc"]] == EPOCH_ENDS
     assert not (tmp_path / resumed_in / "tensorboard").exists()  # logger=csv alone
+
+
+def test_the_loggers_chosen_are_no_hparams_column() -> None:
+    config = {"dataset": {"_target_": "x.Csv"}, "logger": {"mlflow": {"experiment": "x"}}}
+    choices = {"dataset": "csv", "logger": "[tensorboard, mlflow]", "local": "default"}
+    overrides = ["logger=[tensorboard,mlflow]", "logger.mlflow.experiment=x", "dataset=csv"]
+    assert hparams_of(config, choices, overrides) == {"dataset": "csv"}  # where, not what
 
 
 class Recorder(Logger):

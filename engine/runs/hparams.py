@@ -38,14 +38,8 @@ MAIN_KEYS = (
     "data.input_shape",
     "data.classes",
 )
-NOT_CHOICES = (
-    "hydra",
-    "paths",
-    "summary",
-    "mode",
-    "logger",
-    "local",
-)  # where or how a run is kept, not what
+# where or how a run is kept or logged, not what it is
+NOT_CHOICES = ("hydra", "paths", "summary", "mode", "logger", "local")
 MAX_TEXT = 120  # characters of a text column (a long class list is cut, ending in '…')
 
 
