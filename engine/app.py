@@ -21,6 +21,7 @@ from engine.config.validate import validate_config
 from engine.core.failures import failures_reported
 from engine.core.launch import job_dir, launch_id, launch_rank, launch_time
 from engine.modes import benchmark, cache, evaluation, inspect, prediction, shards, validate
+from engine.runs.loggers.build import logger_problems
 from engine.runs.run_lock import log_file, run_dir_held
 from engine.sweeps.direction import direction_of, direction_problem
 from engine.sweeps.reuse import previous_result
@@ -51,6 +52,8 @@ def run(cfg: DictConfig, train: Run, step: type) -> float:
     of its log."""
     with run_dir_held(), failures_reported():
         validate_config(cfg)
+        if cfg.mode == "train":  # a logger's missing package stops the run here, not at its end
+            _raise_if(logger_problems(cfg))
         problem = direction_problem(cfg)
         if problem is not None:
             raise ConfigError(problem)
@@ -62,6 +65,11 @@ def run(cfg: DictConfig, train: Run, step: type) -> float:
         log_config_tree()
         metrics = previous_result(cfg) or modes(train, step)[cfg.mode](cfg)
     return metrics[rank_metric(cfg)]
+
+
+def _raise_if(problems: list[str]) -> None:
+    if problems:
+        raise ConfigError("\n".join(problems))
 
 
 def register_resolvers() -> None:

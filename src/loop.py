@@ -1,5 +1,5 @@
 """mode=train: the training loop, on one page. Build the parts, open the run (its dir,
-TensorBoard, the checkpoint to resume), then every epoch: a pass of the train step
+the loggers, the checkpoint to resume), then every epoch: a pass of the train step
 (src/step.py) over the train loader, an evaluation, the epoch's logging and its checkpoint.
 
 What this file calls by name is the engine's (docs/engine.md). The edges a loop must get
@@ -57,11 +57,11 @@ def train(cfg: DictConfig) -> dict[str, float]:
     step = TrainStep(
         parts.model, parts.criterion, optimizer, scheduler, parts.precision, s.grad_accum
     )
-    with TrainingRun(cfg, parts, optimizer) as run:  # the run dir, TensorBoard, checkpoints/
+    with TrainingRun(cfg, parts, optimizer) as run:  # the run dir, loggers, checkpoints/
         loop = Loop(parts, step, run)
         at = run.resume(loop.saver)  # trainer.resume: weights, optimizer, RNG, where to go on
         metrics = summarize(loop.fit(at), wall_s=time.perf_counter() - start)
-        run.finish(metrics, step.steps)  # metrics.json and the HParams entry
+        run.finish(metrics, step.steps)  # metrics.json, the loggers' end (HParams, ...)
     return metrics
 
 
@@ -134,7 +134,7 @@ class Loop:
         done, at_boundary = start, True  # position in the epoch after the last optimizer step
         uneven = UnevenRanks(parts.model, loader)  # DDP ranks fed by a stream: Join, then align
         lockstep = not uneven.active  # all ranks at the same step: they can agree
-        trace = self.run.tb.log_dir / "plugins" / "profile"
+        trace = self.run.profile_dir
         try:
             with (
                 loader_failures_named(loader.dataset),  # a hung or dead worker names its file
@@ -185,16 +185,16 @@ class Loop:
     def log_window(self, bar: LoggedBar) -> None:
         """train/loss (the mean since the last point) and train/lr at this optimizer step."""
         mean_loss, lr = self.window.take(), self.step.optimizer.param_groups[0]["lr"]
-        self.run.tb.scalars({"train/loss": mean_loss, "train/lr": lr}, self.step.steps)
+        self.run.loggers.scalars({"train/loss": mean_loss, "train/lr": lr}, self.step.steps)
         bar.postfix(loss=mean_loss)
 
     def log_epoch(self, epoch: int, metrics: dict[str, float]) -> None:
-        """The epoch's TensorBoard points (at the step that ended it), its line in the log,
+        """The epoch's points for every logger (at the step that ended it), its log line,
         and the hint when the model waited for data."""
         # train/loss is the per-step curve; the epoch's mean gets its own tag
         per_epoch = {k: v for k, v in metrics.items() if k not in ("train/samples", "train/loss")}
         per_epoch |= {"train/epoch_loss": metrics["train/loss"], "epoch": epoch}
-        self.run.tb.scalars(per_epoch, self.step.steps)
+        self.run.loggers.scalars(per_epoch, self.step.steps)
         log.info("%s", epoch_line(epoch, self.s.max_epochs, metrics))
         self.hint.check(epoch, metrics["train/data_wait_frac"])
         parts = self.parts

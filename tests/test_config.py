@@ -18,6 +18,7 @@ from engine.modes.evaluation import EvalSettings
 from engine.modes.inspect import InspectSettings
 from engine.modes.prediction import PredictSettings
 from engine.modes.shards import ShardSettings
+from engine.runs.loggers.base import Logger
 from engine.training.metric import Metric
 from engine.training.models import build_model
 from engine.training.settings import TrainerSettings
@@ -68,6 +69,12 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
         assert collate is not None and callable(collate)
         return
     cfg = make_cfg(f"{group}={option}")
+    if group == "local":  # this machine's global keys (tests/test_local_paths.py)
+        assert cfg.paths.data_dir
+        return
+    if group == "logger":  # one node per chosen logger; the run builds it (tests/test_loggers.py)
+        assert issubclass(get_class(cfg.logger[option]._target_), Logger)
+        return
     node = cfg[group]
     if group == "metrics":  # a mapping of name -> Metric
         assert node and all(isinstance(instantiate(n), Metric) for n in node.values())

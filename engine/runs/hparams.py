@@ -38,7 +38,8 @@ MAIN_KEYS = (
     "data.input_shape",
     "data.classes",
 )
-NOT_CHOICES = ("hydra", "paths", "summary", "mode")  # where or how a run is kept, not what
+# where or how a run is kept or logged, not what it is
+NOT_CHOICES = ("hydra", "paths", "summary", "mode", "logger", "local")
 MAX_TEXT = 120  # characters of a text column (a long class list is cut, ending in '…')
 
 
@@ -76,6 +77,8 @@ def hparams_of(
     set_keys = [o.lstrip("+~").partition("=")[0] for o in overrides]
     params: dict[str, Any] = {}
     for group in (*MAIN_GROUPS, *set_keys):
+        if group in NOT_CHOICES:
+            continue
         if group in choices:
             params[group] = choices[group]
         elif not choices and isinstance(config.get(group), dict) and "_target_" in config[group]:

@@ -68,5 +68,10 @@ def finish_run(
     """Record the final metrics: metrics.json, one log line, and the run's HParams entry (its
     choices, with the scalar `tags` whose last points sum it up) at TensorBoard's `step`."""
     tb.hparams(hparams_of(resolved, *run_choices()), tags, step)
+    record_metrics(out, metrics)
+
+
+def record_metrics(out: Path, metrics: dict[str, float]) -> None:
+    """metrics.json in `out`, and the metrics' log line."""
     write_json(out / "metrics.json", metrics)
     log.info("metrics: %s", ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))

@@ -26,6 +26,7 @@ KEY_FILE = "config_key"  # in each run's checkpoints/ folder: the fingerprint be
 # resumed with other values of them, e.g. more loader workers.
 RESULT_NEUTRAL_KEYS = (
     "paths",
+    "logger",  # where metrics are logged, not what they are
     "summary",
     "trainer.resume",
     "trainer.checkpoint",

@@ -1,7 +1,8 @@
 """A training's run dir, from its first file to its last: the resolved config, the checkpoint
 trainer.resume continues (found, checked and restored), a checkpoints/ folder that is this
-run's own (never another run's), TensorBoard, history.csv, and at the end metrics.json with
-the HParams entry. Under torchrun every rank opens one; only rank 0 writes."""
+run's own (never another run's), the loggers of the `logger` group (TensorBoard by default),
+history.csv, and at the end metrics.json. Under torchrun every rank opens one; only rank 0
+writes."""
 
 from __future__ import annotations
 
@@ -9,25 +10,25 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch.optim import Optimizer
 
 from engine.core.io import remove_stale_temporaries
 from engine.runs.checkpoint_checks import RunShape, problem_with
 from engine.runs.checkpoint_files import CheckpointError, Checkpoints, load_checkpoint
 from engine.runs.history_file import write_history
+from engine.runs.hparams import hparams_of, run_choices
+from engine.runs.loggers.base import RunContext
+from engine.runs.loggers.build import build_loggers
 from engine.runs.outputs import (
-    finish_run,
     record_data_values,
+    record_metrics,
     save_resolved_config,
     write_resolved_config,
 )
 from engine.runs.resume import KEY_FILE, check_stream_position, config_key, find_resume_state
 from engine.runs.run_dir import claim_run_dir
 from engine.runs.run_state import Checkpointer, Progress, StepState
-from engine.runs.summary import BOARD_TAGS
-from engine.runs.tensorboard import TensorBoardLogger, take_over_events
-from engine.runs.tensorboard_index import link_run
 from engine.training.assemble import Components
 from engine.training.batches import DeviceBatch, batch_grid
 from engine.training.distributed import check_resume_world, init_distributed
@@ -40,9 +41,10 @@ log = logging.getLogger(__name__)
 
 class TrainingRun:
     """The files of the training `cfg` describes, whose `parts` and `optimizer` are built:
-    `checkpoints` (the run's checkpoints/ folder), `tb` (its TensorBoard run), `info` (what
-    every checkpoint records besides the state). Refuses, before writing anything, a run dir
-    holding another run's checkpoints. A context manager: TensorBoard is closed at the end."""
+    `checkpoints` (the run's checkpoints/ folder), `loggers` (every logger `cfg.logger` names,
+    as one: engine/runs/loggers), `info` (what every checkpoint records besides the state).
+    Refuses, before writing anything, a run dir holding another run's checkpoints. A context
+    manager: the loggers are closed at the end."""
 
     def __init__(self, cfg: DictConfig, parts: Components, optimizer: Optimizer) -> None:
         self.ranks = ranks = init_distributed()
@@ -74,16 +76,14 @@ class TrainingRun:
                     folder,
                 )
             (folder / KEY_FILE).write_text(key + "\n")
-        # one training, one TensorBoard run: what the training wrote after the checkpoint (or,
-        # starting afresh, anything in this folder) is purged; the earlier run's events move
-        # in once the checkpoint is restored (resume)
+        # one training, one logged run: what the training logged after the checkpoint (or,
+        # starting afresh, anything in this folder) is dropped; the earlier run dir's points
+        # are taken over once the checkpoint is restored (resume)
         start = 0 if self.resumed is None else self.resumed[1]["step"] + 1
-        self.tb = TensorBoardLogger(
-            self.out / "tensorboard", enabled=ranks.is_main, purge_step=start
-        )
-        if ranks.is_main:
-            link_run(cfg, self.tb.log_dir)
-        self.tb.text("config", OmegaConf.to_yaml(self.config), start)
+        params = hparams_of(self.config, *run_choices())
+        context = RunContext(self.out, start, cfg, self.config, params)
+        self.loggers = build_loggers(cfg, context, enabled=ranks.is_main)
+        self.profile_dir = self.out / "tensorboard" / "plugins" / "profile"  # trainer.profile
         self.info: dict[str, Any] = {
             "classes": parts.classes,
             "config": self.config,
@@ -111,8 +111,9 @@ class TrainingRun:
         best = path.parent / "best.pt"
         if best.is_file() and self._fits(best, state):
             self.checkpoints.adopt_best(best)
-        if self.ranks.is_main and (path.parent / KEY_FILE).is_file():  # a run dir's checkpoint
-            take_over_events(path.parent.parent / "tensorboard", self.tb.log_dir)
+        previous = path.parent.parent  # the run dir of the checkpoint, where it is one
+        if (path.parent / KEY_FILE).is_file() and previous.resolve() != self.out.resolve():
+            self.loggers.resumed(previous)
         log.info("resumed from %s: epoch %d, batch %d", path, progress.epoch, progress.batch)
         return progress
 
@@ -137,7 +138,7 @@ class TrainingRun:
         self, step: StepState, guard: NonFiniteGuard, window: LossWindow, stop: StopRequest
     ) -> Checkpointer:
         """The Checkpointer of this run's model and `step` into its checkpoints/ folder, with
-        TensorBoard flushed before every save."""
+        the loggers flushed before every save."""
         every = self.parts.settings.checkpoint
         return Checkpointer(
             self.checkpoints,
@@ -148,14 +149,14 @@ class TrainingRun:
             guard,
             window,
             stop,
-            self.tb.flush,
+            self.loggers.flush,
         )
 
     def show_batch(self, tag: str, batch: DeviceBatch) -> None:
         """An image batch as the model sees it (de-normalised), each tile over its class name."""
         grid = batch_grid(batch, self.parts.pipelines.normalizer, self.parts.classes)
         if grid is not None:
-            self.tb.image(tag, grid)
+            self.loggers.image(tag, grid)
 
     def write_history(self, history: list[dict[str, float]]) -> None:
         """history.csv: one row per epoch so far (rank 0)."""
@@ -163,13 +164,14 @@ class TrainingRun:
             write_history(self.out / "history.csv", history)
 
     def finish(self, metrics: dict[str, float], steps: int) -> None:
-        """metrics.json, the metrics' log line and the run's HParams entry, one TensorBoard
-        step past the training's `steps` (rank 0)."""
+        """The loggers' end (TensorBoard's HParams entry, ...) one step past the training's
+        `steps`, metrics.json and the metrics' log line (rank 0)."""
         if self.ranks.is_main:
-            finish_run(self.out, self.tb, self.config, metrics, list(BOARD_TAGS), steps + 1)
+            self.loggers.finish(metrics, steps + 1)
+            record_metrics(self.out, metrics)
 
     def __enter__(self) -> TrainingRun:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.tb.close()
+        self.loggers.close()

@@ -1,0 +1,47 @@
+"""logger=tensorboard: the run's tensorboard/ folder, as engine/runs/tensorboard.py writes it
+(scalars, the first batch's grid, the config text, the HParams entry; a resumed training stays
+one TensorBoard run: purge_step, and the earlier run dir's events taken over)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from omegaconf import OmegaConf
+
+from engine.runs.loggers.base import Logger, RunContext
+from engine.runs.summary import BOARD_TAGS
+from engine.runs.tensorboard import TensorBoardLogger, take_over_events
+from engine.runs.tensorboard_index import link_run
+
+FOLDER = "tensorboard"  # in the run dir
+
+
+class TensorBoard(Logger):
+    """TensorBoard in `<run dir>/tensorboard`, linked into the index `make tensorboard` serves.
+    What an interrupted training wrote at or past `run.start_step` is purged."""
+
+    def __init__(self, run: RunContext) -> None:
+        self.board = TensorBoardLogger(run.out / FOLDER, purge_step=run.start_step)
+        self.params = run.params
+        link_run(run.cfg, self.board.log_dir)
+        self.board.text("config", OmegaConf.to_yaml(run.config), run.start_step)
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        self.board.scalars(values, step)
+
+    def image(self, tag: str, image: torch.Tensor, step: int = 0) -> None:
+        self.board.image(tag, image, step)
+
+    def flush(self) -> None:
+        self.board.flush()
+
+    def resumed(self, previous: Path) -> None:
+        take_over_events(previous / FOLDER, self.board.log_dir)
+
+    def finish(self, metrics: dict[str, float], step: int) -> None:
+        """The HParams entry: the run's choices, summed up by the last points of its curves."""
+        self.board.hparams(self.params, list(BOARD_TAGS), step)
+
+    def close(self) -> None:
+        self.board.close()
