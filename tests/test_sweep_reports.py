@@ -15,6 +15,7 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from engine.sweeps.board import columns
 from engine.sweeps.plot import parse_overrides, title_counts
 from engine.sweeps.recommend import recommendation, recommended
 from engine.sweeps.table import mark_tied, rank
@@ -149,3 +150,38 @@ def test_the_recommendation_takes_fewest_workers_then_least_memory() -> None:
         f"tied with the best by {METRIC}, the fewest workers, then the least memory."
     )
     assert recommendation([{"status": "failed", "job": "0", "overrides": ""}], METRIC) is None
+
+
+def test_columns_put_the_swept_keys_first_and_leave_out_shared_values() -> None:
+    runs = [
+        {"dataset": "tensor", "data.input_shape": "[3, 8, 8]", "loader.batch_size": 8, "x": True},
+        {"dataset": "csv", "data.input_shape": "[3, 9, 9]", "loader.batch_size": 16, "x": True},
+    ]
+    infos = columns(runs, swept=["loader.batch_size", "dataset"])
+    assert [(i.name, i.differs) for i in infos] == [
+        ("loader.batch_size", True),
+        ("dataset", True),
+        ("data.input_shape", False),  # differs, but as a consequence: after the swept keys
+    ]  # x: the same in every job, left out
+    assert (infos[0].domain_interval.min_value, infos[0].domain_interval.max_value) == (8, 16)
+    assert sorted(infos[1].domain_discrete) == ["csv", "tensor"]
+
+
+def test_a_single_run_is_named_by_its_folder_and_overrides(demo_dir: Path, tmp_path: Path) -> None:
+    run = tmp_path / "12-00-00_ab12cd"
+    result = run_cli(
+        "mode=benchmark",
+        "benchmark.batches=1",
+        "benchmark.warmup=0",
+        "benchmark.repeats=1",
+        "loader.batch_size=8",
+        f"paths.demo_dir={demo_dir}",
+        f"hydra.run.dir={run}",
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    experiment, groups = hparams_table(run)
+    assert [g.name for g in groups.session_groups] == [
+        "12-00-00_ab12cd batches=1,warmup=0,repeats=1,batch_size=8"
+    ]
+    assert "loader.batch_size" in {h.name for h in experiment.hparam_infos}  # its own columns
