@@ -86,9 +86,11 @@ def test_jobs_that_normalise_to_an_earlier_job_are_listed_not_run(
     for job in "023":
         low, mid, high = (float(rows[job][f"{METRIC}{s}"]) for s in ("_min", "", "_max"))
         assert 0 < low <= mid <= high
+    (job0,) = tmp_path.glob("0_*")
     (job1,) = tmp_path.glob("1_*")
-    assert json.loads((job1 / "same_as.json").read_text()) == {"job": 0}
-    assert not (job1 / "metrics.json").exists()  # it did not run
+    reused = json.loads((job1 / "metrics.json").read_text())  # job 0's, marked
+    assert reused == json.loads((job0 / "metrics.json").read_text()) | {"same_as": 0}
+    assert not (job1 / "tensorboard").exists()  # it did not run
     md = (tmp_path / "summary.md").read_text()
     assert "| same as job 0 |" in md and "1 job did not run" in md
     assert "1 job did not run" in result.stderr + result.stdout

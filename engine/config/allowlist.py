@@ -16,6 +16,10 @@ module or to something not callable; one whose real home (`__module__`) lies out
 subtree of the entry that admits it (a re-export such as `src.models.small_cnn.torch.load`);
 and, as a second line of defence, the code-running entry points of `DENIED`.
 
+`allowed_targets_extra` is appended to the list (the same kinds of entry, checked alike), so a
+run or an experiment file allows one more package without repeating the whole list:
+`python train.py 'allowed_targets_extra=[myproject.*]'`.
+
 `allowed_targets` is itself config: entries that conf/config.yaml does not list (added by an
 experiment file or on the command line) are named in one warning.
 """
@@ -39,6 +43,7 @@ from engine.config.tree import child_key, target_nodes
 log = logging.getLogger(__name__)
 
 ALLOWLIST_KEY = "allowed_targets"
+EXTRA_KEY = "allowed_targets_extra"  # appended to ALLOWLIST_KEY's entries
 ENTRY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\.\*)?")
 CODE = (
     "it can run arbitrary code (commands, unpickling, remote or compiled code); load such "
@@ -140,32 +145,39 @@ def grants(target: str, entries: list[str]) -> list[Grant]:
     return found
 
 
-def check_entries(tree: dict[str, Any]) -> list[str]:
-    """The `allowed_targets` list, checked entry by entry (see the module docstring)."""
-    entries = tree.get(ALLOWLIST_KEY)
+def _entry_problems(key: str, entries: Any) -> list[str]:
+    """One line per malformed entry of the list at config `key` (or one if it is no list)."""
     example = "[torch.optim, engine.modes.benchmark.BenchmarkSettings, myproject.*]"
     if not isinstance(entries, list):
-        raise ConfigError(
-            f"{ALLOWLIST_KEY}={entries!r}: expected a list of entries (module paths, objects "
-            f"or package.*), e.g. {example} (see conf/config.yaml)."
-        )
+        return [
+            f"{key}={entries!r}: expected a list of entries (module paths, objects or "
+            f"package.*), e.g. {example} (see conf/config.yaml)."
+        ]
     problems = []
     for index, entry in enumerate(entries):
-        key = child_key(ALLOWLIST_KEY, index)
+        at = child_key(key, index)
         if isinstance(entry, str) and entry.endswith(".") and ENTRY.fullmatch(entry[:-1]):
             problems.append(
-                f"{key}={entry!r}: a prefix is no longer an entry (it admitted every function "
+                f"{at}={entry!r}: a prefix is no longer an entry (it admitted every function "
                 "under it); list the modules configs need (e.g. torch.optim), or write "
                 f"{entry}* only for a package of your own (see conf/config.yaml)."
             )
         elif not isinstance(entry, str) or not ENTRY.fullmatch(entry):
             problems.append(
-                f"{key}={entry!r}: expected a module path (torch.optim), an object "
+                f"{at}={entry!r}: expected a module path (torch.optim), an object "
                 "(engine.modes.benchmark.BenchmarkSettings) or a package subtree (myproject.*)."
             )
+    return problems
+
+
+def check_entries(tree: dict[str, Any]) -> list[str]:
+    """`allowed_targets` followed by `allowed_targets_extra` (absent: none), each checked entry
+    by entry (see the module docstring)."""
+    entries, extra = tree.get(ALLOWLIST_KEY), tree.get(EXTRA_KEY, [])
+    problems = _entry_problems(ALLOWLIST_KEY, entries) + _entry_problems(EXTRA_KEY, extra)
     if problems:
         raise ConfigError("\n".join(problems)) from None
-    return entries
+    return [*entries, *extra]
 
 
 def project_config() -> Path:
@@ -178,14 +190,14 @@ def project_config() -> Path:
 
 
 def shipped_entries(path: Path | None = None) -> list[str]:
-    """`allowed_targets` as the project's conf/config.yaml (`project_config`) writes it ([]
-    when it cannot be read)."""
+    """`allowed_targets` and `allowed_targets_extra` as the project's conf/config.yaml
+    (`project_config`) writes them ([] when it cannot be read)."""
     path = project_config() if path is None else path
     try:
-        shipped = OmegaConf.load(path).get(ALLOWLIST_KEY)
+        shipped = OmegaConf.load(path)
     except (OSError, ValueError):
         return []
-    return list(shipped) if shipped is not None else []
+    return [entry for key in (ALLOWLIST_KEY, EXTRA_KEY) for entry in shipped.get(key) or []]
 
 
 def warn_if_widened(entries: list[str], shipped: list[str] | None = None) -> list[str]:
@@ -218,8 +230,7 @@ def before_import(key: str, target: Any, entries: list[str]) -> str | None:
         return (
             f"{key}={target}: refused, not in {ALLOWLIST_KEY} (conf/config.yaml); if you "
             f"trust it, add its module ({module}) or the object ({target}) to "
-            f"{ALLOWLIST_KEY} in conf/config.yaml or per run: "
-            f"'{ALLOWLIST_KEY}=[{','.join([*entries, module])}]'."
+            f"{ALLOWLIST_KEY} in conf/config.yaml or per run: '{EXTRA_KEY}=[{module}]'."
         )
     reason = denied_reason(target)
     return f"{key}={target}: refused, {reason}" if reason else None

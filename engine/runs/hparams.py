@@ -5,14 +5,23 @@ model=small_cnn, ...; groups chosen on the command line too), every key set on t
 line or swept (optimizer.lr, ...), the main loader, optimizer and trainer settings, and the
 values the run took from its data (data.num_classes, data.input_shape, data.classes). The
 metrics are the last points of the run's own curves (no extra single-point charts).
+
+Each run is named in the table (its Trial ID) by `trial_name`: TensorBoard's own name, the
+run's path under --logdir, starts with the same date for every run and is cut there. A sweep
+job writes no columns of its own: the sweep writes them when it ends, with the swept keys
+first and without those every job shares (engine/sweeps/board.py).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import OmegaConf
+
+from engine.runs.tensorboard_index import short_overrides
 
 MAIN_GROUPS = (
     "experiment",
@@ -38,8 +47,17 @@ MAIN_KEYS = (
     "data.input_shape",
     "data.classes",
 )
-# where or how a run is kept or logged, not what it is
-NOT_CHOICES = ("hydra", "paths", "summary", "mode", "logger", "local")
+# where or how a run is kept or logged, or what it may instantiate: not what it is
+NOT_CHOICES = (
+    "hydra",
+    "paths",
+    "summary",
+    "mode",
+    "logger",
+    "local",
+    "allowed_targets",
+    "allowed_targets_extra",
+)
 MAX_TEXT = 120  # characters of a text column (a long class list is cut, ending in '…')
 
 
@@ -65,6 +83,25 @@ def run_choices() -> tuple[dict[str, str], list[str]]:
         {g: str(o) for g, o in choices.items() if o is not None and "/" not in g},  # type: ignore[union-attr]
         list(hydra_cfg.overrides.task),
     )
+
+
+def in_sweep() -> bool:
+    """Whether this run is a job of a multirun (its sweep writes the HParams columns)."""
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def trial_name() -> str:
+    """The run's short name in the HParams table: a sweep job's folder, then its sweep's
+    (`3_batch_size=64,num_workers=2 12-30-00_ef34gh`); a single run's folder, then its
+    command line's overrides (`12-00-00_ab12cd lr=0.01`); "" when composed outside train.py
+    (TensorBoard names it by its path then)."""
+    if not HydraConfig.initialized():
+        return ""
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    if in_sweep():
+        return f"{run_dir.name} {Path(hydra_cfg.sweep.dir).name}"
+    return f"{run_dir.name} {short_overrides(list(hydra_cfg.overrides.task))}".strip()
 
 
 def hparams_of(

@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from engine.config.tree import FILLED_FROM_DATA
 from engine.core.io import write_json
-from engine.runs.hparams import hparams_of, run_choices
+from engine.runs.hparams import hparams_of, in_sweep, run_choices, trial_name
 from engine.runs.tensorboard import TensorBoardLogger
 
 if TYPE_CHECKING:
@@ -66,8 +66,10 @@ def finish_run(
     step: int = 0,
 ) -> None:
     """Record the final metrics: metrics.json, one log line, and the run's HParams entry (its
-    choices, with the scalar `tags` whose last points sum it up) at TensorBoard's `step`."""
-    tb.hparams(hparams_of(resolved, *run_choices()), tags, step)
+    choices, with the scalar `tags` whose last points sum it up) at TensorBoard's `step`,
+    named `trial_name()`; a sweep job's columns come from its sweep (engine/sweeps/board.py)."""
+    params = hparams_of(resolved, *run_choices())
+    tb.hparams(params, tags, step, trial=trial_name(), columns=not in_sweep())
     record_metrics(out, metrics)
 
 

@@ -20,6 +20,10 @@ from typing import Any
 
 import torch
 from matplotlib.figure import Figure
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.plugins.hparams.api_pb2 import Experiment, HParamInfo, MetricInfo, MetricName
+from tensorboard.plugins.hparams.metadata import EXPERIMENT_TAG, create_summary_metadata
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
 from torch.utils.tensorboard.summary import hparams
 
@@ -178,19 +182,46 @@ class TensorBoardLogger:
             indented = "\n".join("    " + line for line in text.splitlines())
             self.writer.add_text(tag, indented, step)
 
-    def hparams(self, params: dict[str, Any], tags: list[str], step: int = 0) -> None:
+    def hparams(
+        self,
+        params: dict[str, Any],
+        tags: list[str],
+        step: int = 0,
+        trial: str = "",
+        columns: bool = True,
+    ) -> None:
         """Record `params` for the HParams tab, with the scalar `tags` of this run as its
         metrics (the table shows each one's last point; nothing else is written for them),
         at `step` (a training's: one past its last, where a resume from its last checkpoint
-        purges it before writing its own).
+        purges it before writing its own), named `trial` in the table ("": by its path).
 
-        Written into this run's own event file, so sweep jobs compare side by side.
+        Written into this run's own event file, so sweep jobs compare side by side; with
+        `columns=False` without the table's column list (TensorBoard takes one run's list
+        for all runs: a sweep writes its own, `experiment`).
         """
         if self.writer is None:
             return
         exp, ssi, sei = hparams(params, dict.fromkeys(tags, 0.0))
-        for summary in (exp, ssi, sei):
+        data = HParamsPluginData.FromString(ssi.value[0].metadata.plugin_data.content)
+        data.session_start_info.group_name = trial  # the table's Trial ID
+        for key, value in params.items():
+            if isinstance(value, bool):  # torch writes them as 1.0 / 0.0
+                data.session_start_info.hparams[key].bool_value = value
+        ssi.value[0].metadata.plugin_data.content = data.SerializeToString()
+        for summary in (exp, ssi, sei) if columns else (ssi, sei):
             self.writer.file_writer.add_summary(summary, step)  # type: ignore[union-attr]
+
+    def experiment(self, infos: list[HParamInfo], tags: list[str]) -> None:
+        """The HParams table's columns for every run under the same --logdir: `infos` in
+        their order (TensorBoard shows those marked `differs` first), then the scalar
+        `tags` as metrics."""
+        if self.writer is None:
+            return
+        metrics = [MetricInfo(name=MetricName(tag=tag)) for tag in tags]
+        experiment = Experiment(hparam_infos=infos, metric_infos=metrics)
+        meta = create_summary_metadata(HParamsPluginData(experiment=experiment))
+        value = Summary.Value(tag=EXPERIMENT_TAG, metadata=meta)
+        self.writer.file_writer.add_summary(Summary(value=[value]))  # type: ignore[union-attr]
 
     def close(self) -> None:
         """Flush and close the event file."""

@@ -11,8 +11,9 @@ that writes TensorBoard events also links its tensorboard/ folder into
     benchmark/2026-05-01 14-00-00_9f8e7d num_workers=4
 
 (the run dir's folder and name, then the command line's overrides, keys and paths shortened
-to their last part; a sweep job is its sweep's folder and name, then its job folder). A run
-outside paths.log_dir (e.g. a test's temp folder) or composed outside train.py gets no link.
+to their last part; a sweep job is its sweep's folder and name, then its job folder; the
+sweep's own entry, written when it ends, is `sweep/summary` beside its jobs). A run outside
+paths.log_dir (e.g. a test's temp folder) or composed outside train.py gets no link.
 """
 
 from __future__ import annotations
@@ -42,10 +43,15 @@ def short_overrides(overrides: list[str]) -> str:
     return ",".join(parts)[:MAX_OVERRIDES]
 
 
+def sweep_folder(mode: str, sweep_dir: Path) -> str:
+    """The index folder of the sweep in `sweep_dir`, holding a link per job."""
+    return f"{mode}/{sweep_dir.parent.name} {sweep_dir.name} sweep"
+
+
 def run_name(mode: str, run_dir: Path, sweep_dir: Path | None, overrides: list[str]) -> str:
     """The name of the run in `run_dir` (a job of the sweep in `sweep_dir`, if any)."""
     if sweep_dir is not None:
-        return f"{mode}/{sweep_dir.parent.name} {sweep_dir.name} sweep/{run_dir.name}"
+        return f"{sweep_folder(mode, sweep_dir)}/{run_dir.name}"
     short = short_overrides(overrides)
     return f"{mode}/{run_dir.parent.name} {run_dir.name}" + (f" {short}" if short else "")
 
@@ -60,8 +66,22 @@ def link_run(cfg: DictConfig, board_dir: Path) -> Path | None:
     if log_dir not in run_dir.parents:
         return None
     sweep = Path(hydra_cfg.sweep.dir).resolve() if hydra_cfg.mode == RunMode.MULTIRUN else None
-    name = run_name(cfg.mode, run_dir, sweep, list(hydra_cfg.overrides.task))
-    link = log_dir / INDEX / name
+    return _link(
+        log_dir / INDEX / run_name(cfg.mode, run_dir, sweep, list(hydra_cfg.overrides.task)),
+        board_dir,
+    )
+
+
+def link_sweep(log_dir: Path, mode: str, sweep_dir: Path, board_dir: Path) -> Path | None:
+    """Link the sweep's own `board_dir` into the index beside its jobs, as `sweep/summary`
+    (None outside `log_dir`, or without symlinks)."""
+    log_dir, sweep_dir = log_dir.resolve(), sweep_dir.resolve()
+    if log_dir not in sweep_dir.parents:
+        return None
+    return _link(log_dir / INDEX / sweep_folder(mode, sweep_dir) / "summary", board_dir)
+
+
+def _link(link: Path, board_dir: Path) -> Path | None:
     try:
         link.parent.mkdir(parents=True, exist_ok=True)
         if not link.is_symlink():

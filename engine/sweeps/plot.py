@@ -21,12 +21,35 @@ def parse_overrides(text: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in text.split() if "=" in item)
 
 
+def swept_keys(rows: list[dict[str, str]]) -> list[str]:
+    """The override keys whose value differs between the sweep's jobs, in first-seen order."""
+    values: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        for key, value in parse_overrides(row["overrides"]).items():
+            values[key.lstrip("+~")].add(value)
+    return [key for key, seen in values.items() if len(seen) > 1]
+
+
 def _error_bars(rows: list[dict[str, str]], metric: str) -> list[list[float]] | None:
     """Distances from each row's median down to its min and up to its max, when all have them."""
     spreads = [s for r in rows if (s := spread_of(r, metric)) is not None]
     if not rows or len(spreads) < len(rows):
         return None
     return [[s.median - s.low for s in spreads], [s.high - s.median for s in spreads]]
+
+
+def title_counts(rows: list[dict[str, str]], ok: list[dict[str, str]]) -> str:
+    """`4 jobs finished, 2 same as an earlier job, 1 failed`: what became of the jobs not
+    plotted, each kind counted apart (a count of 0 is left out)."""
+    same = sum(r["status"].startswith("same as") for r in rows)
+    failed = sum(r["status"] == "failed" for r in rows)
+    parts = [
+        (len(ok), "jobs finished"),
+        (same, "same as an earlier job"),
+        (failed, "failed"),
+        (len(rows) - len(ok) - same - failed, "without a value to plot"),
+    ]
+    return ", ".join(f"{n} {what}" for i, (n, what) in enumerate(parts) if n or i == 0)
 
 
 def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
@@ -72,7 +95,7 @@ def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
         ax.set_ylabel("job")
         ax.set_xlabel(metric)
     ranges = " (bars: min-max over the repeats)" if _error_bars(ok, metric) else ""
-    ax.set_title(f"{metric}: {len(ok)} jobs finished, {len(rows) - len(ok)} not run or failed")
+    ax.set_title(f"{metric}: {title_counts(rows, ok)}")
     ax.set_xlabel(ax.get_xlabel() + ranges)
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -5,9 +5,10 @@ Same: loader knobs that cannot apply are unset before the loader is built
 (`LoaderSettings.applicable`: prefetch_factor, persistent_workers and the start method with
 num_workers=0, pin_memory without CUDA), so `loader.num_workers=0 loader.prefetch_factor=2` and
 `=4` run the same job. Each summary.csv row keeps its overrides normalised that way
-(`runs_as`); a later job that runs as a finished (ok) one does not run: it leaves
-`same_as.json` in its directory, and the summary lists it as `same as job N`. Jobs launched
-in parallel that have not seen each other's rows simply run.
+(`runs_as`); a later job that runs as a finished (ok) one does not run: its directory gets
+the earlier job's metrics.json marked `"same_as": N` (so scripts reading every job's
+metrics.json still find one), and the summary lists it as `same as job N`. Jobs launched in
+parallel that have not seen each other's rows simply run.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from engine.training.device import resolve_device
 log = logging.getLogger(__name__)
 
 SUMMARY_CSV = "summary.csv"
-SAME_AS = "same_as.json"  # in a job dir: {"job": N} when the job reused job N's result
+METRICS = "metrics.json"
+SAME_AS = "same_as"  # the metrics.json key naming the job whose result a job reused
 SCALARS = (bool, int, float, str, type(None))
 
 
@@ -67,15 +69,15 @@ def runs_as(config: DictConfig, overrides: list[str]) -> str:
 
 def same_as(job_dir: Path) -> int | None:
     """The earlier job whose result this job reused (summary.skip_same), if it did."""
-    marker = job_dir / SAME_AS
-    return json.loads(marker.read_text())["job"] if marker.is_file() else None
+    metrics = job_dir / METRICS
+    return json.loads(metrics.read_text()).get(SAME_AS) if metrics.is_file() else None
 
 
 def _finished(rows: list[dict[str, str]], column: str, value: str) -> tuple[str, Path] | None:
     """(job, metrics.json) of the first ok row whose `column` is `value` and whose metrics
     are still there; None otherwise (then the job runs)."""
     for row in rows:
-        metrics = Path(row["dir"]) / "metrics.json"
+        metrics = Path(row["dir"]) / METRICS
         if row["status"] == "ok" and row.get(column) == value and metrics.is_file():
             return row["job"], metrics
     return None
@@ -108,6 +110,7 @@ def previous_result(config: DictConfig) -> dict[str, Any] | None:
             same[0],
             key,
         )
-        write_json(Path(hydra_cfg.runtime.output_dir) / SAME_AS, {"job": int(same[0])})
-        return json.loads(same[1].read_text())
+        metrics = json.loads(same[1].read_text()) | {SAME_AS: int(same[0])}
+        write_json(Path(hydra_cfg.runtime.output_dir) / METRICS, metrics)
+        return metrics
     return None

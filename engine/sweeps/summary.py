@@ -5,7 +5,9 @@ or `same as job N` when it reused an earlier job's result: engine/sweeps/reuse.p
 summary.md and summary.png are rebuilt from the CSV each time, so a job that crashes, or a
 sweep that is killed, loses nobody else's results. With repeated measurements (mode=benchmark:
 `<metric>_min` / `_max`) the `tied` column marks the jobs whose range overlaps the best job's;
-in summary.csv it is filled in when the sweep ends.
+in summary.csv it is filled in when the sweep ends. The summary ends with the one setting it
+recommends (engine/sweeps/recommend.py). When the sweep ends, its TensorBoard entry is
+written too: the HParams columns that tell its jobs apart (engine/sweeps/board.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from engine.core.launch import launch_rank
 from engine.metric_keys import METRICS_BY_MODE
+from engine.runs.tensorboard_index import link_sweep
+from engine.sweeps.board import write_sweep_board
 from engine.sweeps.plot import plot_sweep
+from engine.sweeps.recommend import recommendation
 from engine.sweeps.reuse import SUMMARY_CSV, kept_overrides, runs_as, same_as
 from engine.sweeps.table import (
     BASE_COLUMNS,
@@ -158,8 +163,15 @@ class SweepSummary(Callback):
             metric,
             sweep_dir / SUMMARY_MD,
             to_markdown(rows[: config.summary.top], columns),
-            "".join(f"{line}\n" for line in notes(rows, metric)),
+            "".join(
+                f"{line}\n" for line in [*notes(rows, metric), recommendation(rows, metric)] if line
+            ),
         )
+        board = write_sweep_board(
+            rows, METRICS_BY_MODE[config.mode], sweep_dir, sweep_dir / SUMMARY_PNG
+        )
+        if board is not None:
+            link_sweep(Path(config.paths.log_dir), config.mode, sweep_dir, board)
 
     def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
         metric = rank_metric(config)
@@ -170,6 +182,7 @@ class SweepSummary(Callback):
             f"# Sweep summary\n\nRanked by `{metric}`, then the jobs that did not run (same "
             "as an earlier job) or failed, in job order.\n\n"
         )
-        lines = "".join(f"{line}\n\n" for line in notes(rows, metric))
+        said = [*notes(rows, metric), recommendation(rows, metric)]
+        lines = "".join(f"{line}\n\n" for line in said if line)
         (sweep_dir / SUMMARY_MD).write_text(header + lines + to_markdown(rows, columns))
         plot_sweep(rows, metric, sweep_dir / SUMMARY_PNG)

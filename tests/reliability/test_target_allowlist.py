@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from hydra._internal.utils import _locate
+from hydra.utils import instantiate
 from omegaconf import OmegaConf, open_dict
 
 from engine.config import allowlist
@@ -64,7 +65,7 @@ DANGEROUS_WORDS = {
 
 def allow(*extra: str) -> str:
     """The override that adds `extra` entries to the shipped list (the documented way)."""
-    return f"allowed_targets=[{','.join([*DEFAULT, *extra])}]"
+    return f"allowed_targets_extra=[{','.join(extra)}]"
 
 
 def _refusal(make_cfg, *overrides: str) -> str:
@@ -191,7 +192,8 @@ def test_unsafe_target_is_refused(make_cfg, monkeypatch, tmp_path, override, key
     assert len(text.splitlines()) == 1
     if reason == NOT_LISTED:
         assert (
-            "add its module" in text and "conf/config.yaml or per run: 'allowed_targets=[" in text
+            "add its module" in text
+            and "conf/config.yaml or per run: 'allowed_targets_extra=[" in text
         )
     assert not (tmp_path / "SENTINEL").exists()
 
@@ -311,6 +313,15 @@ def test_a_user_package_as_a_subtree(make_cfg, myproject, caplog) -> None:
     assert "refused, _hidden is a private name" in private
 
 
+def test_an_entry_in_allowed_targets_extra_is_instantiated(make_cfg, myproject) -> None:
+    net = "+job={_target_:myproject.models.Net,width:8}"
+    assert _refusal(make_cfg, net).startswith(f"job._target_=myproject.models.Net: {NOT_LISTED}")
+    cfg = make_cfg(net, "allowed_targets_extra=[myproject.models.Net]")
+    validate_config(cfg)
+    assert instantiate(cfg.job).width == 8
+    assert list(cfg.allowed_targets) == DEFAULT  # appended to, not replaced
+
+
 def test_a_user_object_as_an_exact_entry(make_cfg, myproject) -> None:
     validate_config(make_cfg("+job={_target_:myproject.models.Net}", allow("myproject.models.Net")))
     other = _refusal(
@@ -372,6 +383,21 @@ def test_refused_before_import_and_allowed_once_listed(make_cfg, monkeypatch, tm
 )
 def test_allowlist_entries_are_checked(make_cfg, override: str, message: str) -> None:
     assert _refusal(make_cfg, override).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "allowed_targets_extra=[myproject.*,'timm create_model']",
+            "allowed_targets_extra[1]='timm create_model': expected a module path (torch.optim)",
+        ),
+        ("allowed_targets_extra=timm", "allowed_targets_extra='timm': expected a list of"),
+    ],
+)
+def test_a_bad_allowed_targets_extra_entry_gets_one_line(make_cfg, override, message) -> None:
+    text = _refusal(make_cfg, override)
+    assert text.startswith(message) and len(text.splitlines()) == 1
 
 
 def _tokens(name: str) -> set[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from engine.runs.hparams import in_sweep, trial_name
 from engine.runs.loggers.base import Logger, RunContext
 from engine.runs.summary import BOARD_TAGS
 from engine.runs.tensorboard import TensorBoardLogger, take_over_events
@@ -41,7 +42,8 @@ class TensorBoard(Logger):
 
     def finish(self, metrics: dict[str, float], step: int) -> None:
         """The HParams entry: the run's choices, summed up by the last points of its curves."""
-        self.board.hparams(self.params, list(BOARD_TAGS), step)
+        trial, columns = trial_name(), not in_sweep()  # a sweep writes its jobs' columns
+        self.board.hparams(self.params, list(BOARD_TAGS), step, trial=trial, columns=columns)
 
     def close(self) -> None:
         self.board.close()
