@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-start bench-peers stress-torchrun gpu-check new-project docs-outputs test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-start bench-threads bench-peers stress-torchrun gpu-check new-project docs-outputs test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -56,6 +56,9 @@ gpu-check: $(STAMP)  ## on CUDA: data wait feeding ResNet-50 (prefetch x pinning
 
 bench-start: $(STAMP)  ## loader workers started by forkserver (the default under torchrun) against fork: first batch, epoch, re-entry; into BENCHMARKS.md
 	$(BIN)/python -m bench.start_methods $(ARGS)
+
+bench-threads: data  ## the main process's torch threads on a CPU, auto against torch's default, quiet and beside a busy process; into BENCHMARKS.md
+	$(BIN)/python -m bench.threads $(ARGS)
 
 stress-torchrun: data  ## RUNS (default 20) consecutive 2-rank torchrun jobs with 2 workers each over images, local and HTTP shards; counts hangs
 	$(BIN)/python -m tests.torchrun_stress $(or $(RUNS),20) $(METHOD)

@@ -16,11 +16,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from engine.config.choices import log_config_tree
+from engine.config.command_line import errors_said_once
 from engine.config.errors import ConfigError
 from engine.config.validate import validate_config
 from engine.core.failures import failures_reported
 from engine.core.launch import job_dir, launch_id, launch_rank, launch_time
 from engine.modes import benchmark, cache, evaluation, inspect, prediction, shards, validate
+from engine.runs.bookends import bookends
 from engine.runs.loggers.build import logger_problems
 from engine.runs.run_lock import log_file, run_dir_held
 from engine.sweeps.direction import direction_of, direction_problem
@@ -48,9 +50,9 @@ def modes(train: Run, step: type) -> dict[str, Run]:
 
 def run(cfg: DictConfig, train: Run, step: type) -> float:
     """Check `cfg`, then run its mode; returns the ranking metric (summary.rank_by) for
-    sweepers. A bad config stops before any work; the error that stops a run is the last line
-    of its log."""
-    with run_dir_held(), failures_reported():
+    sweepers. A bad config stops before any work; the error that stops a run is one line,
+    and the run dir is the first and the last line of its log (engine/runs/bookends.py)."""
+    with run_dir_held(), bookends(cfg), failures_reported():
         validate_config(cfg)
         if cfg.mode == "train":  # a logger's missing package stops the run here, not at its end
             _raise_if(logger_problems(cfg))
@@ -110,5 +112,5 @@ def launch(main: Callable[[], Any], script: str) -> None:
         filter(None, [os.environ["PROJECT_ROOT"], os.environ.get("PYTHONPATH")])
     )
     register_resolvers()
-    with distributed_job():
+    with errors_said_once(), distributed_job():
         main()

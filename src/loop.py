@@ -80,7 +80,7 @@ class Loop:
             self.s.starvation_threshold, self.s.max_epochs, parts.train_loader
         )
         workers = parts.train_loader.num_workers
-        self.slow = SlowComputeHint(parts.device, self.s.max_epochs, workers)  # CPU only
+        self.slow = SlowComputeHint(parts.device, workers)  # CPU only
 
     def fit(self, at: Progress) -> list[dict[str, float]]:
         """The epochs from `at` on, each evaluated and checkpointed; every epoch's metrics."""
@@ -146,7 +146,7 @@ class Loop:
                     at_boundary = False
                     if epoch == 1 and i == 0:
                         self.run.show_batch("train/first_batch", batch)  # as the model sees it
-                        self.slow.keep(batch)  # the batch a single-thread step is timed on
+                    self.slow.keep(batch)  # the run's first: a single-thread step is timed on it
                     loss, logits = step.forward(batch)
                     if self.guard.allows(
                         loss, f"epoch {epoch}, batch {i} (step {step.steps})", lockstep

@@ -55,7 +55,8 @@ def half_the_cores() -> int:
 
 def main_threads(workers: int) -> int:
     """torch's intra-op threads for the main process: this rank's cores less one per loader
-    worker (each worker runs one thread), at least 1. torch's own default, every core, on top
-    of the workers asks for more cores than there are: on 2 cores with 1 worker a CPU training
-    step ran 4x slower under a second busy process (BENCHMARKS.md, `make bench-threads`)."""
+    worker (each worker runs one thread), at least 1. torch's default, every core, on top of
+    the workers asks for more cores than there are: beside a second busy process that ran 1.8x
+    slower on 2 cores (on a quiet machine, where the demo's worker idles, 1.25x faster;
+    BENCHMARKS.md, `make bench-threads`)."""
     return max(1, cores_per_rank() - workers)

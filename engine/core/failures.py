@@ -1,5 +1,6 @@
 """How a run that fails says why: the error a `_target_` raised (not Hydra's wrapper around
-it), and that error as the last line of the run's log file."""
+it), once, in one line on stderr and in the run's log file, whose traceback goes to the log
+file only (HYDRA_FULL_ERROR=1 prints it too)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from hydra.errors import InstantiationException
+
+from engine.core.log_streams import file_handlers
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +39,33 @@ def one_line(err: BaseException) -> str:
     only says which worker)."""
     lines = str(err).strip().splitlines()
     if len(lines) > 1 and _WORKER.match(lines[0]):
-        return lines[-1]
-    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+        line = lines[-1]
+    else:
+        line = f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+    return " ".join([line, *getattr(err, "__notes__", [])])
+
+
+def traceback_to_log_file(err: BaseException) -> None:
+    """`err`'s traceback into the run's log file alone: the console keeps its one line."""
+    record = log.makeRecord(
+        log.name,
+        logging.ERROR,
+        __file__,
+        0,
+        "the traceback of that error:",
+        (),
+        (type(err), err, err.__traceback__),
+    )
+    for handler in file_handlers():
+        handler.handle(record)
+
+
+_said: list[BaseException] = []  # the errors failures_reported said (each is said once)
+
+
+def was_said(err: BaseException) -> bool:
+    """Whether `failures_reported` printed and logged `err` already."""
+    return any(err is said for said in _said)
 
 
 def drop_locals(err: BaseException) -> None:
@@ -57,14 +85,17 @@ def drop_locals(err: BaseException) -> None:
 
 @contextmanager
 def failures_reported() -> Iterator[None]:
-    """Around a run: the error that stops it is re-raised as its root cause and logged as the
-    run's last log line. A stop request (SystemExit, Ctrl-C) is not an error and passes as is.
-    Either way the frames' locals are dropped (`drop_locals`)."""
+    """Around a run: the error that stops it is logged in one line (stderr and the log file),
+    its traceback in the log file alone, and re-raised as its root cause (`was_said` knows it:
+    train.py's launch prints nothing more). A stop request (SystemExit, Ctrl-C) is not an
+    error and passes as is. Either way the frames' locals are dropped (`drop_locals`)."""
     try:
         yield
     except Exception as err:
         cause = root_cause(err)
         log.error("run failed: %s", one_line(cause))
+        traceback_to_log_file(cause)
+        _said[:] = [*_said[-99:], cause]
         drop_locals(err)
         if cause is err:
             raise

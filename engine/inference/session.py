@@ -30,6 +30,7 @@ from engine.inference.checkpoint import (
 )
 from engine.inference.indexed import indexed_loader
 from engine.inference.model import rebuild_model
+from engine.runs.bookends import latest_run
 from engine.runs.checkpoint_files import load_checkpoint
 from engine.runs.outputs import DATA_KEY, write_resolved_config
 from engine.training.batches import BatchMover
@@ -73,14 +74,17 @@ class CheckpointSession:
 
 
 def open_checkpoint(cfg: DictConfig, path: str | None, key: str) -> CheckpointSession:
-    """Load the checkpoint `path` (set by config key `key`: a file, or a run dir meaning its
-    best.pt, else last.pt), check its config as any config is checked (allowed_targets is
-    this run's), write it as this run's config_resolved.yaml and rebuild its model."""
+    """Load the checkpoint `path` (set by config key `key`: a file, a run dir meaning its
+    best.pt, else last.pt, or `latest`: the newest training run's dir), check its config as
+    any config is checked (allowed_targets is this run's), write it as this run's
+    config_resolved.yaml and rebuild its model."""
     if path is None:
         raise ValueError(
             f"{key} is null: set it to a checkpoint file or a run dir, e.g. "
             f"{key}=outputs/runs/2026-05-01/12-00-00_ab12cd (its best.pt)."
         )
+    if path == "latest":
+        path = str(latest_run(Path(cfg.paths.log_dir), "train", key))
     file = checkpoint_file(path, key)
     state = load_checkpoint(file)
     saved, overrides = saved_config(state, file), task_overrides()

@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 SLOWER = 2.0  # compute per sample this many times a single-thread step's is "far slower"
 REPEATS = 3  # single-thread steps timed; the fastest counts (the first warms caches)
+MIN_BATCHES = 10  # a pass this short is mostly its first, slow steps: not judged
 
 
 def single_thread_step_s(
@@ -63,12 +64,13 @@ def slow_compute_hint(
 
 
 class SlowComputeHint:
-    """Logs `slow_compute_hint` once, on the CPU, at the epoch the data-wait hint judges first
-    (epoch 2, or epoch 1 of a one-epoch run): `keep` the first batch, `check` each epoch."""
+    """Logs `slow_compute_hint` once, on the CPU, at the first epoch after the first (whose
+    first steps are slow anyway) of at least MIN_BATCHES batches: `keep` the first batch,
+    `check` each epoch."""
 
-    def __init__(self, device: torch.device, max_epochs: int, workers: int) -> None:
+    def __init__(self, device: torch.device, workers: int) -> None:
         self.active = device.type == "cpu"
-        self.max_epochs, self.workers = max_epochs, workers
+        self.workers = workers
         self.batch: DeviceBatch | None = None
 
     def keep(self, batch: DeviceBatch) -> None:
@@ -85,12 +87,12 @@ class SlowComputeHint:
         precision: Precision,
     ) -> None:
         """Judge `epoch` by its train pass's compute per sample (epoch time less data wait)."""
-        if not self.active or self.batch is None or (epoch == 1 and self.max_epochs > 1):
+        if not self.active or self.batch is None or epoch == 1:
+            return
+        samples = metrics["train/samples"]
+        if samples < MIN_BATCHES * len(self.batch.labels):
             return
         self.active = False  # once per run
-        samples = metrics["train/samples"]
-        if samples <= 0:
-            return
         compute_s = metrics["train/epoch_s"] * (1 - metrics["train/data_wait_frac"])
         was_training = model.training
         model.train()  # the step as training runs it (dropout, batch statistics)
