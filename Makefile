@@ -75,7 +75,7 @@ unexport DEST
 new-project:  ## copy the template to DEST=../my-project (no outputs, data, caches, git history)
 	$(PYTHON) -m engine.new_project '$(subst ','\'',$(value DEST))'
 
-test: data lint  ## lint, then the test suite (offline, about 5 minutes on 2 cores)
+test: data lint  ## lint, then the test suite (offline; README.md gives its measured time)
 	$(BIN)/python -m pytest -m "not slow" $(ARGS)
 
 test-fast: data  ## the quick loop while coding: no lint, no slow tests, nothing run in child processes

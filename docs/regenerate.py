@@ -68,10 +68,17 @@ STREAM_KEEP = (
     r"|resumed from|stopped at|received"
 )
 OUTPUTS = {
+    "timings": Output(
+        "fresh clone: make setup, make train, make test",
+        "{py} docs/measure_times.py",
+        r"^\|",
+        prompt=False,
+    ),
     "make-train": Output(
         "make train",
         TRAIN,
-        r"\[engine\.training\.assemble\]|epoch 12/12|\[engine\.runs\.outputs\].*metrics:",
+        r"\[engine\.training\.assemble\]|epoch 12/12|\[engine\.runs\.outputs\].*metrics:"
+        r"|run dir:",
     ),
     "new-project": Output(
         "make new-project DEST=../my-project && cd ../my-project && git init",
@@ -92,7 +99,7 @@ OUTPUTS = {
     "config-error": Output(
         "python train.py +loader.batchsize=3 optimizer.lr=fast",
         f"{TRAIN} +loader.batchsize=3 optimizer.lr=fast",
-        r"^(Error executing|loader\.|optimizer\.)",
+        r"run failed|^(loader\.|optimizer\.)",
     ),
     "loader-notes": Output(
         "python train.py debug=fast loader.prefetch_factor=4",
@@ -109,7 +116,7 @@ OUTPUTS = {
         r"\[engine\.training\.assemble\]|epoch 8/8",
     ),
     "cifar10-missing": Output(
-        "python train.py dataset=cifar10", f"{TRAIN} dataset=cifar10", r"^FileNotFoundError"
+        "python train.py dataset=cifar10", f"{TRAIN} dataset=cifar10", r"run failed: "
     ),
     "inspect": Output(
         "python train.py mode=inspect",

@@ -45,6 +45,18 @@ def one_line(err: BaseException) -> str:
     return " ".join([line, *getattr(err, "__notes__", [])])
 
 
+def said(err: BaseException) -> str:
+    """What a failed run prints: `one_line`, but every line of a message that lists several
+    problems (a ConfigError names each bad key on its own line); never a traceback (torch's
+    re-raise from a worker carries one: its last line is kept)."""
+    lines = str(err).strip().splitlines()
+    if len(lines) < 2 or _WORKER.match(lines[0]):
+        return one_line(err)
+    return "\n".join(
+        [f"{type(err).__name__}: {lines[0]}", *lines[1:], *getattr(err, "__notes__", [])]
+    )
+
+
 def traceback_to_log_file(err: BaseException) -> None:
     """`err`'s traceback into the run's log file alone: the console keeps its one line."""
     record = log.makeRecord(
@@ -52,7 +64,7 @@ def traceback_to_log_file(err: BaseException) -> None:
         logging.ERROR,
         __file__,
         0,
-        "the traceback of that error:",
+        "the traceback of the error below:",
         (),
         (type(err), err, err.__traceback__),
     )
@@ -93,8 +105,8 @@ def failures_reported() -> Iterator[None]:
         yield
     except Exception as err:
         cause = root_cause(err)
-        log.error("run failed: %s", one_line(cause))
-        traceback_to_log_file(cause)
+        traceback_to_log_file(cause)  # first: the one line below it ends the log
+        log.error("run failed: %s", said(cause))
         _said[:] = [*_said[-99:], cause]
         drop_locals(err)
         if cause is err:

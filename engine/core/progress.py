@@ -7,12 +7,16 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from tqdm import tqdm
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+EVERY_S = 30.0  # seconds between progress lines off a terminal (trainer.log_every_n_seconds)
 
 
 def duration(seconds: float) -> str:
@@ -29,7 +33,7 @@ class LoggedBar:
         self,
         total: int | None,
         desc: str,
-        every_s: float = 30.0,
+        every_s: float = EVERY_S,
         unit: str = "batches",
         clock: Any = time.monotonic,
         terminal: bool | None = None,
@@ -84,3 +88,20 @@ class LoggedBar:
 
     def close(self) -> None:
         self.bar.close()
+
+
+def counted(
+    batches: Iterable[T], total: int, desc: str, per_batch: int, every_s: float = EVERY_S
+) -> Iterator[T]:
+    """`batches` of `per_batch` items each (the last may be short), shown as items of `total`
+    (images, not batches) with their rate and ETA, on a terminal or in the log."""
+    bar = LoggedBar(total, desc, every_s, unit="images")
+    done = 0
+    try:
+        for batch in batches:
+            yield batch
+            step = min(per_batch, total - done)
+            done += step
+            bar.update(step)
+    finally:
+        bar.close()

@@ -20,10 +20,10 @@ from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, Dataset
 from torchvision.io import encode_jpeg
 from torchvision.transforms import v2
-from tqdm import tqdm
 
 from engine.core import folder_lock
 from engine.core.io import output_folder, write_error, write_json
+from engine.core.progress import counted
 from engine.data.cache_store import DATA_FILES, CacheWriter, is_jpeg_quality
 from engine.data.decode import load_sample
 from engine.data.resolve_loader import resolve_loader_settings
@@ -174,7 +174,7 @@ def write_split(
     )
     try:
         try:
-            for batch in tqdm(batches, desc=f"cache {folder.name}", leave=False, disable=None):
+            for batch in counted(batches, len(paths) - start, f"cache {folder.name}", READ_BATCH):
                 for data, height, width, label in batch:
                     writer.append(data.numpy(), height, width, label)
                     if writer.done % settings.commit_every == 0:

@@ -20,9 +20,9 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 from torchvision.io import encode_jpeg, encode_png
-from tqdm import tqdm
 
 from engine.core.io import atomic_write_bytes, output_folder, write_json
+from engine.core.progress import counted
 from engine.data.cache_store import is_jpeg_quality
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode import load_sample
@@ -132,7 +132,7 @@ def write_split(
     )
     writer = SplitWriter(folder, split, settings.max_samples, settings.compress)
     done = 0
-    for batch in tqdm(batches, desc=f"shards {split}", leave=False, disable=None):
+    for batch in counted(batches, count, f"shards {split}", READ_BATCH):
         for image, ext, label, source in batch:
             meta = {"label": label, "class": files.classes[label], "source": source}  # type: ignore[attr-defined]
             writer.add(f"{split}-{done:08d}", image, ext, label, meta)

@@ -11,9 +11,9 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
-from tqdm import tqdm
 
 from engine.core.io import write_json
+from engine.core.progress import counted
 from engine.data.bad_samples import REPORT_NAME, BadSample, BadSampleLedger
 from engine.data.loader_settings import LoaderSettings
 from engine.data.resolve_loader import resolve_loader_settings
@@ -63,7 +63,7 @@ def scan(dataset: Any, split: str, settings: LoaderSettings, report: Path) -> Ba
         else None,
         timeout=settings.timeout if settings.num_workers > 0 else 0,
     )
-    for bad in tqdm(loader, desc=f"validate {split}", leave=False, disable=None):
+    for bad in counted(loader, len(dataset), f"validate {split}", SCAN_BATCH):
         ledger.record(bad)
     return ledger
 

@@ -149,7 +149,10 @@ def test_worker_reraise_keeps_the_message(demo_dir: Path, tmp_path: Path) -> Non
         cwd=tmp_path,
     )
     assert result.returncode != 0
-    assert "DataLoader worker process" in result.stderr
+    assert result.stderr.count("run failed:") == 1  # said once, in one line
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert "DataLoader worker process" in log  # the worker's traceback: in the log file only
+    assert "DataLoader worker process" not in result.stderr
     named = re.search(NAMED, result.stderr)
     assert named and named.group(3) in bad and "dataset.on_error=skip" in result.stderr
 

@@ -22,7 +22,10 @@ class Broken:
 
 
 def _last_log_line(run: Path) -> str:
-    return (run / "train.log").read_text().strip().splitlines()[-1]
+    """The error line of a failed run's log: the last but one (the last names the run dir)."""
+    *_, error, last = (run / "train.log").read_text().strip().splitlines()
+    assert "run dir: " in last and last.endswith("(FAILED; the traceback is in its train.log)")
+    return error
 
 
 def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
@@ -31,12 +34,8 @@ def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
     (tmp_path / "mydata" / "broken.py").write_text(USER_DATASET)
     run = tmp_path / "run"
     result = run_cli(
-        "dataset._target_=mydata.broken.Broken",
-        "~dataset.root",
-        "~dataset.on_error",
-        "~dataset.max_bad_fraction",
-        "~dataset.reduced_decode",
-        "~dataset.max_image_pixels",
+        "~dataset",  # the dataset group left out: this node alone
+        "+dataset._target_=mydata.broken.Broken",
         allowing("mydata.*"),
         f"hydra.run.dir={run}",
         cwd=tmp_path,
@@ -46,7 +45,8 @@ def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
     named = "FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/labels.txt'"
     assert named in result.stderr  # not FileNotFoundError(2, 'No such file or directory')
     assert "mydata.broken.Broken" in result.stderr  # which target raised it
-    assert _last_log_line(run).endswith(f"run failed: {named}")
+    raised = "(raised while building mydata.broken.Broken from the config)"
+    assert _last_log_line(run).endswith(f"run failed: {named} {raised}")  # the one line
 
 
 def test_a_config_error_is_the_last_line_of_the_log(tmp_path: Path) -> None:

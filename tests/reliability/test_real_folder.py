@@ -77,7 +77,7 @@ def test_raise_stops_at_a_hostile_first_val_image_naming_it(demo_dir, tmp_path, 
     assert result.returncode == 1, (result.returncode, result.stderr[-2000:])
     message = f"from {first}: "
     assert message in result.stderr and reason in result.stderr
-    last = (run / "train.log").read_text().strip().splitlines()[-1]
+    last = (run / "train.log").read_text().strip().splitlines()[-2]  # [-1]: the run dir
     assert "run failed: SampleError" in last and message in last and reason in last
 
 

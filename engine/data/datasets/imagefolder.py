@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from array import array
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from engine.data.image_header import PILLOW_MAX_PIXELS
 log = logging.getLogger(__name__)
 
 CHUNK = 65_536  # files listed between two conversions to a bytes array
+REPORT_EVERY_S = 5.0  # seconds between progress lines while a large folder is listed
 
 
 class FolderWalk:
@@ -33,8 +35,11 @@ class FolderWalk:
     its listed path), and tells whether a link's target was listed already from the folders
     visited so far."""
 
-    def __init__(self, split_dir: Path) -> None:
+    def __init__(self, split_dir: Path, report_every_s: float = REPORT_EVERY_S) -> None:
         self.root = os.path.realpath(split_dir)
+        self.listed = self.folders = 0  # for the progress line of a long listing
+        self.started = self.reported = time.monotonic()
+        self.report_every_s = report_every_s
         self.outside: list[str] = []  # links not followed: "link -> target"
         self.ignored = 0  # files that are not images by suffix
         self.first_ignored = ""
@@ -96,8 +101,37 @@ class FolderWalk:
             else:
                 self.ignored += 1
                 self.first_ignored = self.first_ignored or entry.path
+        self.folders += 1
+        self.listed += len(entries)
+        now = time.monotonic()
+        if now - self.reported >= self.report_every_s:
+            self.reported = now
+            log.info(
+                "listing %s: %s entries in %s folders so far (%.0f s)",
+                self.root,
+                f"{self.listed:,}",
+                f"{self.folders:,}",
+                now - self.started,
+            )
         for subdir, real in subdirs:
             self._visit(subdir, images, real)
+
+
+def _holds_splits(folder: Path) -> bool:
+    return (folder / "train").is_dir() and (folder / "val").is_dir()
+
+
+def _splits_near(root: Path) -> Path | None:
+    """The folder one level up or down from `root` that holds train/ and val/, if one does: a
+    root set one level too deep (photos/train) or too shallow (a folder holding photos/)."""
+    if _holds_splits(root.parent) and root.parent != root:
+        return root.parent
+    if root.is_dir():
+        below = [entry for entry in os.scandir(root) if entry.is_dir()]
+        holding = [Path(e.path) for e in below[:64] if _holds_splits(Path(e.path))]
+        if len(holding) == 1:
+            return holding[0]
+    return None
 
 
 def split_folder(root: Path, split: str, val_fraction: float | None) -> Path:
@@ -129,6 +163,11 @@ def split_folder(root: Path, split: str, val_fraction: float | None) -> Path:
         raise FileNotFoundError(
             f"dataset.root: {split_dir} is not a directory, so this root has no test split "
             "(test/<class>/*.jpg): add that folder, or evaluate eval.split=val."
+        )
+    if not split_dir.is_dir() and (near := _splits_near(root)) is not None:
+        raise FileNotFoundError(
+            f"dataset.root={root} has no {split}/ (did you mean dataset.root={near}? it holds "
+            "train/ and val/)."
         )
     if not split_dir.is_dir():
         raise FileNotFoundError(

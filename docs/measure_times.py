@@ -1,0 +1,67 @@
+"""The times README.md states, measured: a fresh clone's `make setup`, `make train` and
+`make test`, one after the other, printed as a table with the date and the machine. Run by
+`make docs-outputs` (the `timings` output); nothing else may state these times.
+
+    .venv/bin/python docs/measure_times.py
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+STEPS = (
+    ("make setup", "creates .venv and installs the engine and the pinned dependencies"),
+    ("make train", "writes data/demo, then trains 12 epochs of the demo"),
+    ("make test", "lint, the import contracts and the test suite"),
+)
+
+
+def timed(command: str, cwd: Path) -> float:
+    """Seconds `command` took in `cwd`; its output is shown only when it fails."""
+    start = time.monotonic()
+    done = subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{command} failed in {cwd}:\n{(done.stdout + done.stderr)[-3000:]}")
+    return time.monotonic() - start
+
+
+def machine() -> str:
+    """The CPU, its usable cores and the Python: what the times depend on."""
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor() or platform.machine(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.machine()
+    )
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{cpu}, {cores} cores, Python {platform.python_version()}"
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        clone = Path(tmp) / "clone"
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        times = [(command, what, timed(command, clone)) for command, what in STEPS]
+    print(f"| on a fresh clone ({date.today()}) | what it does | wall |")
+    print("|---|---|---|")
+    for command, what, seconds in times:
+        print(f"| `{command}` | {what} | {seconds / 60:.1f} min |")
+    print(f"| machine | {machine()} | |")
+
+
+if __name__ == "__main__":
+    main()
