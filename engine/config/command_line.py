@@ -91,7 +91,8 @@ def explain(err: BaseException, overrides: list[str]) -> str:
 def errors_said_once(overrides: list[str] | None = None) -> Iterator[None]:
     """Around Hydra's main: an error ends the process in one line on stderr (none more when
     the run said it already) with status 1. Under HYDRA_FULL_ERROR=1, Hydra's own report."""
-    if os.environ.get(FULL_ERROR) == "1":
+    before = os.environ.get(FULL_ERROR)
+    if before == "1":
         yield
         return
     os.environ[FULL_ERROR] = "1"  # Hydra re-raises instead of printing its partial traceback
@@ -102,4 +103,7 @@ def errors_said_once(overrides: list[str] | None = None) -> Iterator[None]:
             print(explain(err, sys.argv[1:] if overrides is None else overrides), file=sys.stderr)
         raise SystemExit(1) from None
     finally:
-        os.environ.pop(FULL_ERROR, None)
+        if before is None:
+            os.environ.pop(FULL_ERROR, None)
+        else:
+            os.environ[FULL_ERROR] = before

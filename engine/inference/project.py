@@ -20,15 +20,16 @@ def _is_project(folder: Path) -> bool:
 
 
 def _candidates(config: dict[str, Any], file: Path) -> list[Path]:
-    """Where the project may be, most specific first: $PROJECT_ROOT (train.py's), the saved
-    paths.root_dir (where it was trained), the folders above the checkpoint (a run dir lies
-    under <root>/outputs/), the checkout this engine sits in, the working directory."""
+    """Where the project may be, most specific first: $PROJECT_ROOT (train.py's), the folders
+    above the checkpoint (a run dir lies under <root>/outputs/: what holds the file is trusted
+    before what the file says), the saved paths.root_dir (where it was trained, for outputs
+    kept elsewhere), the checkout this engine sits in."""
     paths = config.get("paths")
     saved = paths.get("root_dir") if isinstance(paths, dict) else None
     found = [Path(os.environ["PROJECT_ROOT"])] if "PROJECT_ROOT" in os.environ else []
+    found += file.resolve().parents
     if isinstance(saved, str) and Path(saved).is_absolute():
         found.append(Path(saved))
-    found += file.resolve().parents
     return [*found, project_config().parent.parent.resolve()]
 
 
@@ -54,9 +55,8 @@ def missing_project(file: Path) -> CheckpointError:
     """The error of a checkpoint whose project was not found, with the fix."""
     return CheckpointError(
         f"{file}: cannot find the project it was trained in (no {PROJECT_CONFIG} at "
-        "$PROJECT_ROOT, its saved paths.root_dir, above the checkpoint, beside this engine or "
-        "in the working directory): pass load_model(..., project_root='<the checkout holding "
-        "conf/ and src/>')."
+        "$PROJECT_ROOT, above the checkpoint, at its saved paths.root_dir or beside this "
+        "engine): pass load_model(..., project_root='<the checkout holding conf/ and src/>')."
     )
 
 
