@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig
 
-from engine.core.progress import LoggedBar
+from engine.core.progress import Cadence, LoggedBar
 from engine.data.loaders import set_epoch
 from engine.measure.timing import BatchMeter
 from engine.runs.run_state import Progress, positioned
@@ -81,6 +81,7 @@ class Loop:
         )
         workers = parts.train_loader.num_workers
         self.slow = SlowComputeHint(parts.device, workers)  # CPU only
+        self.cadence = Cadence(self.s.log_every_n_seconds)  # progress lines, across epochs
 
     def fit(self, at: Progress) -> list[dict[str, float]]:
         """The epochs from `at` on, each evaluated and checkpointed; every epoch's metrics."""
@@ -129,7 +130,7 @@ class Loop:
         limit = None if s.limit_train_batches is None else max(0, s.limit_train_batches - start)
         batches = positioned(loader, start)  # a resumed epoch: its sampler skips ahead
         total = batches_per_epoch(loader, limit)  # the batches this pass yields
-        bar = LoggedBar(total, f"epoch {epoch}/{s.max_epochs}", s.log_every_n_seconds)
+        bar = LoggedBar(total, f"epoch {epoch}/{s.max_epochs}", self.cadence)
         step.optimizer.zero_grad(set_to_none=True)
         done, at_boundary = start, True  # position in the epoch after the last optimizer step
         uneven = UnevenRanks(parts.model, loader)  # DDP ranks fed by a stream: Join, then align

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from engine.core import cpus
-from engine.core.progress import LoggedBar, counted
+from engine.core.progress import Cadence, LoggedBar, counted
 from engine.data.datasets.imagefolder import FolderWalk
 from engine.training.assemble import assemble
 from engine.training.batches import DeviceBatch
@@ -75,7 +75,7 @@ def test_trainer_num_threads_sets_torch_s_threads(make_cfg) -> None:
 def test_the_header_line_states_the_threads(demo_dir: Path, tmp_path: Path) -> None:
     result = run_cli(*_demo(demo_dir, tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
-    assert re.search(r"\| threads \d+ \(auto: \d+ cores - 0 workers\)", result.stdout)
+    assert re.search(r"\| threads \d+ \(auto: \d+ cores? - 0 workers\)", result.stdout)
 
 
 # ---- compute far slower than a single-thread step --------------------------------------------
@@ -135,7 +135,7 @@ class Clock:
 
 def test_off_a_terminal_progress_is_a_log_line_every_n_seconds(caplog) -> None:
     clock = Clock()
-    bar = LoggedBar(120, "epoch 2/12", every_s=30, clock=clock, terminal=False)
+    bar = LoggedBar(120, "epoch 2/12", every=30, clock=clock, terminal=False)
     with caplog.at_level(logging.INFO, logger="engine.core.progress"):
         for _ in range(40):
             clock.now += 1.0
@@ -145,10 +145,23 @@ def test_off_a_terminal_progress_is_a_log_line_every_n_seconds(caplog) -> None:
     lines = [r.getMessage() for r in caplog.records]
     # one line in 40 s, at 30 s: 30 batches of 32 samples, 90 batches to go at 1 per second
     assert lines == ["epoch 2/12: 30/120 batches | 32 samples/s | ETA 0:01:30 | loss 1.2346"]
-    on_terminal = LoggedBar(120, "x", every_s=0.0, clock=clock, terminal=True)
+    on_terminal = LoggedBar(120, "x", every=0.0, clock=clock, terminal=True)
     on_terminal.update(1)
     on_terminal.close()
     assert len(caplog.records) == 1  # a terminal has its bar, no lines
+
+
+def test_epochs_shorter_than_the_interval_still_get_lines(caplog) -> None:
+    clock = Clock()
+    cadence = Cadence(30, clock)
+    with caplog.at_level(logging.INFO, logger="engine.core.progress"):
+        for epoch in (1, 2, 3):  # 25 s epochs, a line every 30 s across them
+            bar = LoggedBar(25, f"epoch {epoch}/3", cadence, clock=clock, terminal=False)
+            for _ in range(25):
+                clock.now += 1.0
+                bar.update(1)
+            bar.close()
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["epoch 2/3", "epoch 3/3"]
 
 
 def test_counted_shows_images_not_batches(caplog) -> None:
@@ -213,6 +226,11 @@ def test_a_failed_run_is_marked_and_its_rerun_unmarked(demo_dir, tmp_path) -> No
     again = run_cli(*_demo(demo_dir, tmp_path), f"hydra.run.dir={run}", cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-2000:]
     assert not (run / "FAILED").exists()
+    outputs = tmp_path / "outputs"
+    later = run_cli(*_demo(demo_dir, tmp_path), "dataset.root=nowhere", cwd=tmp_path)
+    assert later.returncode == 1  # a failed training after the good one:
+    assert (outputs / "latest_train").resolve() == run.resolve()  # eval.checkpoint=latest: it
+    assert (outputs / "latest").resolve() != run.resolve()  # latest: the failed one, to read
 
 
 # ---- typos and failures: one line ------------------------------------------------------------
@@ -225,6 +243,7 @@ def test_a_failed_run_is_marked_and_its_rerun_unmarked(demo_dir, tmp_path) -> No
         ("trainer.max_epoch=3", "(did you mean trainer.max_epochs?)"),
         ("dataset=imgfolder", "(did you mean dataset=imagefolder?)"),
         ("loadr.batch_size=8", "(did you mean loader?)"),
+        ("+sweep=loadr", "(did you mean +sweep=loader?)"),
     ],
 )
 def test_a_typo_is_one_line_with_the_fix(tmp_path: Path, typo: str, said: str) -> None:
@@ -234,6 +253,12 @@ def test_a_typo_is_one_line_with_the_fix(tmp_path: Path, typo: str, said: str) -
     assert result.stderr.startswith(f"{typo}: ") and said in result.stderr
     assert "To append to your config" not in result.stderr
     assert not (tmp_path / "outputs").exists()  # stopped before any run dir
+
+
+def test_a_mistyped_mode_is_one_line_and_makes_no_latest_link(tmp_path: Path) -> None:
+    result = run_cli("mode=trian", f"paths.log_dir={tmp_path / 'outputs'}", cwd=tmp_path)
+    assert result.returncode == 1 and "(did you mean mode=train?)" in result.stderr
+    assert not list((tmp_path / "outputs").glob("latest*"))
 
 
 def test_a_root_one_level_too_deep_names_the_right_one(demo_dir, tmp_path) -> None:
@@ -255,3 +280,15 @@ def test_a_runtime_data_error_is_printed_once_in_one_line(demo_dir, tmp_path) ->
     full = run_cli(*args[:-1], f"hydra.run.dir={tmp_path / 'run2'}", cwd=tmp_path,
                    env={"HYDRA_FULL_ERROR": "1"})  # fmt: skip
     assert full.returncode == 1 and "Traceback" in full.stderr
+
+
+def test_progress_and_threads_keys_do_not_change_what_resume_matches(make_cfg) -> None:
+    from omegaconf import OmegaConf
+
+    from engine.runs.resume import config_key
+
+    def key(*overrides: str) -> str:
+        return config_key(OmegaConf.to_container(make_cfg(*overrides), resolve=True))
+
+    assert key() == key("trainer.log_every_n_seconds=2", "trainer.num_threads=1")
+    assert key() != key("trainer.max_epochs=3")  # what does change the run still does

@@ -68,11 +68,11 @@ def unknown_option(err: MissingConfigException, overrides: list[str]) -> str | N
     if match is None or not options:
         return None
     group, option = match.groups()
+    mentions = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] == group]
+    typed = next((o for o in mentions if option in o.split("=", 1)[1]), f"{group}={option}")
+    sign = typed[: len(typed) - len(typed.lstrip("+~"))]  # +sweep=... stays +sweep=...
     close = _closest(option, options)
-    hint = f" (did you mean {group}={close}?)" if close else ""
-    typed = next(
-        (o for o in overrides if o.lstrip("+~").split("=", 1)[0] == group), f"{group}={option}"
-    )
+    hint = f" (did you mean {sign}{group}={close}?)" if close else ""
     return f"{typed}: conf/{group} has no option {option}{hint}; its options: {', '.join(options)}."
 
 

@@ -10,6 +10,7 @@ settings dataclasses' own checks (`__post_init__`) pass.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any
 
 from hydra._internal.utils import _locate  # what instantiate uses; get_object logs an ERROR
@@ -84,7 +85,9 @@ def mode_problems(tree: dict[str, Any]) -> list[str]:
     mode, rank_by = tree.get("mode"), tree.get("summary", {}).get("rank_by")
     top = tree.get("summary", {}).get("top", 1)
     if mode not in METRICS_BY_MODE:
-        return [f"mode={mode!r}: expected one of {sorted(METRICS_BY_MODE)}."]
+        close = difflib.get_close_matches(str(mode), list(METRICS_BY_MODE), n=1)
+        hint = f" (did you mean mode={close[0]}?)" if close else ""
+        return [f"mode={mode!r}: expected one of {sorted(METRICS_BY_MODE)}{hint}."]
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         return [f"summary.top={top!r}: expected an int >= 1 (rows printed), e.g. summary.top=10."]
     if rank_by is not None and rank_by not in METRICS_BY_MODE[mode]:

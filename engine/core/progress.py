@@ -24,42 +24,53 @@ def duration(seconds: float) -> str:
     return str(timedelta(seconds=round(max(0.0, seconds))))
 
 
+class Cadence:
+    """When the next progress line is due: every `every_s` seconds (0 = never), counted across
+    the bars that share it, so epochs shorter than `every_s` still get their lines."""
+
+    def __init__(self, every_s: float, clock: Any = time.monotonic) -> None:
+        self.every_s, self.clock = every_s, clock
+        self.last = clock()
+
+    def due(self) -> bool:
+        """Whether a line is due now (and, if so, the next one `every_s` from now)."""
+        now = self.clock()
+        if self.every_s <= 0 or now - self.last < self.every_s:
+            return False
+        self.last = now
+        return True
+
+
 class LoggedBar:
     """`update(n)` as tqdm's; `postfix(...)` adds values (loss, ...) to the next line. On a
     terminal a bar; otherwise, every `every_s` seconds (0 = never), a line such as
-    `epoch 2/12: 40/120 batches | 85 samples/s | ETA 0:00:56 | loss 1.2345`."""
+    `epoch 2/12: 40/120 batches | 85 samples/s | ETA 0:00:56 | loss 1.2345`; `every` is the
+    seconds between lines or a `Cadence` shared with other bars."""
 
     def __init__(
         self,
         total: int | None,
         desc: str,
-        every_s: float = EVERY_S,
+        every: float | Cadence = EVERY_S,
         unit: str = "batches",
         clock: Any = time.monotonic,
         terminal: bool | None = None,
     ) -> None:
-        self.total, self.desc, self.every_s, self.unit, self.clock = (
-            total,
-            desc,
-            every_s,
-            unit,
-            clock,
-        )
+        self.total, self.desc, self.unit, self.clock = total, desc, unit, clock
+        self.cadence = every if isinstance(every, Cadence) else Cadence(every, clock)
         self.terminal = sys.stderr.isatty() if terminal is None else terminal
         self.bar = tqdm(total=total, desc=desc, unit=unit, leave=False, disable=not self.terminal)
         self.done = self.samples = 0
         self.values: dict[str, str] = {}
-        self.started = self.last = clock()
+        self.started = clock()
 
     def update(self, n: int = 1, samples: int = 0) -> None:
         """`n` more units done (and `samples` more samples, for the rate when units are
         batches)."""
         self.bar.update(n)
         self.done, self.samples = self.done + n, self.samples + samples
-        now = self.clock()
-        if not self.terminal and self.every_s > 0 and now - self.last >= self.every_s:
-            self.last = now
-            log.info("%s", self.line(now - self.started))
+        if not self.terminal and self.cadence.due():
+            log.info("%s", self.line(self.clock() - self.started))
 
     def postfix(self, **values: Any) -> None:
         """Values shown after the counts until replaced (floats with 4 decimals)."""

@@ -23,7 +23,7 @@ from torchvision.transforms import v2
 
 from engine.core import folder_lock
 from engine.core.io import output_folder, write_error, write_json
-from engine.core.progress import counted
+from engine.core.progress import EVERY_S, counted
 from engine.data.cache_store import DATA_FILES, CacheWriter, is_jpeg_quality
 from engine.data.decode import load_sample
 from engine.data.resolve_loader import resolve_loader_settings
@@ -153,6 +153,7 @@ def write_split(
     workers: int,
     context: str | None,
     timeout: float = 0.0,
+    every_s: float = EVERY_S,
 ) -> int:
     """Cache every image of `files` into `folder` (resuming a compatible unfinished build);
     returns how many were written by this call."""
@@ -174,7 +175,9 @@ def write_split(
     )
     try:
         try:
-            for batch in counted(batches, len(paths) - start, f"cache {folder.name}", READ_BATCH):
+            for batch in counted(
+                batches, len(paths) - start, f"cache {folder.name}", READ_BATCH, every_s
+            ):
                 for data, height, width, label in batch:
                     writer.append(data.numpy(), height, width, label)
                     if writer.done % settings.commit_every == 0:
@@ -221,6 +224,7 @@ def cache(cfg: DictConfig) -> dict[str, float]:
                 loader.num_workers,
                 loader.multiprocessing_context,
                 loader.timeout,
+                cfg.trainer.log_every_n_seconds,  # progress lines off a terminal
             )
             images += len(files)
     wall = time.perf_counter() - start

@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision.io import encode_jpeg, encode_png
 
 from engine.core.io import atomic_write_bytes, output_folder, write_json
-from engine.core.progress import counted
+from engine.core.progress import EVERY_S, counted
 from engine.data.cache_store import is_jpeg_quality
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode import load_sample
@@ -112,7 +112,13 @@ class _Encoded(Dataset):
 
 
 def write_split(
-    files: Dataset, split: str, folder: Path, settings: ShardSettings, workers: int, timeout: float
+    files: Dataset,
+    split: str,
+    folder: Path,
+    settings: ShardSettings,
+    workers: int,
+    timeout: float,
+    every_s: float = EVERY_S,
 ) -> dict[str, dict]:
     """Write every sample of `files` into shards in `folder`; their manifest entries."""
     if settings.encoding == "keep" and not isinstance(files, LabelledImageFiles):
@@ -132,7 +138,7 @@ def write_split(
     )
     writer = SplitWriter(folder, split, settings.max_samples, settings.compress)
     done = 0
-    for batch in counted(batches, count, f"shards {split}", READ_BATCH):
+    for batch in counted(batches, count, f"shards {split}", READ_BATCH, every_s):
         for image, ext, label, source in batch:
             meta = {"label": label, "class": files.classes[label], "source": source}  # type: ignore[attr-defined]
             writer.add(f"{split}-{done:08d}", image, ext, label, meta)
@@ -155,7 +161,8 @@ def shards(cfg: DictConfig) -> dict[str, float]:
     with writing(folder, settings.overwrite):
         entries: dict[str, dict] = {}
         for split, files in (("train", train), ("val", val)):
-            entries |= write_split(files, split, folder, settings, workers, loader.timeout)
+            every_s = cfg.trainer.log_every_n_seconds  # progress lines off a terminal
+            entries |= write_split(files, split, folder, settings, workers, loader.timeout, every_s)
         Manifest(str(folder / NAME), list(train.classes), entries).save()  # type: ignore[attr-defined]
         classes = "".join(f"{c}\n" for c in train.classes)  # type: ignore[attr-defined]
         atomic_write_bytes(folder / "classes.txt", classes.encode())

@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 
 from engine.core.io import write_json
-from engine.core.progress import counted
+from engine.core.progress import EVERY_S, counted
 from engine.data.bad_samples import REPORT_NAME, BadSample, BadSampleLedger
 from engine.data.loader_settings import LoaderSettings
 from engine.data.resolve_loader import resolve_loader_settings
@@ -44,7 +44,9 @@ def _bad_only(records: list[BadSample | None]) -> list[BadSample]:
     return [r for r in records if r is not None]
 
 
-def scan(dataset: Any, split: str, settings: LoaderSettings, report: Path) -> BadSampleLedger:
+def scan(
+    dataset: Any, split: str, settings: LoaderSettings, report: Path, every_s: float = EVERY_S
+) -> BadSampleLedger:
     """Decode every sample of `dataset` with `settings.num_workers` processes (started and
     timed out as `settings` say); the ledger of the bad ones."""
     if not dataset.files_checkable:
@@ -63,7 +65,7 @@ def scan(dataset: Any, split: str, settings: LoaderSettings, report: Path) -> Ba
         else None,
         timeout=settings.timeout if settings.num_workers > 0 else 0,
     )
-    for bad in counted(loader, len(dataset), f"validate {split}", SCAN_BATCH):
+    for bad in counted(loader, len(dataset), f"validate {split}", SCAN_BATCH, every_s):
         ledger.record(bad)
     return ledger
 
@@ -80,7 +82,7 @@ def validate(cfg: DictConfig) -> dict[str, float]:
         instantiate(cfg.loader), splits[0], SequentialOrder, cuda=False
     )
     ledgers = [
-        scan(dataset, split, settings, report)
+        scan(dataset, split, settings, report, cfg.trainer.log_every_n_seconds)
         for split, dataset in zip(("train", "val"), splits, strict=True)
     ]
     samples = sum(ledger.size for ledger in ledgers)

@@ -32,25 +32,41 @@ def shown(path: Path) -> str:
         return str(path)
 
 
-def point_latest(log_dir: Path, run_dir: Path, mode: str) -> None:
+def _link(log_dir: Path, name: str, target: str) -> None:
+    """`log_dir`/`name` -> `target`, replaced in one rename."""
+    link, staged = log_dir / name, log_dir / f".{name}.{os.getpid()}"
+    staged.unlink(missing_ok=True)
+    try:
+        staged.symlink_to(target, target_is_directory=True)
+        os.replace(staged, link)
+    except OSError as err:  # no symlinks here (Windows without the privilege)
+        staged.unlink(missing_ok=True)
+        log.warning("could not point %s at %s: %s", link, target, err)
+
+
+def point_latest(log_dir: Path, run_dir: Path, mode: str) -> str | None:
     """Make `log_dir`/latest and latest_<mode> link to `run_dir` (relative links when it is
-    below `log_dir`, so a moved outputs/ keeps them), each replaced in one rename."""
+    below `log_dir`, so a moved outputs/ keeps them); returns where latest_<mode> pointed
+    before (None: nowhere), for `restore_latest`."""
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         target = os.path.relpath(run_dir.resolve(), log_dir.resolve())
     except ValueError:  # another drive (Windows)
         target = str(run_dir.resolve())
-    for name in (LATEST, f"{LATEST}_{mode}"):
-        link = log_dir / name
-        staged = log_dir / f".{name}.{os.getpid()}"
-        staged.unlink(missing_ok=True)
-        try:
-            staged.symlink_to(target, target_is_directory=True)
-            os.replace(staged, link)
-        except OSError as err:  # no symlinks here (Windows without the privilege)
-            staged.unlink(missing_ok=True)
-            log.warning("could not point %s at the run: %s", link, err)
-            return
+    mine = log_dir / f"{LATEST}_{mode}"
+    before = os.readlink(mine) if mine.is_symlink() else None
+    for name in (LATEST, mine.name):
+        _link(log_dir, name, target)
+    return before
+
+
+def restore_latest(log_dir: Path, mode: str, before: str | None) -> None:
+    """A failed run gives latest_<mode> back to the run before it (`eval.checkpoint=latest`
+    means the newest training that did not fail); outputs/latest stays on it, to read why."""
+    if before is None:
+        (log_dir / f"{LATEST}_{mode}").unlink(missing_ok=True)
+    else:
+        _link(log_dir, f"{LATEST}_{mode}", before)
 
 
 def latest_run(log_dir: Path, mode: str, key: str) -> Path:
@@ -65,20 +81,41 @@ def latest_run(log_dir: Path, mode: str, key: str) -> Path:
     return link.resolve()
 
 
+class Bookends:
+    """What `bookends` yields: `checked()` once the config passed its checks points the latest
+    links at the run (a mistyped mode=trian makes no latest_trian)."""
+
+    def __init__(self, cfg: DictConfig, run_dir: Path | None) -> None:
+        self.cfg, self.run_dir = cfg, run_dir
+        self.before: str | None = None
+        self.pointed = False
+
+    def checked(self) -> None:
+        if self.run_dir is not None:
+            log_dir, mode = Path(self.cfg.paths.log_dir), str(self.cfg.mode)
+            self.before, self.pointed = point_latest(log_dir, self.run_dir, mode), True
+
+    def failed(self) -> None:
+        if self.pointed:
+            restore_latest(Path(self.cfg.paths.log_dir), str(self.cfg.mode), self.before)
+
+
 @contextmanager
-def bookends(cfg: DictConfig) -> Iterator[None]:
-    """Around a run on rank 0: the run dir as its first and last lines, the latest links, and
-    FAILED (with the one-line error) when it fails. A stop request is not a failure."""
+def bookends(cfg: DictConfig) -> Iterator[Bookends]:
+    """Around a run on rank 0: the run dir as its first and last lines, the latest links
+    (`Bookends.checked`), and FAILED (with the one-line error) when it fails. A stop request
+    is not a failure."""
     if launch_rank() != 0 or not HydraConfig.initialized():
-        yield
+        yield Bookends(cfg, None)
         return
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     log.info("run dir: %s", shown(run_dir))
-    point_latest(Path(cfg.paths.log_dir), run_dir, str(cfg.mode))
     (run_dir / FAILED).unlink(missing_ok=True)  # a rerun in the same dir starts unjudged
+    ends = Bookends(cfg, run_dir)
     try:
-        yield
+        yield ends
     except Exception as err:
+        ends.failed()
         atomic_write_bytes(run_dir / FAILED, (one_line(root_cause(err)) + "\n").encode())
         log.info(
             "run dir: %s (FAILED; the traceback is in its %s.log)",

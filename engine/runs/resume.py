@@ -30,6 +30,9 @@ RESULT_NEUTRAL_KEYS = (
     "summary",
     "trainer.resume",
     "trainer.checkpoint",
+    "trainer.log_every_n_seconds",  # progress lines in the log
+    "trainer.num_threads",  # a requeued job on other cores: the same run up to float rounding
+    "trainer.starvation_threshold",  # when a hint is logged
     "loader.num_workers",
     "loader.pin_memory",
     "loader.prefetch_factor",

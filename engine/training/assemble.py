@@ -54,7 +54,8 @@ def threads_origin(setting: int | None, workers: int) -> str:
     """Where the header's thread count came from: the key, or auto's arithmetic."""
     if setting is not None:
         return " (trainer.num_threads)"
-    return f" (auto: {cores_per_rank()} cores - {workers} workers)"
+    cores = cores_per_rank()
+    return f" (auto: {cores} core{'s' * (cores != 1)} - {workers} worker{'s' * (workers != 1)})"
 
 
 def assemble(cfg: DictConfig) -> Components:
