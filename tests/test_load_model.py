@@ -180,10 +180,11 @@ def test_preprocess_takes_files_pil_images_and_tensors_alike(make_cfg, tmp_path)
         "PIL": picture,
         "RGBA PIL": picture.convert("RGBA"),  # converted to RGB, as files are decoded
         "HWC tensor": pixels.permute(1, 2, 0),
+        "HWC array": pixels.permute(1, 2, 0).numpy(),  # as cv2 and np.asarray(pil) give them
     }
     for name, image in forms.items():
         assert torch.equal(model.preprocess(image), one), name
     mixed = model.preprocess([*forms.values(), pixels])
     assert torch.equal(mixed, one.expand(len(forms) + 1, -1, -1, -1))
-    with pytest.raises(TypeError, match=r"image 1 is a torch\.float32 tensor .* uint8 tensors"):
+    with pytest.raises(TypeError, match=r"image 1 is a torch\.float32 tensor .* uint8 tensors or"):
         model.preprocess([pixels, pixels.float()])

@@ -1,14 +1,15 @@
-"""`model.preprocess` of `load_model`: images as a notebook holds them (files, PIL images, uint8
-tensors channels first or last, one or a list) -> the model's input batch, through the val
-transforms and normalisation of the training. One image gives one batch whatever form it
-comes in: files are decoded as the training decoded them, PIL images converted to RGB as
-that decoding does."""
+"""`model.preprocess` of `load_model`: images as a notebook holds them (files, PIL images,
+uint8 tensors or numpy arrays channels first or last, one or a list) -> the model's input
+batch, through the val transforms and normalisation of the training. One image gives one
+batch whatever form it comes in: files are decoded as the training decoded them, PIL images
+converted to RGB as that decoding does."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from PIL import Image
 from torchvision.transforms.v2.functional import pil_to_tensor
@@ -17,7 +18,7 @@ from engine.data.decode import read_image
 from engine.data.transforms import Pipelines
 
 CHANNELS = (1, 3, 4)  # grey, RGB, RGBA
-ImageLike = str | os.PathLike | Image.Image | torch.Tensor
+ImageLike = str | os.PathLike | Image.Image | torch.Tensor | np.ndarray
 
 
 def as_chw(image: ImageLike, index: int) -> torch.Tensor:
@@ -26,6 +27,8 @@ def as_chw(image: ImageLike, index: int) -> torch.Tensor:
         return read_image(image)
     if isinstance(image, Image.Image):
         return pil_to_tensor(image.convert("RGB"))
+    if isinstance(image, np.ndarray):  # as cv2, imageio and PIL's np.asarray give them
+        image = torch.from_numpy(np.ascontiguousarray(image))
     if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or image.ndim != 3:
         kind = (
             f"a {image.dtype} tensor of shape {tuple(image.shape)}"
@@ -34,7 +37,8 @@ def as_chw(image: ImageLike, index: int) -> torch.Tensor:
         )
         raise TypeError(
             f"model.preprocess: image {index} is {kind}; give file paths, PIL images or uint8 "
-            "tensors C x H x W or H x W x C (a list of them, or a uint8 batch N x C x H x W)."
+            "tensors or arrays C x H x W or H x W x C (a list of them, or a uint8 batch N x C x "
+            "H x W)."
         )
     if image.shape[-1] in CHANNELS and image.shape[0] not in CHANNELS:
         return image.permute(2, 0, 1)  # H x W x C, as numpy and PIL keep pixels
@@ -50,7 +54,7 @@ class Preprocess:
 
     def __call__(self, images: ImageLike | Sequence[ImageLike]) -> torch.Tensor:
         if isinstance(images, (str, os.PathLike, Image.Image)) or (
-            isinstance(images, torch.Tensor) and images.ndim == 3
+            isinstance(images, (torch.Tensor, np.ndarray)) and images.ndim == 3
         ):
             images = [images]
         val = self.pipelines.val

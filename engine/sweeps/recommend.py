@@ -61,7 +61,9 @@ def recommendation(ranked: list[dict[str, str]], metric: str) -> str | None:
         else f"the best by {metric}"
     )
     workers, memory = parse_overrides(row["overrides"]).get(WORKERS), _number(row.get(MEMORY))
-    details = [f"{workers} workers"] if workers is not None else []
+    details = (
+        [f"{workers} worker{'' if str(workers) == '1' else 's'}"] if workers is not None else []
+    )
     details += [f"{memory:.0f} MB peak RSS"] if memory < math.inf else []
     shown = f" ({', '.join(details)})" if details else ""
     return f"Recommended: job {row['job']}: {setting(row, ranked)}{shown}; {why}."

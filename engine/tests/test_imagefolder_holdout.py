@@ -49,7 +49,8 @@ def test_a_root_with_train_and_val_and_a_fraction_is_refused(demo_dir: Path) -> 
 
 
 def test_a_root_of_class_folders_without_a_fraction_names_the_key(flat: Path) -> None:
-    with pytest.raises(FileNotFoundError, match=r"flat/train is not a directory.*val_fraction"):
+    classes = r"flat holds 5 folders \(circle/, cross/, .*\) but no train/: if they are the classes"
+    with pytest.raises(FileNotFoundError, match=classes + r", set dataset\.val_fraction=0\.2"):
         ImageFolderDataset(str(flat), "train")
 
 

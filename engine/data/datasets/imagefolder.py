@@ -169,6 +169,16 @@ def split_folder(root: Path, split: str, val_fraction: float | None) -> Path:
             f"dataset.root={root} has no {split}/ (did you mean dataset.root={near}? it holds "
             "train/ and val/)."
         )
+    folders = sorted(e.name for e in os.scandir(root) if e.is_dir()) if root.is_dir() else []
+    if not split_dir.is_dir() and folders and split != "test":
+        shown = ", ".join(f"{name}/" for name in folders[:5]) + (
+            ", ..." if len(folders) > 5 else ""
+        )
+        raise FileNotFoundError(
+            f"dataset.root={root} holds {len(folders)} folders ({shown}) but no {split}/: if they "
+            "are the classes, set dataset.val_fraction=0.2 to hold out a val split from them; "
+            "else set dataset.root to the folder holding train/ and val/."
+        )
     if not split_dir.is_dir():
         raise FileNotFoundError(
             f"dataset.root: {split_dir} is not a directory. An ImageFolder root holds "

@@ -9,11 +9,14 @@ run, tagged with the checkpoint's run dir.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
 
 from engine.runs.loggers.base import Logger, RunContext
+
+log = logging.getLogger(__name__)
 
 INSTALL = "pip install -e '.[loggers]'"
 BATCH = 1000  # metrics per log_batch call (MLflow's limit)
@@ -57,6 +60,7 @@ class MLflowLogger(Logger):
         self.run_id = self.client.create_run(
             experiment_id, run_name=run_name or run.out.name, tags=tags
         ).info.run_id
+        log.info("mlflow: run %s in %s", self.run_id, tracking_uri)
         params = [Param(key, str(value)) for key, value in run.params.items()]
         self.client.log_batch(self.run_id, params=params)
         self.logged: set[str] = set()  # keys that have a curve
