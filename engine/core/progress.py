@@ -43,9 +43,9 @@ class Cadence:
 
 class LoggedBar:
     """`update(n)` as tqdm's; `postfix(...)` adds values (loss, ...) to the next line. On a
-    terminal a bar; otherwise, every `every_s` seconds (0 = never), a line such as
-    `epoch 2/12: 40/120 batches | 85 samples/s | ETA 0:00:56 | loss 1.2345`; `every` is the
-    seconds between lines or a `Cadence` shared with other bars."""
+    terminal a bar; otherwise a line such as
+    `epoch 2/12: 40/120 batches | 85 samples/s | ETA 0:00:56 | loss 1.2345` every `every`
+    seconds (0 = never), or when a `Cadence` shared with other bars says so."""
 
     def __init__(
         self,
@@ -98,6 +98,7 @@ class LoggedBar:
         return " | ".join(parts)
 
     def close(self) -> None:
+        """End the bar (a terminal's line is cleared: the epoch's summary line follows)."""
         self.bar.close()
 
 
