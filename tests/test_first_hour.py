@@ -292,3 +292,12 @@ def test_progress_and_threads_keys_do_not_change_what_resume_matches(make_cfg) -
 
     assert key() == key("trainer.log_every_n_seconds=2", "trainer.num_threads=1")
     assert key() != key("trainer.max_epochs=3")  # what does change the run still does
+
+
+def test_a_sweep_job_with_a_mistyped_mode_gets_its_failed_row(demo_dir, tmp_path) -> None:
+    sweep = tmp_path / "sweep"
+    args = ["-m", *_demo(demo_dir, tmp_path), "mode=trian,train", f"hydra.sweep.dir={sweep}"]
+    result = run_cli(*args, cwd=tmp_path)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    rows = (sweep / "summary.csv").read_text().splitlines()
+    assert len(rows) == 3 and "failed" in rows[1] and "ok" in rows[2]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -184,6 +185,13 @@ def test_preprocess_takes_files_pil_images_and_tensors_alike(make_cfg, tmp_path)
     }
     for name, image in forms.items():
         assert torch.equal(model.preprocess(image), one), name
+    hwc = pixels.permute(1, 2, 0).numpy()
+    for mode in ("L", "RGBA"):  # an array of each kind: as its PIL image, as its file
+        image = Image.fromarray(hwc).convert(mode)
+        image.save(tmp_path / f"{mode}.png")
+        as_array = model.preprocess(np.asarray(image))
+        assert torch.equal(as_array, model.preprocess(image)), mode
+        assert torch.equal(as_array, model.preprocess(tmp_path / f"{mode}.png")), mode
     mixed = model.preprocess([*forms.values(), pixels])
     assert torch.equal(mixed, one.expand(len(forms) + 1, -1, -1, -1))
     with pytest.raises(TypeError, match=r"image 1 is a torch\.float32 tensor .* uint8 tensors or"):

@@ -145,6 +145,8 @@ def test_job_dir_names_are_short() -> None:
     )
     assert job_dir(0, "") == "0"
     assert "/" not in job_dir(1, "dataset.root=/data/x")
+    # a list value keeps its commas (it was cut into widths=[8,16=,32]=)
+    assert job_dir(2, "debug=fast,model.widths=[8,16,32]") == "2_debug=fast,widths=[8,16,32]"
 
 
 def test_unknown_rank_metric_fails_before_any_work(demo_dir: Path, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from datetime import datetime
 from typing import Any
@@ -39,10 +40,15 @@ def launch_id() -> str:
     return _shared_launch.get("run_id") or secrets.token_hex(3)
 
 
+# a comma between overrides, not inside a list or dict value ([8,16,32], {a:1,b:2}); one level
+_TOP_LEVEL_COMMA = re.compile(r",(?![^\[{]*[\]}])")
+
+
 def job_dir(number: int, override_dirname: str, max_len: int = 80) -> str:
-    """`3` + `loader.batch_size=64,loader.num_workers=2` -> `3_batch_size=64,num_workers=2`."""
+    """`3` + `loader.batch_size=64,loader.num_workers=2` -> `3_batch_size=64,num_workers=2`;
+    a list value keeps its commas (`model.widths=[8,16,32]` -> `widths=[8,16,32]`)."""
     parts = []
-    for item in filter(None, override_dirname.split(",")):
+    for item in filter(None, _TOP_LEVEL_COMMA.split(override_dirname)):
         key, _, value = item.partition("=")
         parts.append(f"{key.rpartition('.')[2]}={value}")
     short = ",".join(parts).replace("/", "_")[:max_len]

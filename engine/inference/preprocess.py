@@ -27,8 +27,13 @@ def as_chw(image: ImageLike, index: int) -> torch.Tensor:
         return read_image(image)
     if isinstance(image, Image.Image):
         return pil_to_tensor(image.convert("RGB"))
-    if isinstance(image, np.ndarray):  # as cv2, imageio and PIL's np.asarray give them
-        image = torch.from_numpy(np.ascontiguousarray(image))
+    if isinstance(image, np.ndarray):  # H x W (x C), as imageio and np.asarray(pil) give them
+        if image.ndim == 3 and image.shape[0] in CHANNELS and image.shape[-1] not in CHANNELS:
+            image = image.transpose(1, 2, 0)  # C x H x W
+        try:  # through PIL, as a PIL image: grey, palette and RGBA become RGB alike
+            return pil_to_tensor(Image.fromarray(np.ascontiguousarray(image)).convert("RGB"))
+        except (TypeError, ValueError):
+            image = torch.from_numpy(np.array(image))  # refused below, naming its dtype/shape
     if not isinstance(image, torch.Tensor) or image.dtype != torch.uint8 or image.ndim != 3:
         kind = (
             f"a {image.dtype} tensor of shape {tuple(image.shape)}"
@@ -53,8 +58,10 @@ class Preprocess:
         self.pipelines = pipelines
 
     def __call__(self, images: ImageLike | Sequence[ImageLike]) -> torch.Tensor:
-        if isinstance(images, (str, os.PathLike, Image.Image)) or (
-            isinstance(images, (torch.Tensor, np.ndarray)) and images.ndim == 3
+        if (
+            isinstance(images, (str, os.PathLike, Image.Image))
+            or (isinstance(images, torch.Tensor) and images.ndim == 3)
+            or (isinstance(images, np.ndarray) and images.ndim in (2, 3))
         ):
             images = [images]
         val = self.pipelines.val

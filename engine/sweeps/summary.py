@@ -47,12 +47,18 @@ log = logging.getLogger(__name__)
 SUMMARY_MD, SUMMARY_PNG = "summary.md", "summary.png"
 
 
+def mode_metrics(config: DictConfig) -> tuple[str, ...]:
+    """The metric keys of the job's mode; train's for a mistyped mode (its job failed at the
+    config check, and still gets its row)."""
+    return tuple(METRICS_BY_MODE.get(config.mode, METRICS_BY_MODE["train"]))
+
+
 def rank_metric(config: DictConfig) -> str:
     """`summary.rank_by`, or the mode's headline metric when it is null: its first metric, or
     for a mode measuring one split (mode=eval: eval.split) that split's first."""
     if config.summary.rank_by:
         return config.summary.rank_by
-    keys = METRICS_BY_MODE[config.mode]
+    keys = mode_metrics(config)
     split = OmegaConf.select(config, f"{config.mode}.split")
     return next((k for k in keys if split is not None and k.startswith(f"{split}/")), keys[0])
 
@@ -69,7 +75,7 @@ def tie_columns(config: DictConfig) -> list[str]:
     """`<metric>_min`, `<metric>_max` and `tied` when the ranking metric is measured with
     repeats (mode=benchmark's loader/samples_per_s), else none."""
     metric = rank_metric(config)
-    ranged = f"{metric}_min" in METRICS_BY_MODE[config.mode]
+    ranged = f"{metric}_min" in mode_metrics(config)
     return [f"{metric}_min", f"{metric}_max", TIED] if ranged else []
 
 
@@ -126,7 +132,7 @@ class SweepSummary(Callback):
             for r in read_rows(sweep_dir / SUMMARY_CSV)
         ):
             return  # train.py skipped it: its earlier row stands
-        metric_keys = METRICS_BY_MODE[config.mode]
+        metric_keys = mode_metrics(config)
         out = Path(hydra_cfg.runtime.output_dir)
         ran = job_return.status == JobStatus.COMPLETED
         row: dict[str, Any] = {
@@ -167,9 +173,7 @@ class SweepSummary(Callback):
                 f"{line}\n" for line in [*notes(rows, metric), recommendation(rows, metric)] if line
             ),
         )
-        board = write_sweep_board(
-            rows, METRICS_BY_MODE[config.mode], sweep_dir, sweep_dir / SUMMARY_PNG
-        )
+        board = write_sweep_board(rows, mode_metrics(config), sweep_dir, sweep_dir / SUMMARY_PNG)
         if board is not None:
             link_sweep(Path(config.paths.log_dir), config.mode, sweep_dir, board)
 
@@ -177,7 +181,7 @@ class SweepSummary(Callback):
         metric = rank_metric(config)
         rows = mark_tied(rank(read_rows(sweep_dir / SUMMARY_CSV), metric), metric)
         tied = [TIED] if tie_columns(config) else []
-        columns = [*BASE_COLUMNS[:3], *METRICS_BY_MODE[config.mode], *tied, "overrides", "error"]
+        columns = [*BASE_COLUMNS[:3], *mode_metrics(config), *tied, "overrides", "error"]
         header = (
             f"# Sweep summary\n\nRanked by `{metric}`, then the jobs that did not run (same "
             "as an earlier job) or failed, in job order.\n\n"
