@@ -63,4 +63,7 @@ def uneven_epoch(rank: int, world_size: int, init_file: str, out_dir: str) -> No
         },
         Path(out_dir) / f"rank{rank}.pt",
     )
+    # both ranks done with every collective before either tears down: a rank that destroyed
+    # its group while the other still used the pair aborted it (SIGABRT from gloo, seen twice)
+    dist.barrier()
     dist.destroy_process_group()
