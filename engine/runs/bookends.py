@@ -91,11 +91,13 @@ class Bookends:
         self.pointed = False
 
     def checked(self) -> None:
+        """The config passed its checks: outputs/latest and latest_<mode> point at this run."""
         if self.run_dir is not None:
             log_dir, mode = Path(self.cfg.paths.log_dir), str(self.cfg.mode)
             self.before, self.pointed = point_latest(log_dir, self.run_dir, mode), True
 
     def failed(self) -> None:
+        """The run failed: latest_<mode> goes back to the run before it (`restore_latest`)."""
         if self.pointed:
             restore_latest(Path(self.cfg.paths.log_dir), str(self.cfg.mode), self.before)
 
