@@ -40,3 +40,11 @@ def write_block(path: Path, text: str, name: str = "make bench") -> None:
     else:
         content = f"{content.rstrip()}\n\n{block}\n"
     path.write_text(content)
+
+
+def publish(text: str, name: str, write: bool, path: Path = Path("BENCHMARKS.md")) -> None:
+    """Print a section's `text`, and (`write`) put it into block `name` of `path`."""
+    print(text)
+    if write:
+        write_block(path, text, name)
+        print(f"written into {path.name}")

@@ -115,11 +115,7 @@ def main() -> None:
         method, persistent, demo = args.child
         print(json.dumps(measure(method, persistent == "True", Path(demo))))
         return
-    text = run(args.rounds)
-    print(text)
-    if not args.no_write:
-        blocks.write_block(ROOT / "BENCHMARKS.md", text, BLOCK)
-        print("written into BENCHMARKS.md")
+    blocks.publish(run(args.rounds), BLOCK, not args.no_write, ROOT / "BENCHMARKS.md")
 
 
 if __name__ == "__main__":

@@ -110,11 +110,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
-    text = run(args.rounds)
-    print(text)
-    if not args.no_write:
-        blocks.write_block(ROOT / "BENCHMARKS.md", text, BLOCK)
-        print("written into BENCHMARKS.md")
+    blocks.publish(run(args.rounds), BLOCK, not args.no_write, ROOT / "BENCHMARKS.md")
 
 
 if __name__ == "__main__":

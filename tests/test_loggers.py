@@ -21,9 +21,9 @@ from wandb.proto import wandb_internal_pb2
 from engine.runs.hparams import hparams_of
 from engine.runs.loggers.base import Logger, RunContext
 from src.loop import train
-from src.step import TrainStep
 from tests.cli import run_cli
 from tests.conftest import CONF_DIR, NARROW_MODEL
+from tests.train_process import kill_at_step
 
 # 48 train images / batch 16 = 3 optimizer steps an epoch; 2 epochs = 6 steps
 RUN = ("trainer.max_epochs=2", "trainer.log_every_n_steps=1", "model.widths=[8,16]")
@@ -133,21 +133,10 @@ def test_several_loggers_at_once_each_get_every_point(make_cfg, tmp_path, offlin
     assert summary["val/acc"] == pytest.approx(metrics["val/acc"]) and exit_code == 0
 
 
-def _kill_at_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
-    original = TrainStep.optimizer_step
-
-    def stepping(self: TrainStep) -> None:
-        original(self)
-        if self.steps == step:
-            raise RuntimeError("killed")
-
-    monkeypatch.setattr(TrainStep, "optimizer_step", stepping)
-
-
 @pytest.mark.parametrize("resumed_in", ["second", "first"])  # a new run dir, or its own
 def test_a_resumed_training_keeps_one_metrics_csv(make_cfg, tmp_path, monkeypatch, resumed_in):
     run = (*RUN, "logger=csv", "trainer.checkpoint.every_n_steps=2", f"paths.log_dir={tmp_path}")
-    _kill_at_step(monkeypatch, 6)  # checkpoints at steps 2, 3, 4; step 5 is the killed tail
+    kill_at_step(monkeypatch, 6)  # checkpoints at steps 2, 3, 4; step 5 is the killed tail
     with pytest.raises(RuntimeError, match="killed"):
         train(make_cfg(*run, f"paths.output_dir={tmp_path / 'first'}"))
     killed = read_csv(tmp_path / "first")

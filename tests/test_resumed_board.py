@@ -17,7 +17,7 @@ from tensorboard.util.tensor_util import make_ndarray
 from engine.runs.run_state import Checkpointer
 from engine.runs.tensorboard import NOTE, event_files
 from src.loop import train
-from src.step import TrainStep
+from tests.train_process import kill_at_step
 
 # 48 train images / batch 16 = 3 steps per epoch; 2 epochs = 6 steps; a checkpoint every 2
 RUN = (
@@ -62,19 +62,6 @@ def _assert_one_series(board: dict[str, dict[str, list[tuple[int, object]]]]) ->
     assert len(board["hparams"]["_hparams_/session_start_info"]) == 1
 
 
-def _kill_at_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
-    """Die right after optimizer step `step` (before its loss point and checkpoint), like
-    kill -9 some steps after the last checkpoint (here: step 5, mid-epoch 2)."""
-    original = TrainStep.optimizer_step
-
-    def stepping(self: TrainStep) -> None:
-        original(self)
-        if self.steps == step:
-            raise RuntimeError("killed")
-
-    monkeypatch.setattr(TrainStep, "optimizer_step", stepping)
-
-
 def _run(make_cfg, tmp_path: Path, name: str, *extra: str) -> None:
     out = f"paths.output_dir={tmp_path / name}"
     train(make_cfg(*RUN, f"paths.log_dir={tmp_path}", out, *extra))
@@ -90,7 +77,7 @@ def _next_second() -> None:
 
 @pytest.mark.parametrize("resumed_in", ["second", "first"])  # a new run dir, or a requeued job's
 def test_a_resumed_training_is_one_tensorboard_run(make_cfg, tmp_path, monkeypatch, resumed_in):
-    _kill_at_step(monkeypatch, 6)  # checkpoints at steps 2, 3, 4; step 5 is the killed tail
+    kill_at_step(monkeypatch, 6)  # checkpoints at steps 2, 3, 4; step 5 is the killed tail
     with pytest.raises(RuntimeError, match="killed"):
         _run(make_cfg, tmp_path, "first")
     killed = _board(tmp_path / "first" / "tensorboard")["scalars"]["train/loss"]

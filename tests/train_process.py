@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from src.step import TrainStep
+
 ROOT = Path(__file__).resolve().parents[1]
 FAULTY = "tests.reliability.faulty.FaultyImageFolder"  # a dataset that misbehaves on purpose
 
@@ -30,3 +34,16 @@ def run_train(
         timeout=timeout,
         check=False,
     )
+
+
+def kill_at_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
+    """Die right after optimizer step `step` (before its loss point and checkpoint), like
+    kill -9 some steps after the last checkpoint."""
+    original = TrainStep.optimizer_step
+
+    def stepping(self: TrainStep) -> None:
+        original(self)
+        if self.steps == step:
+            raise RuntimeError("killed")
+
+    monkeypatch.setattr(TrainStep, "optimizer_step", stepping)
