@@ -9,7 +9,6 @@ Hydra's full tracebacks.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
@@ -24,15 +23,11 @@ from hydra.errors import (
 from omegaconf import DictConfig
 
 from engine.core.failures import one_line, root_cause, was_said
+from engine.core.text import closest
 
 FULL_ERROR = "HYDRA_FULL_ERROR"
 _OVERRIDE = re.compile(r"Could not override '([^']+)'")
 _OPTION = re.compile(r"Could not find '([^']+)/([^'/]+)'")
-
-
-def _closest(word: str, choices: list[str]) -> str | None:
-    found = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return found[0] if found else None
 
 
 def _given(key: str, overrides: list[str]) -> str:
@@ -51,7 +46,7 @@ def unknown_key(err: ConfigCompositionException, overrides: list[str]) -> str | 
     # the level that lacks the key: loader for loader.num_worker, the root for loadr.x
     prefix = getattr(cause, "full_key", full).rpartition(".")[0]
     known = [str(k) for k in parent if str(k) != "hydra"]
-    close = _closest(missing, known)
+    close = closest(missing, known)
     where = f"{prefix}." if prefix else ""
     hint = f" (did you mean {where}{close}?)" if close else ""
     return (
@@ -71,7 +66,7 @@ def unknown_option(err: MissingConfigException, overrides: list[str]) -> str | N
     mentions = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] == group]
     typed = next((o for o in mentions if option in o.split("=", 1)[1]), f"{group}={option}")
     sign = typed[: len(typed) - len(typed.lstrip("+~"))]  # +sweep=... stays +sweep=...
-    close = _closest(option, options)
+    close = closest(option, options)
     hint = f" (did you mean {sign}{group}={close}?)" if close else ""
     return f"{typed}: conf/{group} has no option {option}{hint}; its options: {', '.join(options)}."
 

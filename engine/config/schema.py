@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import collections.abc as abc
-import difflib
 import inspect
 import math
 import re
@@ -13,6 +12,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 import torch
 
 from engine.core.bounds import INT32, Bound
+from engine.core.text import closest
 
 _ANNOTATED = re.compile(r"Annotated\[([^,\[\]]+), [^\[\]]*\]")
 HYDRA_KEYS = {"_target_", "_partial_", "_recursive_", "_convert_", "_args_"}
@@ -236,8 +236,8 @@ def _bound(annotation: Any, target: str, key: str) -> Bound | None:
 
 
 def _unknown_key(path: str, full: str, key: str, target: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(key, known, n=1)
-    hint = f" (did you mean {path}.{close[0]}?)" if close else ""
+    close = closest(key, known)
+    hint = f" (did you mean {path}.{close}?)" if close else ""
     return (
         f"{full}: unknown key{hint}; {target} takes {', '.join(known) or 'no keys'}. "
         "Fix the spelling or remove the key."

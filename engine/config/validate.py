@@ -10,7 +10,6 @@ settings dataclasses' own checks (`__post_init__`) pass.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from typing import Any
 
 from hydra._internal.utils import _locate  # what instantiate uses; get_object logs an ERROR
@@ -22,6 +21,7 @@ from engine.config.allowlist import after_import, check_entries, disallowed_targ
 from engine.config.errors import ConfigError
 from engine.config.schema import node_problems
 from engine.config.tree import FILLED_FROM_DATA, child_key, resolve_tree, target_nodes
+from engine.core.text import closest
 from engine.metric_keys import METRICS_BY_MODE
 
 # `???` keys that engine.training.models fills from the data
@@ -85,8 +85,8 @@ def mode_problems(tree: dict[str, Any]) -> list[str]:
     mode, rank_by = tree.get("mode"), tree.get("summary", {}).get("rank_by")
     top = tree.get("summary", {}).get("top", 1)
     if mode not in METRICS_BY_MODE:
-        close = difflib.get_close_matches(str(mode), list(METRICS_BY_MODE), n=1)
-        hint = f" (did you mean mode={close[0]}?)" if close else ""
+        close = closest(str(mode), list(METRICS_BY_MODE))
+        hint = f" (did you mean mode={close}?)" if close else ""
         return [f"mode={mode!r}: expected one of {sorted(METRICS_BY_MODE)}{hint}."]
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         return [f"summary.top={top!r}: expected an int >= 1 (rows printed), e.g. summary.top=10."]

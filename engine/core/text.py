@@ -1,7 +1,9 @@
-"""File names inside one-line messages."""
+"""What one-line messages hold: file names that stay one line, and the closest spelling for a
+did-you-mean."""
 
 from __future__ import annotations
 
+import difflib
 import os
 
 _SURROGATES = range(0xDC80, 0xDD00)  # how os.fsdecode keeps bytes that are not UTF-8
@@ -23,3 +25,9 @@ def shown(path: str | os.PathLike[str]) -> str:
         else:
             out.append(ch.encode("unicode_escape").decode("ascii"))
     return "".join(out)
+
+
+def closest(word: str, choices: list[str]) -> str | None:
+    """The choice `word` was most likely meant to be (difflib's ratio >= 0.6), else None."""
+    found = difflib.get_close_matches(word, choices, n=1)
+    return found[0] if found else None

@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from engine.core.failures import one_line, root_cause
 from engine.core.io import atomic_write_bytes
 from engine.core.launch import launch_rank
+from engine.core.text import shown
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +25,13 @@ FAILED = "FAILED"  # the file a failed run leaves in its dir: the error's one li
 LATEST = "latest"  # outputs/latest (any mode) and outputs/latest_<mode>
 
 
-def shown(path: Path) -> str:
-    """`path` relative to the working directory when below it (outputs/runs/...), else whole."""
+def relative(path: Path) -> str:
+    """`path` relative to the working directory when below it (outputs/runs/...), else whole,
+    kept to one line (`engine.core.text.shown`)."""
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return shown(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
-        return str(path)
+        return shown(path)
 
 
 def _link(log_dir: Path, name: str, target: str) -> None:
@@ -111,7 +113,7 @@ def bookends(cfg: DictConfig) -> Iterator[Bookends]:
         yield Bookends(cfg, None)
         return
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    log.info("run dir: %s", shown(run_dir))
+    log.info("run dir: %s", relative(run_dir))
     (run_dir / FAILED).unlink(missing_ok=True)  # a rerun in the same dir starts unjudged
     ends = Bookends(cfg, run_dir)
     try:
@@ -121,11 +123,11 @@ def bookends(cfg: DictConfig) -> Iterator[Bookends]:
         atomic_write_bytes(run_dir / FAILED, (one_line(root_cause(err)) + "\n").encode())
         log.info(
             "run dir: %s (FAILED; the traceback is in its %s.log)",
-            shown(run_dir),
+            relative(run_dir),
             HydraConfig.get().job.name,
         )
         raise
     except BaseException:
-        log.info("run dir: %s (stopped)", shown(run_dir))
+        log.info("run dir: %s (stopped)", relative(run_dir))
         raise
-    log.info("run dir: %s", shown(run_dir))
+    log.info("run dir: %s", relative(run_dir))
