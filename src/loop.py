@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 import torch
 from omegaconf import DictConfig
@@ -94,9 +93,8 @@ class Loop:
                 if stopping.fires(history):  # also a run resumed between its save and its stop
                     break
                 set_epoch(parts.train_loader, epoch)  # this epoch's order and random draws
-                resumed = epoch == at.epoch and at.batch > 0  # a mid-epoch checkpoint's epoch
-                start, totals = (at.batch, at.totals) if resumed else (0, None)
-                metrics = self.train_epoch(epoch, start, totals, history)
+                resumed = at if epoch == at.epoch and at.mid_epoch else None  # mid-epoch save
+                metrics = self.train_epoch(epoch, resumed, history)
                 metrics |= evaluate(
                     parts.model,
                     parts.val_loader,
@@ -116,19 +114,18 @@ class Loop:
                 self.stop.exit_if_requested(parts.device)  # a signal during the evaluation
         return history
 
-    def train_epoch(
-        self, epoch: int, start: int, resumed: dict[str, Any] | None, history: list
-    ) -> dict[str, float]:
-        """The rest of one pass over the train loader from batch `start` (the running sums
-        `resumed` counted before it); the pass's train/* metrics."""
+    def train_epoch(self, epoch: int, resumed: Progress | None, history: list) -> dict[str, float]:
+        """One pass over the train loader, or the rest of it where `resumed` (a mid-epoch
+        checkpoint's progress: its batch and running sums) left off; its train/* metrics."""
         parts, s, step, loader = self.parts, self.s, self.step, self.parts.train_loader
         parts.model.train()
         timer, totals = BatchMeter(), PassTotals(self.move.device, parts.metrics)
-        if resumed is not None:
-            totals.load_state_dict(resumed)
+        start = resumed.batch if resumed is not None else 0
+        if resumed is not None and resumed.totals is not None:
+            totals.load_state_dict(resumed.totals)
         base = totals.samples  # samples counted before this pass
         limit = None if s.limit_train_batches is None else max(0, s.limit_train_batches - start)
-        batches = positioned(loader, start)  # a resumed epoch: its sampler skips ahead
+        batches = positioned(loader, resumed)  # a resumed epoch: its sampler skips ahead
         total = batches_per_epoch(loader, limit)  # the batches this pass yields
         bar = LoggedBar(total, f"epoch {epoch}/{s.max_epochs}", self.cadence)
         step.optimizer.zero_grad(set_to_none=True)
@@ -148,6 +145,7 @@ class Loop:
                     if epoch == 1 and i == 0:
                         self.run.show_batch("train/first_batch", batch)  # as the model sees it
                     self.slow.keep(batch)  # the run's first: a single-thread step is timed on it
+                    self.run.record_samples(epoch, step.steps + 1, batch)  # samples.csv, if on
                     loss, logits = step.forward(batch)
                     if self.guard.allows(
                         loss, f"epoch {epoch}, batch {i} (step {step.steps})", lockstep

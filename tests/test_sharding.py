@@ -48,15 +48,17 @@ def test_train_shares_are_disjoint_padded_and_new_every_epoch(make_cfg) -> None:
     assert orders[0][0] != orders[1][0] and orders[0][1] != orders[1][1]
 
 
-def test_skip_resumes_each_rank_within_its_own_share(make_cfg) -> None:
+def test_skip_counts_positions_of_the_whole_job_so_each_rank_goes_on_in_its_share(
+    make_cfg,
+) -> None:
     data = Labels([0, 1] * 10, 2)
     for train, _ in _rank_loaders(make_cfg, data, partial(RandomOrder, seed=0), world=2):
         train.sampler.set_epoch(3)
         full = _indices(train)
-        train.sampler.skip(4)
+        train.sampler.skip(8)  # 4 positions of each of the 2 ranks
         assert _indices(train) == full[4:]
-        with pytest.raises(ValueError, match="cannot skip 11 of 10"):
-            train.sampler.skip(11)
+        with pytest.raises(ValueError, match="cannot skip 21 of 20"):
+            train.sampler.skip(21)
 
 
 @pytest.mark.parametrize("world", [2, 3])

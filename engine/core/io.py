@@ -10,8 +10,10 @@ import logging
 import os
 import re
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +66,19 @@ def _create_temporary(path: Path) -> tuple[int, Path]:
             continue
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write `data` to a temp file beside `path`, fsync it, then rename it over `path`. The file
-    gets the mode a plain `open(path, "w")` would give. On failure the temp file is removed and
-    an OSError names `path` and the fix (a full disk: free space or another hydra.run.dir)."""
+@contextmanager
+def atomic_writer(path: str | Path) -> Iterator[BinaryIO]:
+    """A binary file to write `path` through: a temp file beside it, fsynced and renamed over
+    `path` when the block ends, so a reader never sees it half-written. The file gets the mode
+    a plain `open(path, "w")` would give. On failure the temp file is removed and an OSError
+    names `path` and the fix (a full disk: free space or another hydra.run.dir)."""
     path = Path(path)
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = _create_temporary(path)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -84,6 +88,12 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         if not isinstance(err, OSError):
             raise
         raise write_error(err, path) from err
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` through `atomic_writer`."""
+    with atomic_writer(path) as f:
+        f.write(data)
 
 
 def write_json(path: str | Path, obj: Any) -> None:

@@ -27,6 +27,7 @@ from engine.data.bad_samples import REPORT_NAME, BadSampleLedger, SkipBadCollate
 from engine.data.collate import already_batched
 from engine.data.datasets.base import StreamDataset
 from engine.data.loader_settings import LoaderSettings
+from engine.data.sample_ids import TagsCollate, tag_samples
 from engine.data.samplers import EpochSampler, RandomOrder, SequentialOrder
 from engine.data.sharding import share_train, val_order
 
@@ -77,11 +78,15 @@ def build_loaders(
     rank: int = 0,
     world_size: int = 1,
     val_limit: int | None = None,
+    tag_train: bool = False,
 ) -> tuple[DataLoader, DataLoader]:
     """Train loader from resolved `settings` and the sampler group's order; val loader: same
     knobs, in order, no drop (with `val_limit`, that many samples spread over the classes).
     With dataset.on_error=skip, unreadable samples are listed in `report_dir`/bad_samples.csv.
-    In a distributed job both yield only rank `rank`'s share (engine/data/sharding.py)."""
+    In a distributed job both yield only rank `rank`'s share (engine/data/sharding.py).
+    `tag_train`: train batches carry their samples' ids (engine/data/sample_ids.py)."""
+    if tag_train:
+        tag_samples(train_set)
     notes: list[str] = []
     sampler = _train_order(train_set, sampler_factory(train_set), settings.shuffle, notes)
     share_train(train_set, sampler, rank, world_size)
@@ -144,6 +149,8 @@ def make_loader(
     collate = settings.collate_fn
     if collate is None and dataset.returns_batches:
         collate = already_batched
+    if getattr(dataset, "tags_samples", False):
+        collate = TagsCollate(collate)
     skip = dataset.on_error == "skip"
     start = WorkerStart(torch_mp.get_sharing_strategy()) if settings.num_workers else None
     if settings.num_workers and settings.multiprocessing_context == "forkserver":

@@ -54,8 +54,14 @@ def _mark_repeats(order: list[int]) -> list[int]:
 
 
 class EpochSampler(Sampler[int], ABC):
-    """Draws each epoch's order from (seed, epoch); `skip` starts the next pass part-way;
-    `distribute` keeps one rank's share of every order."""
+    """Draws each epoch's order from (seed, epoch); `distribute` keeps one rank's share of it;
+    `skip` starts the next pass part-way into it.
+
+    Rank r's share is every world_size-th position from r, so the k-th batch of every rank
+    together covers one contiguous stretch of the order: an optimizer step of a global batch
+    G (batch_size x ranks x grad_accum) trains on positions [s*G, (s+1)*G) whatever the
+    ranks and batch size that make up G. That is what lets a run stopped mid-epoch go on with
+    another number of ranks (`skip` counts positions of the whole order, before sharing)."""
 
     repeats = False  # whether an order may hold an index twice (draws with replacement)
 
@@ -63,7 +69,8 @@ class EpochSampler(Sampler[int], ABC):
         self.num_samples = num_samples
         self.seed = seed
         self.epoch = 0
-        self._skip = 0
+        self._skip = 0  # positions of the order the next pass leaves out
+        self.started_at = 0  # positions the current pass left out
         self.rank, self.world_size, self.pad = 0, 1, True
 
     @abstractmethod
@@ -83,39 +90,55 @@ class EpochSampler(Sampler[int], ABC):
             raise ValueError(f"rank {rank} is outside a world of {world_size} processes")
         self.rank, self.world_size, self.pad = rank, world_size, pad
 
-    def share_size(self) -> int:
-        """Positions of each order this rank yields."""
+    def share_size(self, skipped: int | None = None) -> int:
+        """Positions this rank yields of an order whose first `skipped` positions are left
+        out (default: the next pass's)."""
+        rest = self.num_samples - (self._skip if skipped is None else skipped)
         if self.pad:
-            return math.ceil(self.num_samples / self.world_size)
-        return len(range(self.rank, self.num_samples, self.world_size))
+            return math.ceil(rest / self.world_size)
+        return len(range(self.rank, rest, self.world_size))
 
     def skip(self, samples: int) -> None:
-        """Make the next pass (only) begin `samples` positions into this rank's share:
-        resuming mid-epoch (every rank skips the same number of its own batches)."""
-        if not 0 <= samples <= self.share_size():
-            raise ValueError(f"cannot skip {samples} of {self.share_size()} samples")
+        """Make the next pass (only) leave out the order's first `samples` positions, those
+        of the whole job (every rank skips the same ones): resuming mid-epoch."""
+        if not 0 <= samples <= self.num_samples:
+            raise ValueError(f"cannot skip {samples} of {self.num_samples} samples")
         self._skip = samples
 
-    def _share(self, order: torch.Tensor) -> torch.Tensor:
-        """This rank's positions of `order` (all of them in a single process)."""
+    def used(self, batches: int, batch_size: int) -> int:
+        """Positions of the order the current pass has used, in the whole job, once each rank
+        reached batch `batches` (of `batch_size`; the last may be short) of the epoch. The
+        batches are numbered as the loop numbers them: a pass that skipped `started_at`
+        positions begins with batch started_at // (batch_size x world_size)."""
+        first = self.started_at // (batch_size * self.world_size)
+        share = self.share_size(self.started_at)
+        taken = min((batches - first) * batch_size, share) * self.world_size
+        return min(self.started_at + taken, self.num_samples)
+
+    def _share(self, positions: torch.Tensor, start: int) -> torch.Tensor:
+        """This rank's share of `positions` (an epoch's order) after its first `start`."""
+        rest = positions[start:]
         if self.world_size == 1:
-            return order
-        total = self.share_size() * self.world_size
-        if self.pad and total > len(order):
-            order = order.repeat(math.ceil(total / len(order)))[:total]
-        return order[self.rank :: self.world_size]
+            return rest
+        total = self.share_size(start) * self.world_size
+        if self.pad and total > len(rest):  # padded with the order's beginning, as ever
+            fill = positions.repeat(math.ceil((total - len(rest)) / len(positions)))
+            rest = torch.cat([rest, fill[: total - len(rest)]])
+        return rest[self.rank :: self.world_size]
 
     def __iter__(self) -> Iterator[int]:
         generator = torch.Generator().manual_seed(derive_seed(self.seed, self.epoch))
         start, self._skip = self._skip, 0
+        self.started_at = start
         order = self.order(generator)
         if not self.repeats:
-            return _in_chunks(self._share(order)[start:])
+            return _in_chunks(self._share(order, start))
         drawn = _mark_repeats(order.tolist())  # counted over the whole epoch, before sharing
-        return iter([drawn[p] for p in self._share(torch.arange(len(order)))[start:].tolist()])
+        positions = self._share(torch.arange(len(order)), start).tolist()
+        return iter([drawn[p] for p in positions])
 
     def __len__(self) -> int:
-        return self.share_size() - self._skip
+        return self.share_size()
 
 
 class RandomOrder(EpochSampler):

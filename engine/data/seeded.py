@@ -14,6 +14,7 @@ from torch.utils.data import Dataset, IterableDataset
 
 from engine.core.seeding import derive_seed
 from engine.data.in_flight import ReadingSlots
+from engine.data.sample_ids import SampleIds, Tagged
 from engine.data.samplers import Draw
 from engine.data.wrapper import DatasetWrapper
 
@@ -29,6 +30,7 @@ class SeededSamples(DatasetWrapper):
         # shared memory: persistent workers see set_epoch without being restarted
         self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
         self.reading = ReadingSlots()
+        self.tags_samples = False  # engine.data.sample_ids: set before the workers start
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose random draws the next fetches use."""
@@ -53,14 +55,16 @@ class SeededSamples(DatasetWrapper):
     def __getitem__(self, index: int) -> Any:
         # a repeated draw (samplers.Draw) of the same index gets its own augmentation
         repeat = (index.occurrence,) if isinstance(index, Draw) else ()
-        return self._fetch(index, self.dataset.__getitem__, index, index, *repeat)
+        item = self._fetch(index, self.dataset.__getitem__, index, index, *repeat)
+        return Tagged(item, index) if self.tags_samples else item
 
     def __getitems__(self, indices: list[int]) -> Any:
         if not self.dataset.returns_batches:
             return [self[i] for i in indices]
         batched = self.dataset.__getitems__
         # one batch, one draw: seeded by its first index and size (the same batches every run)
-        return self._fetch(indices, batched, indices[0], indices[0], len(indices))
+        batch = self._fetch(indices, batched, indices[0], indices[0], len(indices))
+        return (*batch, SampleIds(indices)) if self.tags_samples else batch
 
     def in_flight(self, pids: set[int] | None = None) -> list[str]:
         """The samples workers were reading and had not finished (see ReadingSlots)."""

@@ -33,6 +33,8 @@ RESULT_NEUTRAL_KEYS = (
     "trainer.log_every_n_seconds",  # progress lines in the log
     "trainer.num_threads",  # a requeued job on other cores: the same run up to float rounding
     "trainer.starvation_threshold",  # when a hint is logged
+    "trainer.record_samples",  # samples.csv: which samples, not what is learned from them
+    "trainer.resume_granularity",  # how a resume goes on, checked against the checkpoint
     "loader.num_workers",
     "loader.pin_memory",
     "loader.prefetch_factor",
@@ -47,9 +49,17 @@ RESULT_NEUTRAL_KEYS = (
 )
 
 
-def config_key(resolved: dict[str, Any]) -> str:
-    """A fingerprint of everything in the resolved config that changes the run's results."""
+def config_key(resolved: dict[str, Any], world_size: int = 1) -> str:
+    """A fingerprint of everything in the resolved config that changes the run's results, in
+    a job of `world_size` ranks: the per-rank batch and the accumulation count only through
+    the global batch they make (loader.batch_size x ranks x trainer.grad_accum), so a job
+    requeued on half the ranks with twice the batch size is the same run (engine/runs/
+    elastic.py)."""
     config = copy.deepcopy(resolved)
+    loader, trainer = config.get("loader", {}), config.get("trainer", {})
+    if isinstance(loader.get("batch_size"), int) and isinstance(trainer.get("grad_accum"), int):
+        batch, accum = loader.pop("batch_size"), trainer.pop("grad_accum")
+        config["global_batch"] = batch * accum * world_size
     for dotted in RESULT_NEUTRAL_KEYS:
         *parents, leaf = dotted.split(".")
         node = config

@@ -25,7 +25,7 @@ from engine.training.interrupts import StopRequest
 from engine.training.nonfinite import NonFiniteGuard
 from engine.training.progress import LossWindow
 from engine.training.settings import CheckpointSettings
-from engine.training.totals import PassTotals
+from engine.training.totals import PassTotals, sum_states
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +43,20 @@ class StepState(Protocol):
 @dataclass
 class Progress:
     """Where a training stands: the epoch to run (1 = the first), the batches of it already
-    done, every finished epoch's metrics, and mid-epoch this rank's running sums of it."""
+    done (this run's batches), every finished epoch's metrics, mid-epoch this rank's running
+    sums of it, and the positions of the epoch's order the whole job has used (an
+    EpochSampler's; None: the first `batch` batches are replayed)."""
 
     epoch: int = 1
     batch: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
     totals: dict[str, Any] | None = None
+    samples: int | None = None
+
+    @property
+    def mid_epoch(self) -> bool:
+        """Whether part of the epoch `epoch` is done."""
+        return self.batch > 0 or bool(self.samples)
 
 
 class Checkpointer:
@@ -57,7 +65,8 @@ class Checkpointer:
     the history and the position in the epoch. `due` says when a mid-epoch save is owed
     (trainer.checkpoint.every_n_steps / every_minutes); `stop` is the run's stop request;
     `flush` puts what was logged so far on disk before each save (TensorBoard), so no point
-    a checkpoint counts as written is lost to a kill."""
+    a checkpoint counts as written is lost to a kill; `used(batches)` is how many positions
+    of the epoch's order the job has used at that batch (None: a replayed order)."""
 
     def __init__(
         self,
@@ -70,10 +79,11 @@ class Checkpointer:
         window: LossWindow,
         stop: StopRequest,
         flush: Callable[[], None],
+        used: Callable[[int], int | None],
     ) -> None:
         self.checkpoints, self.every, self.run_info = checkpoints, every, run_info
         self.model, self.step, self.guard, self.window = model, step, guard, window
-        self.stop, self.flush = stop, flush
+        self.stop, self.flush, self.used = stop, flush, used
         self._last_save = time.monotonic()
 
     def due(self) -> bool:
@@ -104,6 +114,7 @@ class Checkpointer:
             "scaler": scaler.state_dict() if scaler is not None else None,
             "epoch": epoch,
             "batches_done": batches_done,
+            "samples_done": None if batches_done is None else self.used(batches_done),
             "step": self.step.steps,
             # per rank (index = rank): generators and a part-done epoch's running totals
             "ranks": gather_objects(
@@ -124,14 +135,19 @@ class Checkpointer:
             scaler.load_state_dict(state["scaler"])
         self.step.steps = state["step"]
         self.checkpoints.best = state["best"]
-        own = state["ranks"][current_ranks().rank]
-        restore_rng_states(own["rng"])
+        ranks, saved = current_ranks(), state["ranks"]
+        if ranks.rank < len(saved):  # more ranks than the checkpoint's: new ones keep theirs
+            restore_rng_states(saved[ranks.rank]["rng"])
         self.guard.count = state["nonfinite"]
         self.window.load(state["window"])
         if state["batches_done"] is None:  # saved after the epoch and its validation
             return Progress(state["epoch"] + 1, 0, list(state["history"]))
+        if len(saved) == ranks.world_size:
+            totals = saved[ranks.rank]["totals"]
+        else:  # another world: rank 0 carries every saved rank's sums (they are all added)
+            totals = sum_states([r["totals"] for r in saved]) if ranks.rank == 0 else None
         history = list(state["history"])
-        return Progress(state["epoch"], state["batches_done"], history, own["totals"])
+        return Progress(state["epoch"], state["batches_done"], history, totals)
 
     def at_step_boundary(
         self,
@@ -170,14 +186,14 @@ class Checkpointer:
             raise SystemExit(stop.exit_code if stop.signum else 128 + signal.SIGTERM)
 
 
-def positioned(loader: DataLoader, start: int) -> Iterable[Any]:
-    """The loader positioned at batch `start`: the sampler skips ahead where it can, other
-    orders are replayed and the first `start` batches dropped (same batches, slower)."""
-    if start == 0:
+def positioned(loader: DataLoader, at: Progress | None) -> Iterable[Any]:
+    """The loader positioned where `at` (a resumed epoch's progress; None: its start) left
+    off: an EpochSampler skips the positions of its order the job used, other orders are
+    replayed and their first `at.batch` batches dropped (same batches, slower)."""
+    if at is None or not at.mid_epoch:
         return loader
-    if isinstance(loader.sampler, EpochSampler) and loader.batch_size is not None:
-        # a stop after the epoch's last (partial) batch: nothing left but validation
-        loader.sampler.skip(min(start * loader.batch_size, loader.sampler.share_size()))
+    if isinstance(loader.sampler, EpochSampler) and at.samples is not None:
+        loader.sampler.skip(at.samples)
         return loader
-    log.info("resuming mid-epoch: replaying %d batches of this order", start)
-    return itertools.islice(loader, start, None)
+    log.info("resuming mid-epoch: replaying %d batches of this order", at.batch)
+    return itertools.islice(loader, at.batch, None)

@@ -14,8 +14,10 @@ from omegaconf import DictConfig
 from torch.optim import Optimizer
 
 from engine.core.io import remove_stale_temporaries
+from engine.data.samplers import EpochSampler
 from engine.runs.checkpoint_checks import RunShape, problem_with
 from engine.runs.checkpoint_files import CheckpointError, Checkpoints, load_checkpoint
+from engine.runs.elastic import Topology, check_resume, resumed_position, run_record
 from engine.runs.history_file import write_history
 from engine.runs.hparams import hparams_of, run_choices
 from engine.runs.loggers.base import RunContext
@@ -29,9 +31,10 @@ from engine.runs.outputs import (
 from engine.runs.resume import KEY_FILE, check_stream_position, config_key, find_resume_state
 from engine.runs.run_dir import claim_run_dir
 from engine.runs.run_state import Checkpointer, Progress, StepState
+from engine.runs.sample_log import SampleLog
 from engine.training.assemble import Components
 from engine.training.batches import DeviceBatch, batch_grid
-from engine.training.distributed import check_resume_world, init_distributed
+from engine.training.distributed import init_distributed
 from engine.training.interrupts import StopRequest
 from engine.training.nonfinite import NonFiniteGuard
 from engine.training.progress import LossWindow
@@ -50,7 +53,8 @@ class TrainingRun:
         self.ranks = ranks = init_distributed()
         self.parts, self.out = parts, Path(cfg.paths.output_dir)
         self.config = save_resolved_config(cfg, self.out, write=False)  # once the dir is ours
-        key = config_key(self.config)  # of the config as composed (before the data's values)
+        # of the config as composed (before the data's values), in this job's global batch
+        key = config_key(self.config, ranks.world_size)
         record_data_values(self.config, parts)
         every = parts.settings.checkpoint
         folder = self.out / "checkpoints"
@@ -61,9 +65,12 @@ class TrainingRun:
         fit = RunShape.of(parts.model, optimizer, parts.classes)
         self.resumed = find_resume_state(asked, key, Path(cfg.paths.log_dir), self.out, fit)
         claim_run_dir(self.out, asked, self.resumed, key, self.checkpoints)
+        loader, settings = parts.train_loader, parts.settings
+        self.record = run_record(loader, settings.grad_accum, ranks.world_size)
         if self.resumed is not None:
-            check_resume_world(self.resumed[1], ranks)
-            check_stream_position(self.resumed[1], parts.train_loader)
+            path, state = self.resumed
+            check_resume(state, self.record, settings.resume_granularity, path)
+            check_stream_position(state, loader)
         if ranks.is_main:
             write_resolved_config(self.config, self.out)
             folder.mkdir(parents=True, exist_ok=True)
@@ -83,6 +90,9 @@ class TrainingRun:
         params = hparams_of(self.config, *run_choices())
         context = RunContext(self.out, start, cfg, self.config, params)
         self.loggers = build_loggers(cfg, context, enabled=ranks.is_main)
+        self.samples = None  # trainer.record_samples: samples.csv (off: costs nothing)
+        if parts.settings.record_samples:
+            self.samples = SampleLog(self.out, parts.train_set, start, ranks.is_main)
         self.profile_dir = self.out / "tensorboard" / "plugins" / "profile"  # trainer.profile
         self.info: dict[str, Any] = {
             "classes": parts.classes,
@@ -90,6 +100,7 @@ class TrainingRun:
             "config_key": key,
             "world_size": ranks.world_size,
             "num_workers": parts.train_loader.num_workers,
+            **self.record,  # topology, sampler, the train listing's fingerprint
         }
 
     def resume(self, saver: Checkpointer) -> Progress:
@@ -108,12 +119,17 @@ class TrainingRun:
                 f"trainer.resume: {path} cannot be restored into this run "
                 f"({type(err).__name__}: {first})."
             ) from err
+        if progress.mid_epoch:  # in this job's batches (another topology: engine/runs/elastic)
+            here = Topology(**self.record["topology"])
+            progress.batch, progress.samples = resumed_position(state, here)
         best = path.parent / "best.pt"
         if best.is_file() and self._fits(best, state):
             self.checkpoints.adopt_best(best)
         previous = path.parent.parent  # the run dir of the checkpoint, where it is one
         if (path.parent / KEY_FILE).is_file() and previous.resolve() != self.out.resolve():
             self.loggers.resumed(previous)
+            if self.samples is not None:
+                self.samples.resumed(previous)
         log.info("resumed from %s: epoch %d, batch %d", path, progress.epoch, progress.batch)
         return progress
 
@@ -149,8 +165,28 @@ class TrainingRun:
             guard,
             window,
             stop,
-            self.loggers.flush,
+            self.flush,
+            self.used,
         )
+
+    def flush(self) -> None:
+        """What was logged and recorded so far onto disk (before every save; all ranks)."""
+        self.loggers.flush()
+        if self.samples is not None:
+            self.samples.flush()
+
+    def used(self, batches: int) -> int | None:
+        """Positions of the epoch's order the job has used once each rank reached batch
+        `batches` of it (None: not an EpochSampler's order, which is replayed)."""
+        loader = self.parts.train_loader
+        if not isinstance(loader.sampler, EpochSampler) or loader.batch_size is None:
+            return None
+        return loader.sampler.used(batches, loader.batch_size)
+
+    def record_samples(self, epoch: int, step: int, batch: DeviceBatch) -> None:
+        """trainer.record_samples: `batch` is trained on in optimizer step `step` of `epoch`."""
+        if self.samples is not None:
+            self.samples.add(epoch, step, batch)
 
     def show_batch(self, tag: str, batch: DeviceBatch) -> None:
         """An image batch as the model sees it (de-normalised), each tile over its class name."""

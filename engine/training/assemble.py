@@ -102,6 +102,7 @@ def assemble(cfg: DictConfig) -> Components:
         rank=ranks.rank,
         world_size=ranks.world_size,
         val_limit=val_limit,
+        tag_train=settings.record_samples,
     )
     per_step = loader_settings.batch_size * settings.grad_accum * ranks.world_size
     log.info(

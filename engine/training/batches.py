@@ -10,17 +10,24 @@ import torch
 from torch.utils.data import DataLoader
 
 from engine.core.grid import labelled_grid
+from engine.data.sample_ids import SampleIds, split_ids
 
 if TYPE_CHECKING:
     from engine.training.assemble import Components
 
 
-class DeviceBatch(NamedTuple):
-    """A batch on the device: model inputs, labels, and any extra model arguments."""
-
+class _Fields(NamedTuple):
     inputs: torch.Tensor
     labels: torch.Tensor
     extras: tuple[torch.Tensor, ...]  # e.g. lengths and mask from collate=pad
+
+
+class DeviceBatch(_Fields):
+    """A batch on the device: model inputs, labels, and any extra model arguments, which
+    unpack as `inputs, labels, extras = batch`. `ids` (not unpacked) are the samples' dataset
+    indices when the run tags them (trainer.record_samples), else None."""
+
+    ids: SampleIds | None = None
 
 
 @contextmanager
@@ -60,17 +67,21 @@ class BatchMover:
         self._threads = one_thread if beside_workers and device.type == "cpu" else nullcontext
 
     def __call__(self, batch: Any) -> DeviceBatch:
+        batch, ids = split_ids(batch)
         inputs, labels, *extras = batch
         layout = torch.channels_last if self.channels_last else torch.contiguous_format
         with self._threads():
             inputs = self.normalize(inputs.to(self.device, non_blocking=True), layout)
         if self.channels_last and inputs.ndim == 4:  # a no-op when the normaliser wrote NHWC
             inputs = inputs.contiguous(memory_format=layout)
-        return DeviceBatch(
+        moved = DeviceBatch(
             inputs,
             labels.to(self.device, non_blocking=True),
             tuple(e.to(self.device, non_blocking=True) for e in extras),
         )
+        if ids is not None:
+            moved.ids = ids
+        return moved
 
 
 def mover_for(parts: Components, channels_last: bool | None = None) -> BatchMover:

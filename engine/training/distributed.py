@@ -94,17 +94,6 @@ def rank_seed(seed: int, rank: int, *parts: int) -> int:
     return derive_seed(seed, -rank, *parts) % 2**32  # negative: apart from epochs; numpy: 32 bit
 
 
-def check_resume_world(state: dict[str, Any], ranks: Ranks) -> None:
-    """A mid-epoch checkpoint continues its epoch's per-rank shares: only with as many ranks."""
-    saved = state.get("world_size", 1)
-    if state["batches_done"] is not None and saved != ranks.world_size:
-        raise ValueError(
-            f"trainer.resume: the checkpoint stopped mid-epoch in a job of {saved} process(es), "
-            f"this one has {ranks.world_size}; resume with {saved} (torchrun --nnodes x "
-            "--nproc_per_node), or from an epoch-end checkpoint (trainer.resume=<that file>)."
-        )
-
-
 def rank_device(device: torch.device, ranks: Ranks, key: str = "trainer.device") -> torch.device:
     """The device of this rank: its own GPU (cuda:LOCAL_RANK) under DDP, else `device`."""
     if ranks.world_size == 1 or device.type == "cpu":

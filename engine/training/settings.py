@@ -54,6 +54,11 @@ class EarlyStoppingSettings:
             )
 
 
+# trainer.resume_granularity: a mid-epoch resume whose global batch differs goes on at the
+# step (refused: the steps would hold other samples) or at the sample (the boundaries move)
+GRANULARITIES = ("step", "sample")
+
+
 @dataclass(frozen=True)
 class TrainerSettings:
     """The `trainer` config group (see conf/trainer/default.yaml)."""
@@ -76,6 +81,8 @@ class TrainerSettings:
     early_stopping: EarlyStoppingSettings
     num_threads: Positive | None = None
     log_every_n_seconds: Seconds = 30.0
+    record_samples: bool = False
+    resume_granularity: str = "step"
 
     def __post_init__(self) -> None:
         if str(self.precision) not in PRECISIONS:
@@ -89,6 +96,11 @@ class TrainerSettings:
                 raise ValueError(
                     f"trainer.device={self.device!r}: expected auto, cpu, cuda, cuda:N or mps."
                 ) from None
+        if self.resume_granularity not in GRANULARITIES:
+            raise ValueError(
+                f"trainer.resume_granularity={self.resume_granularity!r}: expected one of "
+                f"{list(GRANULARITIES)}."
+            )
         if self.max_nonfinite_steps < 0:
             raise ValueError(
                 f"trainer.max_nonfinite_steps must be >= 0, got {self.max_nonfinite_steps}."

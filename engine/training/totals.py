@@ -50,3 +50,19 @@ class PassTotals:
         for name, metric in self.metrics.items():
             means[f"{prefix}/{name}"] = metric.value(self.sums[name], self.samples)
         return means
+
+
+def sum_states(states: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The `PassTotals.state_dict()`s of several ranks added into one (None: none has any)."""
+    present = [s for s in states if s is not None]
+    if not present:
+        return None
+    total = {
+        "loss_sum": sum(s["loss_sum"] for s in present),
+        "samples": sum(s["samples"] for s in present),
+        "sums": {
+            name: {key: sum(s["sums"][name][key] for s in present) for key in sums}
+            for name, sums in present[0]["sums"].items()
+        },
+    }
+    return total

@@ -28,12 +28,17 @@ Attributes:
     splits (tuple[str, ...]): the splits the class can build, ``("train", "val")`` by default;
         ``"test"`` when it reads a test split (mode=eval eval.split=test). Read by build_split.
     shuffle (bool): a stream shuffles itself (set by the loaders from the sampler group).
+    tags_samples (bool): a stream yields each sample as ``engine.data.sample_ids.Tagged(sample,
+        index in the split)`` (set by the loaders when the run records its samples); map-style
+        samples are tagged by the engine.
     drawn_split (bool): the train and val splits were drawn from one listing (imagefolder's
         ``dataset.val_fraction``): the run lists every file's split in split.csv (needs
         ``get_filename``). Read by engine/training/assemble.py.
 
 Methods (optional):
     get_filename(index) -> str | None: the file behind a sample, named in errors and reports.
+    sample_source(index) -> (str, int): the source a sample comes from and its index there
+        (dataset=mix: the source's name; else "" and the index itself). Read by samples.csv.
     check_sample(index) -> BadSample | None: decode sample ``index``; its record if unreadable.
     set_epoch(epoch): called before each epoch's pass (streams reshuffle their shards).
 
@@ -68,12 +73,17 @@ class DatasetHooks:
     files_checkable: ClassVar[bool] = False
     vocab_size: int | None = None
     shuffle: bool = False
+    tags_samples: bool = False
     drawn_split: bool = False
     splits: ClassVar[tuple[str, ...]] = ("train", "val")
 
     def get_filename(self, index: int) -> str | None:
         """The file behind sample `index`; None for data that has no files."""
         return None
+
+    def sample_source(self, index: int) -> tuple[str, int]:
+        """The source of sample `index` and its index there: one source, unnamed."""
+        return "", int(index)
 
     def check_sample(self, index: int) -> BadSample | None:
         """Decode sample `index`: None if it reads, else its record (needs files_checkable)."""

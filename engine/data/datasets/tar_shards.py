@@ -29,6 +29,7 @@ from engine.data.datasets.base import StreamDataset, Transform
 from engine.data.decode import SampleError, decode_image_bytes, describe_error
 from engine.data.image_header import PILLOW_MAX_PIXELS
 from engine.data.safe_read import max_file_bytes
+from engine.data.sample_ids import Tagged
 from engine.data.shards import ShardError
 from engine.data.shards.counts import counted, shard_entries
 from engine.data.shards.members import Record, Rules, split_exts
@@ -211,7 +212,12 @@ class TarShardDataset(StreamDataset):
             rng = random.Random(f"{self.seed}-{epoch}-{self.rank}-{worker}")
             items = shuffle_buffer(items, self.shuffle_buffer, rng)
         for item in items:
-            yield item if isinstance(item, BadSample) else self._sample(*item, epoch)
+            if isinstance(item, BadSample):
+                yield item
+                continue
+            sample = self._sample(*item, epoch)
+            tag = self.tags_samples and not isinstance(sample, BadSample)
+            yield Tagged(sample, item[0]) if tag else sample
 
     def _transformed(self, image: torch.Tensor, index: int, epoch: int) -> torch.Tensor:
         """The transform under torch's generator seeded from (seed, epoch, index), as for

@@ -1,0 +1,71 @@
+"""Which samples a batch holds, carried beside it from the dataset to the loop.
+
+When the run asks for it (trainer.record_samples, or a stream that must know what an
+interrupted epoch already used), each sample leaves the dataset as `Tagged(sample, index)`;
+the loaders' collate strips the tags and appends one `SampleIds` after the batch's fields,
+and `BatchMover` hands it to the loop as `DeviceBatch.ids`. Off, nothing is tagged: the
+samples and batches are the plain ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from torch.utils.data import Dataset, default_collate
+
+
+class Tagged:
+    """One sample with its index in the dataset (a stream: in its split)."""
+
+    __slots__ = ("index", "sample")
+
+    def __init__(self, sample: Any, index: int) -> None:
+        self.sample, self.index = sample, index
+
+    def __reduce__(self) -> tuple[type, tuple[Any, int]]:  # from a worker to the main process
+        return (Tagged, (self.sample, self.index))
+
+
+class SampleIds:
+    """The dataset indices of a batch's samples, in batch order. pin_memory passes it as is."""
+
+    __slots__ = ("indices",)
+
+    def __init__(self, indices: Sequence[int]) -> None:
+        self.indices = [int(i) for i in indices]
+
+    def __reduce__(self) -> tuple[type, tuple[list[int]]]:
+        return (SampleIds, (self.indices,))
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+class TagsCollate:
+    """Collate `Tagged` samples with `collate` and append their `SampleIds`; untagged
+    samples are collated as they are. Inside SkipBadCollate, which removes bad samples first."""
+
+    def __init__(self, collate: Callable[[list[Any]], Any] | None = None) -> None:
+        self.collate = collate if collate is not None else default_collate
+
+    def __call__(self, samples: Any) -> Any:
+        if isinstance(samples, tuple) and samples and isinstance(samples[-1], SampleIds):
+            return samples  # a batch a dataset fetched whole (returns_batches), already tagged
+        if not samples or not isinstance(samples[0], Tagged):
+            return self.collate(samples)
+        ids = SampleIds([s.index for s in samples])
+        return (*self.collate([s.sample for s in samples]), ids)
+
+
+def split_ids(batch: Any) -> tuple[Any, SampleIds | None]:
+    """The batch's fields without its trailing `SampleIds`, and the ids (None: untagged)."""
+    if isinstance(batch, tuple | list) and batch and isinstance(batch[-1], SampleIds):
+        return batch[:-1], batch[-1]
+    return batch, None
+
+
+def tag_samples(dataset: Dataset) -> None:
+    """Ask `dataset` (a StreamDataset, or the engine's SeededSamples around a map-style one)
+    to tag every sample it yields from now on."""
+    dataset.tags_samples = True  # type: ignore[attr-defined]

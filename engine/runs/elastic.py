@@ -1,0 +1,151 @@
+"""Where a checkpoint written mid-epoch goes on, on whatever topology the resumed job has.
+
+Every map-style train order is a pure function of (seed, epoch), and each optimizer step of
+a global batch G = loader.batch_size x ranks x trainer.grad_accum trains on one contiguous
+stretch of it (engine/data/samplers.py). So a checkpoint records how many positions of the
+order the job has used (`samples_done`), and any job with the same G goes on from there with
+the very same sets of samples per step, on any number of ranks and loader workers. With
+another G the steps would hold other samples: refused, unless trainer.resume_granularity=
+sample asks to go on from the next unused sample. Every checkpoint also records the
+topology, the sampler and the train listing's fingerprint (engine/data/fingerprint.py): a
+mid-epoch resume on changed data or with another order is refused, never trained on the
+wrong samples. Orders that are not `EpochSampler`s, and streams, replay their first batches:
+they go on with the same number of ranks and the same batch size only.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from torch.utils.data import DataLoader
+
+from engine.data.fingerprint import listing_change, listing_fingerprint
+from engine.data.samplers import EpochSampler
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Topology:
+    """How a job splits its optimizer steps: ranks, loader workers, per-rank batch, accumulation."""
+
+    world_size: int
+    num_workers: int
+    batch_size: int | None
+    grad_accum: int
+
+    @property
+    def global_batch(self) -> int | None:
+        """Samples per optimizer step in the whole job."""
+        if self.batch_size is None:
+            return None
+        return self.batch_size * self.world_size * self.grad_accum
+
+    def described(self) -> str:
+        return (
+            f"{self.global_batch} (loader.batch_size {self.batch_size} x {self.world_size} "
+            f"rank(s) x trainer.grad_accum {self.grad_accum})"
+        )
+
+
+def _sampler(loader: DataLoader) -> dict[str, Any]:
+    sampler = loader.sampler
+    if isinstance(sampler, EpochSampler):
+        return {"kind": type(sampler).__name__, "seed": sampler.seed, "draws": sampler.num_samples}
+    seed = getattr(loader.dataset, "seed", None)  # a stream shuffles itself
+    return {"kind": type(sampler or loader.dataset).__name__, "seed": seed, "draws": None}
+
+
+def run_record(loader: DataLoader, grad_accum: int, world_size: int) -> dict[str, Any]:
+    """What every checkpoint of this run records of its topology, order and data."""
+    topology = Topology(world_size, loader.num_workers, loader.batch_size, grad_accum)
+    return {
+        "topology": asdict(topology),
+        "sampler": _sampler(loader),
+        "data": listing_fingerprint(loader.dataset),
+    }
+
+
+def check_resume(state: dict[str, Any], now: dict[str, Any], granularity: str, path: Path) -> None:
+    """Refuse, in one line naming the keys and the fix, a resume of `state` (from `path`)
+    that would train on other samples than the interrupted run: mid-epoch on changed data,
+    with another order, or with another global batch (unless `granularity` is "sample");
+    an epoch-end checkpoint on changed data goes on with a warning. `now`: run_record's."""
+    mid = state["batches_done"] is not None
+    where = f"trainer.resume: {path} stopped mid-epoch {state['epoch']}"
+    change = listing_change(state["data"], now["data"]) if "data" in state else None
+    if change and mid:
+        raise ValueError(
+            f"{where} on other data: {change}, so the rest of its epoch would train on other "
+            "samples; put the data back as it was, or resume from a checkpoint saved at an "
+            "epoch's end."
+        )
+    if change:
+        log.warning("trainer.resume: %s: %s; going on with the data as it is now.", path, change)
+    if not mid:
+        return
+    saved_order, order = state.get("sampler"), now["sampler"]
+    if saved_order is not None and saved_order != order:
+        raise ValueError(
+            f"{where} drawing {_order(saved_order)}, this run draws {_order(order)}: the rest "
+            "of the epoch would hold other samples; resume with that sampler and trainer.seed, "
+            "or from a checkpoint saved at an epoch's end."
+        )
+    saved = Topology(**state["topology"]) if "topology" in state else None
+    here = Topology(**now["topology"])
+    if state.get("samples_done") is None:  # a replayed order: its batches, its ranks
+        _check_replay(state, saved, here, where)
+        return
+    assert saved is not None  # samples_done is written with the topology
+    if saved.global_batch == here.global_batch:
+        return
+    if granularity == "sample":
+        log.warning(
+            "%s with a global batch of %s; this run's is %s: going on from the next unused "
+            "sample (trainer.resume_granularity=sample), so no sample is lost or repeated but "
+            "the remaining steps group the samples differently from an uninterrupted run.",
+            where,
+            saved.described(),
+            here.described(),
+        )
+        return
+    raise ValueError(
+        f"{where} with a global batch of {saved.described()}, this run's is "
+        f"{here.described()}: its remaining steps would hold other samples. Keep loader."
+        f"batch_size x ranks x trainer.grad_accum = {saved.global_batch}, or set "
+        "trainer.resume_granularity=sample to go on from the next unused sample (the step "
+        "boundaries then move)."
+    )
+
+
+def _order(record: dict[str, Any]) -> str:
+    draws = f", {record['draws']} draws" if record.get("draws") is not None else ""
+    return f"{record['kind']} (seed {record['seed']}{draws})"
+
+
+def _check_replay(
+    state: dict[str, Any], saved: Topology | None, here: Topology, where: str
+) -> None:
+    """A replayed order goes on with as many ranks and the same per-rank batch."""
+    ranks = saved.world_size if saved else state.get("world_size", 1)
+    batch = saved.batch_size if saved else here.batch_size
+    if (ranks, batch) != (here.world_size, here.batch_size):
+        raise ValueError(
+            f"{where} in a job of {ranks} process(es) with loader.batch_size {batch}, this one "
+            f"has {here.world_size} with {here.batch_size}, and its order (a stream or a "
+            f"sampler that is no EpochSampler) is replayed batch by batch: resume with {ranks} "
+            f"process(es) (torchrun --nnodes x --nproc_per_node) and loader.batch_size={batch}, "
+            "or from a checkpoint saved at an epoch's end."
+        )
+
+
+def resumed_position(state: dict[str, Any], here: Topology) -> tuple[int, int | None]:
+    """(the batch this run numbers its first of the epoch, the positions of the order to
+    skip; None: replay that many batches) for a mid-epoch `state`."""
+    samples = state.get("samples_done")
+    if samples is None or here.batch_size is None:
+        return state["batches_done"], None
+    return samples // (here.batch_size * here.world_size), samples

@@ -1,0 +1,245 @@
+"""A mid-epoch checkpoint goes on with another split of the same global batch (batch size,
+accumulation, loader workers) and trains the very same samples in every remaining step; a
+changed global batch, changed data or another order is refused in one line; samples.csv
+records which samples each step trained on, across the resume (one process here; other
+world sizes: tests/test_elastic_ranks.py)."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import shutil
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.runs.checkpoint_files import load_checkpoint
+from src.loop import train
+from tests.train_process import kill_at_step
+
+# 48 demo train images, batch 8: 6 steps an epoch, 12 in 2 epochs; no dropout and no
+# BatchNorm, so a different split of a step's samples gives the same numbers up to rounding
+RUN = (
+    "trainer.max_epochs=2",
+    "model=mlp",
+    "model.hidden=[16]",
+    "model.dropout=0",
+    "trainer.record_samples=true",
+    "trainer.checkpoint.every_n_steps=2",
+)
+KILLED_AT = 9  # epoch 2, batch 3: the last checkpoint is step 8's, mid-epoch 2
+
+
+def samples_by_step(run: Path) -> dict[int, list[int]]:
+    """samples.csv as step -> the sorted indices trained on in it."""
+    steps: dict[int, list[int]] = defaultdict(list)
+    with open(run / "samples.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            steps[int(row["step"])].append(int(row["index"]))
+    return {step: sorted(indices) for step, indices in steps.items()}
+
+
+def epoch_counts(run: Path) -> dict[int, Counter]:
+    """samples.csv as epoch -> how often each index was trained on."""
+    counts: dict[int, Counter] = defaultdict(Counter)
+    with open(run / "samples.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            counts[int(row["epoch"])][int(row["index"])] += 1
+    return counts
+
+
+@pytest.fixture
+def uninterrupted(make_cfg, tmp_path: Path) -> tuple[Path, dict[str, float]]:
+    out = tmp_path / "whole"
+    metrics = train(make_cfg(*RUN, "loader.batch_size=8", f"paths.output_dir={out}"))
+    return out, metrics
+
+
+def _killed(make_cfg, monkeypatch, out: Path, *overrides: str) -> None:
+    kill_at_step(monkeypatch, KILLED_AT)
+    with pytest.raises(RuntimeError, match="killed"):
+        train(make_cfg(*RUN, *overrides, f"paths.output_dir={out}"))
+    monkeypatch.undo()
+
+
+def test_the_global_batch_split_otherwise_trains_the_same_samples_per_step(
+    make_cfg, tmp_path, monkeypatch, uninterrupted
+) -> None:
+    whole, expected = uninterrupted
+    out = tmp_path / "split"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8", "loader.num_workers=0")
+    assert max(samples_by_step(out)) == 8  # the killed steps 9 were never written
+    metrics = train(
+        make_cfg(
+            *RUN,
+            "loader.batch_size=4",  # 4 x 2 accumulated = the same 8 samples per step
+            "trainer.grad_accum=2",
+            "loader.num_workers=2",
+            "trainer.resume=auto",
+            f"paths.output_dir={out}",
+        )
+    )
+    assert samples_by_step(out) == samples_by_step(whole)
+    for counts in epoch_counts(out).values():
+        assert sorted(counts) == list(range(48)) and set(counts.values()) == {1}
+    assert metrics["val/loss"] == pytest.approx(expected["val/loss"], rel=1e-4)
+    state = load_checkpoint(out / "checkpoints" / "last.pt")
+    assert state["topology"] == {
+        "world_size": 1,
+        "num_workers": 2,
+        "batch_size": 4,
+        "grad_accum": 2,
+    }
+    assert state["data"]["size"] == 48 and state["sampler"]["kind"] == "RandomOrder"
+
+
+def test_another_global_batch_is_refused_in_one_line(make_cfg, tmp_path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8")
+    with pytest.raises(ValueError) as refused:
+        train(make_cfg(*RUN, "loader.batch_size=16", f"trainer.resume={out}"))
+    message = str(refused.value)
+    assert "\n" not in message and "global batch of 8" in message and "16" in message
+    assert "trainer.resume_granularity=sample" in message
+
+
+def test_sample_granularity_goes_on_from_the_next_unused_sample(
+    make_cfg, tmp_path, monkeypatch, caplog
+) -> None:
+    out = tmp_path / "run"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8")
+    with caplog.at_level(logging.WARNING):
+        train(
+            make_cfg(
+                *RUN,
+                "loader.batch_size=5",
+                "loader.drop_last=false",  # (true drops the last short batch, as ever)
+                "trainer.resume_granularity=sample",
+                f"trainer.resume={out}",
+                f"paths.output_dir={tmp_path / 'resumed'}",
+            )
+        )
+    assert "group the samples differently" in caplog.text
+    counts = epoch_counts(tmp_path / "resumed")
+    for epoch in (1, 2):  # no sample lost or repeated, though the steps moved
+        assert sorted(counts[epoch]) == list(range(48)) and set(counts[epoch].values()) == {1}
+    steps = samples_by_step(tmp_path / "resumed")
+    assert [len(steps[s]) for s in range(9, 16)] == [5] * 6 + [2]  # 32 left after step 8
+
+
+def _moved_file(tree: Path) -> None:
+    """Move one train image of the imagefolder `tree` into another class's folder."""
+    first, second = sorted(p for p in (tree / "train").iterdir() if p.is_dir())[:2]
+    image = sorted(first.iterdir())[0]
+    shutil.move(image, second / image.name)
+
+
+def _relabelled(listing: Path) -> None:
+    """Give the first row of the CSV `listing` the last row's label."""
+    lines = listing.read_text().splitlines()
+    path, _ = lines[1].rsplit(",", 1)
+    lines[1] = f"{path},{lines[-1].rsplit(',', 1)[1]}"
+    listing.write_text("\n".join(lines) + "\n")
+
+
+CHANGES = {  # how the data changed under the checkpoint -> what the refusal says
+    "moved": "48 files are not the checkpoint's (renamed, replaced or reordered)",
+    "added": "49 samples, the checkpoint's 48 (1 added)",
+    "relabelled": "the checkpoint's, but their labels differ (relabelled)",
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_a_mid_epoch_resume_on_changed_data_is_refused_naming_the_change(
+    make_cfg, demo_dir, tmp_path, monkeypatch, change
+) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(demo_dir / "imagefolder", data / "imagefolder")
+    shutil.copy(demo_dir / "train.csv", data / "train.csv")
+    source = (
+        ("dataset=csv", f"dataset.train_csv={data / 'train.csv'}", f"dataset.root={data}")
+        if change == "relabelled"
+        else (f"dataset.root={data / 'imagefolder'}",)
+    )
+    out = tmp_path / "run"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8", *source)
+    if change == "moved":
+        _moved_file(data / "imagefolder")
+    elif change == "added":
+        circle = data / "imagefolder" / "train" / "circle"
+        shutil.copy(sorted(circle.iterdir())[0], circle / "extra.jpg")
+    else:
+        _relabelled(data / "train.csv")
+    with pytest.raises(ValueError) as refused:
+        train(make_cfg(*RUN, "loader.batch_size=8", *source, f"trainer.resume={out}"))
+    message = str(refused.value)
+    assert CHANGES[change] in message and "\n" not in message
+    assert "stopped mid-epoch 2 on other data" in message
+
+
+def test_an_epoch_end_resume_on_changed_data_goes_on_with_a_warning(
+    make_cfg, demo_dir, tmp_path, caplog
+) -> None:
+    tree = tmp_path / "data" / "imagefolder"
+    shutil.copytree(demo_dir / "imagefolder", tree)
+    out = tmp_path / "run"
+    one = ("loader.batch_size=8", f"dataset.root={tree}")
+    train(make_cfg(*RUN, *one, "trainer.max_epochs=1", f"paths.output_dir={out}"))
+    _moved_file(tree)
+    with caplog.at_level(logging.WARNING):
+        train(make_cfg(*RUN, *one, f"trainer.resume={out}", f"paths.output_dir={tmp_path / 'b'}"))
+    assert (
+        "not the checkpoint's" in caplog.text
+        and "going on with the data as it is now" in caplog.text
+    )
+
+
+def test_another_order_mid_epoch_is_refused(make_cfg, tmp_path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8")
+    with pytest.raises(ValueError, match=r"drawing RandomOrder \(seed 0, 48 draws\), this run "):
+        train(make_cfg(*RUN, "loader.batch_size=8", "trainer.seed=1", f"trainer.resume={out}"))
+
+
+def test_samples_csv_names_each_sample_and_costs_nothing_when_off(make_cfg, tmp_path) -> None:
+    on, off = tmp_path / "on", tmp_path / "off"
+    train(make_cfg(*RUN, "trainer.max_epochs=1", "loader.batch_size=8", f"paths.output_dir={on}"))
+    with open(on / "samples.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["epoch", "step", "rank", "source", "index", "path"]
+    assert (
+        len(rows) == 48
+        and {r["rank"] for r in rows} == {"0"}
+        and {r["source"] for r in rows} == {""}
+    )
+    for row in rows[:5]:
+        assert Path(row["path"]).is_file() and Path(row["path"]).parent.parent.name == "train"
+    train(
+        make_cfg(
+            *RUN,
+            "trainer.max_epochs=1",
+            "trainer.record_samples=false",
+            f"paths.output_dir={off}",
+        )
+    )
+    assert not (off / "samples.csv").exists()
+
+
+def test_rows_of_the_killed_tail_are_dropped_when_resumed_in_a_new_run_dir(
+    make_cfg, tmp_path, monkeypatch, uninterrupted
+) -> None:
+    whole, _ = uninterrupted
+    first = tmp_path / "first"
+    _killed(make_cfg, monkeypatch, first, "loader.batch_size=8")
+    torch.manual_seed(0)
+    train(
+        make_cfg(
+            *RUN,
+            "loader.batch_size=8",
+            f"trainer.resume={first}",
+            f"paths.output_dir={tmp_path / 'second'}",
+        )
+    )
+    assert samples_by_step(tmp_path / "second") == samples_by_step(whole)
