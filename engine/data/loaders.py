@@ -7,6 +7,9 @@ import gc
 import logging
 import multiprocessing
 import multiprocessing.forkserver
+import os
+import select
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,18 +109,43 @@ def build_loaders(
     )
 
 
+def exit_with(pid: int) -> None:
+    """End this process as soon as process `pid` ends, even by kill -9 (a thread waits on its
+    pidfd). A forkserver-started worker needs it: torch's worker watchdog watches the parent,
+    which is the forkserver, and CPython hands the server's liveness pipe to every process it
+    forks (multiprocessing/forkserver.py, connect_to_new_process), so once the main process
+    dies the server lives for its workers and the workers for their parent: both forever,
+    holding memory and the job's output pipes (seen: a killed torchrun job's ranks left 2
+    servers and 4 workers behind). Without pidfds (not Linux 5.3+) torch's watchdog is all."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:  # already gone
+        os._exit(1)
+    except (AttributeError, OSError):
+        return
+
+    def wait() -> None:
+        select.select([fd], [], [])
+        os._exit(1)
+
+    threading.Thread(target=wait, name="exit-with-main-process", daemon=True).start()
+
+
 @dataclass(frozen=True)
 class WorkerStart:
     """What each loader worker does first. It puts every object inherited from the main
     process out of the garbage collector's reach: its passes would write to them and so copy
     their shared pages into each worker (40-80 MB a worker, whatever the dataset;
-    BENCHMARKS.md). And it sets the main process's `sharing_strategy`, which a forked worker
-    inherits but a forkserver or spawn one would not (they start from a fresh torch)."""
+    BENCHMARKS.md). It sets the main process's `sharing_strategy`, which a forked worker
+    inherits but a forkserver or spawn one would not (they start from a fresh torch). And it
+    ends the worker with the main process `main_pid` (`exit_with`)."""
 
     sharing_strategy: str
+    main_pid: int
 
     def __call__(self, worker_id: int) -> None:
         torch_mp.set_sharing_strategy(self.sharing_strategy)
+        exit_with(self.main_pid)
         gc.freeze()
 
 
@@ -152,7 +180,8 @@ def make_loader(
     if getattr(dataset, "tags_samples", False):
         collate = TagsCollate(collate)
     skip = dataset.on_error == "skip"
-    start = WorkerStart(torch_mp.get_sharing_strategy()) if settings.num_workers else None
+    strategy = torch_mp.get_sharing_strategy()
+    start = WorkerStart(strategy, os.getpid()) if settings.num_workers else None
     if settings.num_workers and settings.multiprocessing_context == "forkserver":
         start_forkserver(dataset)
     loader = (SkippingLoader if skip else DataLoader)(
