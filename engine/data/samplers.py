@@ -65,10 +65,6 @@ def _mixed(dataset: Sized) -> tuple[int, tuple[Stratum, ...]]:
     return size, tuple(dataset.sources)  # type: ignore[attr-defined]
 
 
-def _shuffled(drawn: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    return drawn[torch.randperm(len(drawn), generator=generator)]
-
-
 class EpochSampler(Sampler[int], ABC):
     """Draws each epoch's order from (seed, epoch); `skip` starts the next pass part-way;
     `distribute` keeps one rank's share of every order."""
@@ -144,7 +140,7 @@ class RandomOrder(EpochSampler):
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
         if self.strata:
-            return _shuffled(population(self.strata, self.num_samples, generator), generator)
+            return population(self.strata, self.num_samples, generator)
         # int32 draws the same permutation as int64, ~40% faster (7 -> 4 ms for 1M indices)
         dtype = torch.int32 if self.num_samples < 2**31 else torch.int64
         return torch.randperm(self.num_samples, generator=generator, dtype=dtype)
@@ -152,7 +148,7 @@ class RandomOrder(EpochSampler):
 
 class SequentialOrder(EpochSampler):
     """`sampler=sequential`: the dataset's own order, every epoch (a mix: the epoch's
-    population in concatenation order, drawn from seed 0 and the epoch)."""
+    population source by source, each in its own order, subsampled from seed 0 and the epoch)."""
 
     def __init__(self, dataset: Sized) -> None:
         size, self.strata = _mixed(dataset)
@@ -161,7 +157,7 @@ class SequentialOrder(EpochSampler):
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
         if self.strata:
-            return population(self.strata, self.num_samples, generator).sort().values
+            return population(self.strata, self.num_samples, generator, in_order=True)
         return torch.arange(self.num_samples)
 
 
@@ -177,7 +173,7 @@ class FixedOrder(EpochSampler):
     def order(self, generator: torch.Generator) -> torch.Tensor:
         once = torch.Generator().manual_seed(self.seed)
         if self.strata:
-            return _shuffled(population(self.strata, self.num_samples, once), once)
+            return population(self.strata, self.num_samples, once)
         return torch.randperm(self.num_samples, generator=once)
 
 
@@ -243,10 +239,9 @@ class WeightedOrder(EpochSampler):
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
         if self.strata:
-            drawn = balanced_population(
+            return balanced_population(
                 self.strata, self.num_samples, self.targets, self.replacement, generator
             )
-            return _shuffled(drawn, generator)
         return torch.multinomial(
             self.weights, self.num_samples, self.replacement, generator=generator
         )
