@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 from omegaconf import DictConfig
 from PIL import Image
 from torch import nn
+from torch.utils.data import DataLoader
 
 from engine.data.datasets.base import MapDataset
 from engine.data.datasets.mix import MixDataset
@@ -196,10 +198,8 @@ def test_bad_sources_are_refused_by_key(sources: dict, says: str) -> None:
     assert says in str(refused.value) and "\n" not in str(refused.value)
 
 
-def test_val_reports_each_source_and_the_whole(folders: tuple[Path, Path]) -> None:
-    train_set = seeded(_mix(folders), 0)
-    val_set = seeded(_mix(folders, split="val", classes=train_set.classes), 0)
-    settings = LoaderSettings(
+def _settings() -> LoaderSettings:
+    return LoaderSettings(
         batch_size=5,
         shuffle=True,
         num_workers=0,
@@ -211,7 +211,25 @@ def test_val_reports_each_source_and_the_whole(folders: tuple[Path, Path]) -> No
         timeout=0,
         multiprocessing_context=None,
     )
-    _, val_loader = build_loaders(train_set, val_set, settings, lambda d: RandomOrder(d, 0))
+
+
+def _val_loader(folders: tuple[Path, Path], rank: int = 0, world_size: int = 1) -> DataLoader:
+    train_set = seeded(_mix(folders), 0)
+    val_set = seeded(_mix(folders, split="val", classes=train_set.classes), 0)
+    order = partial(RandomOrder, seed=0)
+    return build_loaders(train_set, val_set, _settings(), order, None, rank, world_size)[1]
+
+
+def test_val_sources_are_shared_disjointly_by_two_ranks(folders: tuple[Path, Path]) -> None:
+    shares = [_val_loader(folders, rank, 2).per_source for rank in (0, 1)]  # type: ignore[attr-defined]
+    for name, size in (("big", 12), ("small", 8)):
+        seen = [[int(i) for i in share[name].sampler] for share in shares]
+        assert sorted(seen[0] + seen[1]) == list(range(size))
+
+
+def test_val_reports_each_source_and_the_whole(folders: tuple[Path, Path]) -> None:
+    val_loader = _val_loader(folders)
+    val_set, settings = val_loader.dataset, _settings()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.LazyLinear(3))
     move = BatchMover(torch.device("cpu"), lambda x, layout: x.float() / 255, False)
