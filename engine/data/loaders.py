@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import math
 import multiprocessing
 import multiprocessing.forkserver
 import os
@@ -33,6 +34,7 @@ from engine.data.loader_settings import LoaderSettings
 from engine.data.sample_ids import TagsCollate, tag_samples
 from engine.data.samplers import EpochSampler, RandomOrder, SequentialOrder
 from engine.data.sharding import share_train, val_order
+from engine.data.source_view import SourceView
 
 RANDOM_ORDERS = (RandomOrder, RandomSampler)
 SEQUENTIAL_ORDERS = (SequentialOrder, SequentialSampler)
@@ -47,7 +49,7 @@ def _train_order(
     name = type(sampler).__name__
     if isinstance(sampler, RANDOM_ORDERS) and not shuffle:
         notes.append("loader.shuffle=false: train order is sequential (sampler=random not used)")
-        sampler = SequentialOrder(range(len(sampler)))
+        sampler = SequentialOrder(dataset)  # a mix: its epoch population, in order
     elif isinstance(sampler, SEQUENTIAL_ORDERS) and shuffle:
         notes.append("sampler=sequential: train order is sequential, loader.shuffle=true unused")
     elif not isinstance(sampler, RANDOM_ORDERS + SEQUENTIAL_ORDERS) and shuffle:
@@ -103,9 +105,16 @@ def build_loaders(
     if notes:
         log.info("Train order: %s.", "; ".join(notes))
     val_sampler = val_order(val_set, rank, world_size, val_limit)
+    val_loader = make_loader(val_set, settings, val_sampler, False, "val", report_dir)
+    val_loader.per_source = {  # type: ignore[attr-defined]
+        stratum.name: _source_loader(
+            SourceView(val_set, stratum), val_loader, settings, rank, world_size, val_limit
+        )
+        for stratum in getattr(val_set, "sources", ())
+    }
     return (
         make_loader(train_set, settings, sampler, settings.drop_last, "train", report_dir),
-        make_loader(val_set, settings, val_sampler, False, "val", report_dir),
+        val_loader,
     )
 
 
@@ -129,6 +138,26 @@ def exit_with(pid: int) -> None:
         os._exit(1)
 
     threading.Thread(target=wait, name="exit-with-main-process", daemon=True).start()
+
+
+def _source_loader(
+    view: SourceView,
+    val_loader: DataLoader,
+    settings: LoaderSettings,
+    rank: int,
+    world_size: int,
+    val_limit: int | None,
+) -> DataLoader:
+    """A mix's val loader of one source, whole (or its share of `val_limit`), for evaluate's
+    val/<source>/* metrics; in a distributed job this rank's disjoint share of it. Its
+    unreadable samples go to `val_loader`'s ledger (their indices are the whole split's)."""
+    whole = len(view.dataset)  # type: ignore[arg-type]
+    limit = None if val_limit is None else max(1, math.ceil(val_limit * len(view) / whole))
+    order = val_order(view, rank, world_size, limit)
+    loader = make_loader(view, settings, order, False, "val")
+    if isinstance(val_loader, SkippingLoader):
+        loader.bad_samples = val_loader.bad_samples  # type: ignore[attr-defined]
+    return loader
 
 
 @dataclass(frozen=True)

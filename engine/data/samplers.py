@@ -2,7 +2,9 @@
 
 Every order is a pure function of (seed, epoch): runs repeat exactly whatever the worker count,
 and a resumed run can start the interrupted epoch at the batch where it stopped. In a distributed
-job every rank draws the same order and keeps its own share of it (`distribute`).
+job every rank draws the same order and keeps its own share of it (`distribute`). Over a mix
+of sources (a dataset with `epoch_samples`), an epoch's order is drawn over that epoch's
+population (engine/data/mix.py): each source's share, repeats marked as `Draw`s.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from torch.utils.data import Sampler
 
 from engine.core.bounds import Positive
 from engine.core.seeding import derive_seed
+from engine.data.mix import Stratum, balanced_population, population, shares
 
 
 class Draw(int):
@@ -51,6 +54,15 @@ def _mark_repeats(order: list[int]) -> list[int]:
         seen[index] = count + 1
         marked.append(Draw(index, count) if count else index)
     return marked
+
+
+def _mixed(dataset: Sized) -> tuple[int, tuple[Stratum, ...]]:
+    """(samples one epoch draws, the sources they are drawn from): a mix's `epoch_samples`
+    over its `sources`, else every index once (no sources)."""
+    size = getattr(dataset, "epoch_samples", None)
+    if size is None:
+        return len(dataset), ()
+    return size, tuple(dataset.sources)  # type: ignore[attr-defined]
 
 
 class EpochSampler(Sampler[int], ABC):
@@ -145,33 +157,47 @@ class RandomOrder(EpochSampler):
     """`sampler=random`: a uniform random order without replacement, new every epoch."""
 
     def __init__(self, dataset: Sized, seed: int) -> None:
-        super().__init__(len(dataset), seed)
+        size, self.strata = _mixed(dataset)
+        super().__init__(size, seed)
+        self.repeats = bool(self.strata)
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
+        if self.strata:
+            return population(self.strata, self.num_samples, generator)
         # int32 draws the same permutation as int64, ~40% faster (7 -> 4 ms for 1M indices)
         dtype = torch.int32 if self.num_samples < 2**31 else torch.int64
         return torch.randperm(self.num_samples, generator=generator, dtype=dtype)
 
 
 class SequentialOrder(EpochSampler):
-    """`sampler=sequential`: the dataset's own order, every epoch."""
+    """`sampler=sequential`: the dataset's own order, every epoch (a mix: the epoch's
+    population source by source, each in its own order, subsampled from seed 0 and the epoch)."""
 
     def __init__(self, dataset: Sized) -> None:
-        super().__init__(len(dataset), seed=0)
+        size, self.strata = _mixed(dataset)
+        super().__init__(size, seed=0)
+        self.repeats = bool(self.strata)
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
+        if self.strata:
+            return population(self.strata, self.num_samples, generator, in_order=True)
         return torch.arange(self.num_samples)
 
 
 class FixedOrder(EpochSampler):
     """`sampler=fixed`: one random order drawn from `seed`, repeated identically every epoch
-    (debug=overfit: the same mixed batch every epoch)."""
+    (debug=overfit: the same mixed batch every epoch; a mix: one population, every epoch)."""
 
     def __init__(self, dataset: Sized, seed: int) -> None:
-        super().__init__(len(dataset), seed)
+        size, self.strata = _mixed(dataset)
+        super().__init__(size, seed)
+        self.repeats = bool(self.strata)
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
-        return torch.randperm(self.num_samples, generator=torch.Generator().manual_seed(self.seed))
+        once = torch.Generator().manual_seed(self.seed)
+        if self.strata:
+            return population(self.strata, self.num_samples, once)
+        return torch.randperm(self.num_samples, generator=once)
 
 
 class SpreadSample(EpochSampler):
@@ -207,7 +233,9 @@ def class_balance_weights(targets: np.ndarray, num_classes: int) -> torch.Tensor
 
 class WeightedOrder(EpochSampler):
     """`sampler=weighted`: `num_samples` draws per epoch (default: the dataset's size), each
-    sample weighted 1 / count(its class), so every class is drawn equally often on average."""
+    sample weighted 1 / count(its class), so every class is drawn equally often on average.
+    Over a mix (default: its `epoch_samples`) every source keeps its weight's share and the
+    classes are balanced within each source (engine/data/mix.py balanced_population)."""
 
     def __init__(
         self,
@@ -222,19 +250,37 @@ class WeightedOrder(EpochSampler):
                 f"sampler=weighted needs per-sample labels, but {type(dataset).__name__} has no "
                 "`targets`; use sampler=random or add a `targets` array to the dataset."
             )
-        targets = np.asarray(targets, dtype=np.int64)
-        n = len(targets) if num_samples is None else num_samples
-        if not replacement and n > len(targets):
-            raise ValueError(
-                f"sampler.num_samples={n} exceeds the {len(targets)} samples, which "
-                "sampler.replacement=false cannot draw; lower it or set replacement=true."
-            )
+        self.targets = np.asarray(targets, dtype=np.int64)
+        size, self.strata = _mixed(dataset)
+        n = size if num_samples is None else num_samples
+        if not replacement:
+            _check_drawable(self.strata, n, len(self.targets))
         super().__init__(n, seed)
-        self.weights = class_balance_weights(targets, len(dataset.classes)).double()  # type: ignore[attr-defined]
+        self.weights = class_balance_weights(self.targets, len(dataset.classes)).double()  # type: ignore[attr-defined]
         self.replacement = replacement
         self.repeats = replacement
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
+        if self.strata:
+            return balanced_population(
+                self.strata, self.num_samples, self.targets, self.replacement, generator
+            )
         return torch.multinomial(
             self.weights, self.num_samples, self.replacement, generator=generator
+        )
+
+
+def _check_drawable(strata: tuple[Stratum, ...], n: int, size: int) -> None:
+    """sampler.replacement=false: the epoch's draws (each source's share of them) must fit."""
+    for stratum, count in zip(strata, shares([s.weight for s in strata], n), strict=True):
+        if count > stratum.size:
+            raise ValueError(
+                f"sampler.replacement=false: source {stratum.name!r} has {stratum.size} samples "
+                f"but its share of the {n} per epoch is {count}; set sampler.replacement=true "
+                "or lower sampler.num_samples (or dataset.epoch_samples)."
+            )
+    if not strata and n > size:
+        raise ValueError(
+            f"sampler.num_samples={n} exceeds the {size} samples, which "
+            "sampler.replacement=false cannot draw; lower it or set replacement=true."
         )

@@ -12,10 +12,12 @@ def summarize(history: list[dict[str, float]], wall_s: float) -> dict[str, float
 
     Throughput and data-wait are totals over every epoch (time-weighted), so worker
     start-up in epoch 1 counts against them as it does against the user's wall clock.
+    A mix's last-epoch val/<source>/* metrics come along.
     """
     last = history[-1]
     train_s = sum(h["train/epoch_s"] for h in history)
-    return {
+    per_source = {k: v for k, v in last.items() if k.startswith("val/") and k.count("/") == 2}
+    return per_source | {
         "val/acc": last["val/acc"],
         "val/loss": last["val/loss"],
         "val/best_acc": max(h["val/acc"] for h in history),

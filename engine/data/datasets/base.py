@@ -34,13 +34,19 @@ Attributes:
     drawn_split (bool): the train and val splits were drawn from one listing (imagefolder's
         ``dataset.val_fraction``): the run lists every file's split in split.csv (needs
         ``get_filename``). Read by engine/training/assemble.py.
+    sources (tuple[Stratum, ...]): a concatenation of named sources (``dataset=mix``): each
+        one's index range [start, stop) and epoch weight; empty for a single source. Read by
+        the train orders (with ``epoch_samples``) and the val loaders (``val/<source>/*``).
+    epoch_samples (int | None): the train split draws this many samples an epoch from
+        ``sources`` in their weights' proportions (engine/data/mix.py); None: every index once.
+        Read by the train orders (engine/data/samplers.py).
 
 Methods (optional):
     get_filename(index) -> str | None: the file behind a sample, named in errors and reports.
-    sample_source(index) -> (str, int): the source a sample comes from and its index there
-        (dataset=mix: the source's name; else "" and the index itself). Read by samples.csv.
     check_sample(index) -> BadSample | None: decode sample ``index``; its record if unreadable.
     set_epoch(epoch): called before each epoch's pass (streams reshuffle their shards).
+    sample_source(index) -> (str, int): the source a sample comes from and its index there;
+        ``("", index)`` for a single source. Read by samples.csv (trainer.record_samples).
 
 Streams (`StreamDataset`) also provide ``distribute(rank, world_size)`` (read only this rank's
 share, needed under torchrun) and ``local_shards`` (the shards this rank reads, or None).
@@ -56,6 +62,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset
 
 from engine.data.bad_samples import BadSample
+from engine.data.mix import Stratum
 
 Transform = Callable[[torch.Tensor], torch.Tensor]  # a split's pipeline: uint8 image in, out
 
@@ -76,13 +83,15 @@ class DatasetHooks:
     tags_samples: bool = False
     drawn_split: bool = False
     splits: ClassVar[tuple[str, ...]] = ("train", "val")
+    sources: tuple[Stratum, ...] = ()
+    epoch_samples: int | None = None
 
     def get_filename(self, index: int) -> str | None:
         """The file behind sample `index`; None for data that has no files."""
         return None
 
     def sample_source(self, index: int) -> tuple[str, int]:
-        """The source of sample `index` and its index there: one source, unnamed."""
+        """The source sample `index` comes from and its index there (one source: its own)."""
         return "", int(index)
 
     def check_sample(self, index: int) -> BadSample | None:
