@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from collections import Counter
 from collections.abc import Callable
@@ -252,13 +253,14 @@ def test_train_mix_reaches_each_sources_own_accuracy(
     source alone does (colour-coded classes: both learn them)."""
     big, small = folders
     common = ["trainer.max_epochs=8", "trainer.device=cpu", "logger=csv", "loader.batch_size=8"]
-    mixed = train(
+    mixed = train(  # with samples.csv: each epoch's shares, as trained on
         make_cfg(
             "dataset=mix",
             f"dataset.sources.folder.dataset.root={big}",
             "dataset@dataset.sources.listed.dataset=imagefolder",
             f"dataset.sources.listed.dataset.root={small}",
             f"paths.output_dir={tmp_path / 'mix'}",
+            "trainer.record_samples=true",
             *common,
         )
     )
@@ -276,6 +278,17 @@ def test_train_mix_reaches_each_sources_own_accuracy(
     assert {"val/folder/acc", "val/folder/loss", "val/listed/acc", "val/listed/loss"} <= set(mixed)
     for name, acc in alone.items():
         assert acc >= 0.9 and mixed[f"val/{name}/acc"] >= 0.9
+    epochs: dict[int, list[tuple[str, int]]] = {}
+    with open(tmp_path / "mix" / "samples.csv", newline="") as f:  # trainer.record_samples
+        for row in csv.DictReader(f):
+            epochs.setdefault(int(row["epoch"]), []).append((row["source"], int(row["index"])))
+    assert sorted(epochs) == list(range(1, 9))
+    for drawn in epochs.values():
+        share = sum(source == "folder" for source, _ in drawn) / len(drawn)
+        assert share == pytest.approx(0.75, abs=0.03)
+        small_order = [index for source, index in drawn if source == "listed"]
+        first_repeat = next(i for i, x in enumerate(small_order) if x in small_order[:i])
+        assert len(set(small_order[:first_repeat])) == 26  # all of them before any again
 
 
 def test_train_py_runs_the_default_mix_and_refuses_a_bad_weight(
