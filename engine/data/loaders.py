@@ -149,8 +149,8 @@ def make_loader(
     collate = settings.collate_fn
     if collate is None and dataset.returns_batches:
         collate = already_batched
-    if getattr(dataset, "tags_samples", False):
-        collate = TagsCollate(collate)
+    if getattr(dataset, "tags_samples", False) or isinstance(dataset, IterableDataset):
+        collate = TagsCollate(collate)  # a stream may be told to tag later (a training's)
     skip = dataset.on_error == "skip"
     start = WorkerStart(torch_mp.get_sharing_strategy()) if settings.num_workers else None
     if settings.num_workers and settings.multiprocessing_context == "forkserver":
