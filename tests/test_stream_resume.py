@@ -84,6 +84,21 @@ def test_two_workers_stopped_mid_epoch_go_on_with_one_each_sample_once(
     assert state["step"] == 24  # 12 steps of 4 samples an epoch, on one worker too
 
 
+def test_a_resumed_epoch_stopped_again_keeps_what_both_runs_trained_on(
+    make_cfg, tmp_path, monkeypatch
+) -> None:
+    out = tmp_path / "run"
+    _killed_with_2_workers(make_cfg, monkeypatch, out)
+    kill_at_step(monkeypatch, 8)  # the resumed run's checkpoint at step 6 holds both runs' 24
+    with pytest.raises(RuntimeError, match="killed"):
+        train(
+            make_cfg(*RUN, "loader.num_workers=1", "trainer.resume=auto", f"paths.output_dir={out}")
+        )
+    monkeypatch.undo()
+    train(make_cfg(*RUN, "loader.num_workers=0", "trainer.resume=auto", f"paths.output_dir={out}"))
+    _each_once(out)
+
+
 def test_a_stream_without_its_trained_samples_is_refused_on_another_topology(
     make_cfg, tmp_path, monkeypatch
 ) -> None:

@@ -64,10 +64,11 @@ class TrainedSamples:
         return {"epoch": epoch, "size": size, "bits": torch.from_numpy(np.packbits(union))}
 
     def load(self, state: dict[str, Any]) -> None:
-        """Go on counting from a mid-epoch checkpoint's `state` (its replay or leave-out)."""
+        """Go on counting from a mid-epoch checkpoint's `state` (its replay or leave-out); one
+        that does not record its samples leaves this epoch's set incomplete (None when saved)."""
         saved = trained_in(state)
-        if saved is not None:
-            self.epoch, self.mask, self.complete = state["epoch"], saved, True
+        self.epoch, self.complete = state["epoch"], saved is not None
+        self.mask = saved if saved is not None else np.zeros(0, bool)
 
 
 def trained_in(state: dict[str, Any]) -> np.ndarray | None:
