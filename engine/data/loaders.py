@@ -206,8 +206,8 @@ def make_loader(
     collate = settings.collate_fn
     if collate is None and dataset.returns_batches:
         collate = already_batched
-    if getattr(dataset, "tags_samples", False):
-        collate = TagsCollate(collate)
+    if getattr(dataset, "tags_samples", False) or isinstance(dataset, IterableDataset):
+        collate = TagsCollate(collate)  # a stream may be told to tag later (a training's)
     skip = dataset.on_error == "skip"
     strategy = torch_mp.get_sharing_strategy()
     start = WorkerStart(strategy, os.getpid()) if settings.num_workers else None

@@ -9,8 +9,10 @@ another G the steps would hold other samples: refused, unless trainer.resume_gra
 sample asks to go on from the next unused sample. Every checkpoint also records the
 topology, the sampler and the train listing's fingerprint (engine/data/fingerprint.py): a
 mid-epoch resume on changed data or with another order is refused, never trained on the
-wrong samples. Orders that are not `EpochSampler`s, and streams, replay their first batches:
-they go on with the same number of ranks and the same batch size only.
+wrong samples. Orders that are not `EpochSampler`s replay their first batches: they go on
+with the same number of ranks and the same batch size only. Streams are checked by
+engine/runs/stream_resume.py (replayed on the same topology, else their trained samples left
+out).
 """
 
 from __future__ import annotations
@@ -69,11 +71,18 @@ def run_record(loader: DataLoader, grad_accum: int, world_size: int) -> dict[str
     }
 
 
-def check_resume(state: dict[str, Any], now: dict[str, Any], granularity: str, path: Path) -> None:
+def check_resume(
+    state: dict[str, Any],
+    now: dict[str, Any],
+    granularity: str,
+    path: Path,
+    stream: bool = False,
+) -> None:
     """Refuse, in one line naming the keys and the fix, a resume of `state` (from `path`)
     that would train on other samples than the interrupted run: mid-epoch on changed data,
     with another order, or with another global batch (unless `granularity` is "sample");
-    an epoch-end checkpoint on changed data goes on with a warning. `now`: run_record's."""
+    an epoch-end checkpoint on changed data goes on with a warning. `now`: run_record's.
+    A `stream`'s topology is checked by engine/runs/stream_resume.check_stream_resume."""
     mid = state["batches_done"] is not None
     where = f"trainer.resume: {path} stopped mid-epoch {state['epoch']}"
     change = listing_change(state["data"], now["data"]) if "data" in state else None
@@ -97,7 +106,8 @@ def check_resume(state: dict[str, Any], now: dict[str, Any], granularity: str, p
     saved = Topology(**state["topology"]) if "topology" in state else None
     here = Topology(**now["topology"])
     if state.get("samples_done") is None:  # a replayed order: its batches, its ranks
-        _check_replay(state, saved, here, where)
+        if not stream:
+            _check_replay(state, saved, here, where)
         return
     assert saved is not None  # samples_done is written with the topology
     if saved.global_batch == here.global_batch:

@@ -9,8 +9,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from torch.utils.data import DataLoader, IterableDataset
-
 from engine.runs.checkpoint_checks import RunShape, problem_with
 from engine.runs.checkpoint_files import (
     Check,
@@ -152,17 +150,3 @@ def find_resume_state(
             path,
         )
     return path, state
-
-
-def check_stream_position(state: dict[str, Any], loader: DataLoader) -> None:
-    """A stream's batch order depends on the worker count (shards are split between workers):
-    a checkpoint taken mid-epoch continues exactly only with the same loader.num_workers."""
-    if state["batches_done"] is None or not isinstance(loader.dataset, IterableDataset):
-        return
-    saved = state.get("num_workers")
-    if saved != loader.num_workers:
-        raise ValueError(
-            f"trainer.resume: {loader.dataset.__class__.__name__} was stopped mid-epoch with "
-            f"loader.num_workers={saved}, and a stream's order depends on the worker count: "
-            f"resume with loader.num_workers={saved} (now {loader.num_workers})."
-        )

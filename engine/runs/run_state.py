@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
@@ -19,6 +20,7 @@ from torch.utils.data import DataLoader
 from engine.core.seeding import restore_rng_states, rng_states
 from engine.data.samplers import EpochSampler
 from engine.runs.checkpoint_files import Checkpoints
+from engine.runs.stream_resume import KEY as STREAM_TRAINED
 from engine.training.device import Precision
 from engine.training.distributed import any_rank, current_ranks, gather_objects
 from engine.training.interrupts import StopRequest
@@ -45,13 +47,16 @@ class Progress:
     """Where a training stands: the epoch to run (1 = the first), the batches of it already
     done (this run's batches), every finished epoch's metrics, mid-epoch this rank's running
     sums of it, and the positions of the epoch's order the whole job has used (an
-    EpochSampler's; None: the first `batch` batches are replayed)."""
+    EpochSampler's; None: the first `batch` batches are replayed), or for a stream resumed on
+    another topology the samples (a bool per split index) the epoch trained on, left out of
+    its rest (engine/runs/stream_resume.py)."""
 
     epoch: int = 1
     batch: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
     totals: dict[str, Any] | None = None
     samples: int | None = None
+    trained: np.ndarray | None = None
 
     @property
     def mid_epoch(self) -> bool:
@@ -66,7 +71,9 @@ class Checkpointer:
     (trainer.checkpoint.every_n_steps / every_minutes); `stop` is the run's stop request;
     `flush` puts what was logged so far on disk before each save (TensorBoard), so no point
     a checkpoint counts as written is lost to a kill; `used(batches)` is how many positions
-    of the epoch's order the job has used at that batch (None: a replayed order)."""
+    of the epoch's order the job has used at that batch (None: a replayed order);
+    `trained(epoch)` is, for a stream, which samples of `epoch` the job trained on so far
+    (engine/runs/stream_resume.py; None: not a stream, or unknown)."""
 
     def __init__(
         self,
@@ -80,10 +87,11 @@ class Checkpointer:
         stop: StopRequest,
         flush: Callable[[], None],
         used: Callable[[int], int | None],
+        trained: Callable[[int], dict[str, Any] | None] = lambda epoch: None,
     ) -> None:
         self.checkpoints, self.every, self.run_info = checkpoints, every, run_info
         self.model, self.step, self.guard, self.window = model, step, guard, window
-        self.stop, self.flush, self.used = stop, flush, used
+        self.stop, self.flush, self.used, self.trained = stop, flush, used, trained
         self._last_save = time.monotonic()
 
     def due(self) -> bool:
@@ -115,6 +123,7 @@ class Checkpointer:
             "epoch": epoch,
             "batches_done": batches_done,
             "samples_done": None if batches_done is None else self.used(batches_done),
+            STREAM_TRAINED: None if batches_done is None else self.trained(epoch),
             "step": self.step.steps,
             # per rank (index = rank): generators and a part-done epoch's running totals
             "ranks": gather_objects(
@@ -188,9 +197,14 @@ class Checkpointer:
 
 def positioned(loader: DataLoader, at: Progress | None) -> Iterable[Any]:
     """The loader positioned where `at` (a resumed epoch's progress; None: its start) left
-    off: an EpochSampler skips the positions of its order the job used, other orders are
+    off: an EpochSampler skips the positions of its order the job used, a stream resumed on
+    another topology leaves out the samples `at.trained` (`resume_without`), other orders are
     replayed and their first `at.batch` batches dropped (same batches, slower)."""
     if at is None or not at.mid_epoch:
+        return loader
+    if at.trained is not None:
+        loader.dataset.resume_without(at.epoch, at.trained)  # type: ignore[attr-defined]
+        log.info("resuming mid-epoch: %d samples of it trained on are left out", at.trained.sum())
         return loader
     if isinstance(loader.sampler, EpochSampler) and at.samples is not None:
         loader.sampler.skip(at.samples)

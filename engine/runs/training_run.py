@@ -12,8 +12,10 @@ from typing import Any
 
 from omegaconf import DictConfig
 from torch.optim import Optimizer
+from torch.utils.data import IterableDataset
 
 from engine.core.io import remove_stale_temporaries
+from engine.data.sample_ids import tag_samples
 from engine.data.samplers import EpochSampler
 from engine.runs.checkpoint_checks import RunShape, problem_with
 from engine.runs.checkpoint_files import CheckpointError, Checkpoints, load_checkpoint
@@ -28,10 +30,11 @@ from engine.runs.outputs import (
     save_resolved_config,
     write_resolved_config,
 )
-from engine.runs.resume import KEY_FILE, check_stream_position, config_key, find_resume_state
+from engine.runs.resume import KEY_FILE, config_key, find_resume_state
 from engine.runs.run_dir import claim_run_dir
 from engine.runs.run_state import Checkpointer, Progress, StepState
 from engine.runs.sample_log import SampleLog
+from engine.runs.stream_resume import TrainedSamples, check_stream_resume, left_out
 from engine.training.assemble import Components
 from engine.training.batches import DeviceBatch, batch_grid
 from engine.training.distributed import init_distributed
@@ -67,10 +70,16 @@ class TrainingRun:
         claim_run_dir(self.out, asked, self.resumed, key, self.checkpoints)
         loader, settings = parts.train_loader, parts.settings
         self.record = run_record(loader, settings.grad_accum, ranks.world_size)
+        stream = isinstance(loader.dataset, IterableDataset)
+        # a stream's samples trained on this epoch, for its mid-epoch checkpoints: it tags
+        # them from now on (its loader's collate takes the tags off), as no other use needs
+        self.trained = TrainedSamples() if stream else None
+        if stream:
+            tag_samples(loader.dataset)
         if self.resumed is not None:
             path, state = self.resumed
-            check_resume(state, self.record, settings.resume_granularity, path)
-            check_stream_position(state, loader)
+            check_resume(state, self.record, settings.resume_granularity, path, stream)
+            check_stream_resume(state, loader, Topology(**self.record["topology"]), path)
         if ranks.is_main:
             write_resolved_config(self.config, self.out)
             folder.mkdir(parents=True, exist_ok=True)
@@ -122,6 +131,9 @@ class TrainingRun:
         if progress.mid_epoch:  # in this job's batches (another topology: engine/runs/elastic)
             here = Topology(**self.record["topology"])
             progress.batch, progress.samples = resumed_position(state, here)
+            progress.trained = left_out(state, self.parts.train_loader, here)
+            if self.trained is not None:
+                self.trained.load(state)
         best = path.parent / "best.pt"
         if best.is_file() and self._fits(best, state):
             self.checkpoints.adopt_best(best)
@@ -167,6 +179,7 @@ class TrainingRun:
             stop,
             self.flush,
             self.used,
+            self.trained.state if self.trained is not None else lambda epoch: None,
         )
 
     def flush(self) -> None:
@@ -184,7 +197,11 @@ class TrainingRun:
         return loader.sampler.used(batches, loader.batch_size)
 
     def record_samples(self, epoch: int, step: int, batch: DeviceBatch) -> None:
-        """trainer.record_samples: `batch` is trained on in optimizer step `step` of `epoch`."""
+        """`batch` is trained on in optimizer step `step` of `epoch`: a row per sample in
+        samples.csv (trainer.record_samples), and a stream notes its samples as trained on
+        in the epoch (engine/runs/stream_resume.py)."""
+        if self.trained is not None:
+            self.trained.add(epoch, batch.ids)
         if self.samples is not None:
             self.samples.add(epoch, step, batch)
 

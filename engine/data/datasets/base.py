@@ -49,7 +49,11 @@ Methods (optional):
         ``("", index)`` for a single source. Read by samples.csv (trainer.record_samples).
 
 Streams (`StreamDataset`) also provide ``distribute(rank, world_size)`` (read only this rank's
-share, needed under torchrun) and ``local_shards`` (the shards this rank reads, or None).
+share, needed under torchrun) and ``local_shards`` (the shards this rank reads, or None), and
+may provide ``resume_without(epoch, trained)``: leave the samples ``trained`` (a bool numpy
+array over the split's indices) out of the pass of ``epoch``, its ``__len__`` then counting what
+is left, so a mid-epoch checkpoint resumes on another number of ranks or loader workers
+(engine/runs/stream_resume.py; without it such a resume is refused). It needs ``tags_samples``.
 """
 
 from __future__ import annotations

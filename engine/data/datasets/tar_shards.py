@@ -64,6 +64,8 @@ class TarShardDataset(StreamDataset):
     worker, so the split stays exact) and samples pass through a `shuffle_buffer` per worker.
     A sample's random transform is seeded by (seed, epoch, its index in the split), so a run
     resumed mid-epoch (which replays the epoch's first batches) draws the same augmentations.
+    A run resumed on another topology calls `resume_without` instead: that epoch's pass leaves
+    out the samples the interrupted run trained on (engine/runs/stream_resume.py).
     """
 
     def __init__(
@@ -151,6 +153,7 @@ class TarShardDataset(StreamDataset):
             )
         self._epoch = 0
         self._iterations_since_set = 0
+        self._left_out: tuple[int, np.ndarray] | None = None  # (epoch, its trained samples)
 
     def _read_classes(self, classes_file: str | None) -> list[str] | None:
         first = self.shards[0]
@@ -175,9 +178,36 @@ class TarShardDataset(StreamDataset):
 
     def __len__(self) -> int:
         """Samples per epoch of the longest rank's share (all samples in a single process): the
-        same number on every rank, so all ranks plan the same learning-rate schedule."""
-        w = self.world_size
-        return max(sum(self.shard_sizes[r::w]) for r in range(w))
+        same number on every rank, so all ranks plan the same learning-rate schedule. In the
+        pass `resume_without` shortened, the longest rank's share of the samples left."""
+        w, (shards, left) = self.world_size, self._plan(self._epoch)
+        return max(sum(left[s] for s in shards[r::w]) for r in range(w))
+
+    def resume_without(self, epoch: int, trained: np.ndarray) -> None:
+        """Leave the split's samples `trained` (a bool per index; past its end: not trained)
+        out of the pass of `epoch`: shards wholly trained on are not opened, and the rest are
+        split over the ranks and workers as if they were the whole split. Later epochs are
+        whole again."""
+        total = sum(self.shard_sizes)
+        if len(trained) > total:
+            raise ValueError(
+                f"trainer.resume: the checkpoint's epoch {epoch} trained on samples of a split "
+                f"of {len(trained)}, dataset.{self.split}_shards has {total}: resume with the "
+                "shards it was trained on, or from a checkpoint saved at an epoch's end."
+            )
+        self._left_out = (epoch, np.pad(np.asarray(trained, bool), (0, total - len(trained))))
+
+    def _plan(self, epoch: int) -> tuple[list[int], list[int]]:
+        """The shards the pass of `epoch` reads (before the rank split) and each shard's number
+        of samples to read."""
+        if self._left_out is None or self._left_out[0] != epoch:
+            return list(range(len(self.shards))), list(self.shard_sizes)
+        trained = self._left_out[1]
+        left = [
+            n - int(trained[a : a + n].sum())
+            for a, n in zip(self.starts, self.shard_sizes, strict=True)
+        ]
+        return [s for s, n in enumerate(left) if n], left
 
     def set_epoch(self, epoch: int) -> None:
         """Seed the next pass; persistent workers keep counting passes on their own copy."""
@@ -204,10 +234,13 @@ class TarShardDataset(StreamDataset):
         self._iterations_since_set += 1
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        shards = list(range(len(self.shards)))[self.rank :: self.world_size]
+        shards = self._plan(epoch)[0][self.rank :: self.world_size]
         if self.shuffle:
             random.Random(f"{self.seed}-{epoch}").shuffle(shards)
         items = (item for shard in shards[worker::workers] for item in self._read(shard))
+        if self._left_out is not None and self._left_out[0] == epoch:
+            trained = self._left_out[1]
+            items = (i for i in items if isinstance(i, BadSample) or not trained[i[0]])
         if self.shuffle and self.shuffle_buffer > 1:
             rng = random.Random(f"{self.seed}-{epoch}-{self.rank}-{worker}")
             items = shuffle_buffer(items, self.shuffle_buffer, rng)
