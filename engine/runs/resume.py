@@ -44,6 +44,8 @@ RESULT_NEUTRAL_KEYS = (
     "dataset.backoff",
     "dataset.read_timeout",
     "dataset.manifest_cache",
+    "cache.dir",  # where mode=cache writes (dataset=cache names what it reads in dataset.root)
+    "shards.dir",  # where mode=shards writes
 )
 
 
