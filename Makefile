@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-start bench-threads bench-peers stress-torchrun gpu-check new-project docs-outputs test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-sampling bench-start bench-threads bench-peers stress-torchrun gpu-check new-project docs-outputs test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ bench-ab: $(STAMP)  ## this checkout against another commit (REF=...), mode=benc
 
 gpu-check: $(STAMP)  ## on CUDA: data wait feeding ResNet-50 (prefetch x pinning), GPU vs CPU JPEG decode; writes BENCHMARKS.md (tiny smoke run without CUDA)
 	$(BIN)/python -m bench.gpu_check $(ARGS)
+
+bench-sampling: data  ## dataset=mix and trainer.record_samples=true against the plain loader in the training loop, side by side; into BENCHMARKS.md
+	$(BIN)/python -m bench.sampling $(ARGS)
 
 bench-start: $(STAMP)  ## loader workers started by forkserver (the default under torchrun) against fork: first batch, epoch, re-entry; into BENCHMARKS.md
 	$(BIN)/python -m bench.start_methods $(ARGS)

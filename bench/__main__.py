@@ -9,8 +9,10 @@ template (normalised float and uint8 output, and from the cache), timm and DALI 
 fresh buffers (bench/normalize.py), ResNet-18 training, tar shards
 streamed over HTTP next to local disk and webdataset (bench/shards.py); checks that
 `train.py mode=benchmark` measures what the harness does; then how start-up and memory grow
-with the dataset (bench/growth.py; alone: `--only growth`, `make bench-growth`); prints the
-tables and puts them into BENCHMARKS.md with the command, date, versions and machine.
+with the dataset (bench/growth.py; alone: `--only growth`, `make bench-growth`), and what
+dataset=mix and trainer.record_samples cost in the training loop (bench/sampling.py; alone:
+`make bench-sampling`); prints the tables and puts them into BENCHMARKS.md with the command,
+date, versions and machine.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from bench import (
     normalize,
     peers,
     report,
+    sampling,
     shards,
     startup,
     tensors,
@@ -204,16 +207,28 @@ def growth_block(args: argparse.Namespace) -> None:
         say(f"written into BENCHMARKS.md ({wall:.0f} s)")
 
 
+def sampling_block(args: argparse.Namespace) -> None:
+    """dataset=mix and trainer.record_samples against the plain loader (its own block)."""
+    say("dataset=mix and trainer.record_samples in the training loop ...")
+    text = sampling.section(max(3, args.repeats // 2), say)
+    blocks.publish(text, sampling.BLOCK, write=not args.no_write)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (>= 5)")
     parser.add_argument("--workers", type=int, default=2, help="loader workers / DALI threads")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md")
-    parser.add_argument("--only", choices=["shards", "growth"], help="run this section alone")
+    parser.add_argument(
+        "--only", choices=["shards", "growth", "sampling"], help="run this section alone"
+    )
     args = parser.parse_args()
     if args.only == "growth":
         growth_block(args)
+        return
+    if args.only == "sampling":
+        sampling_block(args)
         return
     start = time.perf_counter()
     say("writing the seeded JPEGs (once) ...")
@@ -286,6 +301,7 @@ def main() -> None:
         blocks.write_block(Path("BENCHMARKS.md"), text)
         say(f"written into BENCHMARKS.md ({wall:.0f} s)")
     growth_block(args)
+    sampling_block(args)
 
 
 if __name__ == "__main__":

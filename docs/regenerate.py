@@ -164,6 +164,11 @@ OUTPUTS = {
         SERVE,
         STOP_SERVING,
     ),
+    "elastic-resume": Output(
+        "python docs/elastic_resume.py",
+        "{py} docs/elastic_resume.py",
+        r"^uninterrupted|^killed|resumed from|^steps with|^epochs using|^final val/loss|^device",
+    ),
     "torchrun": Output(
         "torchrun --standalone --nproc_per_node=2 train.py trainer.max_epochs=2",
         "{py} -m torch.distributed.run --standalone --nproc_per_node=2 train.py "

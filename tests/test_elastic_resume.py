@@ -64,12 +64,15 @@ def _killed(make_cfg, monkeypatch, out: Path, *overrides: str) -> None:
     monkeypatch.undo()
 
 
+@pytest.mark.parametrize("sampler", ["random", "weighted"])  # weighted: draws repeat
 def test_the_global_batch_split_otherwise_trains_the_same_samples_per_step(
-    make_cfg, tmp_path, monkeypatch, uninterrupted
+    make_cfg, tmp_path, monkeypatch, sampler
 ) -> None:
-    whole, expected = uninterrupted
+    whole = tmp_path / "whole"
+    order = f"sampler={sampler}"
+    expected = train(make_cfg(*RUN, order, "loader.batch_size=8", f"paths.output_dir={whole}"))
     out = tmp_path / "split"
-    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8", "loader.num_workers=0")
+    _killed(make_cfg, monkeypatch, out, order, "loader.batch_size=8", "loader.num_workers=0")
     assert max(samples_by_step(out)) == 8  # the killed steps 9 were never written
     metrics = train(
         make_cfg(
@@ -78,12 +81,14 @@ def test_the_global_batch_split_otherwise_trains_the_same_samples_per_step(
             "trainer.grad_accum=2",
             "loader.num_workers=2",
             "trainer.resume=auto",
+            order,
             f"paths.output_dir={out}",
         )
     )
     assert samples_by_step(out) == samples_by_step(whole)
-    for counts in epoch_counts(out).values():
-        assert sorted(counts) == list(range(48)) and set(counts.values()) == {1}
+    if sampler == "random":
+        for counts in epoch_counts(out).values():
+            assert sorted(counts) == list(range(48)) and set(counts.values()) == {1}
     assert metrics["val/loss"] == pytest.approx(expected["val/loss"], rel=1e-4)
     state = load_checkpoint(out / "checkpoints" / "last.pt")
     assert state["topology"] == {
@@ -92,7 +97,36 @@ def test_the_global_batch_split_otherwise_trains_the_same_samples_per_step(
         "batch_size": 4,
         "grad_accum": 2,
     }
-    assert state["data"]["size"] == 48 and state["sampler"]["kind"] == "RandomOrder"
+    kind = {"random": "RandomOrder", "weighted": "WeightedOrder"}[sampler]
+    assert state["data"]["size"] == 48 and state["sampler"]["kind"] == kind
+
+
+@pytest.mark.parametrize(
+    ("kind", "batch"),
+    [
+        (("dataset=tensor",), 8),  # whole batches fetched at once (returns_batches)
+        (("experiment=sequence_demo",), 64),  # token sequences padded by collate=pad
+        (("dataset=csv",), 8),
+    ],
+)
+def test_every_map_style_kind_resumes_with_another_split_and_records_its_samples(
+    make_cfg, tmp_path, monkeypatch, kind, batch
+) -> None:
+    run = (
+        *kind,
+        "trainer.max_epochs=2",
+        "trainer.record_samples=true",
+        "trainer.checkpoint.every_n_steps=2",
+    )
+    whole, out = tmp_path / "whole", tmp_path / "split"
+    train(make_cfg(*run, f"loader.batch_size={batch}", f"paths.output_dir={whole}"))
+    kill_at_step(monkeypatch, 3)
+    with pytest.raises(RuntimeError, match="killed"):
+        train(make_cfg(*run, f"loader.batch_size={batch}", f"paths.output_dir={out}"))
+    monkeypatch.undo()
+    split = (f"loader.batch_size={batch // 2}", "trainer.grad_accum=2", "trainer.resume=auto")
+    train(make_cfg(*run, *split, f"paths.output_dir={out}"))
+    assert samples_by_step(out) == samples_by_step(whole)
 
 
 def test_another_global_batch_is_refused_in_one_line(make_cfg, tmp_path, monkeypatch) -> None:
