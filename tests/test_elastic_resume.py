@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import os
 import shutil
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.runs.checkpoint_files import load_checkpoint
+from engine.runs.checkpoint_files import load_checkpoint, save_checkpoint
 from src.loop import train
 from tests.train_process import kill_at_step
 
@@ -179,7 +180,7 @@ def _relabelled(listing: Path) -> None:
 
 
 CHANGES = {  # how the data changed under the checkpoint -> what the refusal says
-    "moved": "48 files are not the checkpoint's (renamed, replaced or reordered)",
+    "moved": "48 files are not the checkpoint's (renamed, reordered, or some removed",
     "added": "49 samples, the checkpoint's 48 (1 added)",
     "relabelled": "the checkpoint's, but their labels differ (relabelled)",
 }
@@ -277,3 +278,116 @@ def test_rows_of_the_killed_tail_are_dropped_when_resumed_in_a_new_run_dir(
         )
     )
     assert samples_by_step(tmp_path / "second") == samples_by_step(whole)
+
+
+def test_record_samples_leaves_out_unreadable_files_under_skip(
+    make_cfg, demo_dir, tmp_path
+) -> None:
+    tree = tmp_path / "imagefolder"
+    shutil.copytree(demo_dir / "imagefolder", tree)
+    bad = sorted((tree / "train" / "star").iterdir())[0]
+    bad.write_bytes(b"junk")
+    skip = ("dataset.on_error=skip", "dataset.max_bad_fraction=0.2", f"dataset.root={tree}")
+    out = tmp_path / "run"
+    train(
+        make_cfg(
+            *RUN, *skip, "trainer.max_epochs=1", "loader.batch_size=8", f"paths.output_dir={out}"
+        )
+    )
+    with open(out / "samples.csv", newline="") as f:
+        paths = [row["path"] for row in csv.DictReader(f)]
+    assert len(paths) == 47 and str(bad) not in paths
+
+
+def test_a_checkpoint_without_the_record_replays_only_its_own_batches(
+    make_cfg, tmp_path, monkeypatch
+) -> None:
+    """An older engine's mid-epoch checkpoint (no topology, no samples_done) is replayed batch
+    by batch: another split of its global batch would replay other samples, so is refused."""
+    out = tmp_path / "run"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8")
+    last = out / "checkpoints" / "last.pt"
+    old = {
+        k: v
+        for k, v in load_checkpoint(last).items()
+        if k not in ("topology", "sampler", "data", "samples_done")
+    }
+    save_checkpoint(last, old)
+    split = ("loader.batch_size=4", "trainer.grad_accum=2", f"trainer.resume={last}")
+    with pytest.raises(ValueError, match=r"loader\.batch_size 8 x trainer\.grad_accum 1, this one"):
+        train(make_cfg(*RUN, *split))
+    train(
+        make_cfg(*RUN, "loader.batch_size=8", f"trainer.resume={last}", f"paths.output_dir={out}")
+    )
+    for counts in epoch_counts(out).values():
+        assert sorted(counts) == list(range(48)) and set(counts.values()) == {1}
+
+
+def test_limit_train_batches_with_another_split_is_refused(make_cfg, tmp_path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    limit = "trainer.limit_train_batches=5"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8", limit)
+    split = ("loader.batch_size=4", "trainer.grad_accum=2", limit, f"trainer.resume={out}")
+    with pytest.raises(ValueError, match="limit_train_batches=5 counts each rank's batches"):
+        train(make_cfg(*RUN, *split))
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        (("dataset=mix",), ("dataset=mix", "dataset.sources.folder.weight=0.5")),
+        (("sampler=weighted",), ("sampler=weighted", "sampler.replacement=false")),
+    ],
+)
+def test_another_mix_or_weighted_draw_mid_epoch_is_refused(
+    make_cfg, tmp_path, monkeypatch, first, then
+) -> None:
+    out = tmp_path / "run"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8", *first)
+    with pytest.raises(ValueError, match="this run draws"):
+        train(make_cfg(*RUN, "loader.batch_size=8", *then, f"trainer.resume={out}"))
+
+
+def test_data_staged_to_another_folder_resumes_mid_epoch(
+    make_cfg, demo_dir, tmp_path, monkeypatch
+) -> None:
+    """A requeued job that copies its data into its own $TMPDIR reads the same listing."""
+    first, second = tmp_path / "a" / "imagefolder", tmp_path / "b" / "imagefolder"
+    shutil.copytree(demo_dir / "imagefolder", first)
+    shutil.copytree(demo_dir / "imagefolder", second)
+    out = tmp_path / "run"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8", f"dataset.root={first}")
+    train(
+        make_cfg(
+            *RUN,
+            "loader.batch_size=8",
+            f"dataset.root={second}",
+            f"trainer.resume={out}",
+            f"paths.output_dir={out}",
+        )
+    )
+    for counts in epoch_counts(out).values():
+        assert sorted(counts) == list(range(48)) and set(counts.values()) == {1}
+
+
+def test_samples_csv_keeps_names_that_are_not_utf8_across_a_resume(
+    make_cfg, demo_dir, tmp_path, monkeypatch
+) -> None:
+    tree = tmp_path / "imagefolder"
+    shutil.copytree(demo_dir / "imagefolder", tree)
+    star = sorted((tree / "train" / "star").iterdir())[0]
+    odd = os.fsencode(star.parent) + b"/caf\xe9.jpg"
+    os.rename(star, odd)
+    out = tmp_path / "run"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8", f"dataset.root={tree}")
+    train(
+        make_cfg(
+            *RUN,
+            "loader.batch_size=8",
+            f"dataset.root={tree}",
+            f"trainer.resume={out}",
+            f"paths.output_dir={out}",
+        )
+    )
+    data = (out / "samples.csv").read_bytes()
+    assert data.count(b"caf\xe9.jpg") == 2  # once an epoch, byte for byte

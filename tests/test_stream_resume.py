@@ -138,3 +138,18 @@ def test_one_process_stopped_mid_epoch_goes_on_as_two_ranks_each_sample_once(
     _each_once(out)
     ranks = Counter(line.split(",")[2] for line in (out / "samples.csv").read_text().splitlines())
     assert ranks["0"] and ranks["1"]  # both ranks trained
+
+
+def test_a_leave_out_pass_stopped_again_is_never_replayed(make_cfg, tmp_path, monkeypatch) -> None:
+    """2 workers, stopped; resumed on 0 workers (a leave-out pass), stopped again; resumed on
+    0 workers once more: that pass did not begin as an uninterrupted one would, so replaying
+    its first batches would repeat some samples and lose others."""
+    out = tmp_path / "run"
+    _killed_with_2_workers(make_cfg, monkeypatch, out)
+    zero = (*RUN, "loader.num_workers=0", "trainer.resume=auto", f"paths.output_dir={out}")
+    kill_at_step(monkeypatch, 8)
+    with pytest.raises(RuntimeError, match="killed"):
+        train(make_cfg(*zero))
+    monkeypatch.undo()
+    train(make_cfg(*zero))
+    _each_once(out)

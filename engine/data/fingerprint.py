@@ -1,6 +1,7 @@
 """What a checkpoint remembers of the data it was trained on, to tell later whether a run
 resumed from it reads the same samples under the same indices: the train split's size and a
-hash of its listing (each sample's file and label, in index order).
+hash of its listing (each sample's file, relative to the folder the files share, and label,
+in index order). File contents are not read: a file overwritten under its name goes unseen.
 
 Hashing a million file names takes about a second, once per start; an order drawn over a
 changed listing would put other samples into the rest of an interrupted epoch, silently.
@@ -9,6 +10,7 @@ changed listing would put other samples into the rest of an interrupted epoch, s
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import Any
 
 import numpy as np
@@ -31,7 +33,17 @@ def listing_fingerprint(dataset: Dataset) -> dict[str, Any]:
     name = dataset.get_filename  # type: ignore[attr-defined]
     files = None
     if size and not stream and name(0) is not None:
-        files = _digest(f"{name(i)}\n".encode("utf-8", "surrogateescape") for i in range(size))
+        names = [str(name(i)) for i in range(size)]
+        # relative to the folder they share: data staged to another place ($TMPDIR of a
+        # requeued job) is the same listing
+        try:
+            top = os.path.commonpath([os.path.dirname(n) for n in names])
+        except ValueError:  # absolute and relative names mixed: kept as they are
+            top = ""
+        files = _digest(
+            f"{os.path.relpath(n, top) if top else n}\n".encode("utf-8", "surrogateescape")
+            for n in names
+        )
     labels = None if targets is None else _digest([np.asarray(targets, np.int64).tobytes()])
     return {"size": size, "files": files, "labels": labels}
 
@@ -46,8 +58,8 @@ def listing_change(saved: dict[str, Any], now: dict[str, Any]) -> str | None:
         )
     if saved["files"] != now["files"]:
         return (
-            f"the train split's {now['size']} files are not the checkpoint's (renamed, replaced "
-            "or reordered)"
+            f"the train split's {now['size']} files are not the checkpoint's (renamed, reordered, "
+            "or some removed and as many added)"
         )
     if saved["labels"] != now["labels"]:
         return "the train split's files are the checkpoint's, but their labels differ (relabelled)"

@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset
 
 from engine.core.seeding import derive_seed
+from engine.data.bad_samples import BadSample
 from engine.data.in_flight import ReadingSlots
 from engine.data.sample_ids import SampleIds, Tagged
 from engine.data.samplers import Draw
@@ -56,7 +57,10 @@ class SeededSamples(DatasetWrapper):
         # a repeated draw (samplers.Draw) of the same index gets its own augmentation
         repeat = (index.occurrence,) if isinstance(index, Draw) else ()
         item = self._fetch(index, self.dataset.__getitem__, index, index, *repeat)
-        return Tagged(item, index) if self.tags_samples else item
+        # a bad sample (on_error=skip) keeps its own record: left out of the batch, no row
+        return (
+            Tagged(item, index) if self.tags_samples and not isinstance(item, BadSample) else item
+        )
 
     def __getitems__(self, indices: list[int]) -> Any:
         if not self.dataset.returns_batches:

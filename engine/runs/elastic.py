@@ -54,11 +54,19 @@ class Topology:
 
 
 def _sampler(loader: DataLoader) -> dict[str, Any]:
+    """What decides the train order besides the epoch: the sampler's kind, seed and draws per
+    epoch, sampler=weighted's replacement, and a mix's sources (name, size, weight)."""
     sampler = loader.sampler
-    if isinstance(sampler, EpochSampler):
-        return {"kind": type(sampler).__name__, "seed": sampler.seed, "draws": sampler.num_samples}
-    seed = getattr(loader.dataset, "seed", None)  # a stream shuffles itself
-    return {"kind": type(sampler or loader.dataset).__name__, "seed": seed, "draws": None}
+    if not isinstance(sampler, EpochSampler):
+        seed = getattr(loader.dataset, "seed", None)  # a stream shuffles itself
+        return {"kind": type(sampler or loader.dataset).__name__, "seed": seed, "draws": None}
+    record = {"kind": type(sampler).__name__, "seed": sampler.seed, "draws": sampler.num_samples}
+    if hasattr(sampler, "replacement"):
+        record["replacement"] = sampler.replacement
+    sources = getattr(loader.dataset, "sources", ())
+    if sources:
+        record["sources"] = [[s.name, s.size, s.weight] for s in sources]
+    return record
 
 
 def run_record(loader: DataLoader, grad_accum: int, world_size: int) -> dict[str, Any]:
@@ -77,12 +85,14 @@ def check_resume(
     granularity: str,
     path: Path,
     stream: bool = False,
+    limit: int | None = None,
 ) -> None:
     """Refuse, in one line naming the keys and the fix, a resume of `state` (from `path`)
     that would train on other samples than the interrupted run: mid-epoch on changed data,
     with another order, or with another global batch (unless `granularity` is "sample");
     an epoch-end checkpoint on changed data goes on with a warning. `now`: run_record's.
-    A `stream`'s topology is checked by engine/runs/stream_resume.check_stream_resume."""
+    A `stream`'s topology is checked by engine/runs/stream_resume.check_stream_resume;
+    `limit` is trainer.limit_train_batches, which counts each rank's batches."""
     mid = state["batches_done"] is not None
     where = f"trainer.resume: {path} stopped mid-epoch {state['epoch']}"
     change = listing_change(state["data"], now["data"]) if "data" in state else None
@@ -97,26 +107,37 @@ def check_resume(
     if not mid:
         return
     saved_order, order = state.get("sampler"), now["sampler"]
-    if saved_order is not None and saved_order != order:
+    if saved_order is not None and any(order.get(k) != v for k, v in saved_order.items()):
         raise ValueError(
             f"{where} drawing {_order(saved_order)}, this run draws {_order(order)}: the rest "
             "of the epoch would hold other samples; resume with that sampler and trainer.seed, "
             "or from a checkpoint saved at an epoch's end."
         )
-    saved = Topology(**state["topology"]) if "topology" in state else None
     here = Topology(**now["topology"])
+    saved = saved_topology(state, here)
     if state.get("samples_done") is None:  # a replayed order: its batches, its ranks
         if not stream:
-            _check_replay(state, saved, here, where)
+            _check_replay(saved, here, where)
         return
-    assert saved is not None  # samples_done is written with the topology
+    if limit is not None and (saved.batch_size, saved.world_size) != (
+        here.batch_size,
+        here.world_size,
+    ):
+        raise ValueError(
+            f"{where} with loader.batch_size {saved.batch_size} on {saved.world_size} rank(s), "
+            f"this run has {here.batch_size} on {here.world_size}, and trainer."
+            f"limit_train_batches={limit} counts each rank's batches, so it would cut the "
+            f"epoch elsewhere: resume with loader.batch_size={saved.batch_size} on "
+            f"{saved.world_size} rank(s), or without trainer.limit_train_batches."
+        )
     if saved.global_batch == here.global_batch:
         return
     if granularity == "sample":
         log.warning(
             "%s with a global batch of %s; this run's is %s: going on from the next unused "
-            "sample (trainer.resume_granularity=sample), so no sample is lost or repeated but "
-            "the remaining steps group the samples differently from an uninterrupted run.",
+            "sample (trainer.resume_granularity=sample), so no sample is lost or repeated "
+            "(but for the short last batch loader.drop_last=true drops) and the remaining "
+            "steps group the samples differently from an uninterrupted run.",
             where,
             saved.described(),
             here.described(),
@@ -133,22 +154,38 @@ def check_resume(
 
 def _order(record: dict[str, Any]) -> str:
     draws = f", {record['draws']} draws" if record.get("draws") is not None else ""
+    if "replacement" in record:
+        draws += f", replacement={str(record['replacement']).lower()}"
+    if "sources" in record:
+        mix = ", ".join(f"{name} {size} x {weight:g}" for name, size, weight in record["sources"])
+        draws += f", sources {mix}"
     return f"{record['kind']} (seed {record['seed']}{draws})"
 
 
-def _check_replay(
-    state: dict[str, Any], saved: Topology | None, here: Topology, where: str
-) -> None:
-    """A replayed order goes on with as many ranks and the same per-rank batch."""
-    ranks = saved.world_size if saved else state.get("world_size", 1)
-    batch = saved.batch_size if saved else here.batch_size
-    if (ranks, batch) != (here.world_size, here.batch_size):
+def saved_topology(state: dict[str, Any], here: Topology) -> Topology:
+    """The topology of the job that wrote `state`: recorded, or (an engine before the record)
+    its world size and workers with the batch and accumulation of its saved config."""
+    if "topology" in state:
+        return Topology(**state["topology"])
+    config = state.get("config") or {}
+    batch = (config.get("loader") or {}).get("batch_size", here.batch_size)
+    accum = (config.get("trainer") or {}).get("grad_accum", here.grad_accum)
+    workers = state.get("num_workers", here.num_workers)
+    return Topology(state.get("world_size", 1), workers, batch, accum)
+
+
+def _check_replay(saved: Topology, here: Topology, where: str) -> None:
+    """A replayed order goes on with as many ranks, the same per-rank batch and accumulation."""
+    then = (saved.world_size, saved.batch_size, saved.grad_accum)
+    if then != (here.world_size, here.batch_size, here.grad_accum):
         raise ValueError(
-            f"{where} in a job of {ranks} process(es) with loader.batch_size {batch}, this one "
-            f"has {here.world_size} with {here.batch_size}, and its order (a stream or a "
-            f"sampler that is no EpochSampler) is replayed batch by batch: resume with {ranks} "
-            f"process(es) (torchrun --nnodes x --nproc_per_node) and loader.batch_size={batch}, "
-            "or from a checkpoint saved at an epoch's end."
+            f"{where} in a job of {saved.world_size} process(es) x loader.batch_size "
+            f"{saved.batch_size} x trainer.grad_accum {saved.grad_accum}, this one has "
+            f"{here.world_size} x {here.batch_size} x {here.grad_accum}, and its order (a "
+            "sampler that is no EpochSampler, or a checkpoint of an older engine) is replayed "
+            f"batch by batch: resume with {saved.world_size} process(es), loader.batch_size="
+            f"{saved.batch_size} and trainer.grad_accum={saved.grad_accum}, or from a "
+            "checkpoint saved at an epoch's end."
         )
 
 

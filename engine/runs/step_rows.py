@@ -13,8 +13,8 @@ from engine.core.io import atomic_writer
 
 def _complete_lines(path: Path) -> Iterator[str]:
     """The lines of `path` after its header, streamed; a last line cut short by a kill is left
-    out."""
-    with path.open(encoding="utf-8", newline="") as f:
+    out. Names that are not UTF-8 (written with surrogateescape) come back byte for byte."""
+    with path.open(encoding="utf-8", errors="surrogateescape", newline="") as f:
         next(f, None)
         for line in f:
             if line.endswith("\n"):
@@ -34,4 +34,4 @@ def start_with_rows_before(
                 continue
             for line in _complete_lines(source):
                 if int(line.split(",", column + 1)[column]) < step:
-                    out.write(line.encode("utf-8"))
+                    out.write(line.encode("utf-8", "surrogateescape"))

@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from engine.data.sample_ids import SampleIds
-from engine.runs.elastic import Topology
+from engine.runs.elastic import Topology, saved_topology
 from engine.training.distributed import gather_objects
 
 log = logging.getLogger(__name__)
@@ -37,11 +37,15 @@ class TrainedSamples:
         self.epoch: int | None = None
         self.mask = np.zeros(0, bool)
         self.complete = True  # every batch of the epoch carried its ids
+        # the pass began as an uninterrupted one would (or replayed such a start): a job of
+        # the same topology can replay it; a pass that left samples out cannot be replayed
+        self.replayable = True
 
     def add(self, epoch: int, ids: SampleIds | None) -> None:
         """The samples `ids` of one batch of `epoch` (None: an untagged batch) are trained on."""
         if epoch != self.epoch:
             self.epoch, self.mask, self.complete = epoch, np.zeros(0, bool), True
+            self.replayable = True
         if ids is None:
             self.complete = False
             return
@@ -61,14 +65,23 @@ class TrainedSamples:
         union = np.zeros(size, bool)
         for mask in masks:
             union[: len(mask)] |= mask
-        return {"epoch": epoch, "size": size, "bits": torch.from_numpy(np.packbits(union))}
+        bits = torch.from_numpy(np.packbits(union))
+        return {"epoch": epoch, "size": size, "bits": bits, "replayable": self.replayable}
 
-    def load(self, state: dict[str, Any]) -> None:
-        """Go on counting from a mid-epoch checkpoint's `state` (its replay or leave-out); one
-        that does not record its samples leaves this epoch's set incomplete (None when saved)."""
+    def load(self, state: dict[str, Any], leaving_out: bool) -> None:
+        """Go on counting from a mid-epoch checkpoint's `state`, replayed or (`leaving_out`)
+        with its trained samples left out; one that does not record its samples leaves this
+        epoch's set incomplete (None when saved)."""
         saved = trained_in(state)
         self.epoch, self.complete = state["epoch"], saved is not None
         self.mask = saved if saved is not None else np.zeros(0, bool)
+        self.replayable = not leaving_out and _replayable(state)
+
+
+def _replayable(state: dict[str, Any]) -> bool:
+    """Whether the pass `state` stopped began as an uninterrupted one (not a leave-out)."""
+    record = state.get(KEY)
+    return record is None or record.get("replayable", True)
 
 
 def trained_in(state: dict[str, Any]) -> np.ndarray | None:
@@ -79,18 +92,12 @@ def trained_in(state: dict[str, Any]) -> np.ndarray | None:
     return np.unpackbits(record["bits"].numpy(), count=record["size"]).astype(bool)
 
 
-def _saved_topology(state: dict[str, Any], here: Topology) -> Topology:
-    if "topology" in state:
-        return Topology(**state["topology"])
-    ranks, workers = state.get("world_size", 1), state.get("num_workers")
-    return Topology(ranks, workers, here.batch_size, here.grad_accum)  # type: ignore[arg-type]
-
-
 def _replays(state: dict[str, Any], here: Topology) -> bool:
-    """Whether this job splits the stream as the checkpoint's did, so it replays its batches."""
-    saved = _saved_topology(state, here)
+    """Whether this job splits the stream as the checkpoint's did and the pass it stopped began
+    as an uninterrupted one would, so it replays its batches."""
+    saved = saved_topology(state, here)
     fields = ("world_size", "num_workers", "batch_size")
-    return all(getattr(saved, f) == getattr(here, f) for f in fields)
+    return _replayable(state) and all(getattr(saved, f) == getattr(here, f) for f in fields)
 
 
 def check_stream_resume(
@@ -103,7 +110,7 @@ def check_stream_resume(
         return
     if _replays(state, here):
         return
-    saved = _saved_topology(state, here)
+    saved = saved_topology(state, here)
     name = type(stream).__name__
     where = (
         f"trainer.resume: {path} stopped {name} mid-epoch {state['epoch']} in a job of "

@@ -78,7 +78,8 @@ class TrainingRun:
             tag_samples(loader.dataset)
         if self.resumed is not None:
             path, state = self.resumed
-            check_resume(state, self.record, settings.resume_granularity, path, stream)
+            granularity, limit = settings.resume_granularity, settings.limit_train_batches
+            check_resume(state, self.record, granularity, path, stream, limit)
             check_stream_resume(state, loader, Topology(**self.record["topology"]), path)
         if ranks.is_main:
             write_resolved_config(self.config, self.out)
@@ -133,7 +134,7 @@ class TrainingRun:
             progress.batch, progress.samples = resumed_position(state, here)
             progress.trained = left_out(state, self.parts.train_loader, here)
             if self.trained is not None:
-                self.trained.load(state)
+                self.trained.load(state, leaving_out=progress.trained is not None)
         best = path.parent / "best.pt"
         if best.is_file() and self._fits(best, state):
             self.checkpoints.adopt_best(best)
