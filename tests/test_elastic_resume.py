@@ -328,8 +328,13 @@ def test_limit_train_batches_with_another_split_is_refused(make_cfg, tmp_path, m
     limit = "trainer.limit_train_batches=5"
     _killed(make_cfg, monkeypatch, out, "loader.batch_size=8", limit)
     split = ("loader.batch_size=4", "trainer.grad_accum=2", limit, f"trainer.resume={out}")
-    with pytest.raises(ValueError, match="limit_train_batches=5 counts each rank's batches"):
+    with pytest.raises(ValueError, match=r"cut after 40 samples .* this run cuts them after 20"):
         train(make_cfg(*RUN, *split))
+    same_cut = ("loader.batch_size=4", "trainer.grad_accum=2", "trainer.limit_train_batches=10")
+    train(make_cfg(*RUN, *same_cut, f"trainer.resume={out}", f"paths.output_dir={out}"))
+    whole = tmp_path / "whole"
+    train(make_cfg(*RUN, "loader.batch_size=8", limit, f"paths.output_dir={whole}"))
+    assert samples_by_step(out) == samples_by_step(whole)
 
 
 @pytest.mark.parametrize(
@@ -391,3 +396,10 @@ def test_samples_csv_keeps_names_that_are_not_utf8_across_a_resume(
     )
     data = (out / "samples.csv").read_bytes()
     assert data.count(b"caf\xe9.jpg") == 2  # once an epoch, byte for byte
+
+
+def test_mix_weights_scaled_alike_are_the_same_draw(make_cfg, tmp_path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8", "dataset=mix")
+    scaled = ("dataset.sources.folder.weight=1.5", "dataset.sources.listed.weight=0.5")
+    train(make_cfg(*RUN, "loader.batch_size=8", "dataset=mix", *scaled, f"trainer.resume={out}"))

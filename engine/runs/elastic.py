@@ -65,7 +65,8 @@ def _sampler(loader: DataLoader) -> dict[str, Any]:
         record["replacement"] = sampler.replacement
     sources = getattr(loader.dataset, "sources", ())
     if sources:
-        record["sources"] = [[s.name, s.size, s.weight] for s in sources]
+        total = sum(s.weight for s in sources)  # shares: 1.5 / 0.5 draws as 0.75 / 0.25
+        record["sources"] = [[s.name, s.size, round(s.weight / total, 12)] for s in sources]
     return record
 
 
@@ -119,16 +120,15 @@ def check_resume(
         if not stream:
             _check_replay(saved, here, where)
         return
-    if limit is not None and (saved.batch_size, saved.world_size) != (
-        here.batch_size,
-        here.world_size,
-    ):
+    saved_limit = ((state.get("config") or {}).get("trainer") or {}).get("limit_train_batches")
+    cut, saved_cut = _cut(limit, here), _cut(saved_limit, saved)
+    if cut != saved_cut:
         raise ValueError(
-            f"{where} with loader.batch_size {saved.batch_size} on {saved.world_size} rank(s), "
-            f"this run has {here.batch_size} on {here.world_size}, and trainer."
-            f"limit_train_batches={limit} counts each rank's batches, so it would cut the "
-            f"epoch elsewhere: resume with loader.batch_size={saved.batch_size} on "
-            f"{saved.world_size} rank(s), or without trainer.limit_train_batches."
+            f"{where} with its epochs cut after {saved_cut or 'all'} samples (trainer."
+            f"limit_train_batches={saved_limit} x loader.batch_size {saved.batch_size} x "
+            f"{saved.world_size} rank(s)), this run cuts them after {cut or 'all'} (trainer."
+            f"limit_train_batches counts each rank's batches): resume with trainer."
+            f"limit_train_batches x loader.batch_size x ranks = {saved_cut or 'all samples'}."
         )
     if saved.global_batch == here.global_batch:
         return
@@ -150,6 +150,13 @@ def check_resume(
         "trainer.resume_granularity=sample to go on from the next unused sample (the step "
         "boundaries then move)."
     )
+
+
+def _cut(limit: int | None, topology: Topology) -> int | None:
+    """Samples of the order an epoch trains with trainer.limit_train_batches=`limit`."""
+    if limit is None or topology.batch_size is None:
+        return None
+    return limit * topology.batch_size * topology.world_size
 
 
 def _order(record: dict[str, Any]) -> str:
