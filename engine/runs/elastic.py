@@ -47,6 +47,7 @@ class Topology:
         return self.batch_size * self.world_size * self.grad_accum
 
     def described(self) -> str:
+        """The global batch and the keys that make it, for a refusal or a warning."""
         return (
             f"{self.global_batch} (loader.batch_size {self.batch_size} x {self.world_size} "
             f"rank(s) x trainer.grad_accum {self.grad_accum})"
