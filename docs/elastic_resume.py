@@ -10,7 +10,6 @@ each train sample was used in each epoch, and the final val/loss.
 from __future__ import annotations
 
 import contextlib
-import csv
 import json
 import os
 import signal
@@ -18,10 +17,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
 from pathlib import Path
 
 import psutil
+
+from engine.runs.sample_log import samples_by_step, uses_by_epoch
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -38,24 +38,6 @@ TWO_RANKS = ["loader.batch_size=32", "loader.num_workers=1"]
 ONE_PROCESS = ["loader.batch_size=64", "loader.num_workers=2"]
 TORCHRUN = [PY, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py"]
 KILL_AFTER = "step00000040.pt"  # epoch 2, its 10th step of 30
-
-
-def steps(run: Path) -> dict[int, list[int]]:
-    """samples.csv as step -> the sorted indices trained on in it."""
-    found: dict[int, list[int]] = defaultdict(list)
-    with open(run / "samples.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            found[int(row["step"])].append(int(row["index"]))
-    return {step: sorted(indices) for step, indices in found.items()}
-
-
-def uses(run: Path) -> dict[int, Counter]:
-    """samples.csv as epoch -> how often each train sample was used."""
-    counts: dict[int, Counter] = defaultdict(Counter)
-    with open(run / "samples.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            counts[int(row["epoch"])][int(row["index"])] += 1
-    return counts
 
 
 def val_loss(run: Path) -> float:
@@ -90,10 +72,10 @@ def main() -> None:
         subprocess.run(
             [*TORCHRUN, f"hydra.run.dir={whole}", *RUN, *TWO_RANKS], cwd=ROOT, check=True
         )
-        expected = steps(whole)
+        expected = samples_by_step(whole)
         print(f"uninterrupted: torchrun 2 ranks x 1 worker, batch 32 x 2: {len(expected)} steps")
         killed_job(run)
-        lost = max(steps(run))
+        lost = max(samples_by_step(run))
         print(f"killed with -9 after the checkpoint {KILL_AFTER}: samples.csv ends at step {lost}")
         resumed = subprocess.run(
             [PY, "train.py", f"hydra.run.dir={run}", *RUN, *ONE_PROCESS, "trainer.resume=auto"],
@@ -105,12 +87,13 @@ def main() -> None:
         for line in (resumed.stdout + resumed.stderr).splitlines():
             if "resumed from" in line or "[engine.training.assemble]" in line:
                 print(line.split("] - ", 1)[-1].replace(f"{tmp}/", ""))
-        got = steps(run)
+        got = samples_by_step(run)
         same = sum(got.get(step) == indices for step, indices in expected.items())
         print(f"steps with the uninterrupted job's samples: {same} of {len(expected)}")
-        size = len(uses(whole)[1])
+        size = len(uses_by_epoch(whole)[1])
         once = sum(
-            sorted(c) == list(range(size)) and set(c.values()) == {1} for c in uses(run).values()
+            sorted(c) == list(range(size)) and set(c.values()) == {1}
+            for c in uses_by_epoch(run).values()
         )
         print(f"epochs using each of the {size} train samples exactly once: {once} of 2")
         a, b = val_loss(whole), val_loss(run)

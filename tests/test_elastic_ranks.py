@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from engine.runs.sample_log import samples_by_step
 from tests.cli import run_cli
 from tests.test_distributed import FAULTS, torchrun
-from tests.test_elastic_resume import epoch_counts, samples_by_step
+from tests.test_elastic_resume import assert_each_once
 from tests.train_process import kill_at_step
 
 pytestmark = pytest.mark.process
@@ -53,8 +54,7 @@ def whole(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _same_as_whole(run_dir: Path, whole: Path) -> None:
     assert samples_by_step(run_dir) == samples_by_step(whole)
-    for counts in epoch_counts(run_dir).values():
-        assert sorted(counts) == list(range(48)) and set(counts.values()) == {1}
+    assert_each_once(run_dir)
     assert _val_loss(run_dir) == pytest.approx(_val_loss(whole), rel=1e-5)
 
 

@@ -10,13 +10,13 @@ import csv
 import logging
 import os
 import shutil
-from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 import torch
 
 from engine.runs.checkpoint_files import load_checkpoint, save_checkpoint
+from engine.runs.sample_log import samples_by_step, uses_by_epoch
 from src.loop import train
 from tests.train_process import kill_at_step
 
@@ -33,22 +33,10 @@ RUN = (
 KILLED_AT = 9  # epoch 2, batch 3: the last checkpoint is step 8's, mid-epoch 2
 
 
-def samples_by_step(run: Path) -> dict[int, list[int]]:
-    """samples.csv as step -> the sorted indices trained on in it."""
-    steps: dict[int, list[int]] = defaultdict(list)
-    with open(run / "samples.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            steps[int(row["step"])].append(int(row["index"]))
-    return {step: sorted(indices) for step, indices in steps.items()}
-
-
-def epoch_counts(run: Path) -> dict[int, Counter]:
-    """samples.csv as epoch -> how often each index was trained on."""
-    counts: dict[int, Counter] = defaultdict(Counter)
-    with open(run / "samples.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            counts[int(row["epoch"])][int(row["index"])] += 1
-    return counts
+def assert_each_once(run: Path, size: int = 48) -> None:
+    """Every epoch of `run`'s samples.csv trained on each of the `size` samples exactly once."""
+    for epoch, counts in uses_by_epoch(run).items():
+        assert sorted(counts) == list(range(size)) and set(counts.values()) == {1}, epoch
 
 
 @pytest.fixture
@@ -88,8 +76,7 @@ def test_the_global_batch_split_otherwise_trains_the_same_samples_per_step(
     )
     assert samples_by_step(out) == samples_by_step(whole)
     if sampler == "random":
-        for counts in epoch_counts(out).values():
-            assert sorted(counts) == list(range(48)) and set(counts.values()) == {1}
+        assert_each_once(out)
     assert metrics["val/loss"] == pytest.approx(expected["val/loss"], rel=1e-4)
     state = load_checkpoint(out / "checkpoints" / "last.pt")
     assert state["topology"] == {
@@ -157,9 +144,8 @@ def test_sample_granularity_goes_on_from_the_next_unused_sample(
             )
         )
     assert "group the samples differently" in caplog.text
-    counts = epoch_counts(tmp_path / "resumed")
-    for epoch in (1, 2):  # no sample lost or repeated, though the steps moved
-        assert sorted(counts[epoch]) == list(range(48)) and set(counts[epoch].values()) == {1}
+    assert sorted(uses_by_epoch(tmp_path / "resumed")) == [1, 2]
+    assert_each_once(tmp_path / "resumed")  # no sample lost or repeated, though steps moved
     steps = samples_by_step(tmp_path / "resumed")
     assert [len(steps[s]) for s in range(9, 16)] == [5] * 6 + [2]  # 32 left after step 8
 
@@ -319,8 +305,7 @@ def test_a_checkpoint_without_the_record_replays_only_its_own_batches(
     train(
         make_cfg(*RUN, "loader.batch_size=8", f"trainer.resume={last}", f"paths.output_dir={out}")
     )
-    for counts in epoch_counts(out).values():
-        assert sorted(counts) == list(range(48)) and set(counts.values()) == {1}
+    assert_each_once(out)
 
 
 def test_limit_train_batches_with_another_split_is_refused(make_cfg, tmp_path, monkeypatch) -> None:
@@ -371,8 +356,7 @@ def test_data_staged_to_another_folder_resumes_mid_epoch(
             f"paths.output_dir={out}",
         )
     )
-    for counts in epoch_counts(out).values():
-        assert sorted(counts) == list(range(48)) and set(counts.values()) == {1}
+    assert_each_once(out)
 
 
 def test_samples_csv_keeps_names_that_are_not_utf8_across_a_resume(

@@ -18,7 +18,7 @@ from engine.runs.checkpoint_files import load_checkpoint, save_checkpoint
 from src.loop import train
 from tests.conftest import NARROW_MODEL
 from tests.test_distributed import torchrun
-from tests.test_elastic_resume import epoch_counts
+from tests.test_elastic_resume import assert_each_once
 from tests.train_process import kill_at_step
 
 # the demo's 3 train shards of 16: with 2 workers one reads 2 shards, the other 1; batches of
@@ -31,7 +31,6 @@ RUN = (
     "trainer.record_samples=true",
     "trainer.checkpoint.every_n_steps=3",
 )
-ALL = list(range(48))
 
 
 def _killed_with_2_workers(make_cfg, monkeypatch, out: Path, *overrides: str) -> None:
@@ -41,11 +40,6 @@ def _killed_with_2_workers(make_cfg, monkeypatch, out: Path, *overrides: str) ->
     monkeypatch.undo()
     state = load_checkpoint(out / "checkpoints" / "last.pt")
     assert (state["epoch"], state["batches_done"]) == (1, 3)
-
-
-def _each_once(out: Path) -> None:
-    for epoch, counts in epoch_counts(out).items():
-        assert sorted(counts) == ALL and set(counts.values()) == {1}, epoch
 
 
 def test_resume_left_out_shards_are_not_read_and_the_rest_once(demo_dir, tmp_path) -> None:
@@ -78,7 +72,7 @@ def test_two_workers_stopped_mid_epoch_go_on_with_one_each_sample_once(
     with caplog.at_level("INFO"):
         metrics = train(resumed)
     assert "each sample once but in another order" in caplog.text
-    _each_once(out)  # epoch 1 across the kill, and the whole epoch 2
+    assert_each_once(out)  # epoch 1 across the kill, and the whole epoch 2
     assert metrics["epochs"] == 2
     state = load_checkpoint(out / "checkpoints" / "last.pt")
     assert state["step"] == 24  # 12 steps of 4 samples an epoch, on one worker too
@@ -96,7 +90,7 @@ def test_a_resumed_epoch_stopped_again_keeps_what_both_runs_trained_on(
         )
     monkeypatch.undo()
     train(make_cfg(*RUN, "loader.num_workers=0", "trainer.resume=auto", f"paths.output_dir={out}"))
-    _each_once(out)
+    assert_each_once(out)
 
 
 def test_a_stream_without_its_trained_samples_is_refused_on_another_topology(
@@ -135,7 +129,7 @@ def test_one_process_stopped_mid_epoch_goes_on_as_two_ranks_each_sample_once(
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    _each_once(out)
+    assert_each_once(out)
     ranks = Counter(line.split(",")[2] for line in (out / "samples.csv").read_text().splitlines())
     assert ranks["0"] and ranks["1"]  # both ranks trained
 
@@ -152,4 +146,4 @@ def test_a_leave_out_pass_stopped_again_is_never_replayed(make_cfg, tmp_path, mo
         train(make_cfg(*zero))
     monkeypatch.undo()
     train(make_cfg(*zero))
-    _each_once(out)
+    assert_each_once(out)

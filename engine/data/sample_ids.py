@@ -50,7 +50,7 @@ class TagsCollate:
         self.collate = collate if collate is not None else default_collate
 
     def __call__(self, samples: Any) -> Any:
-        if isinstance(samples, tuple) and samples and isinstance(samples[-1], SampleIds):
+        if split_ids(samples)[1] is not None:
             return samples  # a batch a dataset fetched whole (returns_batches), already tagged
         if not samples or not isinstance(samples[0], Tagged):
             return self.collate(samples)

@@ -13,6 +13,7 @@ TensorBoard drops its points. Off (the default) nothing is tagged, kept or writt
 from __future__ import annotations
 
 import csv
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from torch.utils.data import Dataset
@@ -71,3 +72,22 @@ class SampleLog:
         earlier = previous / FILE
         if self.write and earlier.resolve() != self.path.resolve():
             start_with_rows_before(self.path, [earlier, self.path], COLUMNS, self.start, 1)
+
+
+def samples_by_step(run: Path) -> dict[int, list[int]]:
+    """The run dir `run`'s samples.csv as optimizer step -> the sorted indices it trained on
+    (what two runs compare to tell whether their steps held the same samples)."""
+    steps: dict[int, list[int]] = defaultdict(list)
+    with open(run / FILE, encoding="utf-8", errors="surrogateescape", newline="") as f:
+        for row in csv.DictReader(f):
+            steps[int(row["step"])].append(int(row["index"]))
+    return {step: sorted(indices) for step, indices in steps.items()}
+
+
+def uses_by_epoch(run: Path) -> dict[int, Counter]:
+    """The run dir `run`'s samples.csv as epoch -> how often each index was trained on."""
+    counts: dict[int, Counter] = defaultdict(Counter)
+    with open(run / FILE, encoding="utf-8", errors="surrogateescape", newline="") as f:
+        for row in csv.DictReader(f):
+            counts[int(row["epoch"])][int(row["index"])] += 1
+    return counts
