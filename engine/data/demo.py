@@ -1,4 +1,5 @@
-"""Seeded, deterministic generator of a small procedural shape-classification demo set.
+"""Seeded, deterministic generator of a small procedural shape-classification demo set (and
+its multi-label sibling, engine/data/demo_multilabel.py).
 
 Usage: ``python -m engine.data.demo --out data/demo [--seed 0] [--force] [--small]``.
 """
@@ -23,21 +24,32 @@ import torch
 from PIL import Image, ImageDraw, ImageFilter
 from torchvision.transforms.v2 import functional as F
 
+from engine.data.demo_multilabel import write_multilabel
 from engine.data.demo_sequences import write_sequences
+from engine.data.demo_shapes import CLASSES, draw_shape
 from engine.data.shards.manifest import NAME as MANIFEST
 from engine.data.shards.manifest import build
 from engine.data.shards.members import Rules
 
-CLASSES: tuple[str, ...] = ("circle", "cross", "square", "star", "triangle")
-
-_FORMAT_VERSION = 3  # 3: shards.json, the shard manifest, beside the shards
+_FORMAT_VERSION = 4  # 3: shards.json, the shard manifest, beside the shards; 4: multilabel/
 _SMALL = {
     "train_per_class": (12, 10, 10, 8, 8),
     "val_per_class": 6,
     "shard_size": 16,
     "sequences": 90,
+    "multilabel_train": 40,
+    "multilabel_val": 16,
 }
-_OUTPUTS = ("imagefolder", "tensors", "shards", "sequences", "train.csv", "val.csv", "samples.csv")
+_OUTPUTS = (
+    "imagefolder",
+    "tensors",
+    "shards",
+    "sequences",
+    "train.csv",
+    "val.csv",
+    "samples.csv",
+    "multilabel",
+)
 _MIN_SIDE, _MAX_SIDE = 40, 96  # independent width/height range in pixels
 _SUPERSAMPLE = 4  # masks are drawn this much larger, then box-filtered (anti-aliased edges)
 _MIN_CONTRAST = 70.0  # minimum luma distance between the shape and every background colour
@@ -93,25 +105,6 @@ def _background(rng: np.random.Generator, w: int, h: int, fg: np.ndarray) -> np.
     return start + (end - start) * t[..., None]
 
 
-def _rotation(theta: float) -> np.ndarray:
-    return np.array([[math.cos(theta), -math.sin(theta)], [math.sin(theta), math.cos(theta)]])
-
-
-def _polygon(name: str, r: float, rng: np.random.Generator) -> np.ndarray:
-    """Vertices (k, 2) of an upright `name` centred at 0 that fits in a circle of radius `r`."""
-    if name == "cross":
-        a = r * rng.uniform(0.22, 0.34)  # half arm width
-        b = math.sqrt(r * r - a * a)  # arm length that puts the arm corners on the circle
-        arm = np.array([(b, -a), (b, a), (a, a)])
-        return np.concatenate([arm @ _rotation(k * math.pi / 2).T for k in range(4)])
-    if name == "star":
-        radii = np.tile([r, r * rng.uniform(0.38, 0.5)], 5)
-    else:
-        radii = np.full(4 if name == "square" else 3, r)
-    angles = np.arange(len(radii)) * 2 * math.pi / len(radii)
-    return np.stack([np.cos(angles), np.sin(angles)], axis=1) * radii[:, None]
-
-
 def _draw(rng: np.random.Generator, name: str) -> Image.Image:
     """One noisy RGB image of a randomly coloured, sized, placed and rotated shape `name`."""
     w, h = (int(v) for v in rng.integers(_MIN_SIDE, _MAX_SIDE + 1, 2))
@@ -121,11 +114,7 @@ def _draw(rng: np.random.Generator, name: str) -> Image.Image:
     centre = rng.uniform(r, [w - r, h - r])
     mask = Image.new("L", (w * _SUPERSAMPLE, h * _SUPERSAMPLE))
     draw = ImageDraw.Draw(mask)
-    if name == "circle":
-        draw.ellipse(list(np.concatenate([centre - r, centre + r]) * _SUPERSAMPLE), fill=255)
-    else:
-        verts = _polygon(name, r, rng) @ _rotation(rng.uniform(0, 2 * math.pi)).T + centre
-        draw.polygon([tuple(v) for v in verts * _SUPERSAMPLE], fill=255)
+    draw_shape(draw, name, centre, r, rng, _SUPERSAMPLE)
     alpha = np.asarray(mask.resize((w, h), Image.Resampling.BOX), np.float64)[..., None] / 255
     img = Image.fromarray(np.rint(bg * (1 - alpha) + fg * alpha).astype(np.uint8))
     if rng.random() < _BLUR_SHARE:
@@ -212,9 +201,12 @@ def make_demo_data(
     tensor_size: int = 48,
     shard_size: int = 256,
     sequences: int = 3000,
+    multilabel_train: int = 480,
+    multilabel_val: int = 160,
     seed: int = 0,
 ) -> Path:
-    """Write the demo set under `out` (all four image formats + token sequences); return `out`."""
+    """Write the demo set under `out` (all four image formats, token sequences and the
+    multi-label set); return `out`."""
     if len(train_per_class) != len(CLASSES) or shard_size < 1:
         raise ValueError(f"need {len(CLASSES)} train counts and shard_size >= 1")
     out = Path(out)
@@ -225,6 +217,8 @@ def make_demo_data(
         tensor_size=tensor_size,
         shard_size=shard_size,
         sequences=sequences,
+        multilabel_train=multilabel_train,
+        multilabel_val=multilabel_val,
         seed=seed,
     )
     _clear(out)
@@ -250,6 +244,7 @@ def make_demo_data(
     shards = sorted(str(p) for p in (out / "shards").glob("*.tar"))
     build(shards, str(out / "shards" / MANIFEST), Rules(), list(CLASSES))
     write_sequences(out / "sequences", sequences, sequences // 5, rng)
+    write_multilabel(out / "multilabel", multilabel_train, multilabel_val, seed)
     (out / ".complete").write_text(fingerprint, "utf-8")
     return out
 

@@ -10,6 +10,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from engine.data.balance import balance_weights
+
 
 class Stratum(NamedTuple):
     """One source inside a concatenation: its indices [start, stop) and its epoch weight."""
@@ -83,14 +85,15 @@ def balanced_population(
     generator: torch.Generator,
 ) -> torch.Tensor:
     """sampler=weighted over a mix: each stratum keeps its share of `total`, drawn from its
-    samples with weight 1 / count(class within the stratum), so every source keeps its weight
-    and its classes are drawn equally often within it; the strata interleaved at random."""
+    samples with weight 1 / count(class within the stratum) (multi-label: of its rarest label
+    there, engine/data/balance.py), so every source keeps its weight and its classes are drawn
+    equally often within it; the strata interleaved at random."""
     parts = []
     for stratum, count in zip(strata, shares([s.weight for s in strata], total), strict=True):
         drawn = torch.zeros(0, dtype=torch.int64)
         if count:
             labels = targets[stratum.start : stratum.stop]
-            weights = torch.from_numpy(1.0 / np.bincount(labels)[labels])
+            weights = balance_weights(labels)
             drawn = torch.multinomial(weights, count, replacement, generator=generator)
         parts.append(drawn + stratum.start)
     return interleaved(parts, generator)

@@ -20,6 +20,7 @@ from torch.utils.data import Sampler
 
 from engine.core.bounds import Positive
 from engine.core.seeding import derive_seed
+from engine.data.balance import balance_weights
 from engine.data.mix import Stratum, balanced_population, population, shares
 
 
@@ -225,15 +226,10 @@ class SpreadSample(EpochSampler):
         return self.picked
 
 
-def class_balance_weights(targets: np.ndarray, num_classes: int) -> torch.Tensor:
-    """Per-sample weights 1 / count(class): every class is drawn equally often on average."""
-    counts = np.bincount(targets, minlength=num_classes)
-    return torch.from_numpy(1.0 / counts[targets])
-
-
 class WeightedOrder(EpochSampler):
     """`sampler=weighted`: `num_samples` draws per epoch (default: the dataset's size), each
-    sample weighted 1 / count(its class), so every class is drawn equally often on average.
+    sample weighted 1 / count(its class), so every class is drawn equally often on average;
+    multi-label `targets` (N, C) weigh a sample by its rarest label (engine/data/balance.py).
     Over a mix (default: its `epoch_samples`) every source keeps its weight's share and the
     classes are balanced within each source (engine/data/mix.py balanced_population)."""
 
@@ -256,7 +252,7 @@ class WeightedOrder(EpochSampler):
         if not replacement:
             _check_drawable(self.strata, n, len(self.targets))
         super().__init__(n, seed)
-        self.weights = class_balance_weights(self.targets, len(dataset.classes)).double()  # type: ignore[attr-defined]
+        self.weights = balance_weights(self.targets)
         self.replacement = replacement
         self.repeats = replacement
 

@@ -30,7 +30,8 @@ def tree_fingerprint(root: Path) -> dict[str, tuple[int, int, int]]:
 
 @pytest.fixture(scope="session")
 def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A small demo set: 48 train / 30 val images in all four formats, 900 / 180 sequences.
+    """A small demo set: 48 train / 30 val images in all four formats, 900 / 180 sequences,
+    40 / 16 multi-label images.
 
     Shared by the whole session, so read-only: a test that changes files copies what it needs
     into its own tmp_path first. The session fails at its end if anything under it changed."""
@@ -40,6 +41,8 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         val_per_class=6,
         shard_size=16,
         sequences=900,
+        multilabel_train=40,
+        multilabel_val=16,
     )
     before = tree_fingerprint(root)
     yield root
