@@ -169,6 +169,11 @@ OUTPUTS = {
         "{py} docs/elastic_resume.py",
         r"^uninterrupted|^killed|resumed from|^steps with|^epochs using|^final val/loss|^device",
     ),
+    "multilabel": Output(
+        "python docs/multilabel_demo.py",
+        "{py} docs/multilabel_demo.py",
+        r"^device|^epoch|^best",
+    ),
     "torchrun": Output(
         "torchrun --standalone --nproc_per_node=2 train.py trainer.max_epochs=2",
         "{py} -m torch.distributed.run --standalone --nproc_per_node=2 train.py "

@@ -7,6 +7,9 @@ import csv
 import hashlib
 from pathlib import Path
 
+import numpy as np
+import torch
+from hydra.utils import instantiate
 from PIL import Image
 
 from engine.data.demo import main, make_demo_data
@@ -77,3 +80,15 @@ def test_same_seed_same_files_and_the_single_label_demo_is_untouched(tmp_path: P
         tmp_path / "d", multilabel_train=8, multilabel_val=4, seed=1, **params
     )
     assert _digests(reseeded / "multilabel") != _digests(tmp_path / "a" / "multilabel")
+
+
+def test_experiment_reads_the_demo_as_multi_hot_targets(make_cfg) -> None:
+    cfg = make_cfg("experiment=multilabel_csv")
+    assert cfg.trainer.checkpoint.monitor == "val/map" and cfg.trainer.checkpoint.mode == "max"
+    assert {"map", "f1", "subset_acc"} <= set(cfg.metrics)
+    train = instantiate(cfg.dataset, split="train", transform=None)
+    assert train.multi_label and list(train.classes) == list(LABELS)
+    assert train.targets.shape == (40, len(LABELS))
+    _, label = train[0]
+    assert label.dtype == torch.float32 and label.shape == (len(LABELS),)
+    assert set(np.unique(train.targets)) <= {0, 1} and not train.targets.sum(axis=1).all()

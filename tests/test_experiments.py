@@ -16,6 +16,7 @@ from tests.conftest import CONF_DIR
 # The template's experiments that run on the demo data (cifar10_resnet18 and mnist_small_cnn
 # need torchvision's files: test_builtin.py). Experiments you add are composed below.
 DEMO_EXPERIMENTS = [
+    "multilabel_csv",
     "sequence_demo",
     "shapes_csv",
     "shapes_imagefolder",
