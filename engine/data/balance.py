@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from engine.data.targets import class_counts, is_multi_hot, rarest_labels
+
 
 def balance_weights(targets: np.ndarray) -> torch.Tensor:
     """Float64 weights, one per sample, from its labels.
@@ -16,11 +18,10 @@ def balance_weights(targets: np.ndarray) -> torch.Tensor:
     with no label weighs 1 / (number of samples with no label): together they are drawn as
     often as one label.
     """
-    if targets.ndim == 1:
+    if not is_multi_hot(targets):
         return torch.from_numpy(1.0 / np.bincount(targets)[targets])
-    hot = targets > 0
-    counts = hot.sum(axis=0)
-    rarest = np.where(hot, counts, np.iinfo(np.int64).max).min(axis=1)
-    empty = ~hot.any(axis=1)
-    rarest[empty] = empty.sum()
-    return torch.from_numpy(1.0 / rarest)
+    rarest = rarest_labels(targets)
+    empty = rarest < 0
+    counts = class_counts(targets, targets.shape[1])[np.where(empty, 0, rarest)]
+    counts[empty] = empty.sum()
+    return torch.from_numpy(1.0 / counts)
