@@ -57,8 +57,8 @@ def test_the_full_set_has_a_few_hundred_images_some_unlabelled(tmp_path: Path) -
         shard_size=4,
     )
     rows = _rows(tmp_path)
-    assert sum(r["split"] == "train" for r in rows) == 480
-    assert sum(r["split"] == "val" for r in rows) == 160
+    assert sum(r["split"] == "train" for r in rows) == 800
+    assert sum(r["split"] == "val" for r in rows) == 200
     assert 0 < sum(not r["labels"] for r in rows) < 0.1 * len(rows)
 
 

@@ -201,8 +201,8 @@ def make_demo_data(
     tensor_size: int = 48,
     shard_size: int = 256,
     sequences: int = 3000,
-    multilabel_train: int = 480,
-    multilabel_val: int = 160,
+    multilabel_train: int = 800,
+    multilabel_val: int = 200,
     seed: int = 0,
 ) -> Path:
     """Write the demo set under `out` (all four image formats, token sequences and the

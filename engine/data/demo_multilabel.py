@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +23,12 @@ LABELS: tuple[str, ...] = tuple(sorted(CLASSES + COLOURS))  # the class list: th
 SIDE = 64  # image width and height, pixels
 _SHAPE_ODDS = np.array([480, 420, 370, 330, 300]) / 1900  # the single-label demo's imbalance
 _COUNT_ODDS = (0.05, 0.35, 0.35, 0.25)  # P(0, 1, 2, 3 shapes); 0 = an unlabelled image
-_RADIUS = (10.0, 15.0)  # shape radius range, pixels
+_RADIUS = (12.0, 17.0)  # shape radius range, pixels
+_MAX_TURN = math.pi / 8  # shapes are turned by at most this (radians): near-upright, quick to learn
 _GAP = 2.0  # least distance between two shapes' enclosing circles, pixels
 _SUPERSAMPLE = 4  # the mask is drawn this much larger, then box-filtered (anti-aliased edges)
-_JPEG_SHARE, _BLUR_SHARE = 0.85, 0.3
-_NOISE_SIGMA = (6.0, 10.0)  # range of the per-image Gaussian pixel-noise sigma (0-255 scale)
+_JPEG_SHARE, _BLUR_SHARE = 0.85, 0.15
+_NOISE_SIGMA = (3.0, 6.0)  # range of the per-image Gaussian pixel-noise sigma (0-255 scale)
 
 
 def _places(rng: np.random.Generator, k: int) -> list[tuple[np.ndarray, float]]:
@@ -61,7 +63,7 @@ def _image(rng: np.random.Generator) -> tuple[Image.Image, list[str]]:
     mask = Image.new("L", (SIDE * _SUPERSAMPLE, SIDE * _SUPERSAMPLE))
     draw = ImageDraw.Draw(mask)
     for label, (centre, r) in zip(shapes, _places(rng, k), strict=True):
-        draw_shape(draw, CLASSES[label], centre, r, rng, _SUPERSAMPLE)
+        draw_shape(draw, CLASSES[label], centre, r, rng, _SUPERSAMPLE, _MAX_TURN)
     alpha = np.asarray(mask.resize((SIDE, SIDE), Image.Resampling.BOX), np.float64)[..., None]
     bg = np.full(3, rng.uniform(60, 220))
     pixels = bg * (1 - alpha / 255) + _tint(rng, colour) * alpha / 255

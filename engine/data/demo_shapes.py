@@ -38,10 +38,12 @@ def draw_shape(
     r: float,
     rng: np.random.Generator,
     scale: int,
+    max_turn: float = 2 * math.pi,
 ) -> None:
-    """Fill a randomly rotated `name` of radius `r` at `centre` into a mask `scale` x larger."""
+    """Fill `name` of radius `r` at `centre`, turned by a random angle below `max_turn`
+    radians, into a mask `scale` x larger."""
     if name == "circle":
         draw.ellipse(list(np.concatenate([centre - r, centre + r]) * scale), fill=255)
     else:
-        verts = polygon(name, r, rng) @ rotation(rng.uniform(0, 2 * math.pi)).T + centre
+        verts = polygon(name, r, rng) @ rotation(rng.uniform(0, max_turn)).T + centre
         draw.polygon([tuple(v) for v in verts * scale], fill=255)
