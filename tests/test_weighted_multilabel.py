@@ -1,5 +1,6 @@
-"""sampler=weighted on multi-label targets (N, C): each sample weighs 1 / count(its rarest
-label), an unlabelled one 1 / (number of unlabelled samples)."""
+"""The orders on multi-label targets (N, C): sampler=weighted weighs each sample 1 / count(its
+rarest label), an unlabelled one 1 / (number of unlabelled samples); a limited validation
+spreads over the labels."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import torch
 
 from engine.data.balance import balance_weights
 from engine.data.datasets.base import MapDataset
-from engine.data.samplers import WeightedOrder
+from engine.data.samplers import SpreadSample, WeightedOrder
+from src.loop import train
 
 
 class MultiHot(MapDataset):
@@ -46,3 +48,16 @@ def test_a_rare_labels_samples_are_drawn_as_often_as_a_common_ones() -> None:
     counts = np.bincount(group[[int(i) for i in sampler]], minlength=3)
     tolerance = 5 * math.sqrt(draws * (1 / 3) * (2 / 3))  # 5 binomial standard deviations
     assert np.all(np.abs(counts - draws / 3) <= tolerance), counts  # unweighted: 87/9/4 %
+
+
+def test_a_limited_validation_takes_every_label_in_turn() -> None:
+    targets = np.array([[1, 0]] * 10 + [[0, 1]] * 2 + [[0, 0]])  # sorted by label, as listed
+    assert list(SpreadSample(MultiHot(targets), 3)) == [0, 10, 12]
+
+
+def test_weighted_training_on_the_demo_with_a_limited_validation(make_cfg) -> None:
+    cfg = make_cfg(
+        "experiment=multilabel_csv", "sampler=weighted", "debug=fast", "loader.batch_size=4"
+    )  # 2 val batches of 4: 8 of the 16 val images
+    metrics = train(cfg)
+    assert metrics["epochs"] == 1 and 0 <= metrics["val/map"] <= 1

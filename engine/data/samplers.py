@@ -22,6 +22,7 @@ from engine.core.bounds import Positive
 from engine.core.seeding import derive_seed
 from engine.data.balance import balance_weights
 from engine.data.mix import Stratum, balanced_population, population, shares
+from engine.data.targets import rarest_labels
 
 
 class Draw(int):
@@ -205,7 +206,8 @@ class SpreadSample(EpochSampler):
     """A fixed subset of `size` samples spread over the classes, in dataset order: what a
     limited validation (trainer.limit_val_batches) evaluates every epoch, instead of the
     first batches of a class-sorted val set. The classes take turns (each its own samples in
-    dataset order); without `targets`, evenly spaced positions."""
+    dataset order; multi-label: each sample under its rarest label, the unlabelled as one
+    more); without `targets`, evenly spaced positions."""
 
     def __init__(self, dataset: Sized, size: int) -> None:
         n = len(dataset)
@@ -214,7 +216,7 @@ class SpreadSample(EpochSampler):
         if targets is None:
             picked = np.linspace(0, n - 1, self.num_samples).round().astype(np.int64)
         else:
-            labels = np.asarray(targets, dtype=np.int64)
+            labels = rarest_labels(targets)
             grouped = np.argsort(labels, kind="stable")  # by class, dataset order within
             first = np.searchsorted(labels[grouped], labels[grouped], side="left")
             turn = np.empty(n, dtype=np.int64)
