@@ -6,6 +6,7 @@ importing the modes themselves.
 """
 
 EVAL_SPLITS = ("val", "test")  # the labelled splits mode=eval measures (eval.split)
+MULTI_LABEL_EVAL = ("map", "f1", "subset_acc")  # what mode=eval adds for a multi-label model
 
 METRICS_BY_MODE: dict[str, tuple[str, ...]] = {
     "train": (
@@ -19,7 +20,9 @@ METRICS_BY_MODE: dict[str, tuple[str, ...]] = {
         "epochs",
         "wall_s",
     ),
-    "eval": tuple(f"{s}/{m}" for s in EVAL_SPLITS for m in ("acc", "loss", "acc_per_class")),
+    "eval": tuple(
+        f"{s}/{m}" for s in EVAL_SPLITS for m in ("acc", "loss", "acc_per_class", *MULTI_LABEL_EVAL)
+    ),
     "predict": ("predict/samples", "predict/unreadable"),
     "benchmark": (
         "loader/samples_per_s",
