@@ -17,7 +17,8 @@ from engine.core.io import write_csv
 from engine.inference import multilabel_reports
 from engine.inference.labeller import Labeller
 from engine.inference.passes import Outputs
-from engine.modes.prediction import MULTI_LABEL_COLUMNS, _multi_label_rows
+from engine.modes.prediction import MULTI_LABEL_COLUMNS, multi_label_rows
+from engine.sweeps.summary import headline
 
 CLASSES = ["a", "b", "c"]
 # logit 0 is a sigmoid score of exactly 0.5: at the threshold, so labelled
@@ -96,7 +97,7 @@ def test_predictions_csv_reads_back_with_the_csv_module(tmp_path: Path) -> None:
     logits = torch.cat([LOGITS, torch.tensor([[-1.0, -2.0, -0.01]])])  # nothing at 0.5
     paths = [f"dir/img,{i}.png" for i in range(5)]  # a comma: the csv module quotes it
     outputs = Outputs(logits, torch.zeros(5), torch.arange(5))
-    rows = _multi_label_rows(outputs, paths, LABELLER)
+    rows = multi_label_rows(outputs, paths, LABELLER)
     write_csv(tmp_path / "predictions.csv", MULTI_LABEL_COLUMNS, rows)
     read = _read(tmp_path / "predictions.csv")
     assert list(read[0]) == ["path", "labels", "scores"]
@@ -129,3 +130,12 @@ def test_labeller_from_a_saved_config() -> None:
     assert torch.allclose(scores.sum(1), torch.ones(4))
     with pytest.raises(ConfigError, match=r"eval\.threshold=0\.5: the checkpoint is single-label"):
         Labeller.from_config(single, 0.5, "eval.threshold")
+
+
+def test_a_multi_label_eval_returns_its_map_where_single_label_returns_acc(make_cfg) -> None:
+    cfg = make_cfg("mode=eval", "eval.split=test")
+    measured = {"test/loss": 0.3, "test/map": 0.7, "test/f1": 0.6, "test/subset_acc": 0.5}
+    assert headline(cfg, measured) == 0.7  # not test/loss, which ranks the other way
+    assert headline(cfg, measured | {"test/acc": 0.9}) == 0.9
+    ranked = make_cfg("mode=eval", "summary.rank_by=test/f1")
+    assert headline(ranked, measured) == 0.6

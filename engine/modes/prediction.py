@@ -77,7 +77,7 @@ def _top_k_rows(outputs: Outputs, paths: list[str], classes: list[str], k: int) 
     return rows
 
 
-def _multi_label_rows(outputs: Outputs, paths: list[str], labeller: Labeller) -> list[dict]:
+def multi_label_rows(outputs: Outputs, paths: list[str], labeller: Labeller) -> list[dict]:
     """A multi-label model's rows: the labels at the threshold and every class's score."""
     labels, scores = labeller.decode(outputs.logits)
     return [
@@ -117,7 +117,7 @@ def predict(cfg: DictConfig) -> dict[str, float]:
         session.model, loader, session.mover(loader), session.precision, desc="predict"
     )
     if labeller.multi_label:
-        header, rows = MULTI_LABEL_COLUMNS, _multi_label_rows(outputs, paths, labeller)
+        header, rows = MULTI_LABEL_COLUMNS, multi_label_rows(outputs, paths, labeller)
     else:
         k = min(settings.top_k, len(session.classes))
         header, rows = columns(k), _top_k_rows(outputs, paths, session.classes, k)

@@ -33,6 +33,7 @@ from engine.sweeps.recommend import recommendation
 from engine.sweeps.reuse import SUMMARY_CSV, kept_overrides, runs_as, same_as
 from engine.sweeps.table import (
     BASE_COLUMNS,
+    LOWER_IS_BETTER,
     TIED,
     append_row,
     mark_tied,
@@ -61,6 +62,29 @@ def rank_metric(config: DictConfig) -> str:
     keys = mode_metrics(config)
     split = OmegaConf.select(config, f"{config.mode}.split")
     return next((k for k in keys if split is not None and k.startswith(f"{split}/")), keys[0])
+
+
+def headline(config: DictConfig, metrics: dict[str, Any]) -> Any:
+    """What train.py returns (a sweeper's objective): `rank_metric`'s value. With summary.rank_by
+    null and that metric not measured (mode=eval of a multi-label model has no acc), the mode's
+    first measured metric of the split that ranks the same way (larger first: val/map)."""
+    metric = rank_metric(config)
+    if metric in metrics or config.summary.rank_by:
+        return metrics[metric]
+    split = f"{metric.partition('/')[0]}/"
+    same_way = [
+        k
+        for k in mode_metrics(config)
+        if k in metrics
+        and k.startswith(split)
+        and (k in LOWER_IS_BETTER) == (metric in LOWER_IS_BETTER)
+    ]
+    if not same_way:
+        raise ValueError(
+            f"summary.rank_by is null and mode={config.mode} measured no {metric}: set "
+            f"summary.rank_by to one of {sorted(metrics)}."
+        )
+    return metrics[same_way[0]]
 
 
 def error_line(error: BaseException) -> str:
