@@ -8,18 +8,28 @@ importing the modes themselves.
 EVAL_SPLITS = ("val", "test")  # the labelled splits mode=eval measures (eval.split)
 MULTI_LABEL_EVAL = ("map", "f1", "subset_acc")  # what mode=eval adds for a multi-label model
 
+# a training's keys besides each metric's val/<name> and val/best_<name> (train_keys)
+TRAIN_KEYS = (
+    "train/loss",
+    "train/samples_per_s",
+    "train/data_wait_frac",
+    "train/first_batch_s",
+    "epochs",
+    "wall_s",
+)
+
+
+def train_keys(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """A training's metrics.json keys for the metrics group's metric `names`: the first
+    metric's val/<name> (what ranks a sweep), val/loss, its best, then the others' and
+    TRAIN_KEYS."""
+    first = [f"val/{names[0]}", "val/loss", f"val/best_{names[0]}"] if names else ["val/loss"]
+    rest = [key for name in names[1:] for key in (f"val/{name}", f"val/best_{name}")]
+    return (*first, *rest, *TRAIN_KEYS)
+
+
 METRICS_BY_MODE: dict[str, tuple[str, ...]] = {
-    "train": (
-        "val/acc",
-        "val/loss",
-        "val/best_acc",
-        "train/loss",
-        "train/samples_per_s",
-        "train/data_wait_frac",
-        "train/first_batch_s",
-        "epochs",
-        "wall_s",
-    ),
+    "train": train_keys(["acc"]),  # metrics=default's; train_keys gives another group's
     "eval": tuple(
         f"{s}/{m}" for s in EVAL_SPLITS for m in ("acc", "loss", "acc_per_class", *MULTI_LABEL_EVAL)
     ),
@@ -39,3 +49,10 @@ METRICS_BY_MODE: dict[str, tuple[str, ...]] = {
     "cache": ("cache/images_per_s", "cache/images", "cache/written", "cache/mb", "wall_s"),
     "shards": ("shards/samples_per_s", "shards/samples", "shards/shards", "shards/mb", "wall_s"),
 }
+
+
+def metric_names(node: object) -> list[str]:
+    """The metrics of a `metrics` group node (a mapping): its entries with a `_target_`; a
+    plain key (metrics.threshold) is a setting they share, not a metric."""
+    items = node.items() if hasattr(node, "items") else []  # type: ignore[union-attr]
+    return [name for name, entry in items if hasattr(entry, "keys") and "_target_" in entry]

@@ -22,7 +22,11 @@ from engine.config.errors import ConfigError
 from engine.config.schema import node_problems
 from engine.config.tree import FILLED_FROM_DATA, child_key, resolve_tree, target_nodes
 from engine.core.text import closest
-from engine.metric_keys import METRICS_BY_MODE
+from engine.metric_keys import METRICS_BY_MODE, metric_names, train_keys
+
+# per-epoch values a checkpoint can be ranked by (trainer.checkpoint.monitor), besides every
+# metric of the metrics group as val/<name> and train/<name>
+MONITORED_ALWAYS = ("val/loss", "train/loss", "train/samples_per_s")
 
 # `???` keys that engine.training.models fills from the data
 EXEMPT_MISSING = {f"model.{key}" for key in FILLED_FROM_DATA}
@@ -43,6 +47,7 @@ def validate_config(cfg: DictConfig) -> None:
     tree = resolve_tree(cfg, EXEMPT_MISSING, problems)
     _raise_if(problems)
     _raise_if(mode_problems(tree))
+    _raise_if(monitor_problems(tree))
     entries = check_entries(tree)
     warn_if_widened(entries)
     _raise_if(disallowed_targets(tree, entries))
@@ -90,15 +95,32 @@ def mode_problems(tree: dict[str, Any]) -> list[str]:
         return [f"mode={mode!r}: expected one of {sorted(METRICS_BY_MODE)}{hint}."]
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         return [f"summary.top={top!r}: expected an int >= 1 (rows printed), e.g. summary.top=10."]
-    if rank_by is not None and rank_by not in METRICS_BY_MODE[mode]:
+    keys = train_keys(metric_names(tree.get("metrics", {}))) if mode == "train" else None
+    keys = keys or METRICS_BY_MODE[mode]
+    if rank_by is not None and rank_by not in keys:
         return [
-            f"summary.rank_by={rank_by!r} is not a metric of mode={mode}: use one of "
-            f"{list(METRICS_BY_MODE[mode])}."
+            f"summary.rank_by={rank_by!r} is not a metric of mode={mode}: use one of {list(keys)}."
         ]
     return [
         f"{mode}.{key} is null: mode={mode} needs it ({REQUIRED_BY_MODE[mode][key]})."
         for key in REQUIRED_BY_MODE.get(mode, {})
         if tree.get(mode, {}).get(key) is None
+    ]
+
+
+def monitor_problems(tree: dict[str, Any]) -> list[str]:
+    """trainer.checkpoint.monitor (which also drives early stopping) must be a per-epoch value
+    of this run: a metric of the metrics group (val/map needs metrics=multilabel), a loss."""
+    monitor = tree.get("trainer", {}).get("checkpoint", {}).get("monitor")
+    names = metric_names(tree.get("metrics", {}))
+    allowed = [*(f"{s}/{n}" for s in ("val", "train") for n in names), *MONITORED_ALWAYS]
+    if monitor is None or monitor in allowed:
+        return []
+    close = closest(str(monitor), allowed)
+    hint = f" (did you mean {close}?)" if close else ""
+    return [
+        f"trainer.checkpoint.monitor={monitor!r} is not a per-epoch value of this run{hint}: "
+        f"expected one of {allowed} (the metrics group's metrics, as val/ and train/)."
     ]
 
 

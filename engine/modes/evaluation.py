@@ -45,6 +45,7 @@ from engine.inference.session import CheckpointSession, open_checkpoint
 from engine.metric_keys import EVAL_SPLITS
 from engine.runs.tensorboard import TensorBoardLogger
 from engine.runs.tensorboard_index import link_run
+from engine.training.metric import build_metrics
 from engine.training.totals import PassTotals
 
 log = logging.getLogger(__name__)
@@ -68,13 +69,16 @@ class EvalSettings:
 
 def _criterion(session: CheckpointSession, multi_label: bool) -> nn.Module:
     """The training's loss group, as the training built it from its train split (of which
-    the checkpoint keeps the classes and their counts: loss.class_weights=balanced)."""
+    the checkpoint keeps the classes and their counts: loss.class_weights=balanced; for
+    multi-label data also its size: loss.pos_weight=balanced, negatives over positives)."""
     train_split = DatasetHooks()
     train_split.classes = session.classes
     train_split.multi_label = multi_label
-    counts = session.data["class_counts"]
+    counts, samples = session.data["class_counts"], session.data.get("train_samples")
     if counts is not None and not multi_label:
         train_split.targets = np.repeat(np.arange(len(counts)), counts)
+    elif counts is not None and samples is not None:  # multi-hot rows with the same counts
+        train_split.targets = (np.arange(samples)[:, None] < np.asarray(counts)).astype(np.uint8)
     return instantiate(session.cfg.loss)(train_split).to(session.device)
 
 
@@ -102,11 +106,7 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, float]:
         session.cfg.dataset, split, session.pipelines.val, classes, session.data["vocab_size"]
     )
     loader = session.loader(dataset, split)
-    metrics = {
-        name: instantiate(node)
-        for name, node in session.cfg.metrics.items()
-        if isinstance(node, DictConfig) and "_target_" in node  # metrics.threshold is no metric
-    }
+    metrics = build_metrics(session.cfg.metrics)
     totals = PassTotals(session.device, metrics)
     outputs = run_pass(
         session.model,

@@ -23,7 +23,8 @@ from engine.data.splits import build_splits, input_shape
 from engine.data.transforms import Pipelines
 from engine.training.device import Precision, resolve_device, resolve_precision
 from engine.training.distributed import init_distributed, rank_device, rank_seed, wrap_model
-from engine.training.metric import Metric
+from engine.training.label_kinds import check_label_kinds
+from engine.training.metric import AnyMetric, build_metrics
 from engine.training.models import build_model
 from engine.training.settings import TrainerSettings
 
@@ -45,7 +46,7 @@ class Components:
     input_shape: tuple[int, ...]
     model: nn.Module
     criterion: nn.Module
-    metrics: dict[str, Metric]
+    metrics: dict[str, AnyMetric]
     train_loader: DataLoader
     val_loader: DataLoader
 
@@ -122,8 +123,9 @@ def assemble(cfg: DictConfig) -> Components:
         threads,
         threads_origin(settings.num_threads, loader_settings.num_workers),
     )
-    criterion = instantiate(cfg.loss)(train_set).to(device)
-    metrics = {name: instantiate(node) for name, node in cfg.metrics.items()}
+    make_loss, metrics = instantiate(cfg.loss), build_metrics(cfg.metrics)
+    check_label_kinds(train_set, make_loss, metrics, cfg.loss._target_)  # before either runs
+    criterion = make_loss(train_set).to(device)
     return Components(
         settings,
         device,
