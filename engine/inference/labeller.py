@@ -40,11 +40,13 @@ class Labeller:
     def from_config(
         cls, config: Mapping[str, Any], threshold: float | None = None, key: str = ""
     ) -> Labeller:
-        """The labeller of a checkpoint's (resolved) `config`: its `dataset.multi_label`
-        (absent: false) and `metrics.threshold` (absent: 0.5), unless `threshold` (config key
-        `key`, multi-label only) replaces it."""
+        """The labeller of a checkpoint's (resolved) `config`: its `data.multi_label` (what
+        the training's labels were; else its dataset.multi_label, absent: false) and
+        `metrics.threshold` (absent: 0.5), unless `threshold` (config key `key`, multi-label
+        only) replaces it."""
         classes = list(config["data"]["classes"])
-        multi_label = bool((config.get("dataset") or {}).get("multi_label", False))
+        said = (config.get("dataset") or {}).get("multi_label", False)  # before data recorded it
+        multi_label = bool(config["data"].get("multi_label", said))
         if threshold is not None and not multi_label:
             raise ConfigError(
                 f"{key}={threshold}: the checkpoint is single-label (its dataset.multi_label is "
