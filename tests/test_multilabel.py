@@ -25,6 +25,7 @@ from engine.training.totals import PassTotals, sum_states
 from src.loop import train
 from src.losses.bce import BCE
 from src.metrics.multilabel import F1, MeanAveragePrecision, SubsetAccuracy
+from tests.cli import run_cli
 from tests.conftest import compose_config
 
 PATCHES = {  # label: where it is drawn and in which colour (learnable by a tiny model)
@@ -231,7 +232,7 @@ def multi_label_cfg(tmp_path: Path, *overrides: str):
 
 REFUSED = [
     (["loss=cross_entropy"], "use loss=bce"),
-    (["metrics=default", "trainer.checkpoint.monitor=val/acc"], "use metrics=multilabel"),
+    (["metrics=default"], "use metrics=multilabel"),
 ]
 
 
@@ -242,6 +243,19 @@ def test_single_label_losses_and_metrics_are_refused_on_multi_hot_data(
     with pytest.raises(ConfigError, match=fix) as err:
         train(multi_label_cfg(tmp_path, *overrides))
     assert "\n" not in str(err.value)
+
+
+def test_the_config_check_refuses_a_mismatch_before_reading_any_data(tmp_path: Path) -> None:
+    result = run_cli(
+        "dataset=csv",
+        f"dataset.csv={tmp_path / 'not_written_yet.csv'}",
+        "dataset.multi_label=true",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if "use loss=bce" in line]
+    assert len(lines) == 1 and "does not exist" not in result.stderr  # no listing read
 
 
 def test_multi_label_losses_and_metrics_are_refused_on_single_label_data(make_cfg) -> None:
