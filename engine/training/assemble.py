@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,8 @@ from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from engine.config.errors import ConfigError
+from engine.config.label_kinds import label_kind_problems
 from engine.core.cpus import cores_per_rank, main_threads
 from engine.core.seeding import seed_everything
 from engine.data.holdout import write_split_file
@@ -23,7 +26,6 @@ from engine.data.splits import build_splits, input_shape
 from engine.data.transforms import Pipelines
 from engine.training.device import Precision, resolve_device, resolve_precision
 from engine.training.distributed import init_distributed, rank_device, rank_seed, wrap_model
-from engine.training.label_kinds import check_label_kinds
 from engine.training.metric import AnyMetric, build_metrics
 from engine.training.models import build_model
 from engine.training.settings import TrainerSettings
@@ -124,7 +126,10 @@ def assemble(cfg: DictConfig) -> Components:
         threads_origin(settings.num_threads, loader_settings.num_workers),
     )
     make_loss, metrics = instantiate(cfg.loss), build_metrics(cfg.metrics)
-    check_label_kinds(train_set, make_loss, metrics, cfg.loss._target_)  # before either runs
+    loss_kind = make_loss.func if isinstance(make_loss, functools.partial) else make_loss
+    problems = label_kind_problems(train_set.multi_label, loss_kind, cfg.loss._target_, metrics)
+    if problems:  # the config check saw the YAML; the built split decides (your own classes)
+        raise ConfigError(problems[0])
     criterion = make_loss(train_set).to(device)
     return Components(
         settings,
