@@ -173,3 +173,23 @@ def test_eval_of_a_multi_label_model_from_the_command_line(trained: Path, tmp_pa
     assert result.returncode == 0, result.stderr[-3000:]
     assert "no confusion.csv/.png" in result.stdout
     assert len(_rows(tmp_path / "eval" / "hardest.csv")) == 3
+
+
+def test_eval_rebuilds_a_balanced_pos_weight_from_the_checkpoint(
+    demo_dir: Path, listing: Path, on_checkpoint, tmp_path: Path
+) -> None:
+    lines = listing.read_text().splitlines()  # a, b on 11 of 21 train samples, c on 9
+    kept = [line for line in lines if not line.startswith(("train_04", "train_05", "train_06"))]
+    uneven = listing.with_name("uneven.csv")
+    uneven.write_text("\n".join(kept) + "\n")
+    run = tmp_path / "balanced"
+    train(
+        compose_config(demo_dir, run, *TRAIN, f"dataset.csv={uneven}", "loss.pos_weight=balanced")
+    )
+    results = evaluate_checkpoint(on_checkpoint("mode=eval", f"eval.checkpoint={run}"))
+    history = _rows(run / "history.csv")[-1]
+    assert results["val/loss"] == pytest.approx(float(history["val/loss"]), rel=1e-5)
+    plain = evaluate_checkpoint(
+        on_checkpoint("mode=eval", f"eval.checkpoint={run}", "loss=bce")  # pos_weight null
+    )
+    assert plain["val/loss"] != pytest.approx(results["val/loss"], rel=1e-3)  # the weights count

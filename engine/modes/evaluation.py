@@ -50,6 +50,10 @@ from engine.training.totals import PassTotals
 
 log = logging.getLogger(__name__)
 
+# The most train samples x classes rebuilt (1 byte each) for loss.pos_weight=balanced; past it
+# the loss says to list the weights (loss.pos_weight=[...] on the command line)
+MAX_CELLS = 50_000_000
+
 
 @dataclass(frozen=True)
 class EvalSettings:
@@ -77,7 +81,8 @@ def _criterion(session: CheckpointSession, multi_label: bool) -> nn.Module:
     counts, samples = session.data["class_counts"], session.data.get("train_samples")
     if counts is not None and not multi_label:
         train_split.targets = np.repeat(np.arange(len(counts)), counts)
-    elif counts is not None and samples is not None:  # multi-hot rows with the same counts
+    elif counts is not None and isinstance(samples, int) and samples * len(counts) <= MAX_CELLS:
+        # multi-hot rows with the same size and counts
         train_split.targets = (np.arange(samples)[:, None] < np.asarray(counts)).astype(np.uint8)
     return instantiate(session.cfg.loss)(train_split).to(session.device)
 
