@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from engine.config.errors import ConfigError
+from engine.runs.outputs import DATA_KEY
 
 SEPARATOR = "|"  # between the labels, and the scores, of one sample in a CSV cell
 DEFAULT_THRESHOLD = 0.5  # metrics.threshold of a checkpoint that has none
@@ -44,9 +45,9 @@ class Labeller:
         the training's labels were; else its dataset.multi_label, absent: false) and
         `metrics.threshold` (absent: 0.5), unless `threshold` (config key `key`, multi-label
         only) replaces it."""
-        classes = list(config["data"]["classes"])
+        classes = list(config[DATA_KEY]["classes"])
         said = (config.get("dataset") or {}).get("multi_label", False)  # before data recorded it
-        multi_label = bool(config["data"].get("multi_label", said))
+        multi_label = bool(config[DATA_KEY].get("multi_label", said))
         if threshold is not None and not multi_label:
             raise ConfigError(
                 f"{key}={threshold}: the checkpoint is single-label (its dataset.multi_label is "
