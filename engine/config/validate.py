@@ -21,8 +21,9 @@ from engine.config.allowlist import after_import, check_entries, disallowed_targ
 from engine.config.errors import ConfigError
 from engine.config.schema import node_problems
 from engine.config.tree import FILLED_FROM_DATA, child_key, resolve_tree, target_nodes
+from engine.core.dataset_keys import FOLD_KEYS, is_dataset_node
 from engine.core.text import closest
-from engine.metric_keys import METRICS_BY_MODE
+from engine.metric_keys import METRICS_BY_MODE, mode_keys
 
 # `???` keys that engine.training.models fills from the data
 EXEMPT_MISSING = {f"model.{key}" for key in FILLED_FROM_DATA}
@@ -56,12 +57,19 @@ def validate_config(cfg: DictConfig) -> None:
             problems.append(where)
         else:
             targets[path] = obj
-            problems += node_problems(path, node, node["_target_"], obj)
+            problems += node_problems(path, _kind_keys(path, node), node["_target_"], obj)
     _raise_if(problems)
     for path, node in target_nodes(tree):
         if _is_settings(targets.get(path), node):
             problems += _settings_problem(path, node)
     _raise_if(problems)
+
+
+def _kind_keys(path: str, node: dict[str, Any]) -> dict[str, Any]:
+    """The keys of `node` its `_target_` takes: a dataset node's fold keys are the engine's."""
+    if not is_dataset_node(path):
+        return node
+    return {k: v for k, v in node.items() if k not in FOLD_KEYS}
 
 
 def check_targets(tree: dict[str, Any], entries: list[str]) -> None:
@@ -90,10 +98,10 @@ def mode_problems(tree: dict[str, Any]) -> list[str]:
         return [f"mode={mode!r}: expected one of {sorted(METRICS_BY_MODE)}{hint}."]
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         return [f"summary.top={top!r}: expected an int >= 1 (rows printed), e.g. summary.top=10."]
-    if rank_by is not None and rank_by not in METRICS_BY_MODE[mode]:
+    keys = mode_keys(mode, tree.get("metrics") or {})
+    if rank_by is not None and rank_by not in keys:
         return [
-            f"summary.rank_by={rank_by!r} is not a metric of mode={mode}: use one of "
-            f"{list(METRICS_BY_MODE[mode])}."
+            f"summary.rank_by={rank_by!r} is not a metric of mode={mode}: use one of {list(keys)}."
         ]
     return [
         f"{mode}.{key} is null: mode={mode} needs it ({REQUIRED_BY_MODE[mode][key]})."

@@ -205,7 +205,7 @@ def cache(cfg: DictConfig) -> dict[str, float]:
         )
     root = output_folder(settings.dir, "cache.dir")
     refuse_inside_the_data(root, "cache.dir", cfg)
-    splits = build_splits(cfg.dataset, Pipelines([], []))  # decoded as stored: no transforms
+    splits = build_splits(cfg.dataset, Pipelines([], []), folds=False)  # whole, as stored
     source = "cache.short_side"
     if settings.short_side is None:
         side, source = side_from_transforms(instantiate(cfg.transforms))
