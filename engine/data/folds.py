@@ -203,7 +203,7 @@ def cut_folds(train: Dataset, train_as_val: Dataset, spec: FoldSpec) -> tuple[Fo
     targets = train.targets  # type: ignore[attr-defined]
     if targets is None:
         stratum, by = np.zeros(size, dtype=np.int64), "none"
-        log.info("dataset has no targets: folds are cut unstratified (seeded shuffle only)")
+        log.warning("dataset has no targets: folds are cut unstratified (seeded shuffle only)")
     else:
         stratum, by = strata(targets)
     dealt = deal(stratum, spec.folds, spec.seed)

@@ -139,6 +139,7 @@ class SweepSummary(Callback):
 
     def __init__(self) -> None:
         self._started: dict[int, float] = {}
+        self._said: set[str] = set()  # the k-fold lines logged so far
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         hydra_cfg = HydraConfig.get()
@@ -196,8 +197,7 @@ class SweepSummary(Callback):
         if rows and tie_columns(config):
             write_rows(sweep_dir / SUMMARY_CSV, list(written[0]), written)  # in their order
         groups, fold_lines = fold_groups(job_rows(written), mode_metrics(config), folds_of(config))
-        for line in fold_lines:  # a mismatch is an error: its group has no mean
-            (log.error if "MISMATCH" in line else log.warning)("sweep summary: %s", line)
+        self._say(fold_lines)
         columns = ["job", "status", metric, *tie_columns(config), "overrides"]
         log.info(
             "Sweep summary (%s), best first; all rows in %s:\n%s%s",
@@ -220,10 +220,19 @@ class SweepSummary(Callback):
         if board is not None:
             link_sweep(Path(config.paths.log_dir), config.mode, sweep_dir, board)
 
+    def _say(self, fold_lines: list[str]) -> None:
+        """Log each new k-fold line once, as it first holds (a failed sweep never reaches
+        on_multirun_end); a mismatch is an error: its group has no mean."""
+        for line in fold_lines:
+            if line not in self._said:
+                (log.error if "MISMATCH" in line else log.warning)("sweep summary: %s", line)
+                self._said.add(line)
+
     def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
         metric = rank_metric(config)
         jobs = job_rows(read_rows(sweep_dir / SUMMARY_CSV))
         groups, fold_lines = fold_groups(jobs, mode_metrics(config), folds_of(config))
+        self._say(fold_lines)
         if groups:  # the groups' rows follow the jobs', recomputed as each job ends
             write_rows(sweep_dir / SUMMARY_CSV, csv_columns(config), jobs + groups)
         rows = mark_tied(rank(jobs, metric), metric)
