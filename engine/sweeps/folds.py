@@ -135,7 +135,8 @@ def fold_groups(
             row["status"] = MEAN_STD
             for key in metric_keys:
                 row |= _stats(ok, key)
-        failed = [r for r in members if r["status"] == "failed"]
+        redone = {r["overrides"] for r in ok}  # a failed fold rerun ok (summary.skip_completed)
+        failed = [r for r in members if r["status"] == "failed" and r["overrides"] not in redone]
         if failed:
             said = ", ".join(f"job {r['job']} ({r['error']})" for r in failed)
             lines.append(
