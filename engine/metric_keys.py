@@ -1,16 +1,14 @@
 """The metric keys each mode returns (its metrics.json, a sweep summary's columns), written
 once. The first key of a mode ranks its sweep jobs when summary.rank_by is null.
 
-A leaf: it imports nothing of the engine, so the config checks and the sweep callback read it
-without importing the modes themselves.
+A leaf: it imports nothing, so the config checks and the sweep callback read it without
+importing the modes themselves.
 """
 
-from collections.abc import Mapping
-from typing import Any
-
 EVAL_SPLITS = ("val", "test")  # the labelled splits mode=eval measures (eval.split)
-# what a training measures besides its metrics (train/loss and after it)
-TRAIN_MEASURES = (
+
+# a training's keys besides each metric's val/<name> and val/best_<name> (train_keys)
+TRAIN_KEYS = (
     "train/loss",
     "train/samples_per_s",
     "train/data_wait_frac",
@@ -20,30 +18,17 @@ TRAIN_MEASURES = (
 )
 
 
-def metric_names(metrics: Mapping[str, Any]) -> tuple[str, ...]:
-    """The names of the `metrics` group's entries that are metrics (have a `_target_`), not
-    plain settings such as metrics.threshold."""
-    return tuple(str(k) for k, v in metrics.items() if isinstance(v, Mapping) and "_target_" in v)
-
-
-def train_keys(names: tuple[str, ...] | list[str]) -> tuple[str, ...]:
-    """mode=train's keys for the metrics `names` (cfg.metrics entries with a `_target_`, in
-    order): val/<first>, val/loss, val/best_<first>, the other val/<m>, then TRAIN_MEASURES.
-    ("acc",) gives METRICS_BY_MODE["train"]."""
-    if not names:  # no metrics: the loss is all a val pass measures
-        return ("val/loss", *TRAIN_MEASURES)
-    first, *others = names
-    return (
-        f"val/{first}",
-        "val/loss",
-        f"val/best_{first}",
-        *(f"val/{m}" for m in others),
-        *TRAIN_MEASURES,
-    )
+def train_keys(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """A training's metrics.json keys for the metrics group's metric `names`: the first
+    metric's val/<name> (what ranks a sweep), val/loss, its best, then the others' and
+    TRAIN_KEYS."""
+    first = [f"val/{names[0]}", "val/loss", f"val/best_{names[0]}"] if names else ["val/loss"]
+    rest = [key for name in names[1:] for key in (f"val/{name}", f"val/best_{name}")]
+    return (*first, *rest, *TRAIN_KEYS)
 
 
 METRICS_BY_MODE: dict[str, tuple[str, ...]] = {
-    "train": train_keys(("acc",)),
+    "train": train_keys(["acc"]),  # metrics=default's; train_keys gives another group's
     "eval": tuple(f"{s}/{m}" for s in EVAL_SPLITS for m in ("acc", "loss", "acc_per_class")),
     "predict": ("predict/samples", "predict/unreadable"),
     "benchmark": (
@@ -63,6 +48,8 @@ METRICS_BY_MODE: dict[str, tuple[str, ...]] = {
 }
 
 
-def mode_keys(mode: str, metrics: Mapping[str, Any]) -> tuple[str, ...]:
-    """The keys of `mode` (METRICS_BY_MODE), train's following the configured `metrics`."""
-    return train_keys(metric_names(metrics)) if mode == "train" else METRICS_BY_MODE[mode]
+def metric_names(node: object) -> list[str]:
+    """The metrics of a `metrics` group node (a mapping): its entries with a `_target_`; a
+    plain key (metrics.threshold) is a setting they share, not a metric."""
+    items = node.items() if hasattr(node, "items") else []  # type: ignore[union-attr]
+    return [name for name, entry in items if hasattr(entry, "keys") and "_target_" in entry]

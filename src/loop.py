@@ -59,7 +59,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
     with TrainingRun(cfg, parts, optimizer) as run:  # the run dir, loggers, checkpoints/
         loop = Loop(parts, step, run)
         at = run.resume(loop.saver)  # trainer.resume: weights, optimizer, RNG, where to go on
-        metrics = summarize(loop.fit(at), wall_s=time.perf_counter() - start)
+        metrics = summarize(loop.fit(at), parts.metrics, wall_s=time.perf_counter() - start)
         run.finish(metrics, step.steps)  # metrics.json, the loggers' end (HParams, ...)
     return metrics
 

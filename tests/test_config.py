@@ -20,7 +20,7 @@ from engine.modes.inspect import InspectSettings
 from engine.modes.prediction import PredictSettings
 from engine.modes.shards import ShardSettings
 from engine.runs.loggers.base import Logger
-from engine.training.metric import Metric
+from engine.training.metric import GatheredMetric, Metric, build_metrics
 from engine.training.models import build_model
 from engine.training.settings import TrainerSettings
 from tests.conftest import CONF_DIR
@@ -77,8 +77,9 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
         assert issubclass(get_class(cfg.logger[option]._target_), Logger)
         return
     node = cfg[group]
-    if group == "metrics":  # a mapping of name -> Metric
-        assert node and all(isinstance(instantiate(n), Metric) for n in node.values())
+    if group == "metrics":  # a mapping of name -> Metric (plain keys: shared settings)
+        metrics = build_metrics(node)
+        assert metrics and all(isinstance(m, Metric | GatheredMetric) for m in metrics.values())
         return
     assert "_target_" in node, f"{group}/{option}.yaml has no _target_"
     if group == "dataset":  # build_splits refuses a class outside the dataset contract

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from engine.data.folds import FOLD_FILE, FoldSpec, cut_folds, fold_spec, strata, write_fold_file
 from engine.data.splits import build_split
-from engine.metric_keys import METRICS_BY_MODE, mode_keys, train_keys
 from engine.sweeps.folds import MEAN_STD, MISMATCH, fold_groups
 from engine.testing import Labels, MapDataset
 from engine.training.assemble import assemble
 from tests.cli import run_cli
+from tests.test_multilabel import multi_label_cfg
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -152,18 +153,14 @@ def test_a_fold_validates_on_train_files_and_the_real_val_split_is_untouched(
     assert len(val) == 30 and all("/val/" in val.get_filename(i) for i in range(len(val)))
 
 
-def test_train_keys_follow_the_configured_metrics() -> None:
-    assert train_keys(("acc",)) == METRICS_BY_MODE["train"]
-    assert train_keys(("map", "f1", "subset_acc"))[:6] == (
-        "val/map",
-        "val/loss",
-        "val/best_map",
-        "val/f1",
-        "val/subset_acc",
-        "train/loss",
-    )
-    metrics = {"threshold": 0.5, "map": {"_target_": "x.Map"}, "f1": {"_target_": "x.F1"}}
-    assert mode_keys("train", metrics)[:4] == ("val/map", "val/loss", "val/best_map", "val/f1")
+def test_a_multi_label_csv_is_cut_by_rarest_label(tmp_path: Path) -> None:
+    parts = assemble(multi_label_cfg(tmp_path, "dataset.folds=3", "dataset.fold=2"))
+    assert (len(parts.train_set), len(parts.val_set)) == (22, 11)  # the listing's 33 train rows
+    assert parts.val_set.targets.shape == (11, 3) and parts.val_set.multi_label
+    label = parts.val_set[0][1]
+    assert label.dtype == torch.float32 and label.shape == (3,)
+    record = json.loads((tmp_path / "run" / FOLD_FILE).read_text())
+    assert record["stratified_by"] == "rarest label" and record["train_split_size"] == 33
 
 
 def _fold_jobs(tmp_path: Path, seeds: list[int]) -> list[dict[str, str]]:
@@ -190,9 +187,12 @@ def test_a_fold_dealt_with_another_seed_is_a_mismatch_without_a_mean(tmp_path: P
     assert float(same["val/acc_std"]) == pytest.approx(0.1)
 
 
-def _kfold_sweep(demo_dir: Path, tmp_path: Path, folds: str) -> tuple[int, str, list[dict]]:
+def _kfold_sweep(
+    demo_dir: Path, tmp_path: Path, folds: str, *args: str
+) -> tuple[int, str, list[dict]]:
     result = run_cli(
         "-m",
+        *args,
         "+sweep=kfold",
         "dataset.folds=3",
         f"dataset.fold={folds}",
@@ -211,7 +211,8 @@ def _kfold_sweep(demo_dir: Path, tmp_path: Path, folds: str) -> tuple[int, str, 
 
 
 def test_kfold_sweep_adds_a_mean_and_std_row(demo_dir: Path, tmp_path: Path) -> None:
-    code, output, rows = _kfold_sweep(demo_dir, tmp_path, "0,1,2")
+    top2 = ["+metrics.top2._target_=src.metrics.accuracy.Accuracy", "+metrics.top2.k=2"]
+    code, output, rows = _kfold_sweep(demo_dir, tmp_path, "0,1,2", *top2)
     assert code == 0, output[-3000:]
     jobs = [r for r in rows if r["status"] == "ok"]
     (group,) = [r for r in rows if r["status"] == MEAN_STD]
@@ -219,6 +220,10 @@ def test_kfold_sweep_adds_a_mean_and_std_row(demo_dir: Path, tmp_path: Path) -> 
     accs = [float(r["val/acc"]) for r in jobs]
     assert float(group["val/acc"]) == pytest.approx(statistics.fmean(accs))
     assert float(group["val/acc_std"]) == pytest.approx(statistics.stdev(accs))
+    top2 = [float(r["val/top2"]) for r in jobs]  # the columns follow the metrics group
+    assert (
+        float(group["val/top2"]) == pytest.approx(statistics.fmean(top2)) and group["val/top2_std"]
+    )
     folds = [json.loads(Path(r["dir"], FOLD_FILE).read_text()) for r in jobs]
     assert sorted(i for f in folds for i in f["val_indices"]) == list(range(48))
     summary = (tmp_path / "sweep" / "summary.md").read_text()

@@ -19,11 +19,16 @@ from omegaconf import DictConfig
 
 from engine.config.allowlist import after_import, check_entries, disallowed_targets, warn_if_widened
 from engine.config.errors import ConfigError
+from engine.config.label_kinds import label_kind_problems
 from engine.config.schema import node_problems
 from engine.config.tree import FILLED_FROM_DATA, child_key, resolve_tree, target_nodes
 from engine.core.dataset_keys import FOLD_KEYS, is_dataset_node
 from engine.core.text import closest
-from engine.metric_keys import METRICS_BY_MODE, mode_keys
+from engine.metric_keys import METRICS_BY_MODE, metric_names, train_keys
+
+# per-epoch values a checkpoint can be ranked by (trainer.checkpoint.monitor), besides every
+# metric of the metrics group as val/<name> and train/<name>
+MONITORED_ALWAYS = ("val/loss", "train/loss", "train/samples_per_s")
 
 # `???` keys that engine.training.models fills from the data
 EXEMPT_MISSING = {f"model.{key}" for key in FILLED_FROM_DATA}
@@ -59,6 +64,8 @@ def validate_config(cfg: DictConfig) -> None:
             targets[path] = obj
             problems += node_problems(path, _kind_keys(path, node), node["_target_"], obj)
     _raise_if(problems)
+    _raise_if(_label_kinds(tree, targets))
+    _raise_if(monitor_problems(tree))
     for path, node in target_nodes(tree):
         if _is_settings(targets.get(path), node):
             problems += _settings_problem(path, node)
@@ -98,7 +105,8 @@ def mode_problems(tree: dict[str, Any]) -> list[str]:
         return [f"mode={mode!r}: expected one of {sorted(METRICS_BY_MODE)}{hint}."]
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         return [f"summary.top={top!r}: expected an int >= 1 (rows printed), e.g. summary.top=10."]
-    keys = mode_keys(mode, tree.get("metrics") or {})
+    keys = train_keys(metric_names(tree.get("metrics", {}))) if mode == "train" else None
+    keys = keys or METRICS_BY_MODE[mode]
     if rank_by is not None and rank_by not in keys:
         return [
             f"summary.rank_by={rank_by!r} is not a metric of mode={mode}: use one of {list(keys)}."
@@ -108,6 +116,33 @@ def mode_problems(tree: dict[str, Any]) -> list[str]:
         for key in REQUIRED_BY_MODE.get(mode, {})
         if tree.get(mode, {}).get(key) is None
     ]
+
+
+def monitor_problems(tree: dict[str, Any]) -> list[str]:
+    """trainer.checkpoint.monitor (which also drives early stopping) must be a per-epoch value
+    of this run: a metric of the metrics group (val/map needs metrics=multilabel), a loss."""
+    monitor = tree.get("trainer", {}).get("checkpoint", {}).get("monitor")
+    names = metric_names(tree.get("metrics", {}))
+    allowed = [*(f"{s}/{n}" for s in ("val", "train") for n in names), *MONITORED_ALWAYS]
+    if monitor is None or monitor in allowed:
+        return []
+    close = closest(str(monitor), allowed)
+    hint = f" (did you mean {close}?)" if close else ""
+    return [
+        f"trainer.checkpoint.monitor={monitor!r} is not a per-epoch value of this run{hint}: "
+        f"expected one of {allowed} (the metrics group's metrics, as val/ and train/)."
+    ]
+
+
+def _label_kinds(tree: dict[str, Any], targets: dict[str, Any]) -> list[str]:
+    """The loss and metrics against the labels the config says the data has: its
+    dataset.multi_label key, else its dataset class's (the built split checks again)."""
+    dataset, loss = targets.get("dataset"), targets.get("loss")
+    if dataset is None or loss is None:
+        return []
+    multi = tree["dataset"].get("multi_label", getattr(dataset, "multi_label", False))
+    metrics = {n: targets[f"metrics.{n}"] for n in metric_names(tree.get("metrics", {}))}
+    return label_kind_problems(bool(multi), loss, tree["loss"]["_target_"], metrics)
 
 
 def _raise_if(problems: list[str]) -> None:

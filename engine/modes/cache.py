@@ -29,6 +29,7 @@ from engine.data.decode import load_sample
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
 from engine.data.splits import build_splits
+from engine.data.targets import refuse_multi_label
 from engine.data.transforms import Pipelines
 from engine.modes.cache_plan import log_plan, side_from_transforms
 from engine.runs.outputs import save_resolved_config
@@ -206,6 +207,7 @@ def cache(cfg: DictConfig) -> dict[str, float]:
     root = output_folder(settings.dir, "cache.dir")
     refuse_inside_the_data(root, "cache.dir", cfg)
     splits = build_splits(cfg.dataset, Pipelines([], []), folds=False)  # whole, as stored
+    refuse_multi_label(splits[0], "mode=cache")
     source = "cache.short_side"
     if settings.short_side is None:
         side, source = side_from_transforms(instantiate(cfg.transforms))

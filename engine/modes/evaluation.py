@@ -37,6 +37,7 @@ from engine.inference.session import CheckpointSession, open_checkpoint
 from engine.metric_keys import EVAL_SPLITS
 from engine.runs.tensorboard import TensorBoardLogger
 from engine.runs.tensorboard_index import link_run
+from engine.training.metric import build_metrics
 from engine.training.totals import PassTotals
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, float]:
         session.cfg.dataset, split, session.pipelines.val, classes, session.data["vocab_size"]
     )
     loader = session.loader(dataset, split)
-    metrics = {name: instantiate(node) for name, node in session.cfg.metrics.items()}
+    metrics = build_metrics(session.cfg.metrics)
     totals = PassTotals(session.device, metrics)
     outputs = run_pass(
         session.model,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
@@ -24,6 +25,7 @@ from engine.core.bounds import Positive
 from engine.core.grid import labelled_grid
 from engine.core.io import write_json
 from engine.data.loaders import RANDOM_ORDERS
+from engine.data.targets import class_counts
 from engine.runs.outputs import save_resolved_config
 from engine.training.assemble import Components, assemble
 from engine.training.batches import BatchMover, mover_for
@@ -138,7 +140,7 @@ def find_mistakes(parts: Components, reports: dict[str, dict[str, Any]]) -> list
         warnings.append("the val loader drops its last batch: val metrics skip samples")
     targets = parts.val_set.targets
     if targets is not None:
-        missing = sorted(set(range(len(parts.classes))) - {int(t) for t in targets})
+        missing = np.flatnonzero(class_counts(targets, len(parts.classes)) == 0).tolist()
         if missing:
             names = [parts.classes[i] for i in missing]
             warnings.append(f"classes {names} have no val samples: their accuracy is unmeasured")

@@ -31,6 +31,7 @@ from engine.data.samplers import SequentialOrder
 from engine.data.shards.manifest import NAME, Manifest
 from engine.data.shards.writer import SplitWriter, brace_pattern, writing
 from engine.data.splits import build_splits
+from engine.data.targets import refuse_multi_label
 from engine.data.transforms import Pipelines
 from engine.modes.cache import READ_BATCH, load_shrunk, refuse_inside_the_data, shrink
 from engine.runs.outputs import save_resolved_config
@@ -156,6 +157,7 @@ def shards(cfg: DictConfig) -> dict[str, float]:
     folder = output_folder(settings.dir, "shards.dir")
     refuse_inside_the_data(folder, "shards.dir", cfg)
     train, val = build_splits(cfg.dataset, Pipelines([], []), folds=False)  # whole, as stored
+    refuse_multi_label(train, "mode=shards")
     loader = resolve_loader_settings(instantiate(cfg.loader), train, SequentialOrder, cuda=False)
     workers = loader.num_workers
     with writing(folder, settings.overwrite):

@@ -6,11 +6,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from engine.config.tree import FILLED_FROM_DATA
 from engine.core.io import write_json
+from engine.data.targets import class_counts
 from engine.runs.hparams import hparams_of, in_sweep, run_choices, trial_name
 from engine.runs.tensorboard import TensorBoardLogger
 
@@ -33,12 +33,13 @@ def save_resolved_config(cfg: DictConfig, out: Path, write: bool = True) -> dict
 def record_data_values(resolved: dict[str, Any], parts: Components) -> None:
     """Write into `resolved` what the run took from its data: the model's `???` keys
     (num_classes, input_shape, vocab_size) and a `data` section (classes, their count, the
-    input shape, the vocabulary, the train split's samples per class), so that the config
+    input shape, the vocabulary, the train split's samples per class, whether the labels are
+    multi-hot), so that the config
     alone rebuilds the model (engine/inference) and names its outputs."""
     targets = parts.train_set.targets
     counts = None
     if targets is not None:
-        counts = np.bincount(np.asarray(targets), minlength=len(parts.classes)).tolist()
+        counts = class_counts(targets, len(parts.classes)).tolist()
     values = {
         "num_classes": len(parts.classes),
         "input_shape": list(parts.input_shape),
@@ -48,7 +49,12 @@ def record_data_values(resolved: dict[str, Any], parts: Components) -> None:
     for key in FILLED_FROM_DATA:
         if model.get(key) == "???":
             model[key] = values[key]
-    resolved[DATA_KEY] = {"classes": list(parts.classes), **values, "class_counts": counts}
+    resolved[DATA_KEY] = {
+        "classes": list(parts.classes),
+        **values,
+        "class_counts": counts,
+        "multi_label": bool(parts.train_set.multi_label),
+    }
 
 
 def write_resolved_config(resolved: dict[str, Any], out: Path) -> None:

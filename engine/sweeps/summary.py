@@ -25,7 +25,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from engine.core.launch import launch_rank
-from engine.metric_keys import METRICS_BY_MODE, mode_keys
+from engine.metric_keys import METRICS_BY_MODE, metric_names, train_keys
 from engine.runs.tensorboard_index import link_sweep
 from engine.sweeps.board import write_sweep_board
 from engine.sweeps.folds import (
@@ -55,10 +55,11 @@ SUMMARY_MD, SUMMARY_PNG = "summary.md", "summary.png"
 
 
 def mode_metrics(config: DictConfig) -> tuple[str, ...]:
-    """The metric keys of the job's mode (train's follow its `metrics` group); train's for a
-    mistyped mode (its job failed at the config check, and still gets its row)."""
-    mode = config.mode if config.mode in METRICS_BY_MODE else "train"
-    return mode_keys(mode, config.get("metrics") or {})
+    """The metric keys of the job's mode (a training's follow its metrics group); train's for
+    a mistyped mode (its job failed at the config check, and still gets its row)."""
+    if config.mode not in METRICS_BY_MODE or config.mode == "train":
+        return train_keys(metric_names(config.get("metrics", {})))
+    return METRICS_BY_MODE[config.mode]
 
 
 def folds_of(config: DictConfig) -> int | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,8 @@ from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from engine.config.errors import ConfigError
+from engine.config.label_kinds import label_kind_problems
 from engine.core.cpus import cores_per_rank, main_threads
 from engine.core.seeding import seed_everything
 from engine.data.folds import FoldView, write_fold_file
@@ -24,7 +27,7 @@ from engine.data.splits import build_splits, input_shape
 from engine.data.transforms import Pipelines
 from engine.training.device import Precision, resolve_device, resolve_precision
 from engine.training.distributed import init_distributed, rank_device, rank_seed, wrap_model
-from engine.training.metric import Metric
+from engine.training.metric import AnyMetric, build_metrics
 from engine.training.models import build_model
 from engine.training.settings import TrainerSettings
 
@@ -46,7 +49,7 @@ class Components:
     input_shape: tuple[int, ...]
     model: nn.Module
     criterion: nn.Module
-    metrics: dict[str, Metric]
+    metrics: dict[str, AnyMetric]
     train_loader: DataLoader
     val_loader: DataLoader
 
@@ -125,8 +128,12 @@ def assemble(cfg: DictConfig) -> Components:
         threads,
         threads_origin(settings.num_threads, loader_settings.num_workers),
     )
-    criterion = instantiate(cfg.loss)(train_set).to(device)
-    metrics = {name: instantiate(node) for name, node in cfg.metrics.items()}
+    make_loss, metrics = instantiate(cfg.loss), build_metrics(cfg.metrics)
+    loss_kind = make_loss.func if isinstance(make_loss, functools.partial) else make_loss
+    problems = label_kind_problems(train_set.multi_label, loss_kind, cfg.loss._target_, metrics)
+    if problems:  # the config check saw the YAML; the built split decides (your own classes)
+        raise ConfigError(problems[0])
+    criterion = make_loss(train_set).to(device)
     return Components(
         settings,
         device,

@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 
 from engine.core.grid import labelled_grid
 from engine.data.sample_ids import SampleIds, split_ids
+from engine.data.targets import label_text
 
 if TYPE_CHECKING:
     from engine.training.assemble import Components
@@ -104,10 +105,10 @@ def batch_grid(
     batch: DeviceBatch, normalizer: Any, classes: list[str], most: int = 64
 ) -> torch.Tensor | None:
     """The first `most` images of `batch` as the model sees them, de-normalised by
-    `normalizer`, each tile over its class name; None when the inputs are not 1- or 3-channel
-    images (features, tokens)."""
+    `normalizer`, each tile over its class name (multi-label: its classes); None when the
+    inputs are not 1- or 3-channel images (features, tokens)."""
     inputs = batch.inputs
     if inputs.ndim != 4 or inputs.shape[1] not in (1, 3):
         return None
-    names = [classes[label] for label in batch.labels[:most].tolist()]
+    names = [label_text(label, classes) for label in batch.labels[:most].cpu().numpy()]
     return labelled_grid(normalizer.denormalize(inputs[:most]), names)

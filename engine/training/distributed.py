@@ -146,7 +146,8 @@ def broadcast_module(model: nn.Module, src: int = 0, parameters: bool = False) -
 
 def reduce_totals(totals: PassTotals) -> None:
     """Sum a pass's loss, metric sums and sample count over all ranks, in place (one
-    all-reduce of them packed as float64; integer sums are rounded back)."""
+    all-reduce of them packed as float64; integer sums are rounded back); its rows, when a
+    gathered metric keeps them, become every rank's."""
     if not dist.is_initialized():
         return
     tensors = totals.tensors()
@@ -157,6 +158,18 @@ def reduce_totals(totals: PassTotals) -> None:
         value = value.view_as(tensor)
         tensor.copy_(value if tensor.is_floating_point() else value.round())
     totals.samples = int(packed[-1].round())
+    if totals.rows is not None:  # a gathered metric's rows: every rank's, in rank order
+        device = totals.loss_sum.device
+        totals.set_rows({k: v.to(device) for k, v in gather_rows(totals.row_tensors()).items()})
+
+
+def gather_rows(rows: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Every rank's `rows` (tensors by name; a rank without samples has none), concatenated in
+    rank order, on the CPU of each rank (as objects: the ranks' row counts differ)."""
+    every: list[dict[str, torch.Tensor] | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, {key: tensor.cpu() for key, tensor in rows.items()})
+    keys = {key for part in every if part for key in part}
+    return {key: torch.cat([part[key] for part in every if part and key in part]) for key in keys}
 
 
 def any_rank(flags: list[bool], device: torch.device) -> list[bool]:

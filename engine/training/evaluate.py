@@ -14,7 +14,7 @@ from engine.training.batches import BatchMover
 from engine.training.device import Precision
 from engine.training.distributed import broadcast_module, reduce_totals, unwrap
 from engine.training.loader_failures import loader_failures_named
-from engine.training.metric import Metric
+from engine.training.metric import AnyMetric
 from engine.training.prefetch import SideStream, device_batches
 from engine.training.totals import PassTotals
 
@@ -26,7 +26,7 @@ def evaluate(
     move: BatchMover,
     precision: Precision,
     criterion: nn.Module,
-    metrics: dict[str, Metric],
+    metrics: dict[str, AnyMetric],
     limit: int | None = None,
     side: SideStream | None = None,
 ) -> dict[str, float]:

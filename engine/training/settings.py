@@ -9,9 +9,6 @@ import torch
 from engine.core.bounds import Fraction, Positive, Seconds, Seed
 from engine.training.device import PRECISIONS
 
-# per-epoch metrics a checkpoint can be ranked by (trainer.checkpoint.monitor)
-MONITORABLE = ("val/acc", "val/loss", "train/acc", "train/loss", "train/samples_per_s")
-
 
 @dataclass(frozen=True)
 class CheckpointSettings:
@@ -28,11 +25,6 @@ class CheckpointSettings:
             raise ValueError(f"trainer.checkpoint.keep_last={self.keep_last}: expected int >= 1.")
         if self.mode not in ("max", "min"):
             raise ValueError(f"trainer.checkpoint.mode={self.mode!r}: expected max or min.")
-        if self.monitor not in MONITORABLE:
-            raise ValueError(
-                f"trainer.checkpoint.monitor={self.monitor!r}: expected one of the "
-                f"per-epoch metrics {list(MONITORABLE)}."
-            )
         for key in ("every_n_steps", "every_minutes"):
             if getattr(self, key) < 0:
                 raise ValueError(

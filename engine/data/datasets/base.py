@@ -12,7 +12,11 @@ Attributes:
     classes (list[str]): required. Class names; label ``i`` is ``classes[i]``. The val split
         takes the train split's list. Read by build_splits, the model (num_classes), metrics.
     targets (np.ndarray | None): every sample's label in index order, or None. Read by
-        sampler=weighted, loss.class_weights=balanced and mode=inspect.
+        sampler=weighted, loss.class_weights=balanced, k-fold and mode=inspect. A multi-label
+        dataset's is a uint8 multi-hot array, one row of ``len(classes)`` 0/1 per sample.
+    multi_label (bool): a sample has any number of the classes: its label is a float32
+        multi-hot tensor of ``len(classes)`` (the batch's labels: N x classes), for loss=bce and
+        metrics=multilabel. Read by the config checks, the modes and the samplers.
     returns_batches (bool): ``__getitems__(indices)`` returns a whole collated batch, so the
         loaders skip collation (in-memory tensors). Read by engine/data/loaders.py.
     in_memory (bool): samples are slices of memory: ``loader.num_workers=null`` then means 0
@@ -76,6 +80,7 @@ class DatasetHooks:
 
     classes: list[str]
     targets: np.ndarray | None = None
+    multi_label: bool = False
     returns_batches: ClassVar[bool] = False
     in_memory: ClassVar[bool] = False
     draws_random: bool = True

@@ -1,4 +1,6 @@
-"""Images listed in CSV files: a path column and a label column (names or integers)."""
+"""Images listed in CSV files: a path column and a label column (names or integers), or
+several labels per image (multi-label: `a|b` in the label column, or one 0/1 column per
+class)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.image_header import PILLOW_MAX_PIXELS
 from engine.data.listing import RootGuard, class_list, read_csv_rows
+from engine.data.multi_hot import MultiLabelColumns
 
 SPLITS = ("train", "val", "test")
 
@@ -23,7 +26,10 @@ class CsvDataset(LabelledImageFiles):
     """One split of images listed in CSV: `train_csv` + `val_csv` (+ `test_csv`), or one `csv`
     with a split column (`train`, `val`, `test`).
 
-    Relative paths resolve against `root` (default: the folder of the CSV file).
+    Relative paths resolve against `root` (default: the folder of the CSV file). With
+    `multi_label`, a row's labels are `label_separator`-separated in `label_column`, or 0/1 in
+    the `label_columns` (engine/data/multi_hot.py), and its target is
+    multi-hot.
     """
 
     splits = SPLITS
@@ -47,8 +53,13 @@ class CsvDataset(LabelledImageFiles):
         max_bad_fraction: Fraction = 0.01,
         reduced_decode: bool = True,
         max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
+        multi_label: bool = False,
+        label_separator: str = "|",
+        label_columns: Sequence[str] | None = None,
+        allow_empty_labels: bool = True,
     ) -> None:
-        columns = {"dataset.path_column": path_column, "dataset.label_column": label_column}
+        tags = MultiLabelColumns(multi_label, label_column, label_separator, label_columns)
+        columns = {"dataset.path_column": path_column, **tags.columns}
         try:
             codecs.lookup(csv_encoding)
         except LookupError:
@@ -78,15 +89,18 @@ class CsvDataset(LabelledImageFiles):
         # one entry per row, nothing else: encoded paths, labels (one string object per
         # distinct label), line numbers; the `where` of an error is made only when it is raised
         paths: list[bytes] = []
-        labels: list[str] = []
+        labels: list[str | tuple[str, ...]] = []
         lines = array("q")
         seen: set[bytes] = set()
         names: dict[str, str] = {}
-        for line, (raw_path, raw_label, *_) in rows:
+        for line, (raw_path, *raw_labels) in rows:
             where = f"{csv_path}:{line}"
-            label = raw_label.strip()
-            if not label:
-                raise ValueError(f"{where}: empty {label_column!r} (dataset.label_column).")
+            if multi_label:
+                label: str | tuple[str, ...] = tags.parse(raw_labels, where, allow_empty_labels)
+            else:
+                label = raw_labels[0].strip()
+                if not label:
+                    raise ValueError(f"{where}: empty {label_column!r} (dataset.label_column).")
             raw = raw_path.strip()
             if not raw:
                 raise ValueError(f"{where}: empty {path_column!r} (dataset.path_column).")
@@ -98,7 +112,12 @@ class CsvDataset(LabelledImageFiles):
                 )
             seen.add(path)
             paths.append(path)
-            labels.append(names.setdefault(label, label))
+            # one string object per distinct label (or tuple of them), however many rows
+            labels.append(
+                names.setdefault(label, label)
+                if isinstance(label, str)
+                else tuple(names.setdefault(t, t) for t in label)
+            )
             lines.append(line)
         if not paths:
             raise ValueError(f"{csv_path}: no rows for split {split!r}.")
@@ -107,20 +126,25 @@ class CsvDataset(LabelledImageFiles):
         def at(i: int) -> str:
             return f"{csv_path}:{lines[i]}"
 
-        classes = (
-            list(classes)
-            if classes is not None
-            else class_list(labels, at, f"column {label_column!r}, dataset.label_column")
-        )
-        index = {name: i for i, name in enumerate(classes)}
-        unknown = set(names) - set(index)
-        if unknown:
-            i = next(i for i, label in enumerate(labels) if label in unknown)
-            raise ValueError(
-                f"{at(i)}: label {labels[i]!r} is not a train class {classes}. "
-                "Fix the row, or add the class to the train split."
+        key = tags.key
+        if multi_label:
+            targets = tags.multi_hot(labels, classes, at)  # type: ignore[arg-type]
+            classes = tags.classes
+        else:
+            classes = (
+                list(classes)
+                if classes is not None
+                else class_list(labels, at, f"column {label_column!r}, {key}")  # type: ignore[arg-type]
             )
-        targets = np.fromiter((index[label] for label in labels), np.int64, len(labels))
+            index = {name: i for i, name in enumerate(classes)}
+            unknown = set(names) - set(index)
+            if unknown:
+                i = next(i for i, label in enumerate(labels) if label in unknown)
+                raise ValueError(
+                    f"{at(i)}: label {labels[i]!r} is not a train class {classes}. "
+                    "Fix the row, or add the class to the train split."
+                )
+            targets = np.fromiter((index[label] for label in labels), np.int64, len(labels))  # type: ignore[index]
         super().__init__(
             np.array(paths, dtype=np.bytes_),
             targets,

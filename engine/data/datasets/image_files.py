@@ -13,14 +13,16 @@ from engine.data.bad_samples import BadSample, check_policy
 from engine.data.datasets.base import MapDataset, Transform
 from engine.data.decode import SampleError, describe_error, load_sample
 from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.targets import is_multi_hot, label_text
 from engine.data.transforms import decode_min_side
 
 
 class LabelledImageFiles(MapDataset):
-    """Images listed by path with integer targets.
+    """Images listed by path with integer targets, or multi-hot ones (multi-label).
 
     Paths live in one fixed-width bytes array (given as one, or as strings) and targets in one
-    int64 array, so forked workers share them without copy-on-read growth (no per-sample
+    int64 array (multi-label: a uint8 N x classes array, each sample's label then a float32
+    multi-hot tensor), so forked workers share them without copy-on-read growth (no per-sample
     Python objects).
     With `on_error="skip"` an unreadable file gives a `BadSample` record instead of an error
     (see engine/data/bad_samples.py); `max_bad_fraction` bounds how many a split may have.
@@ -34,7 +36,7 @@ class LabelledImageFiles(MapDataset):
     def __init__(
         self,
         paths: Sequence[str] | np.ndarray,
-        targets: Sequence[int] | np.ndarray,
+        targets: Sequence[int] | np.ndarray,  # N ints, or N x classes 0/1 (multi-label)
         classes: Sequence[str],
         transform: Transform | None = None,
         on_error: str = "raise",
@@ -50,7 +52,8 @@ class LabelledImageFiles(MapDataset):
             if isinstance(paths, np.ndarray) and paths.dtype.kind == "S"
             else np.array([os.fsencode(p) for p in paths], dtype=np.bytes_)
         )
-        self.targets = np.asarray(targets, dtype=np.int64)
+        self.multi_label = is_multi_hot(np.asarray(targets))
+        self.targets = np.asarray(targets, dtype=np.uint8 if self.multi_label else np.int64)
         self.classes = list(classes)
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self.transform = transform
@@ -64,8 +67,15 @@ class LabelledImageFiles(MapDataset):
         return os.fsdecode(self._paths[index])
 
     def label_name(self, index: int) -> str | None:
-        """The class name of sample `index`, for messages (None: an unlabelled input)."""
-        return self.classes[int(self.targets[index])]
+        """The class name of sample `index`, for messages (None: an unlabelled input;
+        multi-label: its classes joined by `|`)."""
+        return label_text(self.targets[index], self.classes)
+
+    def label(self, index: int) -> int | torch.Tensor:
+        """The target of sample `index`: its class index, or its float32 multi-hot row."""
+        if self.multi_label:
+            return torch.from_numpy(self.targets[index].astype(np.float32))
+        return int(self.targets[index])
 
     def _bad(self, index: int, err: SampleError) -> BadSample:
         reason = describe_error(err.__cause__ or err)
@@ -80,8 +90,8 @@ class LabelledImageFiles(MapDataset):
             return self._bad(index, err)
         return None
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int] | BadSample:
-        label = int(self.targets[index])
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int | torch.Tensor] | BadSample:
+        label = self.label(index)
         try:
             image = load_sample(
                 self.get_filename(index),

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from engine.runs.hparams import in_sweep, trial_name
 from engine.runs.loggers.base import Logger, RunContext
-from engine.runs.summary import BOARD_TAGS
+from engine.runs.summary import board_tags
 from engine.runs.tensorboard import TensorBoardLogger, take_over_events
 from engine.runs.tensorboard_index import link_run
 
@@ -43,7 +43,7 @@ class TensorBoard(Logger):
     def finish(self, metrics: dict[str, float], step: int) -> None:
         """The HParams entry: the run's choices, summed up by the last points of its curves."""
         trial, columns = trial_name(), not in_sweep()  # a sweep writes its jobs' columns
-        self.board.hparams(self.params, list(BOARD_TAGS), step, trial=trial, columns=columns)
+        self.board.hparams(self.params, board_tags(metrics), step, trial=trial, columns=columns)
 
     def close(self) -> None:
         self.board.close()

@@ -1,0 +1,282 @@
+"""Multi-label data end to end: CSV rows parsed into multi-hot targets (every bad row refused
+with its file, line and key), loss=bce, metrics=multilabel against hand-computed values and
+torchmetrics, the refusals of mismatched losses and metrics, and training on them."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageDraw
+from torchmetrics.functional.classification import (
+    multilabel_average_precision,
+    multilabel_exact_match,
+    multilabel_f1_score,
+)
+
+from engine.config.errors import ConfigError
+from engine.data.datasets.csv import CsvDataset
+from engine.training.totals import PassTotals, sum_states
+from src.loop import train
+from src.losses.bce import BCE
+from src.metrics.multilabel import F1, MeanAveragePrecision, SubsetAccuracy
+from tests.cli import run_cli
+from tests.conftest import compose_config
+
+PATCHES = {  # label: where it is drawn and in which colour (learnable by a tiny model)
+    "red": ((2, 2, 14, 14), (230, 30, 30)),
+    "green": ((18, 18, 30, 30), (30, 220, 30)),
+    "blue": ((2, 18, 14, 30), (40, 40, 240)),
+}
+
+
+def write_listing(folder: Path, rows: list[tuple[str, str, str]], name: str = "l.csv") -> Path:
+    """`name` in `folder` with path,labels,split rows, and a 32 px PNG for each path that
+    shows the row's labels as coloured patches."""
+    (folder / "img").mkdir(parents=True, exist_ok=True)
+    for path, labels, _ in rows:
+        image = Image.new("RGB", (32, 32), (0, 0, 0))
+        draw = ImageDraw.Draw(image)
+        for label in filter(None, labels.split("|")):
+            box, colour = PATCHES.get(label, ((0, 0, 4, 4), (255, 255, 255)))
+            draw.rectangle(box, fill=colour)
+        image.save(folder / path)
+    listing = folder / name
+    with listing.open("w", newline="") as f:
+        csv.writer(f).writerows([("path", "labels", "split"), *rows])
+    return listing
+
+
+def random_rows(n: int, seed: int = 0, val_share: float = 0.3) -> list[tuple[str, str, str]]:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        labels = [name for name in PATCHES if rng.random() < 0.5]
+        split = "val" if i < n * val_share else "train"
+        rows.append((f"img/{i}.png", "|".join(labels), split))
+    return rows
+
+
+def listed(folder: Path, rows: list[tuple[str, str, str]], **keys) -> CsvDataset:
+    listing = write_listing(folder, rows)
+    return CsvDataset("train", csv=str(listing), label_column="labels", multi_label=True, **keys)
+
+
+def test_labels_become_multi_hot_rows_over_the_sorted_union(tmp_path: Path) -> None:
+    rows = [("img/0.png", "red|blue", "train"), ("img/1.png", " green ", "train"),
+            ("img/2.png", "", "train"), ("img/3.png", "blue|red|blue", "train")]  # fmt: skip
+    data = listed(tmp_path, rows)
+    assert data.classes == ["blue", "green", "red"]
+    assert data.targets.tolist() == [[1, 0, 1], [0, 1, 0], [0, 0, 0], [1, 0, 1]]
+    _, label = data[0]
+    assert label.dtype == torch.float32 and label.tolist() == [1.0, 0.0, 1.0]
+    assert data.multi_label and data.label_name(3) == "blue|red"
+
+
+def test_a_separator_and_per_class_columns_read_alike(tmp_path: Path) -> None:
+    write_listing(tmp_path, [("img/0.png", "red", "train"), ("img/1.png", "", "train")])
+    columns = tmp_path / "columns.csv"
+    columns.write_text("path,split,red,green\nimg/0.png,train,1,0\nimg/1.png,train,0,0\n")
+    data = CsvDataset("train", csv=str(columns), multi_label=True, label_columns=["red", "green"])
+    assert data.classes == ["green", "red"]  # sorted, like the labels of a column
+    assert data.targets.tolist() == [[0, 1], [0, 0]]
+    semi = tmp_path / "semi.csv"
+    semi.write_text("path,labels,split\nimg/0.png,red;green,train\n")
+    data = CsvDataset(
+        "train", csv=str(semi), label_column="labels", multi_label=True, label_separator=";"
+    )
+    assert data.classes == ["green", "red"] and data.targets.tolist() == [[1, 1]]
+
+
+BAD_ROWS = [
+    # (CSV text after the header, keys, the line named, words of the message)
+    ("img/0.png,red,train\nimg/1.png,,train\n", {"allow_empty_labels": False}, 3,
+     ["no labels", "dataset.allow_empty_labels=true"]),
+    ("img/0.png,red||blue,train\n", {}, 2, ["empty label", "dataset.label_separator"]),
+    ("img/0.png,red,train\nimg/1.png,green,train\n", {"classes": ["red"]}, 3,
+     ["'green'", "not a train class", "dataset.label_column"]),
+    ("img/0.png,,train\nimg/1.png,,train\n", {}, 2, ["no row has a label"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("body", "keys", "line", "words"), BAD_ROWS)
+def test_every_bad_row_is_refused_naming_file_line_and_key(
+    tmp_path: Path, body: str, keys: dict, line: int, words: list[str]
+) -> None:
+    write_listing(tmp_path, [("img/0.png", "", "train"), ("img/1.png", "", "train")])
+    listing = tmp_path / "bad.csv"
+    listing.write_text("path,labels,split\n" + body)
+    with pytest.raises(ValueError) as err:
+        CsvDataset("train", csv=str(listing), label_column="labels", multi_label=True, **keys)
+    message = str(err.value)
+    assert f"{listing}:{line}:" in message and "\n" not in message
+    for word in words:
+        assert word in message
+
+
+def test_bad_columns_and_settings_are_refused_naming_the_key(tmp_path: Path) -> None:
+    write_listing(tmp_path, [("img/0.png", "", "train")])
+    listing = tmp_path / "columns.csv"
+    listing.write_text("path,split,red,green\nimg/0.png,train,1,yes\n")
+    cases = [
+        ({"multi_label": True, "label_columns": ["red", "green"]}, f"{listing}:2:", "'green'"),
+        ({"multi_label": True, "label_columns": ["red", "red"]}, "label_columns", "repeat"),
+        ({"label_columns": ["red"]}, "dataset.multi_label=true", "label_columns"),
+        ({"multi_label": True, "label_columns": ["nope"]}, "dataset.label_columns[0]", "nope"),
+        ({"multi_label": True, "label_separator": ""}, "dataset.label_separator", "empty"),
+    ]
+    for keys, *words in cases:
+        with pytest.raises(ValueError) as err:
+            CsvDataset("train", csv=str(listing), **keys)
+        assert all(word in str(err.value) for word in words), (keys, str(err.value))
+
+
+def test_the_val_split_takes_the_train_classes_and_refuses_new_ones(tmp_path: Path) -> None:
+    rows = [("img/0.png", "red", "train"), ("img/1.png", "green|red", "val"),
+            ("img/2.png", "blue", "val")]  # fmt: skip
+    listing = write_listing(tmp_path, rows)
+    with pytest.raises(ValueError, match=rf"{listing}:4: label 'blue'.*not a train class"):
+        CsvDataset("val", csv=str(listing), label_column="labels", multi_label=True,
+                   classes=["green", "red"])  # fmt: skip
+
+
+def random_rows_tensors(n: int, classes: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    logits = torch.randn(n, classes, generator=generator) * 2
+    labels = (torch.rand(n, classes, generator=generator) < 0.4).float()
+    return logits, labels
+
+
+def test_metrics_equal_hand_computed_values() -> None:
+    # scores (sigmoid) per class; class 0 ranks its 2 positives 1st and 3rd: AP (1 + 2/3) / 2
+    scores = torch.tensor([[0.9, 0.8], [0.7, 0.6], [0.4, 0.3], [0.2, 0.1]])
+    labels = torch.tensor([[1, 0], [0, 1], [1, 1], [0, 0]], dtype=torch.float32)
+    logits = torch.logit(scores)
+    assert MeanAveragePrecision().value(logits, labels) == pytest.approx(
+        ((1 + 2 / 3) / 2 + (1 / 2 + 2 / 3) / 2) / 2, abs=1e-6
+    )
+    # at 0.5: class 0 predicts rows 0,1 (tp 1, fp 1, fn 1): F1 1/2; class 1 rows 0,1 (tp 1,
+    # fp 1, fn 1): 1/2. Every class right: row 3 only.
+    assert F1(0.5).value(logits, labels) == pytest.approx(0.5, abs=1e-6)
+    assert SubsetAccuracy(0.5).value(logits, labels) == pytest.approx(0.25, abs=1e-6)
+    assert SubsetAccuracy(0.95).value(logits, labels) == pytest.approx(0.25, abs=1e-6)
+
+
+def test_metrics_over_a_pass_in_batches_match_torchmetrics_on_the_whole() -> None:
+    logits, labels = random_rows_tensors(203, 5, seed=1)
+    metrics = {"map": MeanAveragePrecision(), "f1": F1(0.3), "subset_acc": SubsetAccuracy(0.3)}
+    totals = PassTotals(torch.device("cpu"), metrics)
+    for start in range(0, len(logits), 16):
+        part = slice(start, start + 16)
+        totals.add(torch.tensor(0.0), logits[part], labels[part])
+    means = totals.means("val", "")
+    probs, target = logits.sigmoid(), labels.int()
+    expected = {
+        "val/map": multilabel_average_precision(probs, target, num_labels=5, average="macro"),
+        "val/f1": multilabel_f1_score(probs, target, num_labels=5, threshold=0.3),
+        "val/subset_acc": multilabel_exact_match(probs, target, num_labels=5, threshold=0.3),
+    }
+    for key, value in expected.items():
+        assert means[key] == pytest.approx(value.item(), abs=1e-6), key
+
+
+def test_a_resumed_pass_keeps_its_rows_and_ranks_rows_merge() -> None:
+    logits, labels = random_rows_tensors(60, 4, seed=2)
+    whole = PassTotals(torch.device("cpu"), {"map": MeanAveragePrecision()})
+    whole.add(torch.tensor(1.0), logits, labels)
+    halves = []
+    for part in (slice(0, 25), slice(25, 60)):  # two ranks' mid-epoch checkpoints
+        totals = PassTotals(torch.device("cpu"), {"map": MeanAveragePrecision()})
+        totals.add(torch.tensor(1.0), logits[part], labels[part])
+        halves.append(totals.state_dict())
+    resumed = PassTotals(torch.device("cpu"), {"map": MeanAveragePrecision()})
+    resumed.load_state_dict(sum_states(halves))
+    assert resumed.samples == 60
+    assert resumed.means("train", "")["train/map"] == whole.means("train", "")["train/map"]
+
+
+def test_pos_weight_balanced_is_negatives_over_positives(tmp_path: Path) -> None:
+    rows = [("img/0.png", "red", "train"), ("img/1.png", "red|green", "train"),
+            ("img/2.png", "red", "train"), ("img/3.png", "", "train")]  # fmt: skip
+    data = listed(tmp_path, rows)  # classes green, red: 1 and 3 positives of 4
+    assert BCE(data, "balanced").pos_weight.tolist() == pytest.approx([3.0, 1 / 3])
+    with pytest.raises(ValueError, match=r"loss.pos_weight=\[1.0\]: expected null, balanced or 2"):
+        BCE(data, [1.0])
+    logits = torch.zeros(4, 2)
+    loss = BCE(data, [2.0, 1.0])(logits, torch.tensor(data.targets, dtype=torch.float32))
+    assert loss.item() == pytest.approx(np.log(2) * (1 * 2 + 3 + 4) / 8, rel=1e-6)
+
+
+def multi_label_cfg(tmp_path: Path, *overrides: str):
+    listing = write_listing(tmp_path / "data", random_rows(48))
+    return compose_config(
+        tmp_path / "data",
+        tmp_path / "run",
+        "dataset=csv",
+        f"dataset.csv={listing}",
+        "dataset.multi_label=true",
+        "dataset.label_column=labels",
+        "loss=bce",
+        "metrics=multilabel",
+        "trainer.checkpoint.monitor=val/map",
+        "model=mlp",
+        "transforms=none",
+        *overrides,
+    )
+
+
+REFUSED = [
+    (["loss=cross_entropy"], "use loss=bce"),
+    (["metrics=default"], "use metrics=multilabel"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "fix"), REFUSED)
+def test_single_label_losses_and_metrics_are_refused_on_multi_hot_data(
+    tmp_path: Path, overrides: list[str], fix: str
+) -> None:
+    with pytest.raises(ConfigError, match=fix) as err:
+        train(multi_label_cfg(tmp_path, *overrides))
+    assert "\n" not in str(err.value)
+
+
+def test_the_config_check_refuses_a_mismatch_before_reading_any_data(tmp_path: Path) -> None:
+    result = run_cli(
+        "dataset=csv",
+        f"dataset.csv={tmp_path / 'not_written_yet.csv'}",
+        "dataset.multi_label=true",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if "use loss=bce" in line]
+    assert len(lines) == 1 and "does not exist" not in result.stderr  # no listing read
+
+
+def test_multi_label_losses_and_metrics_are_refused_on_single_label_data(make_cfg) -> None:
+    with pytest.raises(ConfigError, match=r"use loss=cross_entropy, or set dataset\.multi_label"):
+        train(make_cfg("loss=bce", "trainer.max_epochs=1"))
+    with pytest.raises(ConfigError, match="use metrics=default"):
+        train(make_cfg("metrics=multilabel", "trainer.checkpoint.monitor=val/map"))
+
+
+def test_training_on_multi_label_data_logs_and_keeps_the_best_val_map(tmp_path: Path) -> None:
+    cfg = multi_label_cfg(
+        tmp_path, "trainer.max_epochs=4", "optimizer.lr=0.01", "trainer.early_stopping.patience=3"
+    )
+    metrics = train(cfg)
+    run = tmp_path / "run"
+    history = list(csv.DictReader((run / "history.csv").open()))
+    maps = [float(h["val/map"]) for h in history]
+    saved = json.loads((run / "metrics.json").read_text())
+    assert saved["val/best_map"] == pytest.approx(max(maps)) == metrics["val/best_map"]
+    for key in ("val/f1", "val/subset_acc", "train/map", "train/f1", "train/subset_acc"):
+        assert key in history[0]
+    assert maps[-1] > 0.8  # three coloured patches: learnable in a few epochs
+    best = torch.load(run / "checkpoints" / "best.pt", weights_only=False)
+    assert best["epoch"] == 1 + maps.index(max(maps))
