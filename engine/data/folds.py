@@ -27,6 +27,7 @@ from torch.utils.data import Dataset, IterableDataset
 from engine.core.dataset_keys import FOLD_KEYS
 from engine.core.io import write_json
 from engine.data.bad_samples import BadSample
+from engine.data.targets import is_multi_hot, rarest_labels
 from engine.data.wrapper import DatasetWrapper
 
 log = logging.getLogger(__name__)
@@ -118,16 +119,9 @@ def without_fold_keys(cfg: Any) -> Any:
 
 
 def strata(targets: np.ndarray) -> tuple[np.ndarray, str]:
-    """Each sample's stratum and what it is: its label, or (multi-hot targets (N, C)) its
-    rarest label, the one among its own with the fewest samples in the split (ties: the
-    first), -1 for a sample without labels."""
-    targets = np.asarray(targets)
-    if targets.ndim == 1:
-        return targets.astype(np.int64), "label"
-    hot = targets.astype(bool)
-    counts = hot.sum(axis=0)
-    rarest = np.where(hot, counts[None, :], np.iinfo(np.int64).max).argmin(axis=1)
-    return np.where(hot.any(axis=1), rarest, -1), "rarest label"
+    """Each sample's stratum (engine.data.targets.rarest_labels: its label, or its rarest
+    own label; -1 without labels) and what it is."""
+    return rarest_labels(targets), "rarest label" if is_multi_hot(targets) else "label"
 
 
 def deal(stratum: np.ndarray, folds: int, seed: int) -> np.ndarray:
