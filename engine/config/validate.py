@@ -22,6 +22,7 @@ from engine.config.errors import ConfigError
 from engine.config.label_kinds import label_kind_problems
 from engine.config.schema import node_problems
 from engine.config.tree import FILLED_FROM_DATA, child_key, resolve_tree, target_nodes
+from engine.core.dataset_keys import FOLD_KEYS, is_dataset_node
 from engine.core.text import closest
 from engine.metric_keys import METRICS_BY_MODE, metric_names, train_keys
 
@@ -61,7 +62,7 @@ def validate_config(cfg: DictConfig) -> None:
             problems.append(where)
         else:
             targets[path] = obj
-            problems += node_problems(path, node, node["_target_"], obj)
+            problems += node_problems(path, _kind_keys(path, node), node["_target_"], obj)
     _raise_if(problems)
     _raise_if(_label_kinds(tree, targets))
     _raise_if(monitor_problems(tree))
@@ -69,6 +70,13 @@ def validate_config(cfg: DictConfig) -> None:
         if _is_settings(targets.get(path), node):
             problems += _settings_problem(path, node)
     _raise_if(problems)
+
+
+def _kind_keys(path: str, node: dict[str, Any]) -> dict[str, Any]:
+    """The keys of `node` its `_target_` takes: a dataset node's fold keys are the engine's."""
+    if not is_dataset_node(path):
+        return node
+    return {k: v for k, v in node.items() if k not in FOLD_KEYS}
 
 
 def check_targets(tree: dict[str, Any], entries: list[str]) -> None:

@@ -17,6 +17,7 @@ from engine.config.errors import ConfigError
 from engine.config.label_kinds import label_kind_problems
 from engine.core.cpus import cores_per_rank, main_threads
 from engine.core.seeding import seed_everything
+from engine.data.folds import FoldView, write_fold_file
 from engine.data.holdout import write_split_file
 from engine.data.loaders import build_loaders
 from engine.data.resolve_loader import resolve_loader_settings
@@ -74,6 +75,8 @@ def assemble(cfg: DictConfig) -> Components:
     if train_set.drawn_split and ranks.is_main:
         listed = write_split_file(train_set, val_set, Path(cfg.paths.output_dir))
         log.info("train/val split drawn by dataset.val_fraction: listed in %s", listed)
+    if isinstance(val_set, FoldView) and ranks.is_main:
+        write_fold_file(val_set.record, Path(cfg.paths.output_dir))
     train_set, val_set = seeded(train_set, settings.seed), seeded(val_set, settings.seed)
     shape, classes = input_shape(val_set), train_set.classes
     model = build_model(
