@@ -1,6 +1,7 @@
 """Multi-label eval reports and predictions on hand-made logits: per-class AP / F1 / precision /
 recall / support, the split's map / f1 / subset_acc, hardest.csv's losses, and predictions.csv
-read back with the csv module; a score exactly at the threshold is a label."""
+read back with the csv module; a score exactly at the threshold is not a label (as in the
+training's torchmetrics F1)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from engine.inference.labeller import Labeller
 from engine.inference.passes import Outputs
 from engine.modes.prediction import MULTI_LABEL_COLUMNS, multi_label_rows
 from engine.sweeps.summary import headline
+from src.metrics.multilabel import SubsetAccuracy
 
 CLASSES = ["a", "b", "c"]
-# logit 0 is a sigmoid score of exactly 0.5: at the threshold, so labelled
-LOGITS = torch.tensor([[2.0, -2.0, -3.0], [0.0, -1.0, -2.0], [-1.0, 3.0, 0.0], [1.0, -2.0, -3.0]])
+# logit 0.1 is a sigmoid score just above 0.5, so labelled at the threshold 0.5
+LOGITS = torch.tensor([[2.0, -2.0, -3.0], [0.1, -1.0, -2.0], [-1.0, 3.0, 0.1], [1.0, -2.0, -3.0]])
 TARGETS = torch.tensor([[1, 0, 0], [1, 1, 0], [0, 1, 0], [0, 0, 0]], dtype=torch.float32)
 # predicted: a for samples 0, 1, 3; b and c for sample 2 -> a: tp 2 fp 1 fn 0; b: tp 1 fn 1;
 # c: no positives, one false positive
@@ -61,6 +63,13 @@ def test_summary_is_the_macro_map_and_f1_and_the_exact_match_share() -> None:
         "test/f1": pytest.approx((0.8 + 2 / 3 + 0.0) / 3),
         "test/subset_acc": 0.25,  # only sample 0's labels are exactly right
     }
+
+
+def test_a_score_exactly_at_the_threshold_is_not_a_label_as_in_training() -> None:
+    logits, targets = torch.tensor([[0.0, 1.0]]), torch.tensor([[1.0, 1.0]])
+    labels, scores = Labeller(["a", "b"], multi_label=True, threshold=0.5).decode(logits)
+    assert scores[0, 0].item() == 0.5 and labels == [["b"]]
+    assert SubsetAccuracy(0.5).value(logits, targets) == 0.0  # torchmetrics: a missed too
 
 
 def test_a_higher_threshold_drops_the_labels_at_half() -> None:

@@ -1,5 +1,5 @@
 """How a model's logits become class names and scores, for single- and multi-label models alike:
-softmax and the top class, or sigmoid and every class at or above a threshold. mode=eval,
+softmax and the top class, or sigmoid and every class above a threshold. mode=eval,
 mode=predict and `load_model` share it, so a notebook labels as predictions.csv does."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def checked_threshold(value: Any, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise ConfigError(
             f"{key}={value!r}: expected a number from 0 to 1 (a class is predicted when its "
-            f"sigmoid score is >= it), e.g. {key}=0.5."
+            f"sigmoid score is above it), e.g. {key}=0.5."
         )
     return float(value)
 
@@ -31,7 +31,8 @@ def checked_threshold(value: Any, key: str) -> float:
 class Labeller:
     """Labels and scores of logits (B x C, output i is `classes[i]`): single-label scores are
     the softmax and the label its top class; multi-label scores are each class's sigmoid and
-    the labels every class whose score is >= `threshold` (none, one or several)."""
+    the labels every class whose score is above `threshold` (none, one or several; a score
+    exactly at it is not, as torchmetrics' F1 and exact match count it in training)."""
 
     classes: list[str]
     multi_label: bool = False
@@ -68,12 +69,12 @@ class Labeller:
         so a score read back from a CSV agrees with it."""
         scores = self.scores(logits)
         if self.multi_label:
-            return scores.double() >= self.threshold
+            return scores.double() > self.threshold
         return torch.nn.functional.one_hot(scores.argmax(1), len(self.classes)).bool()
 
     def decode(self, logits: torch.Tensor) -> tuple[list[list[str]], torch.Tensor]:
         """(labels, scores): each sample's class names (single-label: its one top class;
-        multi-label: those at or above the threshold, in class order, maybe none) and the
+        multi-label: those above the threshold, in class order, maybe none) and the
         B x C scores."""
         scores, predicted = self.scores(logits), self.predicted(logits)
         labels = [[self.classes[k] for k in row.nonzero().flatten().tolist()] for row in predicted]

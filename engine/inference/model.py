@@ -81,7 +81,7 @@ def load_model(
     batch: the training's val transforms and normalisation), `model.multi_label` (the saved
     dataset.multi_label), `model.labeller` (an engine.inference.labeller.Labeller: its
     `threshold`, and `decode(logits) -> (labels, scores)` as mode=predict labels: softmax and
-    the top class, or sigmoid and every class >= the threshold) and `model.predict(*inputs)`
+    the top class, or sigmoid and every class above the threshold) and `model.predict(*inputs)`
     (the same from inputs), so `model.predict(model.preprocess("cat.jpg"))[0]` names the
     classes. `threshold` (multi-label only) replaces the saved metrics.threshold (0.5 when it
     has none); `model.labeller.threshold = 0.3` changes it later. Works from any working
