@@ -174,6 +174,7 @@ OUTPUTS = {
         "{py} docs/multilabel_demo.py",
         r"^device|^epoch|^best",
     ),
+    "kfold": Output("python docs/kfold_demo.py", "{py} docs/kfold_demo.py", r"^fold \d|^\|"),
     "torchrun": Output(
         "torchrun --standalone --nproc_per_node=2 train.py trainer.max_epochs=2",
         "{py} -m torch.distributed.run --standalone --nproc_per_node=2 train.py "

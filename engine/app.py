@@ -27,7 +27,7 @@ from engine.runs.loggers.build import logger_problems
 from engine.runs.run_lock import log_file, run_dir_held
 from engine.sweeps.direction import direction_of, direction_problem
 from engine.sweeps.reuse import previous_result
-from engine.sweeps.summary import rank_metric
+from engine.sweeps.summary import headline
 from engine.training.distributed import distributed_job, init_distributed
 
 Run = Callable[[DictConfig], dict[str, Any]]
@@ -67,7 +67,7 @@ def run(cfg: DictConfig, train: Run, step: type) -> float:
             )
         log_config_tree()
         metrics = previous_result(cfg) or modes(train, step)[cfg.mode](cfg)
-    return metrics[rank_metric(cfg)]
+    return headline(cfg, metrics)
 
 
 def _raise_if(problems: list[str]) -> None:

@@ -6,6 +6,7 @@ importing the modes themselves.
 """
 
 EVAL_SPLITS = ("val", "test")  # the labelled splits mode=eval measures (eval.split)
+MULTI_LABEL_EVAL = ("map", "f1", "subset_acc")  # what mode=eval adds for a multi-label model
 
 # a training's keys besides each metric's val/<name> and val/best_<name> (train_keys)
 TRAIN_KEYS = (
@@ -29,7 +30,9 @@ def train_keys(names: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 METRICS_BY_MODE: dict[str, tuple[str, ...]] = {
     "train": train_keys(["acc"]),  # metrics=default's; train_keys gives another group's
-    "eval": tuple(f"{s}/{m}" for s in EVAL_SPLITS for m in ("acc", "loss", "acc_per_class")),
+    "eval": tuple(
+        f"{s}/{m}" for s in EVAL_SPLITS for m in ("acc", "loss", "acc_per_class", *MULTI_LABEL_EVAL)
+    ),
     "predict": ("predict/samples", "predict/unreadable"),
     "benchmark": (
         "loader/samples_per_s",

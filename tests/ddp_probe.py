@@ -67,3 +67,33 @@ def uneven_epoch(rank: int, world_size: int, init_file: str, out_dir: str) -> No
     # its group while the other still used the pair aborted it (SIGABRT from gloo, seen twice)
     dist.barrier()
     dist.destroy_process_group()
+
+
+GATHERED_ROWS = (7, 0, 5)  # per rank: rank 1 evaluates no sample at all
+
+
+def pass_rows(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank `rank`'s logits and multi-hot labels (4 classes), seeded by the rank."""
+    rng = torch.Generator().manual_seed(100 + rank)
+    n = GATHERED_ROWS[rank]
+    return torch.randn(n, 4, generator=rng), (torch.rand(n, 4, generator=rng) < 0.5).float()
+
+
+def gathered_pass(rank: int, world_size: int, init_file: str, out_dir: str) -> None:
+    """A pass's totals with gathered (average precision) and summed metrics, reduced over
+    ranks that hold different numbers of rows; each rank saves the means it computes."""
+    from engine.training.distributed import reduce_totals
+    from engine.training.totals import PassTotals
+    from src.metrics.multilabel import F1, MeanAveragePrecision
+
+    dist.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world_size
+    )
+    totals = PassTotals(torch.device("cpu"), {"map": MeanAveragePrecision(), "f1": F1(0.5)})
+    logits, labels = pass_rows(rank)
+    if len(logits):
+        totals.add(torch.tensor(0.5), logits, labels)
+    reduce_totals(totals)
+    torch.save(totals.means("val", ""), Path(out_dir) / f"gathered{rank}.pt")
+    dist.barrier()
+    dist.destroy_process_group()

@@ -10,6 +10,7 @@ from torch import nn
 
 from engine.config.choices import config_tree
 from engine.data.datasets.base import MapDataset, StreamDataset
+from engine.data.folds import without_fold_keys
 from engine.data.loader_settings import LoaderSettings
 from engine.data.transforms import Pipelines
 from engine.modes.benchmark import BenchmarkSettings
@@ -61,7 +62,7 @@ def _model_inputs(node) -> tuple[torch.Tensor, ...]:
 @pytest.mark.parametrize(("group", "option"), OPTIONS)
 def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> None:
     if group == "sweep":  # presets are appended, not chosen, and set global keys
-        searches = {"optuna"}  # trainings; the other presets time loaders
+        searches = {"optuna", "kfold"}  # trainings; the other presets time loaders
         assert make_cfg(f"+sweep={option}").mode == ("train" if option in searches else "benchmark")
         return
     if group == "collate":  # fills loader.collate_fn (null by default)
@@ -85,9 +86,9 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
         assert issubclass(get_class(node._target_), (MapDataset, StreamDataset))
     if group == "dataset" and option in ("cifar10", "mnist", "fashion_mnist"):
         with pytest.raises(InstantiationException, match=r"dataset\.download=true"):  # no files
-            instantiate(node, split="train", transform=None)
+            instantiate(without_fold_keys(node), split="train", transform=None)
     elif group == "dataset" and option in DEMO_DATASETS:  # others have no demo files
-        dataset = instantiate(node, split="train", transform=None)
+        dataset = instantiate(without_fold_keys(node), split="train", transform=None)
         assert len(dataset) > 0 and len(dataset.classes) == (3 if option == "sequences" else 5)
     elif group == "model":
         model = build_model(node, num_classes=5, input_shape=(3, 48, 48), vocab_size=32).eval()

@@ -20,6 +20,8 @@ from engine.runs.checkpoint_files import load_checkpoint
 from engine.training.assemble import assemble
 from engine.training.batches import mover_for
 from engine.training.evaluate import evaluate
+from engine.training.totals import PassTotals
+from src.metrics.multilabel import F1, MeanAveragePrecision
 from tests import ddp_probe
 from tests.conftest import NARROW_MODEL
 from tests.reliability.bad_files import corrupt_tree
@@ -183,6 +185,19 @@ def test_ranks_with_uneven_batches_end_the_epoch_identical(tmp_path: Path) -> No
     for param, moments in first["optimizer"].items():
         for name, value in moments.items():
             assert torch.equal(value, second["optimizer"][param][name]), (param, name)
+
+
+def test_gathered_metrics_over_ranks_equal_one_process_on_every_row(tmp_path: Path) -> None:
+    world = len(ddp_probe.GATHERED_ROWS)
+    mp.spawn(
+        ddp_probe.gathered_pass, args=(world, str(tmp_path / "init"), str(tmp_path)), nprocs=world
+    )
+    every = [ddp_probe.pass_rows(rank) for rank in range(world)]
+    one = PassTotals(torch.device("cpu"), {"map": MeanAveragePrecision(), "f1": F1(0.5)})
+    one.add(torch.tensor(0.5), torch.cat([x for x, _ in every]), torch.cat([t for _, t in every]))
+    expected = one.means("val", "")
+    for rank in range(world):
+        assert torch.load(tmp_path / f"gathered{rank}.pt") == pytest.approx(expected, abs=1e-6)
 
 
 FAULTS = ROOT / "tests" / "ddp_faults.py"

@@ -22,6 +22,7 @@ from engine.data.cache_store import StaleCacheError
 from engine.data.datasets.cache import CachedImages
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import SampleError, read_image
+from engine.data.folds import without_fold_keys
 from engine.modes.cache import CacheSettings, cache, shrink, write_split
 from engine.modes.cache_plan import side_from_transforms
 
@@ -142,12 +143,13 @@ def test_make_cache_then_train_with_random_crops(make_cfg, tmp_path: Path, encod
     assert metrics["cache/mb"] > 0  # the data file of this encoding was counted
     cfg = make_cfg("dataset=cache", f"dataset.root={out}", f"dataset.encoding={encoding}")
     pipelines = instantiate(cfg.transforms)
-    train = instantiate(cfg.dataset, split="train", transform=pipelines.train)
-    val = instantiate(cfg.dataset, split="val", transform=pipelines.val, classes=train.classes)
+    node = without_fold_keys(cfg.dataset)  # the kind's own keys
+    train = instantiate(node, split="train", transform=pipelines.train)
+    val = instantiate(node, split="val", transform=pipelines.val, classes=train.classes)
     crops = [train[0][0] for _ in range(4)]
     assert all(c.dtype == torch.uint8 and c.shape == (3, 48, 48) for c in crops)
     assert any(not torch.equal(crops[0], c) for c in crops[1:])  # random crops still vary
-    stored = instantiate(cfg.dataset, split="val", classes=train.classes)  # no transform
+    stored = instantiate(node, split="val", classes=train.classes)  # no transform
     assert len(val) == len(stored) == 30
     assert val[0][0].shape == (3, 48, 48) and torch.equal(val[0][0], pipelines.val(stored[0][0]))
     again = cache(make_cfg(*overrides, f"cache.encoding={encoding}"))

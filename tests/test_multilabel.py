@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 from PIL import Image, ImageDraw
 from torchmetrics.functional.classification import (
     multilabel_average_precision,
@@ -20,11 +21,13 @@ from torchmetrics.functional.classification import (
 )
 
 from engine.config.errors import ConfigError
+from engine.data.datasets.base import MapDataset
 from engine.data.datasets.csv import CsvDataset
 from engine.training.totals import PassTotals, sum_states
 from src.loop import train
 from src.losses.bce import BCE
 from src.metrics.multilabel import F1, MeanAveragePrecision, SubsetAccuracy
+from tests.cli import run_cli
 from tests.conftest import compose_config
 
 PATCHES = {  # label: where it is drawn and in which colour (learnable by a tiny model)
@@ -231,7 +234,7 @@ def multi_label_cfg(tmp_path: Path, *overrides: str):
 
 REFUSED = [
     (["loss=cross_entropy"], "use loss=bce"),
-    (["metrics=default", "trainer.checkpoint.monitor=val/acc"], "use metrics=multilabel"),
+    (["metrics=default"], "use metrics=multilabel"),
 ]
 
 
@@ -242,6 +245,19 @@ def test_single_label_losses_and_metrics_are_refused_on_multi_hot_data(
     with pytest.raises(ConfigError, match=fix) as err:
         train(multi_label_cfg(tmp_path, *overrides))
     assert "\n" not in str(err.value)
+
+
+def test_the_config_check_refuses_a_mismatch_before_reading_any_data(tmp_path: Path) -> None:
+    result = run_cli(
+        "dataset=csv",
+        f"dataset.csv={tmp_path / 'not_written_yet.csv'}",
+        "dataset.multi_label=true",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if "use loss=bce" in line]
+    assert len(lines) == 1 and "does not exist" not in result.stderr  # no listing read
 
 
 def test_multi_label_losses_and_metrics_are_refused_on_single_label_data(make_cfg) -> None:
@@ -266,3 +282,37 @@ def test_training_on_multi_label_data_logs_and_keeps_the_best_val_map(tmp_path: 
     assert maps[-1] > 0.8  # three coloured patches: learnable in a few epochs
     best = torch.load(run / "checkpoints" / "best.pt", weights_only=False)
     assert best["epoch"] == 1 + maps.index(max(maps))
+
+
+class TaggedFeatures(MapDataset):
+    """A dataset of your own under the contract: features whose signs are the labels."""
+
+    multi_label = True
+
+    def __init__(self, split: str, transform=None, classes=None, size: int = 64) -> None:
+        generator = torch.Generator().manual_seed(0 if split == "train" else 1)
+        self.features = torch.randn(size, 3, generator=generator)
+        self.targets = (self.features > 0).numpy().astype(np.uint8)
+        self.classes = list(classes or ["x", "y", "z"])
+
+    def __len__(self) -> int:
+        return len(self.features)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.features[index], torch.from_numpy(self.targets[index].astype(np.float32))
+
+
+def test_a_dataset_of_your_own_trains_multi_label_through_the_contract(tmp_path: Path) -> None:
+    cfg = compose_config(
+        tmp_path,
+        tmp_path / "run",
+        "loss=bce",
+        "metrics=multilabel",
+        "trainer.checkpoint.monitor=val/map",
+        "model=mlp",
+        "transforms=none",
+        "trainer.max_epochs=3",
+        "optimizer.lr=0.05",
+    )
+    cfg.dataset = OmegaConf.create({"_target_": f"{__name__}.TaggedFeatures"})
+    assert train(cfg)["val/map"] > 0.9

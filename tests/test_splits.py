@@ -13,6 +13,7 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 
+from engine.data.folds import without_fold_keys
 from engine.data.splits import build_split
 from engine.training.assemble import assemble
 
@@ -63,7 +64,7 @@ def test_csv_test_split_from_test_csv_or_split_column(make_cfg, demo_dir: Path, 
 
 def test_csv_listing_on_its_own_trains_and_both_listings_are_refused(make_cfg, demo_dir) -> None:
     one = make_cfg("dataset=csv", f"dataset.csv={demo_dir / 'samples.csv'}")
-    assert len(instantiate(one.dataset, split="train")) == 48
+    assert len(instantiate(without_fold_keys(one.dataset), split="train")) == 48
     both = make_cfg(
         "dataset=csv",
         f"dataset.csv={demo_dir / 'samples.csv'}",
@@ -71,7 +72,7 @@ def test_csv_listing_on_its_own_trains_and_both_listings_are_refused(make_cfg, d
         f"dataset.val_csv={demo_dir / 'val.csv'}",
     )
     with pytest.raises(InstantiationException, match=r"set either dataset\.train_csv"):
-        instantiate(both.dataset, split="train")
+        instantiate(without_fold_keys(both.dataset), split="train")
 
 
 def test_tensor_test_path(make_cfg, demo_dir: Path) -> None:

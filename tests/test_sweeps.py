@@ -14,6 +14,7 @@ from hydra.utils import instantiate
 
 from engine.core.launch import job_dir
 from engine.data.autotune import choose_workers, measured_workers, worker_candidates
+from engine.data.folds import without_fold_keys
 from engine.data.samplers import SequentialOrder
 from engine.measure.resources import ProcessTreeMonitor
 from engine.measure.timing import Spread
@@ -121,7 +122,7 @@ def test_starved_loop_logs_a_hint(make_cfg, caplog, delay_s: float, hinted: bool
 
 def test_auto_workers_pick_the_faster_candidate(make_cfg, caplog) -> None:
     cfg = make_cfg(*SLOW, "+dataset.delay_s=0.05", "loader.num_workers=auto")
-    dataset = instantiate(cfg.dataset, split="train")
+    dataset = instantiate(without_fold_keys(cfg.dataset), split="train")
     with caplog.at_level(logging.INFO, logger="engine.data.autotune"):
         workers = measured_workers(
             dataset, instantiate(cfg.loader), SequentialOrder, candidates=[0, 2]

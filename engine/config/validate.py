@@ -19,8 +19,10 @@ from omegaconf import DictConfig
 
 from engine.config.allowlist import after_import, check_entries, disallowed_targets, warn_if_widened
 from engine.config.errors import ConfigError
+from engine.config.label_kinds import label_kind_problems
 from engine.config.schema import node_problems
 from engine.config.tree import FILLED_FROM_DATA, child_key, resolve_tree, target_nodes
+from engine.core.dataset_keys import FOLD_KEYS, is_dataset_node
 from engine.core.text import closest
 from engine.metric_keys import METRICS_BY_MODE, metric_names, train_keys
 
@@ -47,7 +49,6 @@ def validate_config(cfg: DictConfig) -> None:
     tree = resolve_tree(cfg, EXEMPT_MISSING, problems)
     _raise_if(problems)
     _raise_if(mode_problems(tree))
-    _raise_if(monitor_problems(tree))
     entries = check_entries(tree)
     warn_if_widened(entries)
     _raise_if(disallowed_targets(tree, entries))
@@ -61,12 +62,21 @@ def validate_config(cfg: DictConfig) -> None:
             problems.append(where)
         else:
             targets[path] = obj
-            problems += node_problems(path, node, node["_target_"], obj)
+            problems += node_problems(path, _kind_keys(path, node), node["_target_"], obj)
     _raise_if(problems)
+    _raise_if(_label_kinds(tree, targets))
+    _raise_if(monitor_problems(tree))
     for path, node in target_nodes(tree):
         if _is_settings(targets.get(path), node):
             problems += _settings_problem(path, node)
     _raise_if(problems)
+
+
+def _kind_keys(path: str, node: dict[str, Any]) -> dict[str, Any]:
+    """The keys of `node` its `_target_` takes: a dataset node's fold keys are the engine's."""
+    if not is_dataset_node(path):
+        return node
+    return {k: v for k, v in node.items() if k not in FOLD_KEYS}
 
 
 def check_targets(tree: dict[str, Any], entries: list[str]) -> None:
@@ -122,6 +132,17 @@ def monitor_problems(tree: dict[str, Any]) -> list[str]:
         f"trainer.checkpoint.monitor={monitor!r} is not a per-epoch value of this run{hint}: "
         f"expected one of {allowed} (the metrics group's metrics, as val/ and train/)."
     ]
+
+
+def _label_kinds(tree: dict[str, Any], targets: dict[str, Any]) -> list[str]:
+    """The loss and metrics against the labels the config says the data has: its
+    dataset.multi_label key, else its dataset class's (the built split checks again)."""
+    dataset, loss = targets.get("dataset"), targets.get("loss")
+    if dataset is None or loss is None:
+        return []
+    multi = tree["dataset"].get("multi_label", getattr(dataset, "multi_label", False))
+    metrics = {n: targets[f"metrics.{n}"] for n in metric_names(tree.get("metrics", {}))}
+    return label_kind_problems(bool(multi), loss, tree["loss"]["_target_"], metrics)
 
 
 def _raise_if(problems: list[str]) -> None:

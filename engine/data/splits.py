@@ -1,5 +1,6 @@
-"""Instantiate the `dataset` group once per split: train and val for training, and any one
-split (val or test) on its own, with a checkpoint's classes, for mode=eval."""
+"""Instantiate the `dataset` group once per split: train and val for training (or, with
+`dataset.folds`, a fold of the train split as val: engine/data/folds.py), and any one split
+(val or test) on its own, with a checkpoint's classes, for mode=eval."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch.utils.data import Dataset
 
 from engine.data.bad_samples import BadSample
 from engine.data.datasets.base import DatasetHooks, MapDataset, StreamDataset
+from engine.data.folds import cut_folds, fold_spec, without_fold_keys
 from engine.data.transforms import Pipelines
 
 
@@ -24,11 +26,19 @@ def _under_contract(dataset: object, cfg: DictConfig) -> None:
         )
 
 
-def build_splits(cfg: DictConfig, pipelines: Pipelines) -> tuple[Dataset, Dataset]:
-    """Train and val datasets; val takes the train split's classes (and vocabulary) to agree."""
-    train = instantiate(cfg, split="train", transform=pipelines.train)
-    _under_contract(train, cfg)
-    val = build_split(cfg, "val", pipelines.val, train.classes, train.vocab_size)
+def build_splits(
+    cfg: DictConfig, pipelines: Pipelines, folds: bool = True
+) -> tuple[Dataset, Dataset]:
+    """Train and val datasets; val takes the train split's classes (and vocabulary) to agree.
+    With `dataset.folds` (and `folds`: modes reading whole splits pass False), the other
+    folds of the train split and fold `dataset.fold` of it, built again with the val pipeline."""
+    spec = fold_spec(cfg) if folds else None
+    node = without_fold_keys(cfg)
+    train = instantiate(node, split="train", transform=pipelines.train)
+    _under_contract(train, node)
+    if spec is not None:
+        return cut_folds(train, instantiate(node, split="train", transform=pipelines.val), spec)
+    val = build_split(node, "val", pipelines.val, train.classes, train.vocab_size)
     return train, val
 
 
@@ -52,8 +62,9 @@ def build_split(
     shared = {"classes": list(classes)}
     if vocab_size is not None:  # token datasets: ids must fit the train vocabulary
         shared["vocab_size"] = vocab_size
-    dataset = instantiate(cfg, split=split, transform=transform, **shared)
-    _under_contract(dataset, cfg)
+    node = without_fold_keys(cfg)  # a fold's checkpoint measures the real split
+    dataset = instantiate(node, split=split, transform=transform, **shared)
+    _under_contract(dataset, node)
     return dataset
 
 

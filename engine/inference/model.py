@@ -14,10 +14,10 @@ from engine.config.allowlist import shipped_entries
 from engine.config.errors import ConfigError
 from engine.config.validate import check_targets
 from engine.inference.checkpoint import checkpoint_file, saved_config
+from engine.inference.labeller import Labeller
 from engine.inference.preprocess import Preprocess
 from engine.inference.project import PROJECT_CONFIG, find_project, importable, missing_project
 from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
-from engine.runs.outputs import DATA_KEY
 
 
 def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> nn.Module:
@@ -52,10 +52,23 @@ def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> 
     return model.eval()
 
 
+class Predict:
+    """`model.predict(*inputs)`: the model's labels and scores of an input batch, decoded by
+    `model.labeller` as it is at the call (so a changed threshold applies)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+
+    @torch.no_grad()
+    def __call__(self, *inputs: torch.Tensor) -> tuple[list[list[str]], torch.Tensor]:
+        return self.model.labeller.decode(self.model(*inputs))
+
+
 def load_model(
     path: str | Path,
     allowed_targets: list[str] | None = None,
     project_root: str | Path | None = None,
+    threshold: float | None = None,
 ) -> nn.Module:
     """The model of a checkpoint, ready for inference, from the checkpoint alone::
 
@@ -63,10 +76,15 @@ def load_model(
         model = load_model("outputs/runs/2026-05-01/12-00-00_ab12cd")  # its best.pt
 
     `path`: a checkpoint file, or a run dir (its best.pt, else last.pt). The model comes back
-    in eval mode on the CPU, with `model.classes` (output i is class `classes[i]`) and
+    in eval mode on the CPU, with `model.classes` (output i is class `classes[i]`),
     `model.preprocess` (image files, PIL images or uint8 tensors, one or a list -> the input
-    batch: the training's val transforms and normalisation), so
-    `model(model.preprocess("cat.jpg")).argmax(1)` names the class. Works from any working
+    batch: the training's val transforms and normalisation), `model.multi_label` (the saved
+    dataset.multi_label), `model.labeller` (an engine.inference.labeller.Labeller: its
+    `threshold`, and `decode(logits) -> (labels, scores)` as mode=predict labels: softmax and
+    the top class, or sigmoid and every class above the threshold) and `model.predict(*inputs)`
+    (the same from inputs), so `model.predict(model.preprocess("cat.jpg"))[0]` names the
+    classes. `threshold` (multi-label only) replaces the saved metrics.threshold (0.5 when it
+    has none); `model.labeller.threshold = 0.3` changes it later. Works from any working
     directory: the project (`project_root`; by default found from $PROJECT_ROOT, the saved
     paths.root_dir or the folders above the checkpoint) is put on sys.path for the template's
     `src.*` targets. The checkpoint's `_target_`s must be in `allowed_targets` (default: the
@@ -89,6 +107,13 @@ def load_model(
     except ConfigError as err:
         raise CheckpointError(f"{file}: its saved config is refused: {err}") from None
     model = rebuild_model(config, state, file)
-    model.classes = list(config[DATA_KEY]["classes"])
+    try:
+        labeller = Labeller.from_config(config, threshold, "threshold")
+    except ConfigError as err:
+        raise CheckpointError(f"{file}: {err}") from None
+    model.classes = labeller.classes
+    model.multi_label = labeller.multi_label
+    model.labeller = labeller
+    model.predict = Predict(model)
     model.preprocess = Preprocess(instantiate(config["transforms"]))
     return model

@@ -34,13 +34,25 @@ def confusion_figure(confusion: torch.Tensor, classes: list[str], title: str) ->
     return figure
 
 
+def class_caption(row: dict[str, object]) -> str:
+    """A single-label tile's caption: its true class, predicted class and that one's score."""
+    return f"true {row['label']}\npred {row['predicted']} {float(row['score']):.2f}"  # type: ignore[arg-type]
+
+
+def labels_caption(row: dict[str, object]) -> str:
+    """A multi-label tile's caption: its true and predicted labels (`-` for none)."""
+    return f"true {row['labels'] or '-'}\npred {row['predicted'] or '-'}"
+
+
 def hardest_grid(
-    rows: list[dict[str, object]], image_of: Callable[[int], torch.Tensor]
+    rows: list[dict[str, object]],
+    image_of: Callable[[int], torch.Tensor],
+    caption: Callable[[dict[str, object]], str] = class_caption,
 ) -> torch.Tensor | None:
     """The first `GRID_SAMPLES` hardest `rows` (engine/inference/reports.py; `image_of(index)`
-    reads a sample's input) as one grid, each tile over its true and predicted class; None
-    unless the inputs are images of one size (C x H x W, C 1 or 3, uint8 as the val transforms
-    leave them)."""
+    reads a sample's input) as one grid, each tile over its `caption` (true and predicted
+    classes); None unless the inputs are images of one size (C x H x W, C 1 or 3, uint8 as the
+    val transforms leave them)."""
     shown = rows[:GRID_SAMPLES]
     images = [image_of(int(r["index"])) for r in shown]  # type: ignore[call-overload]
     if not images or any(x.ndim != 3 or x.shape[0] not in (1, 3) for x in images):
@@ -49,8 +61,4 @@ def hardest_grid(
         return None
     batch = torch.stack(images).float()
     batch = batch / 255 if images[0].dtype == torch.uint8 else batch.clamp(0, 1)
-    captions = [
-        f"true {r['label']}\npred {r['predicted']} {float(r['score']):.2f}"  # type: ignore[arg-type]
-        for r in shown
-    ]
-    return labelled_grid(batch, captions)
+    return labelled_grid(batch, [caption(r) for r in shown])

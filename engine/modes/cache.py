@@ -206,7 +206,7 @@ def cache(cfg: DictConfig) -> dict[str, float]:
         )
     root = output_folder(settings.dir, "cache.dir")
     refuse_inside_the_data(root, "cache.dir", cfg)
-    splits = build_splits(cfg.dataset, Pipelines([], []))  # decoded as stored: no transforms
+    splits = build_splits(cfg.dataset, Pipelines([], []), folds=False)  # whole, as stored
     refuse_multi_label(splits[0], "mode=cache")
     source = "cache.short_side"
     if settings.short_side is None:

@@ -8,6 +8,12 @@ and the other metrics of the training's metrics group), per_class.csv, confusion
 confusion.png, and hardest.csv (the `eval.hardest` samples with the highest loss, worst first:
 where mislabelled files show up). TensorBoard gets the confusion matrix and a grid of the
 hardest samples with their true and predicted classes.
+
+A multi-label checkpoint (its dataset.multi_label: true) gets metrics.json's `<split>/map`,
+`<split>/f1`, `<split>/subset_acc` and `<split>/loss` (and its metrics group's others),
+per_class.csv (class, AP, F1, precision, recall, support) and hardest.csv (per-sample binary
+cross-entropy meaned over the classes), labels at `eval.threshold` (null: the checkpoint's
+metrics.threshold); no confusion matrix, which needs one true class per sample.
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ from torch import nn
 from engine.core.io import write_json
 from engine.data.datasets.base import DatasetHooks, MapDataset, StreamDataset
 from engine.data.splits import build_split
-from engine.inference.passes import run_pass
-from engine.inference.plots import confusion_figure, hardest_grid
+from engine.inference import multilabel_reports
+from engine.inference.labeller import Labeller
+from engine.inference.passes import Outputs, run_pass
+from engine.inference.plots import confusion_figure, hardest_grid, labels_caption
 from engine.inference.reports import (
     confusion_matrix,
     hardest,
@@ -42,6 +50,10 @@ from engine.training.totals import PassTotals
 
 log = logging.getLogger(__name__)
 
+# The most train samples x classes rebuilt (1 byte each) for loss.pos_weight=balanced; past it
+# the loss says to list the weights (loss.pos_weight=[...] on the command line)
+MAX_CELLS = 50_000_000
+
 
 @dataclass(frozen=True)
 class EvalSettings:
@@ -50,6 +62,7 @@ class EvalSettings:
     checkpoint: str | None
     split: str
     hardest: int
+    threshold: float | None = None
 
     def __post_init__(self) -> None:
         if self.split not in EVAL_SPLITS:
@@ -58,14 +71,19 @@ class EvalSettings:
             raise ValueError(f"eval.hardest={self.hardest}: expected an int >= 0 (0 = none).")
 
 
-def _criterion(session: CheckpointSession) -> nn.Module:
+def _criterion(session: CheckpointSession, multi_label: bool) -> nn.Module:
     """The training's loss group, as the training built it from its train split (of which
-    the checkpoint keeps the classes and their counts: loss.class_weights=balanced)."""
+    the checkpoint keeps the classes and their counts: loss.class_weights=balanced; for
+    multi-label data also its size: loss.pos_weight=balanced, negatives over positives)."""
     train_split = DatasetHooks()
     train_split.classes = session.classes
-    counts = session.data["class_counts"]
-    if counts is not None:
+    train_split.multi_label = multi_label
+    counts, samples = session.data["class_counts"], session.data.get("train_samples")
+    if counts is not None and not multi_label:
         train_split.targets = np.repeat(np.arange(len(counts)), counts)
+    elif counts is not None and isinstance(samples, int) and samples * len(counts) <= MAX_CELLS:
+        # multi-hot rows with the same size and counts
+        train_split.targets = (np.arange(samples)[:, None] < np.asarray(counts)).astype(np.uint8)
     return instantiate(session.cfg.loss)(train_split).to(session.device)
 
 
@@ -80,6 +98,7 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, float]:
     settings: EvalSettings = instantiate(cfg.eval)
     session = open_checkpoint(cfg, settings.checkpoint, "eval.checkpoint")
     split, classes = settings.split, session.classes
+    labeller = Labeller.from_config(session.cfg, settings.threshold, "eval.threshold")
     kind = _locate(session.cfg.dataset._target_)  # admitted by allowed_targets already
     if isinstance(kind, type) and issubclass(kind, StreamDataset):
         raise ValueError(
@@ -87,6 +106,7 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, float]:
             f"{kind.__name__} (dataset._target_) streams its samples: evaluate the "
             "files it was made from (e.g. dataset=imagefolder)."
         )
+    labeller.check_names(session.file)
     dataset = build_split(
         session.cfg.dataset, split, session.pipelines.val, classes, session.data["vocab_size"]
     )
@@ -99,12 +119,32 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, float]:
         session.mover(loader),
         session.precision,
         totals,
-        _criterion(session),
+        _criterion(session, labeller.multi_label),
         f"eval {split}",
     )
+    results = totals.means(split, "check the split's files and dataset.on_error.")
+    report = _multi_label_reports if labeller.multi_label else _single_label_reports
+    written = report(cfg, session, outputs, dataset, settings, labeller, results)
+    write_json(session.out / "metrics.json", results)
+    log.info("eval %s: %s", split, ", ".join(f"{k} {v:.4g}" for k, v in results.items()))
+    log.info("reports in %s: %s", session.out, written)
+    return results
+
+
+def _single_label_reports(
+    cfg: DictConfig,
+    session: CheckpointSession,
+    outputs: Outputs,
+    dataset: MapDataset,
+    settings: EvalSettings,
+    labeller: Labeller,
+    results: dict[str, float],
+) -> str:
+    """Adds acc and acc_per_class to `results`; writes per_class.csv, confusion.csv/.png,
+    hardest.csv and their board. Returns what it wrote, for the log."""
+    split, classes = settings.split, labeller.classes
     confusion = confusion_matrix(outputs, len(classes))
     rows = per_class(confusion, classes)
-    results = totals.means(split, "check the split's files and dataset.on_error.")
     results.setdefault(f"{split}/acc", float(confusion.trace()) / len(outputs.labels))
     results[f"{split}/acc_per_class"] = mean_recall(rows)
     out = session.out
@@ -118,7 +158,34 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, float]:
         grid = hardest_grid(worst, lambda i: dataset[i][0])
         if grid is not None:
             tb.image(f"{split}/hardest", grid)
-    write_json(out / "metrics.json", results)
-    log.info("eval %s: %s", split, ", ".join(f"{k} {v:.4g}" for k, v in results.items()))
-    log.info("reports in %s: per_class.csv, confusion.csv/.png, hardest.csv", out)
-    return results
+    return "per_class.csv, confusion.csv/.png, hardest.csv"
+
+
+def _multi_label_reports(
+    cfg: DictConfig,
+    session: CheckpointSession,
+    outputs: Outputs,
+    dataset: MapDataset,
+    settings: EvalSettings,
+    labeller: Labeller,
+    results: dict[str, float],
+) -> str:
+    """Sets map, f1 and subset_acc in `results`, over the whole split at the threshold
+    (replacing the metrics group's, which may have been measured at another); writes
+    per_class.csv, hardest.csv and their board. Returns what it wrote, for the log."""
+    split, out = settings.split, session.out
+    results |= multilabel_reports.summary(outputs, labeller, split)
+    rows = multilabel_reports.per_class(outputs, labeller)
+    worst = multilabel_reports.hardest(
+        outputs, labeller, lambda i: _path(dataset, i), settings.hardest
+    )
+    multilabel_reports.write_reports(out, rows, worst)
+    with TensorBoardLogger(out / "tensorboard") as tb:
+        link_run(cfg, tb.log_dir)
+        grid = hardest_grid(worst, lambda i: dataset[i][0], labels_caption)
+        if grid is not None:
+            tb.image(f"{split}/hardest", grid)
+    return (
+        f"per_class.csv, hardest.csv (multi-label, labels at threshold {labeller.threshold:g}; "
+        "no confusion.csv/.png: a confusion matrix needs one true class per sample)"
+    )

@@ -10,6 +10,11 @@ python train.py mode=predict predict.checkpoint=outputs/runs/2026-05-01/12-00-00
 device path (uint8 batches normalised on the device, its autocast). Unreadable inputs follow
 the checkpoint's dataset.on_error (override it: dataset.on_error=skip): raise stops naming
 the file, skip leaves it out and lists it in bad_samples.csv.
+
+A multi-label checkpoint (its dataset.multi_label: true) writes `path`, `labels` (every class
+whose sigmoid score is >= `predict.threshold`, null: the checkpoint's metrics.threshold,
+`|`-joined, empty for none) and `scores` (every class's, `name:score|...` in class order);
+predict.top_k does not apply.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ from omegaconf import DictConfig
 
 from engine.core.io import write_csv, write_json
 from engine.inference.inputs import InputImages, list_inputs
-from engine.inference.passes import run_pass
+from engine.inference.labeller import Labeller
+from engine.inference.passes import Outputs, run_pass
 from engine.inference.session import open_checkpoint
 
 log = logging.getLogger(__name__)
 
 DECODING = ("on_error", "max_bad_fraction", "reduced_decode", "max_image_pixels")  # dataset.*
+MULTI_LABEL_COLUMNS = ["path", "labels", "scores"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,7 @@ class PredictSettings:
     input: str | None
     top_k: int
     path_column: str
+    threshold: float | None = None
 
     def __post_init__(self) -> None:
         if self.top_k < 1:
@@ -54,10 +62,47 @@ def columns(top_k: int) -> list[str]:
     ]
 
 
+def _top_k_rows(outputs: Outputs, paths: list[str], classes: list[str], k: int) -> list[dict]:
+    """A single-label model's rows: its `k` top classes and their probabilities."""
+    scores, labels = outputs.probabilities().topk(k, dim=1)
+    rows = []
+    for index, top_scores, top_labels in zip(
+        outputs.indices.tolist(), scores.tolist(), labels.tolist(), strict=True
+    ):
+        row: dict[str, object] = {"path": paths[index]}
+        for rank, (score, label) in enumerate(zip(top_scores, top_labels, strict=True), 1):
+            suffix = "" if rank == 1 else f"_{rank}"
+            row |= {f"label{suffix}": classes[label], f"score{suffix}": score}
+        rows.append(row)
+    return rows
+
+
+def multi_label_rows(outputs: Outputs, paths: list[str], labeller: Labeller) -> list[dict]:
+    """A multi-label model's rows: the labels at the threshold and every class's score."""
+    labels, scores = labeller.decode(outputs.logits)
+    return [
+        {
+            "path": paths[index],
+            "labels": labeller.joined(names),
+            "scores": labeller.joined_scores(row),
+        }
+        for index, names, row in zip(outputs.indices.tolist(), labels, scores, strict=True)
+    ]
+
+
 def predict(cfg: DictConfig) -> dict[str, float]:
-    """Predict the class of every `predict.input` image with `predict.checkpoint`."""
+    """Predict the class (multi-label: the classes) of every `predict.input` image with
+    `predict.checkpoint`."""
     settings: PredictSettings = instantiate(cfg.predict)
     session = open_checkpoint(cfg, settings.checkpoint, "predict.checkpoint")
+    labeller = Labeller.from_config(session.cfg, settings.threshold, "predict.threshold")
+    if labeller.multi_label and settings.top_k != 1:
+        raise ValueError(
+            f"predict.top_k={settings.top_k}: {session.file} is multi-label, so "
+            "predictions.csv lists every class at or above the threshold (predict.threshold) "
+            "and every class's score; leave predict.top_k at 1."
+        )
+    labeller.check_names(session.file)
     shape = list(session.data["input_shape"])
     if len(shape) != 3:
         raise ValueError(
@@ -71,18 +116,12 @@ def predict(cfg: DictConfig) -> dict[str, float]:
     outputs = run_pass(
         session.model, loader, session.mover(loader), session.precision, desc="predict"
     )
-    classes, k = session.classes, min(settings.top_k, len(session.classes))
-    scores, labels = outputs.probabilities().topk(k, dim=1)
-    rows = []
-    for index, top_scores, top_labels in zip(
-        outputs.indices.tolist(), scores.tolist(), labels.tolist(), strict=True
-    ):
-        row: dict[str, object] = {"path": paths[index]}
-        for rank, (score, label) in enumerate(zip(top_scores, top_labels, strict=True), 1):
-            suffix = "" if rank == 1 else f"_{rank}"
-            row |= {f"label{suffix}": classes[label], f"score{suffix}": score}
-        rows.append(row)
-    write_csv(session.out / "predictions.csv", columns(k), rows)
+    if labeller.multi_label:
+        header, rows = MULTI_LABEL_COLUMNS, multi_label_rows(outputs, paths, labeller)
+    else:
+        k = min(settings.top_k, len(session.classes))
+        header, rows = columns(k), _top_k_rows(outputs, paths, session.classes, k)
+    write_csv(session.out / "predictions.csv", header, rows)
     ledger = getattr(loader, "bad_samples", None)  # a SkippingLoader (dataset.on_error=skip)
     metrics = {
         "predict/samples": float(len(rows)),
@@ -95,4 +134,11 @@ def predict(cfg: DictConfig) -> dict[str, float]:
         session.out / "predictions.csv",
         f" ({ledger.summary()})" if ledger is not None and ledger.count else "",
     )
+    if labeller.multi_label:
+        log.info(
+            "multi-label: labels = classes scoring >= %g; scores = name:score|... in class "
+            "order (%s)",
+            labeller.threshold,
+            "|".join(labeller.classes),
+        )
     return metrics

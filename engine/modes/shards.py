@@ -156,7 +156,7 @@ def shards(cfg: DictConfig) -> dict[str, float]:
     settings: ShardSettings = instantiate(cfg.shards)
     folder = output_folder(settings.dir, "shards.dir")
     refuse_inside_the_data(folder, "shards.dir", cfg)
-    train, val = build_splits(cfg.dataset, Pipelines([], []))  # as stored: no transforms
+    train, val = build_splits(cfg.dataset, Pipelines([], []), folds=False)  # whole, as stored
     refuse_multi_label(train, "mode=shards")
     loader = resolve_loader_settings(instantiate(cfg.loader), train, SequentialOrder, cuda=False)
     workers = loader.num_workers

@@ -77,7 +77,7 @@ def validate(cfg: DictConfig) -> dict[str, float]:
     save_resolved_config(cfg, out)
     report = out / REPORT_NAME
     report.unlink(missing_ok=True)  # this run's scan is the whole report
-    splits = build_splits(cfg.dataset, Pipelines([], []))  # decoding needs no transforms
+    splits = build_splits(cfg.dataset, Pipelines([], []), folds=False)  # whole, undecoded
     settings = resolve_loader_settings(
         instantiate(cfg.loader), splits[0], SequentialOrder, cuda=False
     )

@@ -33,8 +33,8 @@ def save_resolved_config(cfg: DictConfig, out: Path, write: bool = True) -> dict
 def record_data_values(resolved: dict[str, Any], parts: Components) -> None:
     """Write into `resolved` what the run took from its data: the model's `???` keys
     (num_classes, input_shape, vocab_size) and a `data` section (classes, their count, the
-    input shape, the vocabulary, the train split's samples per class, whether the labels are
-    multi-hot), so that the config
+    input shape, the vocabulary, the train split's samples per class and in all, whether the
+    labels are multi-hot), so that the config
     alone rebuilds the model (engine/inference) and names its outputs."""
     targets = parts.train_set.targets
     counts = None
@@ -53,6 +53,7 @@ def record_data_values(resolved: dict[str, Any], parts: Components) -> None:
         "classes": list(parts.classes),
         **values,
         "class_counts": counts,
+        "train_samples": None if targets is None else len(targets),  # with counts: pos_weight
         "multi_label": bool(parts.train_set.multi_label),
     }
 

@@ -1,5 +1,6 @@
 """A PNG of a sweep: the ranking metric against num_workers, one line per batch size; with
-repeated measurements, each point's range [min-max] as an error bar."""
+repeated measurements, each point's range [min-max] as an error bar; for k-fold groups, each
+group's mean ± std."""
 
 from __future__ import annotations
 
@@ -97,6 +98,33 @@ def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
     ranges = " (bars: min-max over the repeats)" if _error_bars(ok, metric) else ""
     ax.set_title(f"{metric}: {title_counts(rows, ok)}")
     ax.set_xlabel(ax.get_xlabel() + ranges)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_folds(groups: list[dict[str, str]], metric: str, path: Path) -> None:
+    """One bar per k-fold group: the mean of `metric` over its folds, ± its standard
+    deviation as the error bar; groups without a mean (a fold mismatch) are counted apart."""
+    shown = [g for g in groups if g.get(metric)]
+    keys = swept_keys(groups)  # what tells the groups apart: their bars' labels
+    labels = [
+        " ".join(f"{k}={parse_overrides(g['overrides']).get(k, '')}" for k in keys) or "all"
+        for g in shown
+    ]
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+    ax.barh(
+        [f"{label} [{g['folds']} folds]" for label, g in zip(labels, shown, strict=True)],
+        [float(g[metric]) for g in shown],
+        xerr=[float(g.get(f"{metric}_std") or 0) for g in shown],
+        capsize=4,
+    )
+    ax.set_xlabel(f"{metric}: mean over the folds (bars: ± std)")
+    left_out = len(groups) - len(shown)
+    ax.set_title(
+        f"{metric}: {len(shown)} groups" + (f", {left_out} without a mean" * bool(left_out))
+    )
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)

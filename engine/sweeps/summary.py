@@ -28,11 +28,19 @@ from engine.core.launch import launch_rank
 from engine.metric_keys import METRICS_BY_MODE, metric_names, train_keys
 from engine.runs.tensorboard_index import link_sweep
 from engine.sweeps.board import write_sweep_board
-from engine.sweeps.plot import plot_sweep
+from engine.sweeps.folds import (
+    fold_columns,
+    fold_groups,
+    fold_markdown,
+    fold_mean,
+    is_group_row,
+)
+from engine.sweeps.plot import plot_folds, plot_sweep
 from engine.sweeps.recommend import recommendation
 from engine.sweeps.reuse import SUMMARY_CSV, kept_overrides, runs_as, same_as
 from engine.sweeps.table import (
     BASE_COLUMNS,
+    LOWER_IS_BETTER,
     TIED,
     append_row,
     mark_tied,
@@ -55,6 +63,25 @@ def mode_metrics(config: DictConfig) -> tuple[str, ...]:
     return METRICS_BY_MODE[config.mode]
 
 
+def folds_of(config: DictConfig) -> int | None:
+    """`dataset.folds` of a k-fold job (None otherwise, or when not an int)."""
+    folds = OmegaConf.select(config, "dataset.folds", default=None)
+    return folds if isinstance(folds, int) and not isinstance(folds, bool) else None
+
+
+def csv_columns(config: DictConfig) -> list[str]:
+    """summary.csv's columns: the base ones, the metrics, `tied` with repeats, the k-fold
+    group columns with dataset.folds (engine/sweeps/folds.py)."""
+    tied = [TIED] if tie_columns(config) else []
+    folds = fold_columns(mode_metrics(config)) if folds_of(config) is not None else []
+    return [*BASE_COLUMNS, *mode_metrics(config), *tied, *folds]
+
+
+def job_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The jobs' rows of summary.csv, without the k-fold groups' rows."""
+    return [r for r in rows if not is_group_row(r)]
+
+
 def rank_metric(config: DictConfig) -> str:
     """`summary.rank_by`, or the mode's headline metric when it is null: its first metric, or
     for a mode measuring one split (mode=eval: eval.split) that split's first."""
@@ -63,6 +90,29 @@ def rank_metric(config: DictConfig) -> str:
     keys = mode_metrics(config)
     split = OmegaConf.select(config, f"{config.mode}.split")
     return next((k for k in keys if split is not None and k.startswith(f"{split}/")), keys[0])
+
+
+def headline(config: DictConfig, metrics: dict[str, Any]) -> Any:
+    """What train.py returns (a sweeper's objective): `rank_metric`'s value. With summary.rank_by
+    null and that metric not measured (mode=eval of a multi-label model has no acc), the mode's
+    first measured metric of the split that ranks the same way (larger first: val/map)."""
+    metric = rank_metric(config)
+    if metric in metrics or config.summary.rank_by:
+        return metrics[metric]
+    split = f"{metric.partition('/')[0]}/"
+    same_way = [
+        k
+        for k in mode_metrics(config)
+        if k in metrics
+        and k.startswith(split)
+        and (k in LOWER_IS_BETTER) == (metric in LOWER_IS_BETTER)
+    ]
+    if not same_way:
+        raise ValueError(
+            f"summary.rank_by is null and mode={config.mode} measured no {metric}: set "
+            f"summary.rank_by to one of {sorted(metrics)}."
+        )
+    return metrics[same_way[0]]
 
 
 def error_line(error: BaseException) -> str:
@@ -103,11 +153,18 @@ def notes(rows: list[dict[str, str]], metric: str) -> list[str]:
     return lines
 
 
+def advice(rows: list[dict[str, str]], groups: list[dict[str, str]], metric: str) -> list[str]:
+    """The recommended job, unless the jobs are folds (k-fold groups): one fold is no setting."""
+    line = None if groups else recommendation(rows, metric)
+    return [line] if line else []
+
+
 class SweepSummary(Callback):
     """Writes summary.csv / summary.md / summary.png into the sweep dir (multirun only)."""
 
     def __init__(self) -> None:
         self._started: dict[int, float] = {}
+        self._said: set[str] = set()  # the k-fold lines logged so far
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         hydra_cfg = HydraConfig.get()
@@ -131,7 +188,7 @@ class SweepSummary(Callback):
         text = " ".join(overrides)
         if config.summary.skip_completed and any(
             r["overrides"] == text and r["status"] != "failed"
-            for r in read_rows(sweep_dir / SUMMARY_CSV)
+            for r in job_rows(read_rows(sweep_dir / SUMMARY_CSV))
         ):
             return  # train.py skipped it: its earlier row stands
         metric_keys = mode_metrics(config)
@@ -154,41 +211,68 @@ class SweepSummary(Callback):
         else:
             # the exception; Hydra re-raises it after the sweep
             row |= {"status": "failed", "error": error_line(job_return._return_value)}
-        tied = [TIED] if tie_columns(config) else []
-        append_row(sweep_dir / SUMMARY_CSV, [*BASE_COLUMNS, *metric_keys, *tied], row)
+        append_row(sweep_dir / SUMMARY_CSV, csv_columns(config), row)
         self._rewrite_reports(config, sweep_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         metric = rank_metric(config)
         written = read_rows(sweep_dir / SUMMARY_CSV)
-        rows = mark_tied(rank(written, metric), metric)  # sets `tied` in the rows read
+        rows = mark_tied(rank(job_rows(written), metric), metric)  # sets `tied` in the rows read
         if rows and tie_columns(config):
             write_rows(sweep_dir / SUMMARY_CSV, list(written[0]), written)  # in their order
+        groups, fold_lines = fold_groups(job_rows(written), mode_metrics(config), folds_of(config))
+        self._say(fold_lines)
         columns = ["job", "status", metric, *tie_columns(config), "overrides"]
         log.info(
             "Sweep summary (%s), best first; all rows in %s:\n%s%s",
             metric,
             sweep_dir / SUMMARY_MD,
             to_markdown(rows[: config.summary.top], columns),
-            "".join(
-                f"{line}\n" for line in [*notes(rows, metric), recommendation(rows, metric)] if line
-            ),
+            "".join(f"{line}\n" for line in [*notes(rows, metric), *advice(rows, groups, metric)]),
         )
+        if groups:
+            log.info(
+                "k-fold cross-validation (%s: mean ± std over the folds):\n%s",
+                metric,
+                "\n".join(
+                    f"{g['overrides'] or '(all)'}: {g['folds']} folds, {g['status']}: "
+                    f"{fold_mean(g, metric) or '-'}"
+                    for g in groups
+                ),
+            )
         board = write_sweep_board(rows, mode_metrics(config), sweep_dir, sweep_dir / SUMMARY_PNG)
         if board is not None:
             link_sweep(Path(config.paths.log_dir), config.mode, sweep_dir, board)
 
+    def _say(self, fold_lines: list[str]) -> None:
+        """Log each new k-fold line once, as it first holds (a failed sweep never reaches
+        on_multirun_end); a mismatch is an error: its group has no mean."""
+        for line in fold_lines:
+            if line not in self._said:
+                (log.error if "MISMATCH" in line else log.warning)("sweep summary: %s", line)
+                self._said.add(line)
+
     def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
         metric = rank_metric(config)
-        rows = mark_tied(rank(read_rows(sweep_dir / SUMMARY_CSV), metric), metric)
+        jobs = job_rows(read_rows(sweep_dir / SUMMARY_CSV))
+        groups, fold_lines = fold_groups(jobs, mode_metrics(config), folds_of(config))
+        self._say(fold_lines)
+        if groups:  # the groups' rows follow the jobs', recomputed as each job ends
+            write_rows(sweep_dir / SUMMARY_CSV, csv_columns(config), jobs + groups)
+        rows = mark_tied(rank(jobs, metric), metric)
         tied = [TIED] if tie_columns(config) else []
         columns = [*BASE_COLUMNS[:3], *mode_metrics(config), *tied, "overrides", "error"]
         header = (
             f"# Sweep summary\n\nRanked by `{metric}`, then the jobs that did not run (same "
             "as an earlier job) or failed, in job order.\n\n"
         )
-        said = [*notes(rows, metric), recommendation(rows, metric)]
-        lines = "".join(f"{line}\n\n" for line in said if line)
-        (sweep_dir / SUMMARY_MD).write_text(header + lines + to_markdown(rows, columns))
-        plot_sweep(rows, metric, sweep_dir / SUMMARY_PNG)
+        said = [*notes(rows, metric), *advice(rows, groups, metric)]
+        lines = "".join(f"{line}\n\n" for line in said)
+        folds = fold_markdown(groups, fold_lines, mode_metrics(config)) if groups else ""
+        text = header + lines + to_markdown(rows, columns) + (f"\n{folds}" if folds else "")
+        (sweep_dir / SUMMARY_MD).write_text(text)
+        if groups:
+            plot_folds(groups, metric, sweep_dir / SUMMARY_PNG)
+        else:
+            plot_sweep(rows, metric, sweep_dir / SUMMARY_PNG)

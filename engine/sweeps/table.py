@@ -20,6 +20,7 @@ TIED = "tied"  # yes: the job's range of the ranking metric overlaps the best jo
 # Metrics where smaller is better; every other metric ranks largest first.
 LOWER_IS_BETTER = {
     "val/loss",
+    "test/loss",
     "train/loss",
     "train/data_wait_frac",
     "train/first_batch_s",

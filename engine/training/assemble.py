@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,8 +13,11 @@ from omegaconf import DictConfig
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from engine.config.errors import ConfigError
+from engine.config.label_kinds import label_kind_problems
 from engine.core.cpus import cores_per_rank, main_threads
 from engine.core.seeding import seed_everything
+from engine.data.folds import FoldView, write_fold_file
 from engine.data.holdout import write_split_file
 from engine.data.loaders import build_loaders
 from engine.data.resolve_loader import resolve_loader_settings
@@ -23,7 +27,6 @@ from engine.data.splits import build_splits, input_shape
 from engine.data.transforms import Pipelines
 from engine.training.device import Precision, resolve_device, resolve_precision
 from engine.training.distributed import init_distributed, rank_device, rank_seed, wrap_model
-from engine.training.label_kinds import check_label_kinds
 from engine.training.metric import AnyMetric, build_metrics
 from engine.training.models import build_model
 from engine.training.settings import TrainerSettings
@@ -72,6 +75,8 @@ def assemble(cfg: DictConfig) -> Components:
     if train_set.drawn_split and ranks.is_main:
         listed = write_split_file(train_set, val_set, Path(cfg.paths.output_dir))
         log.info("train/val split drawn by dataset.val_fraction: listed in %s", listed)
+    if isinstance(val_set, FoldView) and ranks.is_main:
+        write_fold_file(val_set.record, Path(cfg.paths.output_dir))
     train_set, val_set = seeded(train_set, settings.seed), seeded(val_set, settings.seed)
     shape, classes = input_shape(val_set), train_set.classes
     model = build_model(
@@ -124,7 +129,10 @@ def assemble(cfg: DictConfig) -> Components:
         threads_origin(settings.num_threads, loader_settings.num_workers),
     )
     make_loss, metrics = instantiate(cfg.loss), build_metrics(cfg.metrics)
-    check_label_kinds(train_set, make_loss, metrics, cfg.loss._target_)  # before either runs
+    loss_kind = make_loss.func if isinstance(make_loss, functools.partial) else make_loss
+    problems = label_kind_problems(train_set.multi_label, loss_kind, cfg.loss._target_, metrics)
+    if problems:  # the config check saw the YAML; the built split decides (your own classes)
+        raise ConfigError(problems[0])
     criterion = make_loss(train_set).to(device)
     return Components(
         settings,

@@ -18,7 +18,8 @@ from engine.training.metric import GatheredMetric
 class MeanAveragePrecision(GatheredMetric):
     """Macro average precision: each class's area under its precision-recall curve over the
     ranked scores, averaged over the classes (threshold-free). A class without a positive
-    sample in the pass has no AP and is left out of the mean (torchmetrics' rule)."""
+    sample in the pass counts 0 (torchmetrics' rule, with its warning): a val split should
+    hold every class."""
 
     multi_label = True
 
@@ -29,7 +30,7 @@ class MeanAveragePrecision(GatheredMetric):
 
 
 class F1(GatheredMetric):
-    """Macro F1: each class's F1 with its label predicted when its score exceeds `threshold`,
+    """Macro F1: each class's F1 with its label predicted when its score is above `threshold`,
     averaged over the classes (a class never predicted nor present counts 0)."""
 
     multi_label = True

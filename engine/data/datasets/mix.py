@@ -19,6 +19,7 @@ from engine.core.bounds import Positive
 from engine.core.text import closest
 from engine.data.bad_samples import BadSample
 from engine.data.datasets.base import MapDataset, StreamDataset, Transform
+from engine.data.folds import without_fold_keys
 from engine.data.mix import Stratum
 
 SOURCE_KEYS = ["dataset", "weight"]
@@ -77,8 +78,13 @@ def _built(
 ) -> MapDataset:
     """Source `name`'s `split`, built as build_splits builds a dataset node."""
     shared = {} if classes is None else {"classes": list(classes)}
-    dataset = instantiate(node, split=split, transform=transform, **shared)
     key = f"dataset.sources.{name}.dataset"
+    if node.get("folds") is not None:
+        raise ValueError(
+            f"{key}.folds={node['folds']}: a mix's source cannot be cut into folds; "
+            f"cross-validate the source on its own (dataset=<its kind>), or set {key}.folds=null."
+        )
+    dataset = instantiate(without_fold_keys(node), split=split, transform=transform, **shared)
     if isinstance(dataset, StreamDataset) or not isinstance(dataset, MapDataset):
         raise ValueError(
             f"{key}._target_={node['_target_']}: a {type(dataset).__name__} is not a map-style "

@@ -1,0 +1,173 @@
+"""The k-fold rows of a sweep summary: the jobs that differ only in `dataset.fold` form a
+group, and each group gets one row of every metric's mean and standard deviation over its
+finished folds.
+
+The row is only given when the jobs' fold.json files agree: one deal (the same fingerprints of
+all K folds in every job, each job's own fold among them), folds that do not overlap and,
+once all K finished, together the whole train split. Otherwise the row is a `fold mismatch`
+without a mean. A failed fold's job is said (`2 of 3` folds, and a line naming the job),
+never averaged over silently.
+
+Columns: `folds` (`<finished> of <K>`), the metric columns hold the mean and `<metric>_std`
+the sample standard deviation (n-1; empty for one fold).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from engine.data.folds import FOLD_FILE, fingerprint
+
+FOLD_KEY = "dataset.fold"  # the override that tells a group's jobs apart
+FOLDS = "folds"  # column: `<finished> of <K>`
+MEAN_STD, MISMATCH = "mean ± std", "fold mismatch"  # the status of a group's row
+
+
+def fold_columns(metric_keys: Sequence[str]) -> list[str]:
+    """The columns a k-fold sweep adds to summary.csv."""
+    return [FOLDS, *(f"{k}_std" for k in metric_keys)]
+
+
+def is_group_row(row: dict[str, str]) -> bool:
+    """Whether `row` is a group's mean ± std row (not a job's)."""
+    return row.get("status") in (MEAN_STD, MISMATCH)
+
+
+def group_of(overrides: str) -> str | None:
+    """The group of a job: its overrides without dataset.fold; None without that override."""
+    items = overrides.split()
+    if not any(o.lstrip("+~").partition("=")[0] == FOLD_KEY for o in items):
+        return None
+    return " ".join(o for o in items if o.lstrip("+~").partition("=")[0] != FOLD_KEY)
+
+
+def _record(row: dict[str, str]) -> dict[str, Any] | None:
+    path = Path(row.get("dir") or "") / FOLD_FILE
+    return json.loads(path.read_text()) if row.get("dir") and path.exists() else None
+
+
+def _checked(records: dict[str, dict[str, Any]]) -> list[str]:
+    """What is wrong with the fold.json of the jobs `records` (by job number) of one group."""
+    first_job, first = next(iter(records.items()))
+    deal = ("folds", "fold_seed", "train_split_size", "fingerprints")
+    problems = [
+        f"job {job}'s folds (fold_seed {r['fold_seed']}, {r['folds']} folds of "
+        f"{r['train_split_size']} samples, fingerprints {r['fingerprints']}) differ from job "
+        f"{first_job}'s (fold_seed {first['fold_seed']}, {first['folds']} folds of "
+        f"{first['train_split_size']}, fingerprints {first['fingerprints']})"
+        for job, r in records.items()
+        if any(r[k] != first[k] for k in deal)
+    ]
+    problems += [
+        f"job {job}'s val indices do not match its fold {r['fold']}'s fingerprint"
+        for job, r in records.items()
+        if fingerprint_of(r) != r["fingerprints"][r["fold"]]
+    ]
+    seen: dict[int, str] = {}
+    for job, r in records.items():
+        overlap = next((seen[i] for i in r["val_indices"] if i in seen), None)
+        if overlap is not None:
+            problems.append(f"the val folds of jobs {overlap} and {job} overlap")
+        seen |= dict.fromkeys(r["val_indices"], job)
+    size = first["train_split_size"]
+    if any(not 0 <= i < size for i in seen):
+        problems.append(f"val indices outside the train split 0..{size - 1}")
+    finished = {r["fold"] for r in records.values()}
+    if not problems and len(finished) == first["folds"] and len(seen) != size:
+        problems.append(f"the {first['folds']} folds cover {len(seen)} of {size} samples")
+    return problems
+
+
+def fingerprint_of(record: dict[str, Any]) -> str:
+    """The fingerprint of a fold.json's val indices, recomputed."""
+    return fingerprint(np.asarray(record["val_indices"], dtype=np.int64))
+
+
+def _stats(rows: list[dict[str, str]], key: str) -> dict[str, str]:
+    try:
+        values = [float(r[key]) for r in rows]
+    except (KeyError, TypeError, ValueError):  # not measured by every fold: no mean
+        return {}
+    if not values:
+        return {}
+    std = statistics.stdev(values) if len(values) > 1 else None
+    return {key: repr(statistics.fmean(values)), f"{key}_std": "" if std is None else repr(std)}
+
+
+def fold_groups(
+    rows: list[dict[str, str]], metric_keys: Sequence[str], folds: int | None
+) -> tuple[list[dict[str, str]], list[str]]:
+    """One row per group of the job `rows` (`folds`: the K of a group none of whose jobs
+    wrote fold.json), and the lines saying what each row does not: failed folds, mismatches."""
+    groups: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for row in rows:
+        group = group_of(row["overrides"])
+        if group is not None:
+            groups[group].append(row)
+    out, lines = [], []
+    for group, members in groups.items():
+        name = f"`{group}`" if group else "the sweep"
+        records = {r["job"]: rec for r in members if r["status"] == "ok" if (rec := _record(r))}
+        ok = [r for r in members if r["job"] in records]
+        problems = _checked(records) if records else []
+        problems += [
+            f"job {r['job']} finished without fold.json (dataset.folds unset?)"
+            for r in members
+            if r["status"] == "ok" and r["job"] not in records
+        ]
+        k = next(iter(records.values()))["folds"] if records else folds
+        row = {"job": "", "overrides": group, "dir": "", "runs_as": group, "error": ""}
+        row[FOLDS] = f"{len({rec['fold'] for rec in records.values()})} of {k}"
+        if problems:
+            row |= {"status": MISMATCH, "error": "; ".join(problems)}
+            lines.append(
+                f"FOLD MISMATCH in {name}: {'; '.join(problems)}. No mean is given: rerun the "
+                "jobs with one dataset.folds and dataset.fold_seed."
+            )
+        else:
+            row["status"] = MEAN_STD
+            for key in metric_keys:
+                row |= _stats(ok, key)
+        redone = {r["overrides"] for r in ok}  # a failed fold rerun ok (summary.skip_completed)
+        failed = [r for r in members if r["status"] == "failed" and r["overrides"] not in redone]
+        if failed:
+            said = ", ".join(f"job {r['job']} ({r['error']})" for r in failed)
+            lines.append(
+                f"{name}: {row[FOLDS]} folds finished; failed: {said}; the mean and std are "
+                f"over the {len(ok)} that finished."
+            )
+        out.append(row)
+    return out, lines
+
+
+def fold_mean(row: dict[str, str], key: str) -> str:
+    """`0.912 ± 0.013`, the mean alone for one fold, empty without a mean."""
+    mean, std = row.get(key) or "", row.get(f"{key}_std") or ""
+    if not mean:
+        return ""
+    return f"{float(mean):.4g} ± {float(std):.2g}" if std else f"{float(mean):.4g}"
+
+
+def fold_markdown(groups: list[dict[str, str]], lines: list[str], keys: Sequence[str]) -> str:
+    """The summary.md section of the groups' rows (and their lines), mean ± std per cell."""
+    columns = ["overrides", FOLDS, "status", *keys]
+    table = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in groups:
+        cells = [row["overrides"] or "(all)", row[FOLDS], row["status"]]
+        cells += [fold_mean(row, k) for k in keys]
+        table.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    said = "".join(f"{line}\n\n" for line in lines)
+    return (
+        "## k-fold cross-validation\n\nOne row per group of jobs that differ only in "
+        "`dataset.fold`: each metric's mean ± standard deviation over its finished folds.\n\n"
+        + said
+        + "\n".join(table)
+        + "\n"
+    )

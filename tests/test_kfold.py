@@ -1,0 +1,245 @@
+"""k-fold cross-validation: stratified, disjoint, complete folds of the train split; the
+refusals; the real val split untouched; fold.json; +sweep=kfold's mean ± std rows, with a
+failed fold said and a fold mismatch refused a mean."""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from engine.data.folds import FOLD_FILE, FoldSpec, cut_folds, fold_spec, strata, write_fold_file
+from engine.data.splits import build_split
+from engine.sweeps.folds import MEAN_STD, MISMATCH, fold_groups
+from engine.testing import Labels, MapDataset
+from engine.training.assemble import assemble
+from tests.cli import run_cli
+from tests.test_multilabel import multi_label_cfg
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class MultiHot(MapDataset):
+    """Multi-label targets (N, C) uint8, samples their own index."""
+
+    multi_label = True
+
+    def __init__(self, targets: np.ndarray) -> None:
+        self.targets, self.size = targets, len(targets)
+        self.classes = [f"c{i}" for i in range(targets.shape[1])]
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, i: int) -> int:
+        return i
+
+
+def _all_folds(dataset: MapDataset, folds: int, seed: int) -> list[tuple]:
+    return [cut_folds(dataset, dataset, FoldSpec(folds, k, seed)) for k in range(folds)]
+
+
+def _assert_partition(cuts: list[tuple], size: int) -> None:
+    vals = [np.asarray(val.record.val_indices) for _, val in cuts]
+    assert sorted(np.concatenate(vals).tolist()) == list(range(size))  # disjoint, complete
+    for (train, val), indices in zip(cuts, vals, strict=True):
+        assert set(train.indices) == set(range(size)) - set(indices)  # the other K-1 folds
+        assert list(indices) == sorted(indices) and len(val) == val.record.fold_size
+    assert len({tuple(val.record.fingerprints) for _, val in cuts}) == 1  # one deal
+
+
+def _assert_within_one(labels: np.ndarray, cuts: list[tuple]) -> None:
+    for label in np.unique(labels):
+        counts = [int((labels[val.indices] == label).sum()) for _, val in cuts]
+        assert max(counts) - min(counts) <= 1, (label, counts)
+
+
+@pytest.mark.parametrize("folds", [2, 3, 5])
+@pytest.mark.parametrize("seed", [0, 7])
+def test_single_label_folds_are_disjoint_complete_and_stratified(folds: int, seed: int) -> None:
+    labels = np.repeat([0, 1, 2, 3], [23, 11, 7, 2])
+    dataset = Labels(np.random.default_rng(seed).permutation(labels).tolist(), 4)
+    cuts = _all_folds(dataset, folds, seed)
+    _assert_partition(cuts, len(labels))
+    _assert_within_one(dataset.targets, cuts)
+    _, val = cuts[1]
+    assert (val.targets == dataset.targets[val.indices]).all()  # targets restricted to the view
+    assert val.classes == dataset.classes and val[0] == dataset[int(val.indices[0])]
+
+
+@pytest.mark.parametrize("folds", [2, 4])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_multi_label_folds_are_stratified_by_each_samples_rarest_label(
+    folds: int, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    targets = (rng.random((60, 4)) < [0.6, 0.3, 0.1, 0.5]).astype(np.uint8)
+    targets[:5] = 0  # label-less samples: a stratum of their own
+    dataset = MultiHot(targets)
+    cuts = _all_folds(dataset, folds, seed)
+    _assert_partition(cuts, 60)
+    stratum, by = strata(targets)
+    assert by == "rarest label"
+    _assert_within_one(stratum, cuts)
+    assert cuts[0][1].targets.shape == (len(cuts[0][1]), 4)
+
+
+def test_rarest_label_is_the_samples_own_label_with_fewest_samples() -> None:
+    targets = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 0, 0]], dtype=np.uint8)
+    assert strata(targets)[0].tolist() == [1, 0, 2, -1]  # counts: 3, 2, 1
+
+
+def test_a_dataset_without_targets_is_cut_unstratified(caplog) -> None:
+    dataset = MultiHot(np.zeros((10, 1), dtype=np.uint8))
+    dataset.targets = None
+    cuts = _all_folds(dataset, 3, 0)
+    _assert_partition(cuts, 10)
+    assert (
+        sorted(len(v) for _, v in cuts) == [3, 3, 4] and cuts[0][1].record.stratified_by == "none"
+    )
+    assert "unstratified" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("node", "message"),
+    [
+        ({"folds": 1, "fold": 0, "fold_seed": 0}, r"dataset\.folds=1: expected at least 2"),
+        ({"folds": 3, "fold": 3, "fold_seed": 0}, r"dataset\.fold=3: expected a fold in 0\.\.2"),
+        (
+            {"folds": None, "fold": 2, "fold_seed": 0},
+            r"dataset\.fold=2 is set without dataset\.folds",
+        ),
+        (
+            {"_target_": "engine.data.datasets.tar_shards.TarShardDataset", "folds": 3, "fold": 0},
+            r"dataset\.folds=3: .* is a stream",
+        ),
+        (
+            {"_target_": "engine.data.datasets.mix.MixDataset", "folds": 3, "fold": 0},
+            r"dataset=mix",
+        ),
+    ],
+)
+def test_bad_fold_settings_are_refused_naming_the_key(node: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        fold_spec({"fold_seed": 0, **node})
+
+
+def test_more_folds_than_train_samples_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"dataset\.folds=6: the train split has only 5 samples"):
+        cut_folds(Labels([0, 1, 0, 1, 0], 2), Labels([0, 1, 0, 1, 0], 2), FoldSpec(6, 0, 0))
+
+
+def test_a_fold_validates_on_train_files_and_the_real_val_split_is_untouched(
+    make_cfg, tmp_path: Path
+) -> None:
+    cfg = make_cfg("dataset=csv", "dataset.folds=3", "dataset.fold=1", "dataset.fold_seed=4")
+    parts = assemble(cfg)
+    assert (len(parts.train_set), len(parts.val_set)) == (32, 16)  # of the 48 train samples
+    names = [parts.val_set.get_filename(i) for i in range(len(parts.val_set))]
+    assert all("/train/" in name for name in names)
+    record = json.loads((tmp_path / "run" / FOLD_FILE).read_text())
+    assert (record["folds"], record["fold"], record["fold_seed"]) == (3, 1, 4)
+    assert record["train_split_size"] == 48 and len(record["val_indices"]) == 16
+    assert record["fingerprint"] == record["fingerprints"][1] and len(record["fingerprints"]) == 3
+    val = build_split(
+        cfg.dataset, "val", None, parts.classes
+    )  # what mode=eval eval.split=val reads
+    assert len(val) == 30 and all("/val/" in val.get_filename(i) for i in range(len(val)))
+
+
+def test_a_multi_label_csv_is_cut_by_rarest_label(tmp_path: Path) -> None:
+    parts = assemble(multi_label_cfg(tmp_path, "dataset.folds=3", "dataset.fold=2"))
+    assert (len(parts.train_set), len(parts.val_set)) == (22, 11)  # the listing's 33 train rows
+    assert parts.val_set.targets.shape == (11, 3) and parts.val_set.multi_label
+    label = parts.val_set[0][1]
+    assert label.dtype == torch.float32 and label.shape == (3,)
+    record = json.loads((tmp_path / "run" / FOLD_FILE).read_text())
+    assert record["stratified_by"] == "rarest label" and record["train_split_size"] == 33
+
+
+def _fold_jobs(tmp_path: Path, seeds: list[int]) -> list[dict[str, str]]:
+    """Summary rows of 3 fold jobs, job k dealt with seeds[k], each with its fold.json."""
+    dataset = Labels(list(range(5)) * 6, 5)
+    rows = []
+    for k, seed in enumerate(seeds):
+        _, val = cut_folds(dataset, dataset, FoldSpec(3, k, seed))
+        write_fold_file(val.record, tmp_path / str(k))
+        overrides = f"dataset.fold={k} model=mlp"
+        row = {"job": str(k), "status": "ok", "overrides": overrides, "dir": str(tmp_path / str(k))}
+        rows.append(row | {"val/acc": str(0.5 + k / 10), "error": ""})
+    return rows
+
+
+def test_a_fold_dealt_with_another_seed_is_a_mismatch_without_a_mean(tmp_path: Path) -> None:
+    (group,), lines = fold_groups(_fold_jobs(tmp_path, [0, 0, 1]), ["val/acc"], 3)
+    assert group["status"] == MISMATCH and not group.get("val/acc")
+    (line,) = lines
+    assert line.startswith("FOLD MISMATCH in `model=mlp`: job 2's folds (fold_seed 1")
+    (same,), said = fold_groups(_fold_jobs(tmp_path, [0, 0, 0]), ["val/acc"], 3)
+    assert same["status"] == MEAN_STD and not said
+    assert float(same["val/acc"]) == pytest.approx(0.6)
+    assert float(same["val/acc_std"]) == pytest.approx(0.1)
+
+
+def _kfold_sweep(
+    demo_dir: Path, tmp_path: Path, folds: str, *args: str
+) -> tuple[int, str, list[dict]]:
+    result = run_cli(
+        "-m",
+        *args,
+        "+sweep=kfold",
+        "dataset.folds=3",
+        f"dataset.fold={folds}",
+        "model=mlp",
+        "trainer.max_epochs=1",
+        "loader.batch_size=16",
+        "loader.num_workers=0",
+        f"paths.demo_dir={demo_dir}",
+        f"paths.log_dir={tmp_path}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        cwd=ROOT,
+    )
+    with open(tmp_path / "sweep" / "summary.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return result.returncode, result.stdout + result.stderr, rows
+
+
+def test_kfold_sweep_adds_a_mean_and_std_row(demo_dir: Path, tmp_path: Path) -> None:
+    top2 = ["+metrics.top2._target_=src.metrics.accuracy.Accuracy", "+metrics.top2.k=2"]
+    code, output, rows = _kfold_sweep(demo_dir, tmp_path, "0,1,2", *top2)
+    assert code == 0, output[-3000:]
+    jobs = [r for r in rows if r["status"] == "ok"]
+    (group,) = [r for r in rows if r["status"] == MEAN_STD]
+    assert group["folds"] == "3 of 3" and "dataset.fold=" not in group["overrides"]
+    accs = [float(r["val/acc"]) for r in jobs]
+    assert float(group["val/acc"]) == pytest.approx(statistics.fmean(accs))
+    assert float(group["val/acc_std"]) == pytest.approx(statistics.stdev(accs))
+    top2 = [float(r["val/top2"]) for r in jobs]  # the columns follow the metrics group
+    assert (
+        float(group["val/top2"]) == pytest.approx(statistics.fmean(top2)) and group["val/top2_std"]
+    )
+    folds = [json.loads(Path(r["dir"], FOLD_FILE).read_text()) for r in jobs]
+    assert sorted(i for f in folds for i in f["val_indices"]) == list(range(48))
+    summary = (tmp_path / "sweep" / "summary.md").read_text()
+    assert "## k-fold cross-validation" in summary
+    assert f"| 3 of 3 | mean ± std | {float(group['val/acc']):.4g} ± " in summary
+    assert "fold 2 of 3 (seed 0): 16 val / 32 train samples from the train split" in output
+    assert (tmp_path / "sweep" / "summary.png").stat().st_size > 0
+
+
+def test_a_failed_folds_job_is_said_in_the_row(demo_dir: Path, tmp_path: Path) -> None:
+    code, output, rows = _kfold_sweep(demo_dir, tmp_path, "0,1,5")  # fold 5 of 3 is refused
+    assert code != 0  # the sweep still fails
+    (group,) = [r for r in rows if r["status"] == MEAN_STD]
+    ok = [float(r["val/acc"]) for r in rows if r["status"] == "ok"]
+    assert group["folds"] == "2 of 3" and float(group["val/acc"]) == pytest.approx(np.mean(ok))
+    summary = (tmp_path / "sweep" / "summary.md").read_text()
+    assert "2 of 3 folds finished; failed: job 2 (ValueError: dataset.fold=5" in summary
+    assert "2 of 3 folds finished" in output
+    assert Counter(r["status"] for r in rows) == {"ok": 2, "failed": 1, MEAN_STD: 1}
