@@ -15,6 +15,7 @@ from PIL import Image
 from engine.data.demo import main, make_demo_data
 from engine.data.demo_multilabel import COLOURS, LABELS
 from engine.data.demo_shapes import CLASSES
+from engine.data.folds import without_fold_keys
 
 
 def _rows(root: Path) -> list[dict[str, str]]:
@@ -86,7 +87,7 @@ def test_experiment_reads_the_demo_as_multi_hot_targets(make_cfg) -> None:
     cfg = make_cfg("experiment=multilabel_csv")
     assert cfg.trainer.checkpoint.monitor == "val/map" and cfg.trainer.checkpoint.mode == "max"
     assert {"map", "f1", "subset_acc"} <= set(cfg.metrics)
-    train = instantiate(cfg.dataset, split="train", transform=None)
+    train = instantiate(without_fold_keys(cfg.dataset), split="train", transform=None)
     assert train.multi_label and list(train.classes) == list(LABELS)
     assert train.targets.shape == (40, len(LABELS))
     _, label = train[0]
