@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -93,3 +95,17 @@ def test_experiment_reads_the_demo_as_multi_hot_targets(make_cfg) -> None:
     _, label = train[0]
     assert label.dtype == torch.float32 and label.shape == (len(LABELS),)
     assert set(np.unique(train.targets)) <= {0, 1} and not train.targets.sum(axis=1).all()
+
+
+def test_make_data_regenerates_a_demo_written_before_the_multilabel_set(tmp_path, capsys) -> None:
+    main(["--out", str(tmp_path), "--small"])
+    marker = tmp_path / ".complete"
+    stamp = json.loads(marker.read_text("utf-8"))
+    marker.write_text(json.dumps(stamp | {"format_version": 3}, sort_keys=True), "utf-8")
+    shutil.rmtree(tmp_path / "multilabel")  # what a format-3 demo lacks
+    capsys.readouterr()
+    main(["--out", str(tmp_path), "--small"])
+    assert "Wrote demo data" in capsys.readouterr().out
+    assert len(_rows(tmp_path)) == 56
+    main(["--out", str(tmp_path), "--small"])
+    assert "already in" in capsys.readouterr().out
