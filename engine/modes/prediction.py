@@ -99,7 +99,7 @@ def predict(cfg: DictConfig) -> dict[str, float]:
     if labeller.multi_label and settings.top_k != 1:
         raise ValueError(
             f"predict.top_k={settings.top_k}: {session.file} is multi-label, so "
-            "predictions.csv lists every class at or above the threshold (predict.threshold) "
+            "predictions.csv lists every class above the threshold (predict.threshold) "
             "and every class's score; leave predict.top_k at 1."
         )
     labeller.check_names(session.file)
