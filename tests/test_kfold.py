@@ -130,6 +130,17 @@ def test_bad_fold_settings_are_refused_naming_the_key(node: dict, message: str) 
         fold_spec({"fold_seed": 0, **node})
 
 
+def test_folds_added_to_a_stream_get_the_streams_refusal(demo_dir: Path, tmp_path: Path) -> None:
+    result = run_cli(
+        "dataset=iterable",
+        "+dataset.folds=5",  # a stream's node has no fold keys: the ones a user adds
+        f"paths.demo_dir={demo_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=ROOT,
+    )
+    assert result.returncode == 1 and "is a stream, whose samples" in result.stderr
+
+
 def test_more_folds_than_train_samples_is_refused() -> None:
     with pytest.raises(ValueError, match=r"dataset\.folds=6: the train split has only 5 samples"):
         cut_folds(Labels([0, 1, 0, 1, 0], 2), Labels([0, 1, 0, 1, 0], 2), FoldSpec(6, 0, 0))
@@ -243,3 +254,18 @@ def test_a_failed_folds_job_is_said_in_the_row(demo_dir: Path, tmp_path: Path) -
     assert "2 of 3 folds finished; failed: job 2 (ValueError: dataset.fold=5" in summary
     assert "2 of 3 folds finished" in output
     assert Counter(r["status"] for r in rows) == {"ok": 2, "failed": 1, MEAN_STD: 1}
+
+
+def test_a_failed_fold_rerun_into_the_sweep_dir_replaces_its_row(tmp_path: Path) -> None:
+    rows = _fold_jobs(tmp_path, [0, 0, 0])
+    failed = rows[2] | {"status": "failed", "val/acc": "", "error": "OSError: gone"}
+    # the first sweep: job 2 failed; rerun with summary.skip_completed: job 2 again, ok
+    (group,), lines = fold_groups([*rows[:2], failed, rows[2]], ["val/acc"], 3)
+    assert (group["status"], group["folds"]) == (MEAN_STD, "3 of 3") and not lines
+    assert float(group["val/acc"]) == pytest.approx(0.6)
+    # two sweeps into one dir: folds 0 and 1, then fold 2 alone, numbered job 0 again
+    again = rows[2] | {"job": "0"}
+    (group,), lines = fold_groups([*rows[:2], again], ["val/acc"], 3)
+    assert (group["status"], group["folds"]) == (MEAN_STD, "3 of 3") and not lines
+    (none,), lines = fold_groups([failed], ["val/acc"], 3)
+    assert none["status"] == "no fold finished" and "0 of 3 folds finished" in lines[0]

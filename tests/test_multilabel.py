@@ -101,14 +101,16 @@ BAD_ROWS = [
      ["no labels", "dataset.allow_empty_labels=true"]),
     ("img/0.png,red||blue,train\n", {}, 2, ["empty label", "dataset.label_separator"]),
     ("img/0.png,red,train\nimg/1.png,green,train\n", {"classes": ["red"]}, 3,
-     ["'green'", "not a train class", "dataset.label_column"]),
+     ["'green'", "is not in dataset.classes=['red']", "add the class to dataset.classes"]),
+    ("img/0.png,red,train\n", {"classes": ["red", "green", "red"]}, None,
+     ["dataset.classes=['red', 'green', 'red']", "'red' is listed twice"]),
     ("img/0.png,,train\nimg/1.png,,train\n", {}, 2, ["no row has a label"]),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("body", "keys", "line", "words"), BAD_ROWS)
 def test_every_bad_row_is_refused_naming_file_line_and_key(
-    tmp_path: Path, body: str, keys: dict, line: int, words: list[str]
+    tmp_path: Path, body: str, keys: dict, line: int | None, words: list[str]
 ) -> None:
     write_listing(tmp_path, [("img/0.png", "", "train"), ("img/1.png", "", "train")])
     listing = tmp_path / "bad.csv"
@@ -116,7 +118,7 @@ def test_every_bad_row_is_refused_naming_file_line_and_key(
     with pytest.raises(ValueError) as err:
         CsvDataset("train", csv=str(listing), label_column="labels", multi_label=True, **keys)
     message = str(err.value)
-    assert f"{listing}:{line}:" in message and "\n" not in message
+    assert (line is None or f"{listing}:{line}:" in message) and "\n" not in message
     for word in words:
         assert word in message
 

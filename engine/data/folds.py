@@ -3,8 +3,10 @@
 the val set (the train split's samples through the val pipeline) and the other K-1 train.
 The real val split is not read, so `mode=eval eval.split=val` still measures it.
 
-Stratified so that every fold holds each class within one sample: per stratum (the label;
-multi-label: each sample's rarest own label, label-less samples together), a seeded shuffle
+Stratified so that every fold holds each stratum within one sample: per stratum (the label,
+so single-label folds hold each class within one sample; multi-label: each sample's rarest
+own label, label-less samples together, so a sample's other labels follow it and their
+counts per fold only come close), a seeded shuffle
 then a round-robin deal, each stratum starting where the last one stopped (so fold sizes also
 differ by one at most). The same (targets, K, fold_seed) deal the same folds in every job of a
 sweep; each job writes its fold and the fingerprints of all K into fold.json to prove it.
@@ -62,7 +64,7 @@ class FoldRecord:
 
 
 def _int(cfg: Any, key: str) -> int:
-    value = cfg.get(key)
+    value = cfg.get(key, 0)  # fold and fold_seed: 0 where a node lacks them (+dataset.folds=5)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"dataset.{key}={value!r}: expected an int, e.g. dataset.{key}=0.")
     return value

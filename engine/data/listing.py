@@ -193,3 +193,25 @@ def class_list(labels: Sequence[str], where: Callable[[int], str], key: str) -> 
             missing[:5],
         )
     return [str(i) for i in range(top + 1)]
+
+
+def unique_classes(classes: Sequence[str]) -> list[str]:
+    """A fixed class list (dataset.classes), each name once: a repeat would make an output
+    that no sample can ever be labelled with."""
+    names = [str(c) for c in classes]
+    twice = next((c for i, c in enumerate(names) if c in names[:i]), None)
+    if twice is not None:
+        raise ValueError(
+            f"dataset.classes={names}: {twice!r} is listed twice; list each class once."
+        )
+    return names
+
+
+def outside(classes: Sequence[str], fixed_by: str | None) -> str:
+    """The end of the one line that refuses a label outside `classes`: fixed by the key
+    `fixed_by` (dataset.classes), or (None) the train split's, with the fix for each."""
+    if fixed_by is not None:
+        return f"is not in {fixed_by}={list(classes)}. Fix the row, or add the class to {fixed_by}."
+    return (
+        f"is not a train class {list(classes)}. Fix the row, or add the class to the train split."
+    )

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from engine.data.listing import class_list
+from engine.data.listing import class_list, outside
 
 COLUMN_VALUES = {"0": False, "1": True}  # what a per-class column may hold
 
@@ -92,10 +92,12 @@ class MultiLabelColumns:
         rows: list[tuple[str, ...]],
         classes: Sequence[str] | None,
         at: Callable[[int], str],
+        fixed_by: str | None = None,
     ) -> np.ndarray:
         """The uint8 N x classes targets of `rows` (row i at `at(i)`). The classes: `classes`
         when fixed (the val split takes the train split's; an unknown label is refused), else
-        the label columns, or the sorted union of the labels (integers keep their value)."""
+        the label columns, or the sorted union of the labels (integers keep their value);
+        `fixed_by`: the key that fixed `classes` (dataset.classes), None for the train split's."""
         if classes is not None:
             self.classes = list(classes)
         elif self.label_columns is not None:
@@ -115,8 +117,8 @@ class MultiLabelColumns:
             for label in row:
                 if label not in index:
                     raise ValueError(
-                        f"{at(i)}: label {label!r} in {self.source} is not a train class "
-                        f"{self.classes}. Fix the row, or add the class to the train split."
+                        f"{at(i)}: label {label!r} in {self.source} "
+                        f"{outside(self.classes, fixed_by)}"
                     )
                 targets[i, index[label]] = 1
         return targets

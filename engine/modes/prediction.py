@@ -12,7 +12,7 @@ the checkpoint's dataset.on_error (override it: dataset.on_error=skip): raise st
 the file, skip leaves it out and lists it in bad_samples.csv.
 
 A multi-label checkpoint (its dataset.multi_label: true) writes `path`, `labels` (every class
-whose sigmoid score is >= `predict.threshold`, null: the checkpoint's metrics.threshold,
+whose sigmoid score is above `predict.threshold`, null: the checkpoint's metrics.threshold,
 `|`-joined, empty for none) and `scores` (every class's, `name:score|...` in class order);
 predict.top_k does not apply.
 """
@@ -136,7 +136,7 @@ def predict(cfg: DictConfig) -> dict[str, float]:
     )
     if labeller.multi_label:
         log.info(
-            "multi-label: labels = classes scoring >= %g; scores = name:score|... in class "
+            "multi-label: labels = classes scoring above %g; scores = name:score|... in class "
             "order (%s)",
             labeller.threshold,
             "|".join(labeller.classes),

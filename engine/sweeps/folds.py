@@ -27,7 +27,8 @@ from engine.data.folds import FOLD_FILE, fingerprint
 
 FOLD_KEY = "dataset.fold"  # the override that tells a group's jobs apart
 FOLDS = "folds"  # column: `<finished> of <K>`
-MEAN_STD, MISMATCH = "mean ± std", "fold mismatch"  # the status of a group's row
+# the status of a group's row
+MEAN_STD, MISMATCH, NO_FOLD = "mean ± std", "fold mismatch", "no fold finished"
 
 
 def fold_columns(metric_keys: Sequence[str]) -> list[str]:
@@ -37,7 +38,7 @@ def fold_columns(metric_keys: Sequence[str]) -> list[str]:
 
 def is_group_row(row: dict[str, str]) -> bool:
     """Whether `row` is a group's mean ± std row (not a job's)."""
-    return row.get("status") in (MEAN_STD, MISMATCH)
+    return row.get("status") in (MEAN_STD, MISMATCH, NO_FOLD)
 
 
 def group_of(overrides: str) -> str | None:
@@ -54,19 +55,19 @@ def _record(row: dict[str, str]) -> dict[str, Any] | None:
 
 
 def _checked(records: dict[str, dict[str, Any]]) -> list[str]:
-    """What is wrong with the fold.json of the jobs `records` (by job number) of one group."""
+    """What is wrong with the fold.json of the jobs `records` (by `job N`) of one group."""
     first_job, first = next(iter(records.items()))
     deal = ("folds", "fold_seed", "train_split_size", "fingerprints")
     problems = [
-        f"job {job}'s folds (fold_seed {r['fold_seed']}, {r['folds']} folds of "
-        f"{r['train_split_size']} samples, fingerprints {r['fingerprints']}) differ from job "
+        f"{job}'s folds (fold_seed {r['fold_seed']}, {r['folds']} folds of "
+        f"{r['train_split_size']} samples, fingerprints {r['fingerprints']}) differ from "
         f"{first_job}'s (fold_seed {first['fold_seed']}, {first['folds']} folds of "
         f"{first['train_split_size']}, fingerprints {first['fingerprints']})"
         for job, r in records.items()
         if any(r[k] != first[k] for k in deal)
     ]
     problems += [
-        f"job {job}'s val indices do not match its fold {r['fold']}'s fingerprint"
+        f"{job}'s val indices do not match its fold {r['fold']}'s fingerprint"
         for job, r in records.items()
         if fingerprint_of(r) != r["fingerprints"][r["fold"]]
     ]
@@ -74,7 +75,7 @@ def _checked(records: dict[str, dict[str, Any]]) -> list[str]:
     for job, r in records.items():
         overlap = next((seen[i] for i in r["val_indices"] if i in seen), None)
         if overlap is not None:
-            problems.append(f"the val folds of jobs {overlap} and {job} overlap")
+            problems.append(f"the val folds of {overlap} and {job} overlap")
         seen |= dict.fromkeys(r["val_indices"], job)
     size = first["train_split_size"]
     if any(not 0 <= i < size for i in seen):
@@ -114,13 +115,21 @@ def fold_groups(
     out, lines = [], []
     for group, members in groups.items():
         name = f"`{group}`" if group else "the sweep"
-        records = {r["job"]: rec for r in members if r["status"] == "ok" if (rec := _record(r))}
-        ok = [r for r in members if r["job"] in records]
+        # a fold's job run again into the sweep dir (a failed one, under summary.skip_completed)
+        # replaces its earlier row; job numbers repeat when several sweeps share the dir
+        members = list({r["overrides"]: r for r in members}.values())
+        labels = _labels(members)
+        records = {
+            labels[i]: rec
+            for i, r in enumerate(members)
+            if r["status"] == "ok" and (rec := _record(r))
+        }
+        ok = [r for i, r in enumerate(members) if labels[i] in records]
         problems = _checked(records) if records else []
         problems += [
-            f"job {r['job']} finished without fold.json (dataset.folds unset?)"
-            for r in members
-            if r["status"] == "ok" and r["job"] not in records
+            f"{labels[i]} finished without fold.json (dataset.folds unset?)"
+            for i, r in enumerate(members)
+            if r["status"] == "ok" and labels[i] not in records
         ]
         k = next(iter(records.values()))["folds"] if records else folds
         row = {"job": "", "overrides": group, "dir": "", "runs_as": group, "error": ""}
@@ -131,20 +140,31 @@ def fold_groups(
                 f"FOLD MISMATCH in {name}: {'; '.join(problems)}. No mean is given: rerun the "
                 "jobs with one dataset.folds and dataset.fold_seed."
             )
+        elif not ok:
+            row["status"] = NO_FOLD
         else:
             row["status"] = MEAN_STD
             for key in metric_keys:
                 row |= _stats(ok, key)
-        redone = {r["overrides"] for r in ok}  # a failed fold rerun ok (summary.skip_completed)
-        failed = [r for r in members if r["status"] == "failed" and r["overrides"] not in redone]
+        failed = [i for i, r in enumerate(members) if r["status"] == "failed"]
         if failed:
-            said = ", ".join(f"job {r['job']} ({r['error']})" for r in failed)
+            said = ", ".join(f"{labels[i]} ({members[i]['error']})" for i in failed)
             lines.append(
                 f"{name}: {row[FOLDS]} folds finished; failed: {said}; the mean and std are "
                 f"over the {len(ok)} that finished."
             )
         out.append(row)
     return out, lines
+
+
+def _labels(rows: list[dict[str, str]]) -> list[str]:
+    """`job N` for each row, with its folder's name where job numbers repeat (several sweeps
+    into one dir)."""
+    labels = [f"job {r['job']}" for r in rows]
+    return [
+        f"{label} ({Path(r.get('dir') or '').name})" if labels.count(label) > 1 else label
+        for label, r in zip(labels, rows, strict=True)
+    ]
 
 
 def fold_mean(row: dict[str, str], key: str) -> str:

@@ -16,7 +16,7 @@ from engine.core.bounds import Fraction, Pixels
 from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.image_header import PILLOW_MAX_PIXELS
-from engine.data.listing import RootGuard, class_list, read_csv_rows
+from engine.data.listing import RootGuard, class_list, outside, read_csv_rows, unique_classes
 from engine.data.multi_hot import MultiLabelColumns
 
 SPLITS = ("train", "val", "test")
@@ -58,6 +58,10 @@ class CsvDataset(LabelledImageFiles):
         label_columns: Sequence[str] | None = None,
         allow_empty_labels: bool = True,
     ) -> None:
+        if classes is not None:  # fixed (dataset.classes), or the train split's (val, test)
+            classes = unique_classes(classes)
+        # a label outside a fixed list: fixed by dataset.classes, or the train split's
+        fixed_by = "dataset.classes" if split == "train" else None
         tags = MultiLabelColumns(multi_label, label_column, label_separator, label_columns)
         columns = {"dataset.path_column": path_column, **tags.columns}
         try:
@@ -128,7 +132,7 @@ class CsvDataset(LabelledImageFiles):
 
         key = tags.key
         if multi_label:
-            targets = tags.multi_hot(labels, classes, at)  # type: ignore[arg-type]
+            targets = tags.multi_hot(labels, classes, at, fixed_by)  # type: ignore[arg-type]
             classes = tags.classes
         else:
             classes = (
@@ -140,10 +144,7 @@ class CsvDataset(LabelledImageFiles):
             unknown = set(names) - set(index)
             if unknown:
                 i = next(i for i, label in enumerate(labels) if label in unknown)
-                raise ValueError(
-                    f"{at(i)}: label {labels[i]!r} is not a train class {classes}. "
-                    "Fix the row, or add the class to the train split."
-                )
+                raise ValueError(f"{at(i)}: label {labels[i]!r} {outside(classes, fixed_by)}")
             targets = np.fromiter((index[label] for label in labels), np.int64, len(labels))  # type: ignore[index]
         super().__init__(
             np.array(paths, dtype=np.bytes_),

@@ -13,6 +13,7 @@ from engine.data.bad_samples import BadSample, check_policy
 from engine.data.datasets.base import MapDataset, Transform
 from engine.data.decode import SampleError, describe_error, load_sample
 from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.listing import unique_classes
 from engine.data.targets import is_multi_hot, label_text
 from engine.data.transforms import decode_min_side
 
@@ -54,7 +55,7 @@ class LabelledImageFiles(MapDataset):
         )
         self.multi_label = is_multi_hot(np.asarray(targets))
         self.targets = np.asarray(targets, dtype=np.uint8 if self.multi_label else np.int64)
-        self.classes = list(classes)
+        self.classes = unique_classes(classes)
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self.transform = transform
         self.decode_min_side = decode_min_side(transform) if reduced_decode else None
