@@ -267,5 +267,12 @@ def test_a_failed_fold_rerun_into_the_sweep_dir_replaces_its_row(tmp_path: Path)
     again = rows[2] | {"job": "0"}
     (group,), lines = fold_groups([*rows[:2], again], ["val/acc"], 3)
     assert (group["status"], group["folds"]) == (MEAN_STD, "3 of 3") and not lines
+    # a fold outside 0..K-1 failed, the sweep rerun with the right folds: no failure left
+    wrong = failed | {"overrides": "dataset.fold=5 model=mlp"}
+    (group,), lines = fold_groups([*rows[:2], wrong, rows[2]], ["val/acc"], 3)
+    assert group["folds"] == "3 of 3" and not lines
+    # a fold no job ran is said too
+    (group,), lines = fold_groups(rows[:2], ["val/acc"], 3)
+    assert group["folds"] == "2 of 3" and "no job ran fold 2 (dataset.fold)" in lines[0]
     (none,), lines = fold_groups([failed], ["val/acc"], 3)
     assert none["status"] == "no fold finished" and "0 of 3 folds finished" in lines[0]

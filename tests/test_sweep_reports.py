@@ -16,7 +16,7 @@ from google.protobuf.json_format import MessageToDict
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from engine.sweeps.board import columns
-from engine.sweeps.plot import parse_overrides, title_counts
+from engine.sweeps.plot import parse_overrides, swept_keys, title_counts
 from engine.sweeps.recommend import recommendation, recommended
 from engine.sweeps.table import mark_tied, rank
 from tests.cli import run_cli
@@ -185,3 +185,9 @@ def test_a_single_run_is_named_by_its_folder_and_overrides(demo_dir: Path, tmp_p
         "12-00-00_ab12cd batches=1,warmup=0,repeats=1,batch_size=8"
     ]
     assert "loader.batch_size" in {h.name for h in experiment.hparam_infos}  # its own columns
+
+
+def test_a_key_only_some_jobs_override_is_swept() -> None:
+    rows = [{"overrides": "dataset.fold=0 model=mlp"}, {"overrides": "dataset.fold=0"}]
+    rows.append({"overrides": "+dataset.fold_seed=1 dataset.fold=0"})
+    assert swept_keys(rows) == ["model", "dataset.fold_seed"]  # dataset.fold: the same in all

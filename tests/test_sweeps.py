@@ -148,6 +148,12 @@ def test_job_dir_names_are_short() -> None:
     assert "/" not in job_dir(1, "dataset.root=/data/x")
     # a list value keeps its commas (it was cut into widths=[8,16=,32]=)
     assert job_dir(2, "debug=fast,model.widths=[8,16,32]") == "2_debug=fast,widths=[8,16,32]"
+    # overrides that differ past the cut (two sweeps in one dir, both with a job 0) never
+    # share a folder
+    long = "dataset.csv=/data/" + "x" * 90 + "/k.csv,dataset.fold="
+    first, second = job_dir(0, long + "0"), job_dir(0, long + "2")
+    assert first != second and len(first) == len(second) == len("0_") + 80
+    assert job_dir(0, long + "0") == first  # the same overrides: the same folder
 
 
 def test_unknown_rank_metric_fails_before_any_work(demo_dir: Path, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -46,10 +47,15 @@ _TOP_LEVEL_COMMA = re.compile(r",(?![^\[{]*[\]}])")
 
 def job_dir(number: int, override_dirname: str, max_len: int = 80) -> str:
     """`3` + `loader.batch_size=64,loader.num_workers=2` -> `3_batch_size=64,num_workers=2`;
-    a list value keeps its commas (`model.widths=[8,16,32]` -> `widths=[8,16,32]`)."""
+    a list value keeps its commas (`model.widths=[8,16,32]` -> `widths=[8,16,32]`). A name
+    longer than `max_len` is cut and ends in a hash of all the overrides, so jobs whose
+    overrides differ past the cut (two sweeps sharing a dir) never share a folder."""
     parts = []
     for item in filter(None, _TOP_LEVEL_COMMA.split(override_dirname)):
         key, _, value = item.partition("=")
         parts.append(f"{key.rpartition('.')[2]}={value}")
-    short = ",".join(parts).replace("/", "_")[:max_len]
+    short = ",".join(parts).replace("/", "_")
+    if len(short) > max_len:
+        digest = hashlib.sha256(override_dirname.encode()).hexdigest()[:8]
+        short = f"{short[: max_len - 9]}~{digest}"
     return f"{number}_{short}" if short else str(number)

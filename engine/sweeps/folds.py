@@ -49,6 +49,12 @@ def group_of(overrides: str) -> str | None:
     return " ".join(o for o in items if o.lstrip("+~").partition("=")[0] != FOLD_KEY)
 
 
+def fold_of(overrides: str) -> str:
+    """The value of dataset.fold in a job's overrides."""
+    items = (o.lstrip("+~").partition("=") for o in overrides.split())
+    return next((value for key, _, value in items if key == FOLD_KEY), "")
+
+
 def _record(row: dict[str, str]) -> dict[str, Any] | None:
     path = Path(row.get("dir") or "") / FOLD_FILE
     return json.loads(path.read_text()) if row.get("dir") and path.exists() else None
@@ -117,7 +123,7 @@ def fold_groups(
         name = f"`{group}`" if group else "the sweep"
         # a fold's job run again into the sweep dir (a failed one, under summary.skip_completed)
         # replaces its earlier row; job numbers repeat when several sweeps share the dir
-        members = list({r["overrides"]: r for r in members}.values())
+        members = list({fold_of(r["overrides"]): r for r in members}.values())
         labels = _labels(members)
         records = {
             labels[i]: rec
@@ -146,12 +152,22 @@ def fold_groups(
             row["status"] = MEAN_STD
             for key in metric_keys:
                 row |= _stats(ok, key)
-        failed = [i for i, r in enumerate(members) if r["status"] == "failed"]
+        # failed jobs of folds not finished since (a fold outside 0..K-1 stays failed until
+        # all K finished: then it is no fold of the group's)
+        complete = records and len({rec["fold"] for rec in records.values()}) == k
+        failed = [i for i, r in enumerate(members) if r["status"] == "failed" and not complete]
         if failed:
             said = ", ".join(f"{labels[i]} ({members[i]['error']})" for i in failed)
             lines.append(
                 f"{name}: {row[FOLDS]} folds finished; failed: {said}; the mean and std are "
                 f"over the {len(ok)} that finished."
+            )
+        elif records and not complete and not problems and isinstance(k, int):
+            missing = sorted(set(range(k)) - {rec["fold"] for rec in records.values()})
+            lines.append(
+                f"{name}: {row[FOLDS]} folds finished; no job ran fold "
+                f"{', '.join(map(str, missing))} (dataset.fold); the mean and std are over the "
+                f"{len(ok)} that finished."
             )
         out.append(row)
     return out, lines

@@ -23,12 +23,14 @@ def parse_overrides(text: str) -> dict[str, str]:
 
 
 def swept_keys(rows: list[dict[str, str]]) -> list[str]:
-    """The override keys whose value differs between the sweep's jobs, in first-seen order."""
-    values: dict[str, set[str]] = defaultdict(set)
-    for row in rows:
-        for key, value in parse_overrides(row["overrides"]).items():
-            values[key.lstrip("+~")].add(value)
-    return [key for key, seen in values.items() if len(seen) > 1]
+    """The override keys whose value differs between the sweep's jobs (a key some jobs lack
+    differs too), in first-seen order."""
+    parsed = [
+        {key.lstrip("+~"): value for key, value in parse_overrides(row["overrides"]).items()}
+        for row in rows
+    ]
+    keys = dict.fromkeys(key for overrides in parsed for key in overrides)
+    return [key for key in keys if len({overrides.get(key) for overrides in parsed}) > 1]
 
 
 def _error_bars(rows: list[dict[str, str]], metric: str) -> list[list[float]] | None:
