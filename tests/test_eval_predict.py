@@ -8,13 +8,12 @@ import csv
 import json
 import os
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 from hydra.errors import InstantiationException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from engine.data.decode import SampleError
@@ -46,17 +45,6 @@ def trained(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     """A run dir trained on the tiny demo set, and its final metrics."""
     run = tmp_path_factory.mktemp("trained") / "run"
     return run, train(compose_config(demo_dir, run, *TRAIN))
-
-
-@pytest.fixture
-def on_checkpoint(demo_dir: Path, tmp_path: Path, monkeypatch) -> Callable[..., DictConfig]:
-    """A config for a run on a checkpoint; `*overrides` also stand for the command line's."""
-
-    def _make(*overrides: str) -> DictConfig:
-        monkeypatch.setattr("engine.inference.session.task_overrides", lambda: list(overrides))
-        return compose_config(demo_dir, tmp_path / "out", *overrides)
-
-    return _make
 
 
 def test_eval_reproduces_the_best_val_acc_and_predict_agrees(

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from omegaconf import DictConfig
 from PIL import Image
 
 from engine.inference import load_model
@@ -71,17 +69,6 @@ def trained(demo_dir: Path, listing: Path, tmp_path_factory: pytest.TempPathFact
     run = tmp_path_factory.mktemp("multi_label") / "run"
     train(compose_config(demo_dir, run, *TRAIN, f"dataset.csv={listing}"))
     return run
-
-
-@pytest.fixture
-def on_checkpoint(demo_dir: Path, tmp_path: Path, monkeypatch) -> Callable[..., DictConfig]:
-    """A config for a run on a checkpoint; `*overrides` also stand for the command line's."""
-
-    def _make(*overrides: str) -> DictConfig:
-        monkeypatch.setattr("engine.inference.session.task_overrides", lambda: list(overrides))
-        return compose_config(demo_dir, tmp_path / "out", *overrides)
-
-    return _make
 
 
 def test_eval_writes_per_class_hardest_and_map_without_a_confusion_matrix(

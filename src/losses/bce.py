@@ -11,6 +11,7 @@ from torch.nn import functional as F
 
 from engine.data.datasets.base import DatasetHooks
 from engine.data.targets import class_counts
+from src.losses.class_weights import per_class_weights
 
 
 class BCE(nn.Module):
@@ -45,28 +46,15 @@ class BCE(nn.Module):
 
 def _pos_weight(choice: str | Sequence[float] | None, dataset: DatasetHooks) -> torch.Tensor | None:
     """The per-class positive weights `loss.pos_weight` asks for (see BCE)."""
-    classes = len(dataset.classes)
-    if choice is None:
-        return None
-    if choice == "balanced":
-        if dataset.targets is None:
-            raise ValueError(
-                f"loss.pos_weight=balanced needs per-sample labels, but "
-                f"{type(dataset).__name__} has no targets; list the weights "
-                "(loss.pos_weight=[w0, w1, ...])."
-            )
-        positives = class_counts(dataset.targets, classes)
-        negatives = len(dataset.targets) - positives
+
+    def balanced(targets: np.ndarray) -> np.ndarray:  # negatives / positives per class
+        positives = class_counts(targets, len(dataset.classes))
         absent = [dataset.classes[i] for i in np.flatnonzero(positives == 0)]
         if absent:
             raise ValueError(
                 f"loss.pos_weight=balanced: classes {absent} have no positive sample in the "
                 "train split, so their weight is infinite; list the weights instead."
             )
-        return torch.tensor(negatives / positives, dtype=torch.float32)
-    if isinstance(choice, str) or len(choice) != classes or min(choice) < 0:
-        raise ValueError(
-            f"loss.pos_weight={choice!r}: expected null, balanced or {classes} numbers >= 0 "
-            f"(one per class: {dataset.classes})."
-        )
-    return torch.tensor([float(w) for w in choice], dtype=torch.float32)
+        return (len(targets) - positives) / positives
+
+    return per_class_weights(choice, dataset, "loss.pos_weight", balanced)

@@ -11,6 +11,8 @@ from torch.nn import functional as F
 
 from engine.core.bounds import Share
 from engine.data.datasets.base import DatasetHooks
+from engine.data.targets import class_counts
+from src.losses.class_weights import per_class_weights
 
 
 class CrossEntropy(nn.Module):
@@ -47,22 +49,12 @@ def _class_weights(
     choice: str | Sequence[float] | None, dataset: DatasetHooks
 ) -> torch.Tensor | None:
     """The per-class weights `loss.class_weights` asks for (see CrossEntropy)."""
-    classes = len(dataset.classes)
-    if choice is None:
-        return None
-    if choice == "balanced":
-        if dataset.targets is None:
-            raise ValueError(
-                f"loss.class_weights=balanced needs per-sample labels, but "
-                f"{type(dataset).__name__} has no targets; use sampler=weighted or list the "
-                "weights (loss.class_weights=[w0, w1, ...])."
-            )
-        counts = np.bincount(np.asarray(dataset.targets, dtype=np.int64), minlength=classes)
+
+    def balanced(targets: np.ndarray) -> np.ndarray:  # 1 / count, scaled to mean 1
+        counts = class_counts(targets, len(dataset.classes))
         weights = np.where(counts > 0, 1.0 / np.maximum(counts, 1), 0.0)
-        return torch.tensor(weights / weights[counts > 0].mean(), dtype=torch.float32)
-    if isinstance(choice, str) or len(choice) != classes or min(choice) < 0:
-        raise ValueError(
-            f"loss.class_weights={choice!r}: expected null, balanced or {classes} numbers >= 0 "
-            f"(one per class: {dataset.classes})."
-        )
-    return torch.tensor([float(w) for w in choice], dtype=torch.float32)
+        return weights / weights[counts > 0].mean()
+
+    return per_class_weights(
+        choice, dataset, "loss.class_weights", balanced, "use sampler=weighted or list the weights"
+    )
