@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STEPS = (
     ("make setup", "creates .venv and installs the engine and the pinned dependencies"),
     ("make train", "writes data/demo, then trains 12 epochs of the demo"),
-    ("make test", "lint, the import contracts and the test suite"),
+    ("make test", "both test suites, then lint and the import contracts"),
 )
 
 

@@ -3,6 +3,7 @@ without the template's benchmarks), and the README's "Make it yours" walk-throug
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -175,3 +176,44 @@ def test_an_interrupted_copy_leaves_no_half_project(tmp_path: Path, monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         copy_template(ROOT, tmp_path / "proj")
     assert list(tmp_path.iterdir()) == []  # neither proj nor the hidden copy it was written in
+
+
+FIRST_FILE = """import sys
+import os
+
+
+def listing(root):
+    return sorted(os.path.join(root, name, "") for name in os.listdir(root) if not name.startswith(sys.prefix) and name)
+"""
+
+
+@pytest.mark.process
+def test_a_users_first_file_is_formatted_and_never_stops_the_tests(tmp_path: Path) -> None:
+    """A 120-character line and unsorted imports in a project's own file: `make test` runs the
+    tests and names the file in its lint report; `make format` fixes both and exits 0."""
+    dest = tmp_path / "mine"
+    copy_template(ROOT, dest)
+    (dest / ".venv").symlink_to(ROOT / ".venv")  # this checkout's, installed: no second set-up
+    for name in ("pyproject.toml", "engine/pyproject.toml"):
+        os.utime(dest / name, (0, 0))  # older than the venv's install stamp
+    mine = dest / "src" / "datasets" / "my_listing.py"
+    mine.write_text(FIRST_FILE)
+    assert max(len(line) for line in FIRST_FILE.splitlines()) == 120
+
+    def make(*args: str) -> subprocess.CompletedProcess:
+        command = ["make", "--no-print-directory", "-C", str(dest), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+    tested = make("test", "ARGS=tests/test_losses_metrics.py -q -p no:cacheprovider")
+    said = tested.stdout + tested.stderr
+    assert tested.returncode == 0, said[-3000:]
+    assert re.search(r"\d+ passed", said)  # the tests ran
+    lint = said.split("== lint")[1]
+    assert "src/datasets/my_listing.py" in lint and "I001" in lint  # the import order
+    assert "src/datasets/my_listing.py:6" in lint and "reformatted" in lint  # the long line
+    formatted = make("format")
+    assert formatted.returncode == 0, formatted.stdout + formatted.stderr
+    text = mine.read_text()
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert text.index("import os") < text.index("import sys")
+    assert make("lint").returncode == 0
