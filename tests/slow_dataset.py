@@ -6,17 +6,22 @@ import time
 from typing import Any
 
 import torch
+from torch.utils.data import get_worker_info
 
 from engine.data.datasets.tensor import TensorFileDataset
 
 
 class SlowTensorFile(TensorFileDataset):
-    """TensorFileDataset that sleeps `delay_s` seconds before every batch it returns."""
+    """TensorFileDataset that sleeps `delay_s` seconds before every batch it returns, or with
+    `only_in_main` only in the main process (loader workers deliver at once)."""
 
-    def __init__(self, *args: Any, delay_s: float, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, delay_s: float, only_in_main: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.delay_s = delay_s
+        self.delay_s, self.only_in_main = delay_s, only_in_main
 
     def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        time.sleep(self.delay_s)
+        if not (self.only_in_main and get_worker_info() is not None):
+            time.sleep(self.delay_s)
         return super().__getitems__(indices)

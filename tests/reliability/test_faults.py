@@ -4,7 +4,6 @@ command line runs here (tests/cli.py)."""
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import pytest
@@ -47,10 +46,8 @@ def test_a_hung_or_dead_worker_is_reported_with_its_file(demo_dir, tmp_path, fau
         "loader.timeout=3",
         "trainer.max_epochs=1",
     )
-    start = time.monotonic()
-    done = run_cli(*args, cwd=tmp_path)
+    done = run_cli(*args, cwd=tmp_path)  # a hang fails as one (pytest-timeout)
     assert done.returncode != 0
-    assert time.monotonic() - start < 60
     assert expected in done.stderr and f"while reading sample 5 ({culprit})" in done.stderr
 
 
