@@ -22,7 +22,7 @@ scale: $(STAMP)  ## install the SLURM launcher and Optuna sweeper plugins (the `
 	$(BIN)/python -m pip install --quiet -e '.[scale]'
 
 data: $(STAMP)  ## generate the demo data in data/demo (skipped when up to date)
-	$(BIN)/python -m engine.data.demo --out data/demo
+	$(BIN)/python -m engine_dev.demo --out data/demo
 
 train: data  ## train with the default config; pass overrides as ARGS="dataset=csv ..."
 	$(BIN)/python train.py $(ARGS)
@@ -76,32 +76,42 @@ docs-outputs: data  ## rerun the commands README.md and docs/ show, and write th
 # text) and the shell never reads it as code (quotes, ;, backticks); nor is it exported
 unexport DEST
 new-project:  ## copy the template to DEST=../my-project (no outputs, data, caches, git history)
-	$(PYTHON) -m engine.new_project '$(subst ','\'',$(value DEST))'
+	$(PYTHON) -m tools.new_project '$(subst ','\'',$(value DEST))'
 
 # What a lint finding does to `make test`: the tests always run first, then the findings are
 # listed. `fail` (the template repo, and so its CI): `make test` then exits non-zero, as `make
 # lint` does. A project made by `make new-project` is given `report`: listed, not failing.
 LINT_IN_TEST ?= fail
 
-test: data  ## the test suite, then the lint findings listed (offline; README.md gives its measured time)
-	@$(BIN)/python -m pytest -m "not slow" --durations=25 $(ARGS); tests=$$?; \
+# Each pytest run goes over the template's suite (tests/, ARGS) and then, in the template repo,
+# the engine's own (engine/tests/, ENGINE_ARGS; its config in engine/pyproject.toml); it fails
+# when either fails.
+ENGINE_SUITE := $(wildcard engine/tests)
+define suites
+status=0; $(BIN)/python -m pytest $(1) $(ARGS) || status=1; \
+$(if $(ENGINE_SUITE),(cd engine && $(abspath $(BIN))/pytest $(1) $(ENGINE_ARGS)) || status=1;)
+endef
+
+test: data  ## both test suites, then the lint findings listed (offline; README.md gives its measured time)
+	@$(call suites,-m "not slow" --durations=25) \
 	echo "== lint: ruff, the formatter, the import contracts (make format fixes most) =="; \
 	$(MAKE) --no-print-directory lint; lint=$$?; \
 	if [ $$lint -ne 0 ] && [ "$(LINT_IN_TEST)" = report ]; then \
 	  echo "lint: the findings above are listed, not failing the tests (LINT_IN_TEST=report); make format fixes most"; lint=0; fi; \
-	[ $$tests -eq 0 ] && [ $$lint -eq 0 ]
+	[ $$status -eq 0 ] && [ $$lint -eq 0 ]
 
 test-fast: data  ## the quick loop while coding: no lint, no slow tests, nothing run in child processes
-	$(BIN)/python -m pytest -m "not slow and not process" $(ARGS)
+	@$(call suites,-m "not slow and not process") exit $$status
 
 test-slow: data  ## the longer end-to-end checks (full demo training runs)
-	$(BIN)/python -m pytest -m slow $(ARGS)
+	@$(call suites,-m slow) exit $$status
 
 lint: $(STAMP)  ## ruff lint and format check, then the import contracts; fails on any finding (each names its file)
 	@status=0; \
 	$(BIN)/ruff check --output-format=concise . || status=1; \
 	$(BIN)/ruff format --check . || status=1; \
 	$(BIN)/lint-imports --no-cache || status=1; \
+	if [ -f engine/pyproject.toml ]; then $(BIN)/lint-imports --no-cache --config engine/pyproject.toml || status=1; fi; \
 	exit $$status
 
 # The formatter first (it fixes long lines, which `ruff check --fix` cannot), then the linter's
@@ -113,7 +123,7 @@ format: $(STAMP)  ## format, apply ruff's safe fixes, then list what is left to 
 	@$(BIN)/ruff format .
 	@echo "Left to fix by hand (ruff check):"; $(BIN)/ruff check --exit-zero --output-format=concise .
 
-tensorboard: $(STAMP)  ## serve TensorBoard over every run in outputs/, each named by what it was (engine/runs/tensorboard_index.py)
+tensorboard: $(STAMP)  ## serve TensorBoard over every run in outputs/, each named by what it was (engine/src/engine/runs/tensorboard_index.py)
 	$(BIN)/tensorboard --logdir outputs/tensorboard
 
 clean:  ## remove run outputs, caches and the demo data (keeps .venv)

@@ -266,7 +266,7 @@ def main() -> None:
     sections.append(
         report.value_table(
             "CPU normalisation of one batch (main process, one thread): the pooled output "
-            "buffers of engine/data/buffers.py against a fresh tensor per batch",
+            "buffers of engine/src/engine/data/buffers.py against a fresh tensor per batch",
             normalize.normalize_rows(args.repeats),
         )
     )

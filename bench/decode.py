@@ -28,7 +28,7 @@ def pillow_decode(data: bytes) -> torch.Tensor:
 
 
 def rate(fn: Callable[[bytes], torch.Tensor], blobs: list[bytes], repeats: int) -> float:
-    """Images per second over `repeats` passes (each pass one batch to engine/measure/timing.py)."""
+    """Images per second over `repeats` passes (each pass one batch to engine/src/engine/measure/timing.py)."""
     passes = ([fn(blob) for blob in blobs] for _ in range(repeats))
     return time_window(BatchMeter(size=len), lambda: passes, 0, repeats).samples_per_s
 

@@ -7,7 +7,7 @@ BENCHMARKS.md.
 1. Images/s and data wait of the training step with trainer.device_prefetch on/off x
    loader.pin_memory on/off: the template's ImageFolderDataset (RandomResizedCrop 224 + flip,
    uint8), seeded samples, its sampler and make_loader, the loop's BatchMover, side-stream
-   lookahead and TrainStep, timed by engine/measure/timing.py (rotated rounds, median [min-max]).
+   lookahead and TrainStep, timed by engine/src/engine/measure/timing.py (rotated rounds, median [min-max]).
 2. JPEG decode of the same files: torchvision.io.decode_jpeg on one CPU thread and, batched,
    with device="cuda" (nvJPEG), where available.
 Without CUDA it runs the same code on tiny sizes (a smoke test: tests/test_gpu_check.py);

@@ -1,6 +1,6 @@
 """The measurements of `make gpu-check` (bench/gpu_check.py): the template's ImageFolder
 pipeline feeding ResNet-50 under each prefetch x pinning setting, and JPEG decode on CPU and
-CUDA; everything is timed by engine/measure/timing.py."""
+CUDA; everything is timed by engine/src/engine/measure/timing.py."""
 
 from __future__ import annotations
 

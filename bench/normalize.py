@@ -1,4 +1,4 @@
-"""Why the CPU normaliser recycles its output buffers (engine/data/buffers.py): the same
+"""Why the CPU normaliser recycles its output buffers (engine/src/engine/data/buffers.py): the same
 per-batch arithmetic into pooled buffers and into a fresh tensor per batch, interleaved.
 
 A fresh float batch of 64 x 3 x 224 x 224 (38.5 MB) is new pages from the kernel every time

@@ -2,7 +2,7 @@
 (`dataset=iterable`) over HTTP on loopback next to the same shards on local disk, and next to
 webdataset's own reader on them. The shards are the 500x375 JPEG folder written by the
 template's `mode=shards` (128 samples each: 8 train shards, 4 per worker), served by
-engine/data/shards/serve.py in its own process. Every row: the train pipeline (RandomResizedCrop
+engine/src/engine/data/shards/serve.py in its own process. Every row: the train pipeline (RandomResizedCrop
 224 + flip) on uint8 batches, a 256-sample shuffle buffer per worker, persistent workers; the
 timed window spans several epochs, so shard reading and buffer refills are inside it.
 

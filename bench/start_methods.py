@@ -1,5 +1,5 @@
 """`make bench-start`: what starting loader workers by forkserver (the default under torchrun,
-engine/data/resolve_loader.py) costs against fork, side by side in one run.
+engine/src/engine/data/resolve_loader.py) costs against fork, side by side in one run.
 
 Each measurement is a fresh process that builds the demo training's loaders as train.py does
 (`assemble`, 2 workers) and times two epochs of the train loader: its first batch (for
@@ -24,8 +24,8 @@ from pathlib import Path
 
 from bench import blocks, report
 from bench.template import build, template_config
-from engine.data.demo import make_demo_data
 from engine.data.loaders import set_epoch
+from engine_dev.demo import make_demo_data
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = "make bench-start"

@@ -37,7 +37,7 @@ class TemplateListing(LabelledImageFiles):
     """The template's listing (paths and labels in numpy arrays); a sample is only its
     metadata (path length, label), so the epoch costs metadata access, not decoding."""
 
-    draws_random = False  # no augmentation to seed (engine/data/seeded.py)
+    draws_random = False  # no augmentation to seed (engine/src/engine/data/seeded.py)
 
     def __getitem__(self, index: int) -> tuple[int, int]:
         return len(self.get_filename(index)), int(self.targets[index])

@@ -41,7 +41,7 @@ class Candidate:
 
 @dataclass
 class Sample:
-    """One measured pass of a candidate (engine/measure/timing.py's window)."""
+    """One measured pass of a candidate (engine/src/engine/measure/timing.py's window)."""
 
     rate: float  # images/s over the timed batches
     cpu_ms: float  # CPU ms per image, main process + workers, from building the pipeline on

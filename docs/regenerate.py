@@ -82,7 +82,7 @@ OUTPUTS = {
     ),
     "new-project": Output(
         "make new-project DEST=../my-project && cd ../my-project && git init",
-        "{py} -m engine.new_project {tmp}/my-project",
+        "{py} -m tools.new_project {tmp}/my-project",
         r".",
     ),
     "eval-demo": Output(

@@ -1,4 +1,4 @@
-"""Shared fixtures: the engine's tiny demo set (engine.testing) and a composer for conf/."""
+"""Shared fixtures: the engine's tiny demo set (engine_dev.fixtures) and a composer for conf/."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from engine.app import register_resolvers
 
-pytest_plugins = ("engine.testing",)  # the demo_dir fixture
+pytest_plugins = ("engine_dev.fixtures",)  # the demo_dir fixture
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 register_resolvers()

@@ -14,10 +14,10 @@ import torch
 from hydra.utils import instantiate
 from PIL import Image
 
-from engine.data.demo import main, make_demo_data
-from engine.data.demo_multilabel import COLOURS, LABELS
-from engine.data.demo_shapes import CLASSES
 from engine.data.folds import without_fold_keys
+from engine_dev.demo import main, make_demo_data
+from engine_dev.demo_multilabel import COLOURS, LABELS
+from engine_dev.demo_shapes import CLASSES
 
 
 def _rows(root: Path) -> list[dict[str, str]]:

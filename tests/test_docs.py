@@ -3,6 +3,7 @@ into a valid config (or names a make target that exists), every relative link re
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
 import sys
@@ -77,9 +78,8 @@ def test_every_command_composes_and_validates(page: str, line: str, tmp_path: Pa
         targets = set(MAKE_TARGET.findall((ROOT / "Makefile").read_text()))
         assert words[1] in targets, f"{page}: make {words[1]} is not a Makefile target"
         return
-    if words[:2] == ["python", "-m"]:  # a module of this project, e.g. engine.data.shards.serve
-        module = ROOT / (words[2].replace(".", "/") + ".py")
-        assert module.is_file(), f"{page}: python -m {words[2]}: no such module"
+    if words[:2] == ["python", "-m"]:  # a module installed here, e.g. engine.data.shards.serve
+        assert importlib.util.find_spec(words[2]), f"{page}: python -m {words[2]}: no such module"
         return
     assert "train.py" in words, f"{page}: {line!r} is neither make, python -m nor train.py"
     overrides = _overrides(words[words.index("train.py") + 1 :])

@@ -17,8 +17,8 @@ import torch
 from engine.data.folds import FOLD_FILE, FoldSpec, cut_folds, fold_spec, strata, write_fold_file
 from engine.data.splits import build_split
 from engine.sweeps.folds import MEAN_STD, MISMATCH, fold_groups
-from engine.testing import Labels, MapDataset
 from engine.training.assemble import assemble
+from engine_dev.fixtures import Labels, MapDataset
 from tests.cli import run_cli
 from tests.test_multilabel import multi_label_cfg
 

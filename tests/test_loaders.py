@@ -25,7 +25,7 @@ from engine.data.samplers import (
     SequentialOrder,
     WeightedOrder,
 )
-from engine.testing import Labels
+from engine_dev.fixtures import Labels
 
 shuffled = partial(RandomOrder, seed=0)
 

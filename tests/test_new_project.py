@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.new_project import IMPORTS_BENCH, copy_template, project_name, report, template_files
+from tools.new_project import IMPORTS_BENCH, copy_template, project_name, report, template_files
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = b"hydra-torch-data-template"  # the template's own name
@@ -172,7 +172,7 @@ def test_an_interrupted_copy_leaves_no_half_project(tmp_path: Path, monkeypatch)
         copied.append(target)
         target.write_bytes(Path(source).read_bytes())
 
-    monkeypatch.setattr("engine.new_project.shutil.copy2", killed_midway)
+    monkeypatch.setattr("tools.new_project.shutil.copy2", killed_midway)
     with pytest.raises(KeyboardInterrupt):
         copy_template(ROOT, tmp_path / "proj")
     assert list(tmp_path.iterdir()) == []  # neither proj nor the hidden copy it was written in

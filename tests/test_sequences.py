@@ -10,7 +10,7 @@ import torch
 
 from engine.data.collate import pad_collate
 from engine.data.datasets.sequences import JsonlSequences
-from engine.data.demo_sequences import SEQUENCE_CLASSES
+from engine_dev.demo_sequences import SEQUENCE_CLASSES
 from src.loop import train
 
 

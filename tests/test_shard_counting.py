@@ -15,8 +15,8 @@ from torch.utils.data import DataLoader
 
 from engine.data.datasets.tar_shards import TarShardDataset
 from engine.data.shards import ShardError, tally
+from engine_dev.shard_server import Faults, serving, write_wds_shards
 from src.loop import train
-from tests.shard_server import Faults, serving, write_wds_shards
 
 TRAIN, VAL = "train-{000000..000002}.tar", "val-{000000..000001}.tar"
 FAST = {"retries": 1, "backoff": 0.01, "read_timeout": 10.0}

@@ -27,10 +27,10 @@ from engine.data.shards import ShardError
 from engine.data.shards.manifest import main as write_manifest
 from engine.runs.checkpoint_files import load_checkpoint
 from engine.runs.resume import config_key
+from engine_dev.shard_server import Faults, serving, write_wds_shards
 from src.loop import train
 from src.step import TrainStep
 from tests.conftest import NARROW_MODEL
-from tests.shard_server import Faults, serving, write_wds_shards
 from tests.test_distributed import single_process_eval, torchrun
 
 TRAIN, VAL = "train-{000000..000002}.tar.gz", "val-{000000..000001}.tar.gz"

@@ -15,8 +15,8 @@ from engine.data.datasets.tar_shards import TarShardDataset
 from engine.metric_keys import METRICS_BY_MODE
 from engine.modes.cache import cache
 from engine.modes.shards import ShardSettings, shards
+from engine_dev.shard_server import write_wds_shards
 from src.loop import train
-from tests.shard_server import write_wds_shards
 
 
 def _write(make_cfg, out: Path, *overrides: str) -> dict[str, float]:

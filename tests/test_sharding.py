@@ -16,7 +16,7 @@ from engine.data.datasets.tar_shards import TarShardDataset
 from engine.data.loaders import build_loaders
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import RandomOrder, WeightedOrder
-from engine.testing import Labels
+from engine_dev.fixtures import Labels
 
 
 def _rank_loaders(make_cfg, data: Dataset, sampler, world: int) -> list[tuple[DataLoader, ...]]:

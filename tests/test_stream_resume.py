@@ -1,6 +1,6 @@
 """A stream stopped mid-epoch goes on with another loader worker count or world size and
 trains every sample of the epoch exactly once (in another order); a stream that cannot say
-which samples it trained on is refused in one line (engine/runs/stream_resume.py). The same
+which samples it trained on is refused in one line (engine/src/engine/runs/stream_resume.py). The same
 topology replays the epoch exactly: tests/test_shard_streaming.py."""
 
 from __future__ import annotations

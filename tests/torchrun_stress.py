@@ -4,7 +4,7 @@ the same shards over HTTP, each with a deadline, so a hang counts as one instead
 
 Every worker of such a job starts from a process that runs threads (the process group's, the
 loaders' queue feeders), where forking could hang in os.fork() (CPython gh-112275); the
-engine starts them by forkserver there (engine/data/resolve_loader.py). Pass `fork` as the
+engine starts them by forkserver there (engine/src/engine/data/resolve_loader.py). Pass `fork` as the
 second argument to count the hangs of plain fork instead:
 
     python -m tests.torchrun_stress RUNS [fork]
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.shard_server import serving
+from engine_dev.shard_server import serving
 from tests.test_distributed import torchrun
 
 ROOT = Path(__file__).resolve().parents[1]

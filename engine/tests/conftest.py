@@ -1,3 +1,3 @@
-"""The demo set fixture (engine.testing), for the engine's own tests."""
+"""The demo set fixture (engine_dev.fixtures), for the engine's own tests."""
 
-pytest_plugins = ("engine.testing",)
+pytest_plugins = ("engine_dev.fixtures",)

@@ -16,7 +16,7 @@ from engine.data.collate import already_batched
 from engine.data.datasets.csv import CsvDataset
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.datasets.tensor import TensorFileDataset
-from engine.data.demo import CLASSES
+from engine_dev.demo import CLASSES
 
 
 def test_imagefolder_classes_and_files(demo_dir: Path) -> None:

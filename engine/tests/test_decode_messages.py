@@ -12,7 +12,7 @@ from PIL import Image
 
 from engine.data.decode import SampleError, load_sample
 from engine.data.image_header import open_image
-from engine.testing.hostile import (
+from engine_dev.hostile import (
     HUGE,
     lying_images,
     odd_jpegs,

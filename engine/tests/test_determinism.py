@@ -8,7 +8,7 @@ from torch.utils.data import DataLoader
 from engine.data.datasets.base import MapDataset
 from engine.data.samplers import Draw, RandomOrder, WeightedOrder
 from engine.data.seeded import SeededSamples
-from engine.testing import Labels
+from engine_dev.fixtures import Labels
 
 
 class RandomCrops(MapDataset):

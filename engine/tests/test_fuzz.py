@@ -21,7 +21,7 @@ import torch
 
 from engine.core.text import shown
 from engine.runs.checkpoint_files import save_checkpoint
-from engine.testing.hostile import (
+from engine_dev.hostile import (
     damaged_checkpoints,
     damaged_shards,
     hostile_csvs,
@@ -62,7 +62,7 @@ def _read_in_a_child(items: list[dict], folder: Path) -> dict[str, dict]:
     job = folder / "job.json"
     job.write_text(json.dumps({"headroom_bytes": HEADROOM, "items": items}))
     done = subprocess.run(
-        [sys.executable, "-m", "engine.tests.fuzz_child", str(job)],
+        [sys.executable, "-m", "engine_dev.fuzz_child", str(job)],
         cwd=ROOT,
         capture_output=True,
         text=True,

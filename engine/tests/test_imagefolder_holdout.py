@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine.data.datasets.imagefolder import ImageFolderDataset
-from engine.data.demo import CLASSES
+from engine_dev.demo import CLASSES
 
 
 @pytest.fixture

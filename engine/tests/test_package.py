@@ -1,5 +1,6 @@
-"""The engine is a package of its own: its wheel builds from this folder alone and holds every
-module of it (the package list in engine/pyproject.toml is complete), its tests left out."""
+"""The engine is a distribution of its own: its wheel builds from this folder alone and holds
+every module and config file under src/ (engine, what a run imports; engine_dev, the demo data
+and test fixtures), its tests left out."""
 
 from __future__ import annotations
 
@@ -26,10 +27,13 @@ def test_the_wheel_builds_alone_and_holds_every_module(tmp_path: Path) -> None:
     subprocess.run([*command, str(source), "-w", str(tmp_path)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("hydra_torch_data_engine-*.whl")
     assert wheel.name.startswith(f"hydra_torch_data_engine-{engine.__version__}-py3-none-any")
-    packed = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".py")}
-    modules = {
-        f"engine/{path.relative_to(ENGINE).as_posix()}"
-        for path in ENGINE.rglob("*.py")
-        if not {"tests", "build"} & set(path.relative_to(ENGINE).parts)
+    kept = (".py", ".yaml")
+    packed = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(kept)}
+    sources = ENGINE / "src"
+    files = {
+        path.relative_to(sources).as_posix()
+        for path in sources.rglob("*")
+        if path.suffix in kept and "__pycache__" not in path.parts
     }
-    assert packed == modules
+    assert packed == files
+    assert not any(name.startswith("tests/") for name in packed)

@@ -1,4 +1,4 @@
-"""The one batch-timing primitive (engine/measure/timing.py) on a fake clock: every number exact."""
+"""The one batch-timing primitive (engine/src/engine/measure/timing.py) on a fake clock: every number exact."""
 
 from __future__ import annotations
 

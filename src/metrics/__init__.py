@@ -1,4 +1,4 @@
 """Metrics for the `metrics` config group, one module each.
 
-Put yours here: a `Metric` subclass (engine/training/metric.py says what it implements).
+Put yours here: a `Metric` subclass (engine/src/engine/training/metric.py says what it implements).
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from engine.testing.hostile import lying_images, short_png
+from engine_dev.hostile import lying_images, short_png
 
 
 def _reencoded(data: bytes, fmt: str, mode: str) -> bytes:

@@ -154,7 +154,7 @@ def test_bad_value_gives_one_short_message(make_cfg, override: str, message: str
     ],
 )
 def test_a_value_out_of_its_bounds_is_one_line_before_any_work(make_cfg, override, message):
-    """Bounds written in the parameters' type hints (engine/core/bounds.py), or torch's own
+    """Bounds written in the parameters' type hints (engine/src/engine/core/bounds.py), or torch's own
     for torch.optim, are checked with the config: not at the first batch, deep in torch."""
     text = _refused(make_cfg, *override.split())
     assert text.startswith(message), text

@@ -3,7 +3,7 @@ servers that never stop sending, drip, answer a Range request with other bytes (
 and without one: then the shards are counted at start-up, through the same guards); shards whose
 headers declare sizes they do not hold, whose labels overflow, that are FIFOs, or that end in
 megabytes of zeros. Each is read in a child process under an address-space limit with a hard
-timeout (engine/tests/fuzz_child.py), so a hang fails here instead of stalling the suite."""
+timeout (engine_dev/fuzz_child.py), so a hang fails here instead of stalling the suite."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from PIL import Image
 from engine.data.shards import ShardError, remote
 from engine.data.shards.manifest import load
 from engine.data.shards.remote import Network, read_remote
-from tests.shard_server import loopback
+from engine_dev.shard_server import loopback
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.process
@@ -171,7 +171,7 @@ def _read_in_a_child(items: list[dict], folder: Path) -> dict[str, dict]:
     job = folder / "job.json"
     job.write_text(json.dumps({"headroom_bytes": 2**30, "items": items}))
     done = subprocess.run(
-        [sys.executable, "-m", "engine.tests.fuzz_child", str(job)],
+        [sys.executable, "-m", "engine_dev.fuzz_child", str(job)],
         cwd=ROOT, capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

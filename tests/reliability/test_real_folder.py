@@ -14,7 +14,7 @@ import pytest
 
 from engine.core.text import shown
 from engine.data.bad_samples import REPORT_TEXT
-from engine.testing.hostile import lying_images, short_png
+from engine_dev.hostile import lying_images, short_png
 from tests.cli import run_cli
 from tests.conftest import NARROW_MODEL
 from tests.reliability.real_folder import real_folder

@@ -1,4 +1,4 @@
-"""One run at a time in a run dir (engine/runs/run_lock.py): a second run started in a busy
+"""One run at a time in a run dir (engine/src/engine/runs/run_lock.py): a second run started in a busy
 fixed hydra.run.dir, or a multirun whose jobs would share a folder, is refused in one line
 before it writes anything; a killed run's lock is gone with it, forked workers and all."""
 

@@ -126,15 +126,15 @@ def test_entries_admit_by_module_object_or_subtree(target, entries, admitted) ->
             NOT_LISTED,
         ),
         (
-            "+job={_target_:engine.new_project.copy_template,root:.,dest:SENTINEL}",
+            "+job={_target_:tools.new_project.copy_template,root:.,dest:SENTINEL}",
             "job._target_",
-            "engine.new_project.copy_template",
+            "tools.new_project.copy_template",
             NOT_LISTED,
         ),
         (
-            "+job={_target_:engine.data.demo.make_demo_data,out:SENTINEL}",
+            "+job={_target_:engine_dev.demo.make_demo_data,out:SENTINEL}",
             "job._target_",
-            "engine.data.demo.make_demo_data",
+            "engine_dev.demo.make_demo_data",
             NOT_LISTED,
         ),
         (

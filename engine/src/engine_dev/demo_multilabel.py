@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from engine.data.demo_shapes import CLASSES, draw_shape
+from engine_dev.demo_shapes import CLASSES, draw_shape
 
 COLOURS: tuple[str, ...] = ("red", "green", "blue")  # tag k: channel k dominates every shape
 LABELS: tuple[str, ...] = tuple(sorted(CLASSES + COLOURS))  # the class list: the sorted union

@@ -1,7 +1,7 @@
 """Seeded, deterministic generator of a small procedural shape-classification demo set (and
-its multi-label sibling, engine/data/demo_multilabel.py).
+its multi-label sibling, engine_dev/demo_multilabel.py).
 
-Usage: ``python -m engine.data.demo --out data/demo [--seed 0] [--force] [--small]``.
+Usage: ``python -m engine_dev.demo --out data/demo [--seed 0] [--force] [--small]``.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import torch
 from PIL import Image, ImageDraw, ImageFilter
 from torchvision.transforms.v2 import functional as F
 
-from engine.data.demo_multilabel import write_multilabel
-from engine.data.demo_sequences import write_sequences
-from engine.data.demo_shapes import CLASSES, draw_shape
 from engine.data.shards.manifest import NAME as MANIFEST
 from engine.data.shards.manifest import build
 from engine.data.shards.members import Rules
+from engine_dev.demo_multilabel import write_multilabel
+from engine_dev.demo_sequences import write_sequences
+from engine_dev.demo_shapes import CLASSES, draw_shape
 
 _FORMAT_VERSION = 4  # 3: shards.json, the shard manifest, beside the shards; 4: multilabel/
 _SMALL = {

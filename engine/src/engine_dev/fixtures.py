@@ -1,6 +1,6 @@
 """Helpers for the tests of a project on the engine (the template's tests/ and the engine's own
 engine/tests/ use them): the demo set as a session fixture, read-only; a dataset of bare
-labels; generated hostile inputs in `engine.testing.hostile`."""
+labels (generated hostile inputs are `engine_dev.hostile`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from engine.data.datasets.base import MapDataset
-from engine.data.demo import make_demo_data
+from engine_dev.demo import make_demo_data
 
 
 def tree_fingerprint(root: Path) -> dict[str, tuple[int, int, int]]:

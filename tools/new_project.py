@@ -20,8 +20,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine import __version__
-
 # What only the template needs, with why; a folder ends with "/". Tests that import bench are
 # left out too (found by reading them).
 TEMPLATE_ONLY = {
@@ -79,6 +77,16 @@ class NewProject:
     name: str
     copied: int
     left_out: list[tuple[str, str]]  # (path, why)
+
+
+def engine_version(root: Path) -> str:
+    """The version of the engine source at `root` (engine/src/engine/__init__.py), read as
+    text: `make new-project` runs before any virtualenv exists, so nothing is imported."""
+    init = (root / "engine" / "src" / "engine" / "__init__.py").read_text(encoding="utf-8")
+    found = re.search(r'^__version__ = "([^"]+)"$', init, re.M)
+    if found is None:
+        raise SystemExit(f"{root}/engine/src/engine/__init__.py sets no __version__")
+    return found[1]
 
 
 def template_files(root: Path) -> list[Path]:
@@ -225,7 +233,7 @@ def _copy(root: Path, dest: Path, name: str) -> NewProject:
     pyproject.write_text(renamed_pyproject(pyproject.read_text(), name))
     (dest / "Makefile").write_text(without_targets((dest / "Makefile").read_text()))
     origin = template[1] if template else root.name
-    engine = f"hydra-torch-data-engine {__version__}"  # the engine/ folder copied
+    engine = f"hydra-torch-data-engine {engine_version(root)}"  # the engine/ folder copied
     readme = README.format(name=name, template=origin, engine=engine, layout=layout(dest))
     (dest / "README.md").write_text(readme)
     return NewProject(name, copied, sorted(left_out.items()))
@@ -251,7 +259,7 @@ def report(project: NewProject, root: Path, dest: Path) -> str:
 
 
 def main(argv: list[str]) -> None:
-    """CLI: `python -m engine.new_project DEST`."""
+    """CLI: `python -m tools.new_project DEST`."""
     if len(argv) != 1 or not argv[0]:
         raise SystemExit("usage: make new-project DEST=../my-project")
     root, dest = Path(__file__).resolve().parents[1], Path(argv[0]).resolve()

@@ -2,7 +2,7 @@
 address-space limit, and prints one JSON line per input (a crash or hang shows as a missing
 line and a bad exit status in the parent).
 
-python -m engine.tests.fuzz_child JOB.json
+python -m engine_dev.fuzz_child JOB.json
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""The template repo's own tooling (never copied into a project): `make new-project`."""
