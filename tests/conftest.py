@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,20 @@ from engine.app import register_resolvers
 
 pytest_plugins = ("engine_dev.fixtures",)  # the demo_dir fixture
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+ENGINE_CONF_DIR = Path(str(resources.files("engine.conf")))  # pkg://engine.conf, installed
+
+
+def group_options(*skipped: str) -> list[tuple[str, str]]:
+    """Every (group, option) a run can choose, the project's and the engine's, less `skipped`
+    groups (hydra/ holds Hydra's own groups, one level down)."""
+    found = {
+        (option.parent.name, option.stem)
+        for folder in (CONF_DIR, ENGINE_CONF_DIR)
+        for option in folder.glob("*/*.yaml")
+        if option.parent.name not in ("hydra", *skipped)
+    }
+    return sorted(found)
+
 
 register_resolvers()
 

@@ -23,17 +23,12 @@ from engine.runs.loggers.base import Logger
 from engine.training.metric import GatheredMetric, Metric, build_metrics
 from engine.training.models import build_model
 from engine.training.settings import TrainerSettings
-from tests.conftest import CONF_DIR
+from tests.conftest import CONF_DIR, ENGINE_CONF_DIR, group_options
 from tests.test_loaders import Labels
 
-GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir())
 # experiment and debug bundles set global keys: test_experiments.py checks each applies its own
-OPTIONS = [
-    (g, y.stem)
-    for g in GROUPS
-    if g not in ("experiment", "debug")
-    for y in sorted((CONF_DIR / g).glob("*.yaml"))
-]
+OPTIONS = group_options("experiment", "debug")
+GROUPS = sorted({group for group, _ in OPTIONS})
 # datasets the test demo set provides files for; ones you add are composed, not loaded, here
 DEMO_DATASETS = {"imagefolder", "csv", "tensor", "iterable", "sequences"}
 
@@ -143,7 +138,7 @@ def test_model_key_that_contradicts_data_is_refused(make_cfg) -> None:
 
 def test_every_yaml_key_has_a_comment() -> None:
     """A value line explains itself: a comment on the line, or a comment line right above."""
-    for path in CONF_DIR.rglob("*.yaml"):
+    for path in [*CONF_DIR.rglob("*.yaml"), *ENGINE_CONF_DIR.rglob("*.yaml")]:
         lines = path.read_text().splitlines()
         for number, line in enumerate(lines, 1):
             body = line.strip()

@@ -244,6 +244,8 @@ def test_a_failed_run_is_marked_and_its_rerun_unmarked(demo_dir, tmp_path) -> No
         ("dataset=imgfolder", "(did you mean dataset=imagefolder?)"),
         ("loadr.batch_size=8", "(did you mean loader?)"),
         ("+sweep=loadr", "(did you mean +sweep=loader?)"),
+        ("logger=tensorbord", "(did you mean logger=tensorboard?)"),  # an engine group's option
+        ("hydra.searchpath=[file:///tmp]", "keep them first: hydra.searchpath=[pkg://engine.conf,"),
     ],
 )
 def test_a_typo_is_one_line_with_the_fix(tmp_path: Path, typo: str, said: str) -> None:

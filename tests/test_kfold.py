@@ -130,10 +130,10 @@ def test_bad_fold_settings_are_refused_naming_the_key(node: dict, message: str) 
         fold_spec({"fold_seed": 0, **node})
 
 
-def test_folds_added_to_a_stream_get_the_streams_refusal(demo_dir: Path, tmp_path: Path) -> None:
+def test_folds_set_on_a_stream_get_the_streams_refusal(demo_dir: Path, tmp_path: Path) -> None:
     result = run_cli(
         "dataset=iterable",
-        "+dataset.folds=5",  # a stream's node has no fold keys: the ones a user adds
+        "dataset.folds=5",  # every dataset node has the fold keys (engine/conf/folds.yaml)
         f"paths.demo_dir={demo_dir}",
         f"hydra.run.dir={tmp_path / 'run'}",
         cwd=ROOT,

@@ -42,7 +42,7 @@ def test_a_local_default_yaml_sets_this_machines_paths(
     (tmp_path / "local" / "default.yaml").write_text(
         (CONF_DIR / "local" / "example.yaml").read_text().replace("/mnt/datasets", "/nfs/data")
     )
-    searched = f"hydra.searchpath=[file://{tmp_path}]"
+    searched = f"hydra.searchpath=[pkg://engine.conf,file://{tmp_path}]"
     monkeypatch.delenv("DATA_DIR", raising=False)
     assert _paths(searched).paths.data_dir == "/nfs/data"
     monkeypatch.setenv("DATA_DIR", "/scratch/datasets")  # the example lets DATA_DIR win

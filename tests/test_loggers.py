@@ -192,7 +192,7 @@ def test_a_logger_of_your_own_is_one_class_and_one_yaml(demo_dir: Path, tmp_path
     allowed = [*OmegaConf.load(CONF_DIR / "config.yaml").allowed_targets, "tests.test_loggers.*"]
     run = tmp_path / "run"
     result = run_cli(
-        f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+        f"hydra.searchpath=[pkg://engine.conf,file://{tmp_path / 'conf'}]",
         "logger=[csv,recorder]",
         f"allowed_targets=[{','.join(allowed)}]",
         f"paths.demo_dir={demo_dir}",

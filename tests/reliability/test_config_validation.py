@@ -23,11 +23,11 @@ from engine.modes.benchmark import BenchmarkSettings
 from engine.modes.cache import CacheSettings
 from engine.modes.inspect import InspectSettings
 from engine.training.settings import CheckpointSettings, TrainerSettings
-from tests.conftest import CONF_DIR
+from tests.conftest import group_options
 
 ROOT = Path(__file__).resolve().parents[2]
-GROUPS = sorted(p.name for p in CONF_DIR.iterdir() if p.is_dir())
-OPTIONS = [(g, y.stem) for g in GROUPS for y in sorted((CONF_DIR / g).glob("*.yaml"))]
+OPTIONS = group_options()
+GROUPS = sorted({group for group, _ in OPTIONS})
 
 
 def _refused(make_cfg, *overrides: str) -> str:
@@ -166,7 +166,9 @@ def test_typo_in_an_experiment_yaml(make_cfg, tmp_path: Path) -> None:
     (tmp_path / "experiment" / "typo.yaml").write_text(
         "# @package _global_\nmodel:\n  widht: [8, 16]  # typo of widths\n"
     )
-    text = _refused(make_cfg, f"hydra.searchpath=[file://{tmp_path}]", "experiment=typo")
+    text = _refused(
+        make_cfg, f"hydra.searchpath=[pkg://engine.conf,file://{tmp_path}]", "experiment=typo"
+    )
     assert text.startswith("model.widht: unknown key (did you mean model.widths?)")
 
 

@@ -336,8 +336,12 @@ def test_widening_in_an_experiment_file_warns(make_cfg, tmp_path, caplog) -> Non
         f"# @package _global_\nallowed_targets: [{', '.join([*DEFAULT, 'torch.*'])}]\n"
     )
     with caplog.at_level(logging.WARNING, logger="engine.config.allowlist"):
-        validate_config(make_cfg(f"hydra.searchpath=[file://{tmp_path}]", "experiment=wide"))
-        with pytest.raises(ConfigError, match=r"dataset\._target_=.*: refused, not in"):
+        validate_config(
+            make_cfg(f"hydra.searchpath=[pkg://engine.conf,file://{tmp_path}]", "experiment=wide")
+        )
+        with pytest.raises(
+            ConfigError, match=r"optimizer\._target_=torch.optim.Adam: refused, not in"
+        ):
             validate_config(make_cfg("allowed_targets=[src.models.*]"))  # narrower: no warning
     assert len(caplog.records) == 1 and "adds torch.* to what" in caplog.text
 

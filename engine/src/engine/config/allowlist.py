@@ -18,7 +18,8 @@ and, as a second line of defence, the code-running entry points of `DENIED`.
 
 `allowed_targets_extra` is appended to the list (the same kinds of entry, checked alike), so a
 run or an experiment file allows one more package without repeating the whole list:
-`python train.py 'allowed_targets_extra=[myproject.*]'`.
+`python train.py 'allowed_targets_extra=[myproject.*]'`. The engine's own entries are a third
+list, `allowed_targets_engine` (engine/conf/engine.yaml), so a project's list names only its own.
 
 `allowed_targets` is itself config: entries that conf/config.yaml does not list (added by an
 experiment file or on the command line) are named in one warning.
@@ -31,6 +32,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -44,6 +46,8 @@ log = logging.getLogger(__name__)
 
 ALLOWLIST_KEY = "allowed_targets"
 EXTRA_KEY = "allowed_targets_extra"  # appended to ALLOWLIST_KEY's entries
+ENGINE_KEY = "allowed_targets_engine"  # the engine's entries, before ALLOWLIST_KEY's
+KEYS = (ENGINE_KEY, ALLOWLIST_KEY, EXTRA_KEY)  # the three lists, in the order they are joined
 ENTRY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(\.\*)?")
 CODE = (
     "it can run arbitrary code (commands, unpickling, remote or compiled code); load such "
@@ -171,13 +175,14 @@ def _entry_problems(key: str, entries: Any) -> list[str]:
 
 
 def check_entries(tree: dict[str, Any]) -> list[str]:
-    """`allowed_targets` followed by `allowed_targets_extra` (absent: none), each checked entry
-    by entry (see the module docstring)."""
-    entries, extra = tree.get(ALLOWLIST_KEY), tree.get(EXTRA_KEY, [])
-    problems = _entry_problems(ALLOWLIST_KEY, entries) + _entry_problems(EXTRA_KEY, extra)
+    """`allowed_targets_engine`, `allowed_targets` and `allowed_targets_extra` joined (an absent
+    engine or extra list: none), each checked entry by entry (see the module docstring)."""
+    lists = {key: tree.get(key, []) for key in (ENGINE_KEY, EXTRA_KEY)}
+    lists[ALLOWLIST_KEY] = tree.get(ALLOWLIST_KEY)
+    problems = [line for key in KEYS for line in _entry_problems(key, lists[key])]
     if problems:
         raise ConfigError("\n".join(problems)) from None
-    return [*entries, *extra]
+    return [entry for key in KEYS for entry in lists[key]]
 
 
 def project_config() -> Path:
@@ -185,19 +190,28 @@ def project_config() -> Path:
     checkout this engine/ folder sits in, else under the working directory."""
     if "PROJECT_ROOT" in os.environ:
         return Path(os.environ["PROJECT_ROOT"]) / "conf" / "config.yaml"
-    beside = Path(__file__).resolve().parents[2] / "conf" / "config.yaml"
+    beside = Path(__file__).resolve().parents[4] / "conf" / "config.yaml"  # engine/src/engine/...
     return beside if beside.is_file() else Path("conf") / "config.yaml"
 
 
 def shipped_entries(path: Path | None = None) -> list[str]:
-    """`allowed_targets` and `allowed_targets_extra` as the project's conf/config.yaml
-    (`project_config`) writes them ([] when it cannot be read)."""
+    """The three lists as written: `allowed_targets_engine` by the project's conf/engine.yaml
+    when it has one, else by the engine's; the other two by the project's conf/config.yaml
+    (`project_config`). A file that cannot be read adds nothing."""
     path = project_config() if path is None else path
+    own_engine = path.with_name("engine.yaml")
+    engine = own_engine if own_engine.is_file() else resources.files("engine.conf") / "engine.yaml"
+    written = {ENGINE_KEY: _listed(engine, ENGINE_KEY)}
+    written |= {key: _listed(path, key) for key in (ALLOWLIST_KEY, EXTRA_KEY)}
+    return [entry for key in KEYS for entry in written[key]]
+
+
+def _listed(path: Any, key: str) -> list[str]:
+    """The list at `key` of YAML file `path` ([] when it cannot be read or lacks the key)."""
     try:
-        shipped = OmegaConf.load(path)
+        return list(OmegaConf.create(path.read_text()).get(key) or [])
     except (OSError, ValueError):
         return []
-    return [entry for key in (ALLOWLIST_KEY, EXTRA_KEY) for entry in shipped.get(key) or []]
 
 
 def warn_if_widened(entries: list[str], shipped: list[str] | None = None) -> list[str]:

@@ -28,6 +28,7 @@ from engine.core.text import closest
 FULL_ERROR = "HYDRA_FULL_ERROR"
 _OVERRIDE = re.compile(r"Could not override '([^']+)'")
 _OPTION = re.compile(r"Could not find '([^']+)/([^'/]+)'")
+ENGINE_CONF = "pkg://engine.conf"  # the engine's config groups (engine/conf), on hydra.searchpath
 
 
 def _given(key: str, overrides: list[str]) -> str:
@@ -57,7 +58,8 @@ def unknown_key(err: ConfigCompositionException, overrides: list[str]) -> str | 
 
 
 def unknown_option(err: MissingConfigException, overrides: list[str]) -> str | None:
-    """`dataset=imgfolder: conf/dataset has no option imgfolder (did you mean imagefolder?)`."""
+    """`dataset=imgfolder: the dataset group has no option imgfolder (did you mean
+    dataset=imagefolder?)`; a group's options are those of conf/ and of the engine's."""
     match = _OPTION.search(str(err))
     options = [str(o) for o in (err.options or [])]
     if match is None or not options:
@@ -68,11 +70,27 @@ def unknown_option(err: MissingConfigException, overrides: list[str]) -> str | N
     sign = typed[: len(typed) - len(typed.lstrip("+~"))]  # +sweep=... stays +sweep=...
     close = closest(option, options)
     hint = f" (did you mean {sign}{group}={close}?)" if close else ""
-    return f"{typed}: conf/{group} has no option {option}{hint}; its options: {', '.join(options)}."
+    return f"{typed}: the {group} group has no option {option}{hint}; its options: {', '.join(options)}."
+
+
+def searchpath_lost(err: MissingConfigException, overrides: list[str]) -> str | None:
+    """A `hydra.searchpath=[...]` override replaces the list conf/config.yaml writes, the
+    engine's groups with it: say so, and how to add a path instead."""
+    given = next((o for o in overrides if o.startswith("hydra.searchpath=")), None)
+    if given is None or ENGINE_CONF in given:
+        return None
+    paths = given.split("=", 1)[1].strip("[]")
+    return (
+        f"{given}: it replaces conf/config.yaml's hydra.searchpath, so the engine's config "
+        f"groups ({ENGINE_CONF}: eval, logger, ...) are gone; keep them first: "
+        f"hydra.searchpath=[{ENGINE_CONF},{paths}]"
+    )
 
 
 def explain(err: BaseException, overrides: list[str]) -> str:
     """One line for an error that ended a launch before or during its run."""
+    if isinstance(err, MissingConfigException) and (line := searchpath_lost(err, overrides)):
+        return line
     if isinstance(err, ConfigCompositionException) and (line := unknown_key(err, overrides)):
         return line
     if isinstance(err, MissingConfigException) and (line := unknown_option(err, overrides)):

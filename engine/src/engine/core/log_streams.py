@@ -1,6 +1,6 @@
 """Which console stream a log record goes to: errors to stderr, everything else to stdout (the
 shell's convention, so `2>errors.txt` holds what went wrong), each record printed once.
-conf/hydra/job_logging/ranked.yaml names `BelowError` as the stdout handler's filter."""
+engine/conf/hydra/job_logging/ranked.yaml names `BelowError` as the stdout handler's filter."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ COMPUTE = ("none", "normalize", "model")
 
 @dataclass(frozen=True)
 class BenchmarkSettings:
-    """The `benchmark` config group (see conf/benchmark/default.yaml)."""
+    """The `benchmark` config group (see engine/conf/benchmark/default.yaml)."""
 
     batches: int
     warmup: int

@@ -46,7 +46,7 @@ ENCODINGS = tuple(DATA_FILES)  # raw: HWC uint8 pixels; jpeg: each image re-enco
 
 @dataclass(frozen=True)
 class CacheSettings:
-    """The `cache` config group (see conf/cache/default.yaml)."""
+    """The `cache` config group (see engine/conf/cache/default.yaml)."""
 
     dir: str
     short_side: int | None  # null: from the transforms (engine/modes/cache_plan.py)

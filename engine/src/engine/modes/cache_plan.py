@@ -15,7 +15,8 @@ from engine.data.transforms import Pipelines, first_size
 log = logging.getLogger(__name__)
 
 SAMPLED = 32  # image headers read per split for the size estimate
-JPEG_SHARE = 1 / 9  # a JPEG of quality 90 against raw pixels, on photos (conf/cache/default.yaml)
+# a JPEG of quality 90 against raw pixels, on photos (engine/conf/cache/default.yaml)
+JPEG_SHARE = 1 / 9
 
 
 def side_from_transforms(pipelines: Pipelines) -> tuple[int, str]:

@@ -57,7 +57,7 @@ MAX_CELLS = 50_000_000
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """The `eval` config group (see conf/eval/default.yaml)."""
+    """The `eval` config group (see engine/conf/eval/default.yaml)."""
 
     checkpoint: str | None
     split: str

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class InspectSettings:
-    """The `inspect` config group (see conf/inspect/default.yaml)."""
+    """The `inspect` config group (see engine/conf/inspect/default.yaml)."""
 
     batches: Positive
     images: Positive

@@ -39,7 +39,7 @@ MULTI_LABEL_COLUMNS = ["path", "labels", "scores"]
 
 @dataclass(frozen=True)
 class PredictSettings:
-    """The `predict` config group (see conf/predict/default.yaml)."""
+    """The `predict` config group (see engine/conf/predict/default.yaml)."""
 
     checkpoint: str | None
     input: str | None

@@ -44,7 +44,7 @@ KEPT = {b"\xff\xd8": "jpg", b"\x89PNG": "png", b"RIFF": "webp"}  # first bytes: 
 
 @dataclass(frozen=True)
 class ShardSettings:
-    """The `shards` config group (see conf/shards/default.yaml)."""
+    """The `shards` config group (see engine/conf/shards/default.yaml)."""
 
     dir: str
     max_samples: int

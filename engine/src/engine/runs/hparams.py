@@ -57,6 +57,7 @@ NOT_CHOICES = (
     "local",
     "allowed_targets",
     "allowed_targets_extra",
+    "allowed_targets_engine",
 )
 MAX_TEXT = 120  # characters of a text column (a long class list is cut, ending in '…')
 

@@ -90,7 +90,7 @@ def claim_job_dir() -> None:
 
 
 def log_file(path: str) -> str:
-    """`${run_log:PATH}`, the run's log file as conf/hydra/job_logging names it: PATH, once
+    """`${run_log:PATH}`, the run's log file as engine/conf/hydra/job_logging names it: PATH, once
     the run dir is claimed. Hydra opens that file (and then writes .hydra/) before a
     callback or train.py can act, so this is where a second run is stopped before it
     writes; it exits (SystemExit: the one line on stderr, status 1), which also ends a

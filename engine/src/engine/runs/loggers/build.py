@@ -23,7 +23,7 @@ def logger_problems(cfg: DictConfig) -> list[str]:
         if not isinstance(node, DictConfig) or "_target_" not in node:
             problems.append(
                 f"{GROUP}.{name}: expected a node with a _target_ naming a Logger subclass "
-                f"(conf/logger/*.yaml); got {node!r}."
+                f"(engine/conf/logger/*.yaml); got {node!r}."
             )
             continue
         target = _locate(node._target_)
