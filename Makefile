@@ -6,17 +6,22 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-sampling bench-start bench-threads bench-peers stress-torchrun gpu-check new-project docs-outputs test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-sampling bench-start bench-threads bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml engine/pyproject.toml
+# Where the engine comes from: here, its source in engine/ (editable). A project made by `make
+# new-project` installs the version its pyproject.toml pins, from the wheel in vendor/.
+ENGINE_INSTALL := -e ./engine
+ENGINE_FILES := engine/pyproject.toml
+
+$(STAMP): pyproject.toml $(ENGINE_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e ./engine -e '.[dev]'
+	$(BIN)/python -m pip install --quiet $(ENGINE_INSTALL) -e '.[dev]'
 	touch $@
 
-setup: $(STAMP)  ## create .venv, install the engine (editable, from engine/) and the pinned dependencies
+setup: $(STAMP)  ## create .venv, install the engine and the pinned dependencies
 
 scale: $(STAMP)  ## install the SLURM launcher and Optuna sweeper plugins (the `scale` extra; `make test` has them)
 	$(BIN)/python -m pip install --quiet -e '.[scale]'
@@ -72,11 +77,15 @@ bench-peers: $(STAMP)  ## install timm and NVIDIA DALI (CPU-capable) into .venv 
 docs-outputs: data  ## rerun the commands README.md and docs/ show, and write their real output into them (NAMES="debug-fast ..." for some)
 	$(BIN)/python docs/regenerate.py $(NAMES)
 
-# DEST is handed over as written, single-quoted: make never expands it (a $(shell ...) in it stays
-# text) and the shell never reads it as code (quotes, ;, backticks); nor is it exported
-unexport DEST
-new-project:  ## copy the template to DEST=../my-project (no outputs, data, caches, git history)
-	$(PYTHON) -m tools.new_project '$(subst ','\'',$(value DEST))'
+# DEST=, ENGINE= and WHEEL= are handed over as written, single-quoted: make never expands them (a
+# $(shell ...) in one stays text) and the shell never reads them as code; nor are they exported
+quoted = '$(subst ','\'',$(value $(1)))'
+unexport DEST ENGINE WHEEL
+new-project: $(STAMP)  ## copy the template to DEST=../my-project with the engine's wheel in vendor/ (or ENGINE=git+URL@TAG or a path)
+	$(BIN)/python -m tools.new_project $(call quoted,DEST) $(call quoted,ENGINE)
+
+upgrade-engine: $(STAMP)  ## move this project to another engine: WHEEL=path/to/hydra_torch_data_engine-X.Y.Z-py3-none-any.whl, or ENGINE=git+URL@TAG or a path
+	$(BIN)/python -m tools.upgrade_engine --wheel $(call quoted,WHEEL) --engine $(call quoted,ENGINE)
 
 # What a lint finding does to `make test`: the tests always run first, then the findings are
 # listed. `fail` (the template repo, and so its CI): `make test` then exits non-zero, as `make
@@ -111,7 +120,7 @@ lint: $(STAMP)  ## ruff lint and format check, then the import contracts; fails 
 	$(BIN)/ruff check --output-format=concise . || status=1; \
 	$(BIN)/ruff format --check . || status=1; \
 	$(BIN)/lint-imports --no-cache || status=1; \
-	if [ -f engine/pyproject.toml ]; then $(BIN)/lint-imports --no-cache --config engine/pyproject.toml || status=1; fi; \
+	if [ -f engine/pyproject.toml ]; then $(BIN)/lint-imports --no-cache engine/pyproject.toml || status=1; fi; \
 	exit $$status
 
 # The formatter first (it fixes long lines, which `ruff check --fix` cannot), then the linter's

@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tools.new_project import IMPORTS_BENCH, copy_template, project_name, report, template_files
+from tools.new_project import (
+    IMPORTS_BENCH,
+    MAKE_TARGETS,
+    copy_template,
+    engine_version,
+    project_name,
+    report,
+    template_files,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = b"hydra-torch-data-template"  # the template's own name
@@ -22,7 +30,10 @@ LEFT_OUT = {
     "tests/test_gpu_check.py",  # imports bench
     "tests/test_docs.py",
     "tests/test_new_project.py",
+    "tests/test_upgrade_engine.py",
     "docs/regenerate.py",
+    "engine/",
+    "tools/new_project.py",
 }
 SECTION = re.compile(r"## Make it yours\n(.*?)\n## ", re.S)
 # a fenced block whose first comment (after an optional Hydra package header) names its file
@@ -102,6 +113,7 @@ def test_the_copy_is_the_users_own(tmp_path: Path) -> None:
     project = copy_template(ROOT, dest)
     assert project.name == "my-project" and {path for path, _ in project.left_out} == LEFT_OUT
     copied = {p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()}
+    copied -= {f"vendor/hydra_torch_data_engine-{engine_version(ROOT)}-py3-none-any.whl"}
     kept = {rel.as_posix() for rel in template_files(ROOT)} - LEFT_OUT
     kept = {rel for rel in kept if rel.split("/")[0] + "/" not in LEFT_OUT}  # bench/...
     assert copied == kept and project.copied == len(kept)
@@ -114,13 +126,17 @@ def test_the_copy_is_the_users_own(tmp_path: Path) -> None:
     assert '    "my-project[scale]",\n' in ours  # dev pulls in the scale extra of this project
     naming = [p.name for p in dest.rglob("*") if p.is_file() and NAME in p.read_bytes()]
     assert naming == ["README.md"]  # "It started as a copy of ..."
-    assert _targets(dest) == _targets(ROOT) - {"bench", "bench-peers", "docs-outputs"}
-    engine = sorted(rel for rel in kept if rel.startswith("engine/"))
-    assert engine and all((dest / rel).read_bytes() == (ROOT / rel).read_bytes() for rel in engine)
+    assert _targets(dest) == _targets(ROOT) - set(MAKE_TARGETS)
+    assert not [t for t in _targets(dest) if t.startswith(("bench", "gpu"))]
+    pin = f'"hydra-torch-data-engine=={engine_version(ROOT)}",'
+    assert pin in ours and [p.name for p in (dest / "vendor").iterdir()] == [
+        f"hydra_torch_data_engine-{engine_version(ROOT)}-py3-none-any.whl"
+    ]
+    assert not (ROOT / "engine" / "build").exists()  # the wheel was built from a copy
     readme = (dest / "README.md").read_text()
     assert readme.startswith("# my-project\n") and len(readme.splitlines()) <= 50
     assert "`train.py`, `conf/` and `src/` are this project's own" in readme
-    assert "upgrade it by replacing the folder" in readme and "never edit it" in readme
+    assert "make upgrade-engine WHEEL=" in readme and pin.strip('",') in readme
     assert "make train" in readme and "make test" in readme and "(docs/README.md)" in readme
     layout = readme.split("## Layout\n\n```\n")[1].split("```")[0].splitlines()
     assert all((dest / line.split()[0]).exists() for line in layout)
@@ -194,8 +210,8 @@ def test_a_users_first_file_is_formatted_and_never_stops_the_tests(tmp_path: Pat
     dest = tmp_path / "mine"
     copy_template(ROOT, dest)
     (dest / ".venv").symlink_to(ROOT / ".venv")  # this checkout's, installed: no second set-up
-    for name in ("pyproject.toml", "engine/pyproject.toml"):
-        os.utime(dest / name, (0, 0))  # older than the venv's install stamp
+    for path in [dest / "pyproject.toml", *(dest / "vendor").glob("*.whl")]:
+        os.utime(path, (0, 0))  # older than the venv's install stamp
     mine = dest / "src" / "datasets" / "my_listing.py"
     mine.write_text(FIRST_FILE)
     assert max(len(line) for line in FIRST_FILE.splitlines()) == 120

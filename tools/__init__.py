@@ -1,1 +1,2 @@
-"""The template repo's own tooling (never copied into a project): `make new-project`."""
+"""Tooling that make runs: `make upgrade-engine` (upgrade_engine.py, copied into every project)
+and, in the template repo only, `make new-project` (new_project.py)."""

@@ -1,10 +1,12 @@
 """`make new-project DEST=../my-project`: copy the template into a project of the user's own.
 
 Copies what git tracks or would track (so no outputs, data, virtualenv, caches or .git), less
-what only the template needs (its benchmarks, the tests of its own README); engine/ comes
-along untouched. Names the project after DEST in pyproject.toml and writes a short README.md
-of its own. The new tree passes its own `make test`. Standard library only: `make
-new-project` runs before any virtualenv exists.
+what only the template needs (its benchmarks, the tests of its own README, the engine's
+source). The engine becomes a dependency like any other: its wheel, built here, goes in the
+project's vendor/ and pyproject.toml pins its version (or ENGINE=git+URL@TAG, or a path, is
+written instead); `make upgrade-engine` moves the pin later. Names the project after DEST and
+writes a short README.md of its own. The new tree passes its own `make test`. Standard
+library and pip only.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.upgrade_engine import VENDOR, pinned, source_requirement
+
 # What only the template needs, with why; a folder ends with "/". Tests that import bench are
 # left out too (found by reading them).
 TEMPLATE_ONLY = {
@@ -29,8 +33,32 @@ TEMPLATE_ONLY = {
     "tests/test_docs.py": "checks the template's README (its shown outputs and commands)",
     "tests/test_new_project.py": "checks the template's README walk-through",
     "docs/regenerate.py": "`make docs-outputs`: rewrites the template's README and docs",
+    "engine/": "the engine's source: the project installs its wheel (vendor/, pinned)",
+    "tools/new_project.py": "`make new-project` itself",
+    "tests/test_upgrade_engine.py": "builds engine wheels from the template's engine/",
 }
-MAKE_TARGETS = ("bench", "bench-peers", "docs-outputs")  # Makefile targets of what is left out
+# Makefile targets of what is left out
+MAKE_TARGETS = (
+    "bench",
+    "bench-growth",
+    "bench-ab",
+    "bench-sampling",
+    "bench-start",
+    "bench-threads",
+    "bench-peers",
+    "gpu-check",
+    "docs-outputs",
+    "new-project",
+)
+# The Makefile's engine source: the template's, the copy's (the wheel pyproject.toml pins)
+ENGINE_LINES = (
+    ("ENGINE_INSTALL := -e ./engine", f"ENGINE_INSTALL := --find-links {VENDOR}"),
+    ("ENGINE_FILES := engine/pyproject.toml", f"ENGINE_FILES := $(wildcard {VENDOR}/*.whl)"),
+)
+PIN_COMMENT = (
+    "    # engine/: the library under the template (make setup installs it from that folder)\n",
+    "    # the library under this project, pinned (make upgrade-engine WHEEL=... or ENGINE=...)\n",
+)
 EXTRAS = ("peers",)  # pyproject extras of bench/
 IMPORTS_BENCH = re.compile(r"^\s*(?:from|import) bench\b", re.M)
 DESCRIPTION = "TODO: say in one line what {name} does."
@@ -44,8 +72,10 @@ template `{template}`.
 
 `train.py`, `conf/` and `src/` are this project's own: edit them freely (your datasets,
 models, losses, metrics, the train step in `src/step.py`, the training loop in `src/loop.py`).
-`engine/` is a library under them, {engine}: upgrade it by replacing the folder with a newer
-release, never edit it. What you may import from it is listed in
+Under them is the engine, a dependency pinned in `pyproject.toml` like any other:
+{engine}. Move to a newer release with one command, which leaves `src/` and `conf/` as they
+are: `make upgrade-engine WHEEL=path/to/hydra_torch_data_engine-X.Y.Z-py3-none-any.whl` (or
+`ENGINE=git+https://...@vX.Y.Z`). What you may import from it is listed in
 [docs/engine.md](docs/engine.md).
 
 ## The two commands
@@ -153,11 +183,12 @@ LINT_GATE = ("LINT_IN_TEST ?= fail", "LINT_IN_TEST ?= report")  # the template's
 
 def without_targets(makefile: str) -> str:
     """The Makefile without the targets of what is left out (each rule, its recipe, its .PHONY
-    entry), and with lint findings listed by `make test` rather than failing it: a user's style
-    never stops their tests (`make lint` still fails on them)."""
-    if LINT_GATE[0] not in makefile:
-        raise ValueError(f"the Makefile has no line `{LINT_GATE[0]}`")
-    makefile = makefile.replace(LINT_GATE[0], LINT_GATE[1], 1)
+    entry), installing the pinned engine, and with lint findings listed by `make test` rather
+    than failing it: a user's style never stops their tests (`make lint` still fails on them)."""
+    for template, copy in (LINT_GATE, *ENGINE_LINES):
+        if template not in makefile:
+            raise ValueError(f"the Makefile has no line `{template}`")
+        makefile = makefile.replace(template, copy, 1)
     for target in MAKE_TARGETS:
         makefile = re.sub(rf"^{target}:.*\n(?:\t.*\n)*\n?", "", makefile, flags=re.M)
         makefile = re.sub(rf"^(\.PHONY:.*?) {target}(?= |$)", r"\1", makefile, flags=re.M)
@@ -180,7 +211,9 @@ def layout(dest: Path) -> str:
     rows += [(f"src/{p.parent.name}/", _summary(p)) for p in sorted(dest.glob("src/*/__init__.py"))]
     modules = [p for p in sorted(dest.glob("src/*.py")) if p.name != "__init__.py"]
     rows += [(f"src/{p.name}", _summary(p)) for p in modules]
-    rows.append(("engine/", "the library under them: replace the folder to upgrade, never edit"))
+    if (dest / VENDOR).is_dir():
+        rows.append((f"{VENDOR}/", "the engine's wheel, the version pyproject.toml pins"))
+    rows.append(("tools/", "`make upgrade-engine`: move the engine pin, reinstall"))
     rows.append(("tests/", "the test suite: `make test` (all), `make test-fast` (while coding)"))
     if (dest / "docs").is_dir():
         rows.append(("docs/", "the template's guides"))
@@ -202,15 +235,31 @@ def check_dest(root: Path, dest: Path, given: str) -> None:
         )
 
 
-def copy_template(root: Path, dest: Path) -> NewProject:
-    """Copy the template at `root` into the new folder `dest`, as a project named after it:
-    into a hidden folder beside it first, renamed to `dest` once complete, so an interrupted
-    copy never leaves a half project under the name asked for."""
+def build_wheel(root: Path, into: Path) -> str:
+    """Build the engine's wheel from `root`/engine into folder `into`; its requirement. Built
+    from a copy of the source, so the template's checkout gets no build/ or egg-info."""
+    with tempfile.TemporaryDirectory() as scratch:
+        source = shutil.copytree(
+            root / "engine",
+            Path(scratch) / "engine",
+            ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info", "tests"),
+        )
+        command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps"]
+        command += ["--no-build-isolation", str(source), "-w", str(into)]
+        subprocess.run(command, check=True)
+    return f"hydra-torch-data-engine=={engine_version(root)}"
+
+
+def copy_template(root: Path, dest: Path, engine: str = "") -> NewProject:
+    """Copy the template at `root` into the new folder `dest`, as a project named after it,
+    depending on the engine's wheel (or on ENGINE=`engine`, a git URL or a path): into a
+    hidden folder beside it first, renamed to `dest` once complete, so an interrupted copy
+    never leaves a half project under the name asked for."""
     name = project_name(dest.name)
     dest.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
     try:
-        project = _copy(root, staging, name)
+        project = _copy(root, staging, name, engine)
         os.rename(staging, dest)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # this copy's own folder, nothing else
@@ -218,7 +267,7 @@ def copy_template(root: Path, dest: Path) -> NewProject:
     return project
 
 
-def _copy(root: Path, dest: Path, name: str) -> NewProject:
+def _copy(root: Path, dest: Path, name: str, engine: str) -> NewProject:
     copied, left_out = 0, {}
     for rel in template_files(root):
         stays = _template_only(root, rel)
@@ -229,12 +278,15 @@ def _copy(root: Path, dest: Path, name: str) -> NewProject:
         shutil.copy2(root / rel, dest / rel)
         copied += 1
     template = re.search(r'^name = "([^"]+)"$', (root / "pyproject.toml").read_text(), re.M)
+    (dest / VENDOR).mkdir()
+    requirement = source_requirement(engine) if engine else build_wheel(root, dest / VENDOR)
     pyproject = dest / "pyproject.toml"
-    pyproject.write_text(renamed_pyproject(pyproject.read_text(), name))
+    text = renamed_pyproject(pyproject.read_text(), name).replace(*PIN_COMMENT)
+    pyproject.write_text(pinned(text, requirement))
     (dest / "Makefile").write_text(without_targets((dest / "Makefile").read_text()))
     origin = template[1] if template else root.name
-    engine = f"hydra-torch-data-engine {engine_version(root)}"  # the engine/ folder copied
-    readme = README.format(name=name, template=origin, engine=engine, layout=layout(dest))
+    pin = f"`{requirement}`"
+    readme = README.format(name=name, template=origin, engine=pin, layout=layout(dest))
     (dest / "README.md").write_text(readme)
     return NewProject(name, copied, sorted(left_out.items()))
 
@@ -259,13 +311,16 @@ def report(project: NewProject, root: Path, dest: Path) -> str:
 
 
 def main(argv: list[str]) -> None:
-    """CLI: `python -m tools.new_project DEST`."""
-    if len(argv) != 1 or not argv[0]:
-        raise SystemExit("usage: make new-project DEST=../my-project")
+    """CLI: `python -m tools.new_project DEST [ENGINE]` (ENGINE empty: the wheel)."""
+    if len(argv) not in (1, 2) or not argv[0]:
+        raise SystemExit("usage: make new-project DEST=../my-project [ENGINE=git+URL@TAG]")
     root, dest = Path(__file__).resolve().parents[1], Path(argv[0]).resolve()
     check_dest(root, dest, argv[0])
+    engine = argv[1] if len(argv) == 2 else ""
+    if engine:
+        source_requirement(engine)  # a bad ENGINE is refused before anything is written
     try:
-        project = copy_template(root, dest)
+        project = copy_template(root, dest, engine)
     except OSError as err:  # a parent that is a file, a name too long, no permission, full
         raise SystemExit(
             f"DEST={argv[0]!r}: cannot create {dest} ({err.strerror or err}); choose another "
