@@ -1,8 +1,14 @@
 """One training step, as a paper writes it: forward, loss, backward, and every `grad_accum`
 batches an optimizer step and a schedule step. The loop (loop.py) adds the edges: the NaN
-guard, DDP agreement, checkpoints, stop signals, logging and profiling."""
+guard, DDP agreement, checkpoints, stop signals, logging and profiling.
+
+Every checkpoint keeps the model, `optimizer`, `scheduler`, the fp16 loss scale and `steps`;
+what else the step holds (an EMA of the weights, a second optimizer) goes in its
+`state_dict()`, which a checkpoint saves too and a resume hands back to `load_state_dict()`."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import nn
@@ -59,6 +65,15 @@ class TrainStep:
         if stepped:
             self.scheduler.step()
         self.steps += 1
+
+    def state_dict(self) -> dict[str, Any]:
+        """The step's own state beyond what every checkpoint keeps (none here), e.g.
+        `{"ema": self.ema.state_dict()}`."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict()` returned (a checkpoint from before it held more: the
+        new parts keep their start values)."""
 
     def __call__(self, batch: DeviceBatch) -> torch.Tensor:
         """A whole step on one batch (grad_accum 1): forward, backward, optimizer step."""

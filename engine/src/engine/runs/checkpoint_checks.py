@@ -89,6 +89,12 @@ EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "best": (lambda v: v is None or (_number(v) and math.isfinite(v)), "a finite number or None"),
 }
 REQUIRED_KEYS = tuple(EXPECTED)
+# Read when present: the train step's own state (its state_dict(): an EMA, a second optimizer),
+# which checkpoints written before engine 2.0 lack.
+STEP_KEY = "train_step"
+OPTIONAL: dict[str, tuple[Callable[[Any], bool], str]] = {
+    STEP_KEY: (lambda v: isinstance(v, dict), "the train step's state_dict() (a dict)"),
+}
 
 
 @dataclass(frozen=True)
@@ -184,7 +190,8 @@ def problem_with(state: dict[str, Any], run: RunShape | None = None) -> str | No
             f"is not a training checkpoint of this project: it lacks {missing} (one holds "
             f"{list(REQUIRED_KEYS)})"
         )
-    for key, (test, what) in EXPECTED.items():
+    present = {key: check for key, check in OPTIONAL.items() if key in state}
+    for key, (test, what) in (EXPECTED | present).items():
         if not test(state[key]):
             return (
                 f"is malformed: its {key!r} is {_preview(state[key])}, where a training "

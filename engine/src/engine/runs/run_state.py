@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader
 
 from engine.core.seeding import restore_rng_states, rng_states
 from engine.data.samplers import EpochSampler
+from engine.runs.checkpoint_checks import STEP_KEY
 from engine.runs.checkpoint_files import Checkpoints
 from engine.runs.stream_resume import KEY as STREAM_TRAINED
 from engine.training.device import Precision
@@ -34,12 +35,18 @@ log = logging.getLogger(__name__)
 
 class StepState(Protocol):
     """What a checkpoint keeps of the template's train step (src/step.py): its optimizer,
-    schedule, precision (the fp16 loss scaler) and optimizer-step count."""
+    schedule, precision (the fp16 loss scaler) and optimizer-step count, and whatever else
+    its own `state_dict()` returns (an EMA of the weights, a second optimizer), handed back
+    to its `load_state_dict()` on resume."""
 
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     precision: Precision
     steps: int
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -66,7 +73,7 @@ class Progress:
 
 class Checkpointer:
     """Saves the training state into `checkpoints` and restores it: the model, the step's
-    optimizer, schedule, loss scale and step count, the NaN guard's count, the loss window,
+    optimizer, schedule, loss scale, step count and own state_dict(), the NaN guard's count, the loss window,
     the history and the position in the epoch. `due` says when a mid-epoch save is owed
     (trainer.checkpoint.every_n_steps / every_minutes); `stop` is the run's stop request;
     `flush` puts what was logged so far on disk before each save (TensorBoard), so no point
@@ -125,6 +132,7 @@ class Checkpointer:
             "samples_done": None if batches_done is None else self.used(batches_done),
             STREAM_TRAINED: None if batches_done is None else self.trained(epoch),
             "step": self.step.steps,
+            STEP_KEY: self.step.state_dict(),
             # per rank (index = rank): generators and a part-done epoch's running totals
             "ranks": gather_objects(
                 {"rng": rng_states(), "totals": totals.state_dict() if totals else None}
@@ -143,6 +151,8 @@ class Checkpointer:
         if scaler is not None and state["scaler"] is not None:
             scaler.load_state_dict(state["scaler"])
         self.step.steps = state["step"]
+        if STEP_KEY in state:  # absent from checkpoints written before engine 2.0
+            self.step.load_state_dict(state[STEP_KEY])
         self.checkpoints.best = state["best"]
         ranks, saved = current_ranks(), state["ranks"]
         if ranks.rank < len(saved):  # more ranks than the checkpoint's: new ones keep theirs
