@@ -23,8 +23,8 @@ from engine.runs.loggers.base import Logger
 from engine.training.metric import GatheredMetric, Metric, build_metrics
 from engine.training.models import build_model
 from engine.training.settings import TrainerSettings
+from engine_dev.fixtures import Labels
 from tests.conftest import CONF_DIR, ENGINE_CONF_DIR, group_options
-from tests.test_loaders import Labels
 
 # experiment and debug bundles set global keys: test_experiments.py checks each applies its own
 OPTIONS = group_options("experiment", "debug")

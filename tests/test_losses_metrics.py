@@ -10,10 +10,10 @@ from torch.nn import functional as F
 
 from engine.runs.checkpoint_files import load_checkpoint
 from engine.training.totals import PassTotals
+from engine_dev.fixtures import Labels
 from src.loop import train
 from src.losses.cross_entropy import CrossEntropy
 from src.metrics.accuracy import Accuracy
-from tests.test_loaders import Labels
 
 LOGITS = torch.tensor([[2.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, 2.0], [2.0, 0.0, 1.0]])
 LABELS = torch.tensor([0, 2, 1, 2])

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tools.new_project import (
+    ENGINE_TESTS,
     IMPORTS_BENCH,
     MAKE_TARGETS,
     copy_template,
@@ -18,6 +19,7 @@ from tools.new_project import (
     project_name,
     report,
     template_files,
+    template_suite,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +36,7 @@ LEFT_OUT = {
     "docs/regenerate.py",
     "engine/",
     "tools/new_project.py",
+    ENGINE_TESTS,
 }
 SECTION = re.compile(r"## Make it yours\n(.*?)\n## ", re.S)
 # a fenced block whose first comment (after an optional Hydra package header) names its file
@@ -116,7 +119,10 @@ def test_the_copy_is_the_users_own(tmp_path: Path) -> None:
     copied -= {f"vendor/hydra_torch_data_engine-{engine_version(ROOT)}-py3-none-any.whl"}
     kept = {rel.as_posix() for rel in template_files(ROOT)} - LEFT_OUT
     kept = {rel for rel in kept if rel.split("/")[0] + "/" not in LEFT_OUT}  # bench/...
+    kept = {rel for rel in kept if not rel.startswith("tests/")} | template_suite(ROOT)
     assert copied == kept and project.copied == len(kept)
+    assert {"tests/cli.py", "tests/train_process.py"} <= kept  # what test_train.py imports
+    assert not [rel for rel in kept if rel.startswith("tests/reliability/")]
     assert not [p for p in dest.rglob("*.py") if IMPORTS_BENCH.search(p.read_text())]
     ours, theirs = ((d / "pyproject.toml").read_text() for d in (dest, ROOT))
     assert re.search(r'^name = "my-project"$', ours, re.M)

@@ -37,6 +37,23 @@ TEMPLATE_ONLY = {
     "tools/new_project.py": "`make new-project` itself",
     "tests/test_upgrade_engine.py": "builds engine wheels from the template's engine/",
 }
+# The template's own suite, what a project copies: what the user owns (every option of every
+# group composes and passes the checks, a 1-epoch run per dataset kind, the losses, metrics,
+# transforms, models and experiments of src/ and conf/), with the helpers these import. The
+# rest of tests/ proves the engine's guarantees through this template: it stays here.
+TEMPLATE_SUITE = (
+    "tests/conftest.py",
+    "tests/test_config.py",
+    "tests/test_engine_conf.py",
+    "tests/test_experiments.py",
+    "tests/test_local_paths.py",
+    "tests/test_losses_metrics.py",
+    "tests/test_sequences.py",
+    "tests/test_train.py",
+    "tests/test_transforms.py",
+)
+ENGINE_TESTS = "tests/ (the rest)"
+IMPORTS_TESTS = re.compile(r"^\s*(?:from|import) tests\.(\w+)", re.M)
 # Makefile targets of what is left out
 MAKE_TARGETS = (
     "bench",
@@ -49,6 +66,7 @@ MAKE_TARGETS = (
     "gpu-check",
     "docs-outputs",
     "new-project",
+    "stress-torchrun",
 )
 # The Makefile's engine source: the template's, the copy's (the wheel pyproject.toml pins)
 ENGINE_LINES = (
@@ -150,7 +168,19 @@ def project_name(folder: str) -> str:
     return name
 
 
-def _template_only(root: Path, rel: Path) -> tuple[str, str] | None:
+def template_suite(root: Path) -> set[str]:
+    """TEMPLATE_SUITE and the modules of tests/ they import, at any depth."""
+    suite, todo = set(), list(TEMPLATE_SUITE)
+    while todo:
+        path = todo.pop()
+        if path not in suite:
+            suite.add(path)
+            text = (root / path).read_text(encoding="utf-8")
+            todo += [f"tests/{name}.py" for name in IMPORTS_TESTS.findall(text)]
+    return suite
+
+
+def _template_only(root: Path, rel: Path, suite: set[str]) -> tuple[str, str] | None:
     """(the file or folder left out, why) when `rel` stays behind; None when it is copied."""
     posix = rel.as_posix()
     for path, why in TEMPLATE_ONLY.items():
@@ -159,6 +189,8 @@ def _template_only(root: Path, rel: Path) -> tuple[str, str] | None:
     is_test = rel.parts[0] == "tests" and rel.suffix == ".py"
     if is_test and IMPORTS_BENCH.search((root / rel).read_text(encoding="utf-8")):
         return posix, "imports bench/"
+    if rel.parts[0] == "tests" and posix not in suite:
+        return ENGINE_TESTS, "the engine's guarantees, proven through this template: its suite"
     return None
 
 
@@ -268,9 +300,9 @@ def copy_template(root: Path, dest: Path, engine: str = "") -> NewProject:
 
 
 def _copy(root: Path, dest: Path, name: str, engine: str) -> NewProject:
-    copied, left_out = 0, {}
+    copied, left_out, suite = 0, {}, template_suite(root)
     for rel in template_files(root):
-        stays = _template_only(root, rel)
+        stays = _template_only(root, rel, suite)
         if stays is not None:  # a folder is listed once
             left_out[stays[0]] = stays[1]
             continue
