@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -13,7 +13,8 @@ from omegaconf import DictConfig
 from engine.app import register_resolvers
 
 pytest_plugins = ("engine_dev.fixtures",)  # the demo_dir fixture
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+ROOT = Path(__file__).resolve().parents[1]
+CONF_DIR = ROOT / "conf"
 ENGINE_CONF_DIR = Path(str(resources.files("engine.conf")))  # pkg://engine.conf, installed
 
 
@@ -30,6 +31,23 @@ def group_options(*skipped: str) -> list[tuple[str, str]]:
 
 
 register_resolvers()
+
+
+def _written(root: Path) -> set[str]:
+    """What a run may leave in the checkout: the top-level entries, everything under outputs/."""
+    return {p.name for p in root.iterdir()} | {
+        p.relative_to(root).as_posix() for p in (root / "outputs").rglob("*")
+    }
+
+
+@pytest.fixture(autouse=True, scope="session")
+def checkout_untouched() -> Iterator[None]:
+    """No test writes into the checkout: every run goes to tmp_path (paths.log_dir, or a fixed
+    hydra.run.dir); the session fails at its end naming what appeared."""
+    before = _written(ROOT)
+    yield
+    appeared = sorted(_written(ROOT) - before - {".pytest_cache", "__pycache__"})
+    assert not appeared, f"tests wrote into the checkout: {appeared[:5]}"
 
 
 # The default model (small_cnn), narrower: the same code at a third of the step time. A test

@@ -121,6 +121,7 @@ def test_one_process_stopped_mid_epoch_goes_on_as_two_ranks_each_sample_once(
         f"paths.demo_dir={demo_dir}",
         data,
         f"paths.output_dir={out}",
+        f"paths.log_dir={tmp_path / 'outputs'}",  # Hydra's run dir: here, not in the checkout
         *overrides,
         "loader.batch_size=2",
         "loader.num_workers=1",
