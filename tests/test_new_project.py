@@ -1,5 +1,5 @@
 """`make new-project`: a copy that is the user's own (named after its folder, its own README,
-without the template's benchmarks), and the README's "Make it yours" walk-through run in it."""
+without the template's benchmarks), and the walk-through of docs/walkthrough.md run in it."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ LEFT_OUT = {
     "tools/new_project.py",
     ENGINE_TESTS,
 }
-SECTION = re.compile(r"## Make it yours\n(.*?)\n## ", re.S)
+WALKTHROUGH = ROOT / "docs" / "walkthrough.md"
 # a fenced block whose first comment (after an optional Hydra package header) names its file
 FILE_BLOCK = re.compile(
     r"```(?:python|yaml)\n((?:# @package \S+\n)?)# ((?:src|conf)/\S+)\n(.*?)```", re.S
@@ -48,7 +48,7 @@ COMMANDS = re.compile(r"```bash\n# in the new project\n(.*?)```", re.S)
 
 def walkthrough() -> tuple[list[tuple[str, str]], list[str]]:
     """The README section's files (path, content) and its shell commands, in order."""
-    section = SECTION.search((ROOT / "README.md").read_text()).group(1)  # type: ignore[union-attr]
+    section = WALKTHROUGH.read_text()
     files = [
         (path, f"{header}# {path}\n{body}") for header, path, body in FILE_BLOCK.findall(section)
     ]

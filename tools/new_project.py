@@ -31,7 +31,7 @@ TEMPLATE_ONLY = {
     "bench/": "`make bench`: the template's input-pipeline benchmark",
     "tests/test_bench_report.py": "tests bench/",
     "tests/test_docs.py": "checks the template's README (its shown outputs and commands)",
-    "tests/test_new_project.py": "checks the template's README walk-through",
+    "tests/test_new_project.py": "checks make new-project and its walk-through (docs/walkthrough.md)",
     "docs/regenerate.py": "`make docs-outputs`: rewrites the template's README and docs",
     "engine/": "the engine's source: the project installs its wheel (vendor/, pinned)",
     "tools/new_project.py": "`make new-project` itself",
