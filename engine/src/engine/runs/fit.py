@@ -1,0 +1,256 @@
+"""The epochs of a training, for a loop of the user's (src/loop.py) to drive: `Fit` resumes
+and yields each `Epoch`; an epoch yields its batches and is told what the step did. What a
+loop must get right lives here, behind those few calls:
+
+- the resume position: a resumed epoch goes on at its batch, with its running sums;
+- stop signals (SIGTERM, Ctrl-C): finish the step, checkpoint, exit 128 + signal;
+- non-finite losses: a NaN step is skipped on every DDP rank alike;
+- uneven DDP ranks fed by a stream: Join while they run, then align their step counts;
+- the checkpoint boundary: mid-epoch saves only after an optimizer step, when due;
+- a hung or dead loader worker names its file; trainer.profile traces epoch 1.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import torch
+
+from engine.core.progress import Cadence, LoggedBar
+from engine.data.loaders import set_epoch
+from engine.measure.timing import BatchMeter
+from engine.runs.run_state import Progress, StepState, positioned
+from engine.runs.summary import summarize
+from engine.runs.training_run import TrainingRun
+from engine.training.batches import DeviceBatch, batches_per_epoch, mover_for
+from engine.training.device import gpu_stats
+from engine.training.distributed import reduce_totals, share_bad_samples
+from engine.training.early_stopping import EarlyStopping
+from engine.training.evaluate import evaluate
+from engine.training.interrupts import StopRequest
+from engine.training.loader_failures import loader_failures_named
+from engine.training.nonfinite import NonFiniteGuard
+from engine.training.oversubscription import SlowComputeHint
+from engine.training.prefetch import device_batches, side_stream_for
+from engine.training.profiling import batch_profiler
+from engine.training.progress import LossWindow, epoch_line
+from engine.training.starvation import StarvationHint
+from engine.training.totals import PassTotals
+from engine.training.uneven import UnevenRanks
+
+log = logging.getLogger(__name__)
+
+
+class Fit:
+    """The training `run` of `step` (src/step.py's TrainStep: forward, backward,
+    optimizer_step, steps), resumed where trainer.resume says: `epochs()` yields each epoch
+    to run, `finish()` writes the final metrics. Time counts from `start` (perf_counter)."""
+
+    def __init__(self, run: TrainingRun, step: StepState, start: float | None = None) -> None:
+        parts = run.parts
+        self.run, self.parts, self.s, self.step = run, parts, parts.settings, step
+        self.start = time.perf_counter() if start is None else start
+        self.guard = NonFiniteGuard(self.s.max_nonfinite_steps, step.optimizer)
+        self.window = LossWindow(parts.device)  # train/loss since the last logged point
+        self.stop = StopRequest()
+        self.saver = run.checkpointer(step, self.guard, self.window, self.stop)
+        self.move = mover_for(parts)  # to the device, normalised there once
+        self.side = side_stream_for(parts.device, self.s.device_prefetch)  # CUDA: a batch ahead
+        self.hint = StarvationHint(
+            self.s.starvation_threshold, self.s.max_epochs, parts.train_loader
+        )
+        self.slow = SlowComputeHint(parts.device, parts.train_loader.num_workers)  # CPU only
+        self.cadence = Cadence(self.s.log_every_n_seconds)  # progress lines, across epochs
+        self.at = run.resume(self.saver)  # weights, optimizer, RNG, where to go on
+        self.history = self.at.history
+
+    def epochs(self) -> Iterator[Epoch]:
+        """The epochs from the resumed one on, until max_epochs or early stopping; a stop
+        signal during an epoch's evaluation exits once it is checkpointed."""
+        s, at = self.s, self.at
+        stopping = EarlyStopping(
+            s.early_stopping.patience, s.checkpoint.monitor, s.checkpoint.mode, s.max_epochs
+        )
+        with self.stop.installed():
+            for number in range(at.epoch, s.max_epochs + 1):
+                if stopping.fires(self.history):  # also a run resumed between save and stop
+                    break
+                set_epoch(self.parts.train_loader, number)  # this epoch's order and draws
+                resumed = at if number == at.epoch and at.mid_epoch else None  # mid-epoch save
+                yield Epoch(self, number, resumed)
+
+    def finish(self) -> dict[str, float]:
+        """The training's final metrics (metrics.json, the loggers' end), over every epoch."""
+        wall_s = time.perf_counter() - self.start
+        metrics = summarize(self.history, self.parts.metrics, wall_s=wall_s)
+        self.run.finish(metrics, self.step.steps)
+        return metrics
+
+
+class Epoch:
+    """One epoch of a Fit: `with epoch:` around the pass, `batches()` to train on, and after
+    each batch's backward `count()`, after each optimizer step `stepped()`; then
+    `train_metrics()`, `evaluate()` and `end(metrics)`. `number` counts from 1."""
+
+    def __init__(self, fit: Fit, number: int, resumed: Progress | None) -> None:
+        self.fit, self.number, self.resumed = fit, number, resumed
+        loader = fit.parts.train_loader
+        self.timer, self.totals = BatchMeter(), PassTotals(fit.move.device, fit.parts.metrics)
+        self.start = resumed.batch if resumed is not None else 0
+        if resumed is not None and resumed.totals is not None:
+            self.totals.load_state_dict(resumed.totals)
+        self.base = self.totals.samples  # samples counted before this pass
+        limit = fit.s.limit_train_batches
+        self.limit = None if limit is None else max(0, limit - self.start)
+        self.total = batches_per_epoch(loader, self.limit)  # the batches this pass yields
+        self.bar = LoggedBar(self.total, f"epoch {number}/{fit.s.max_epochs}", fit.cadence)
+        self.uneven = UnevenRanks(fit.parts.model, loader)  # DDP on a stream: Join, then align
+        self.lockstep = not self.uneven.active  # all ranks at the same step: they can agree
+        self.done, self.at_boundary = self.start, True  # after the last optimizer step
+        self.index = self.start - 1  # the batch being trained on
+        self._stack = ExitStack()
+        self._profiler: Any = None
+
+    def __enter__(self) -> Epoch:
+        fit = self.fit
+        fit.parts.model.train()
+        fit.step.optimizer.zero_grad(set_to_none=True)
+        loader = fit.parts.train_loader
+        self._stack.enter_context(loader_failures_named(loader.dataset))  # names the file
+        self._stack.enter_context(self.uneven.joined())
+        profile = fit.s.profile and self.number == 1
+        self._profiler = self._stack.enter_context(batch_profiler(profile, fit.run.profile_dir))
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: Any
+    ) -> bool:
+        try:
+            suppressed = bool(self._stack.__exit__(kind, err, tb))
+        except Exception:
+            self._save_if_stopped()
+            raise
+        if kind is not None and issubclass(kind, Exception) and not suppressed:
+            self._save_if_stopped()
+        return suppressed
+
+    def _save_if_stopped(self) -> None:
+        """A stop signal that hit the loader workers too, right after a step: its checkpoint."""
+        if self.fit.stop.signum is not None and self.at_boundary:
+            self.fit.saver.at_step_boundary(
+                self.number, self.done, self.fit.history, self.totals, self.lockstep
+            )
+
+    def batches(self) -> Iterator[DeviceBatch]:
+        """The pass over the train loader (or the rest of it, where a resumed checkpoint left
+        off), each batch on the device, normalised, timed."""
+        fit, loader = self.fit, self.fit.parts.train_loader
+        batches = positioned(loader, self.resumed)  # a resumed epoch: its sampler skips ahead
+        timed = self.timer.timed(batches, self.limit)
+        for i, batch in enumerate(device_batches(timed, fit.move, fit.side), self.start):
+            self.index, self.at_boundary = i, False
+            if self.number == 1 and i == 0:
+                fit.run.show_batch("train/first_batch", batch)  # as the model sees it
+            fit.slow.keep(batch)  # the run's first: a single-thread step is timed on it
+            fit.run.record_samples(self.number, fit.step.steps + 1, batch)  # samples.csv
+            yield batch
+            if self._profiler is not None:
+                self._profiler.step()
+            self.bar.update(1, samples=len(batch.labels))
+
+    def finite(self, loss: torch.Tensor) -> bool:
+        """Whether `loss` may be backpropagated: a non-finite one is skipped (on every DDP
+        rank alike) and counted, up to trainer.max_nonfinite_steps."""
+        where = f"epoch {self.number}, batch {self.index} (step {self.fit.step.steps})"
+        return self.fit.guard.allows(loss, where, self.lockstep)
+
+    def count(self, loss: torch.Tensor, logits: torch.Tensor, batch: DeviceBatch) -> None:
+        """Add a backpropagated batch to the pass's train/* sums and the logged loss window."""
+        self.totals.add(loss, logits, batch.labels)
+        self.fit.window.add(loss)
+
+    def accumulated(self) -> bool:
+        """Whether this batch completes an accumulation group (trainer.grad_accum batches)."""
+        return (self.index + 1) % self.fit.s.grad_accum == 0
+
+    def stepped(self) -> None:
+        """After an optimizer step: train/loss and train/lr when due, and a checkpoint when
+        due (trainer.checkpoint.*) or when a stop signal came (then exit)."""
+        fit, loader = self.fit, self.fit.parts.train_loader
+        if fit.step.steps % fit.s.log_every_n_steps == 0:
+            self._log_window()
+        # on_error=skip leaves entirely bad batches out: they count as done
+        self.done = self.index + 1 + getattr(loader, "dropped_batches", 0)
+        self.at_boundary = True
+        last = self.index + 1 - self.start == self.total
+        fit.saver.at_step_boundary(
+            self.number, self.done, fit.history, self.totals, self.lockstep, last
+        )
+
+    def _log_window(self) -> None:
+        """train/loss (the mean since the last point) and train/lr at this optimizer step."""
+        fit = self.fit
+        mean_loss, lr = fit.window.take(), fit.step.optimizer.param_groups[0]["lr"]
+        fit.run.loggers.scalars({"train/loss": mean_loss, "train/lr": lr}, fit.step.steps)
+        self.bar.postfix(loss=mean_loss)
+
+    def train_metrics(self) -> dict[str, float]:
+        """The pass's train/* metrics over every rank's samples, after stepping the last,
+        partial accumulation group and aligning uneven DDP ranks' step counts."""
+        fit, step = self.fit, self.fit.step
+        if self.timer.batches % fit.s.grad_accum:
+            step.optimizer_step()  # the last, partial accumulation group
+        step.steps = self.uneven.align(
+            step.optimizer, step.scheduler, step.precision.scaler, step.steps, self.timer.batches
+        )
+        if fit.move.device.type == "cuda":
+            torch.cuda.synchronize()
+        reduce_totals(self.totals)  # train/* over every rank's samples
+        self.bar.close()
+        means = self.totals.means(
+            "train", "check the data, loader.batch_size and loader.drop_last."
+        )
+        return means | self.timer.stop(self.totals.samples - self.base).pass_metrics("train")
+
+    def evaluate(self, model: torch.nn.Module | None = None) -> dict[str, float]:
+        """val/* of `model` (default: the trained one; e.g. an EMA of it) over the val loader."""
+        fit, parts = self.fit, self.fit.parts
+        return evaluate(
+            parts.model if model is None else model,
+            parts.val_loader,
+            fit.move,
+            parts.precision,
+            parts.criterion,
+            parts.metrics,
+            fit.s.limit_val_batches,
+            fit.side,
+        )
+
+    def end(self, metrics: dict[str, float]) -> None:
+        """The epoch's `metrics` logged (every logger, the log line, the hints), history.csv
+        and the epoch's checkpoint (best.pt by trainer.checkpoint.monitor); a stop signal
+        that came during the evaluation exits here, checkpointed."""
+        fit, parts = self.fit, self.fit.parts
+        metrics = metrics | gpu_stats(parts.device)
+        share_bad_samples(parts.train_loader, parts.val_loader)  # DDP: all ranks' files
+        fit.history.append(metrics)
+        self._log_epoch(metrics)
+        fit.saver.save(self.number, None, fit.history, metrics=metrics)
+        fit.run.write_history(fit.history)
+        fit.stop.exit_if_requested(parts.device)
+
+    def _log_epoch(self, metrics: dict[str, float]) -> None:
+        """The epoch's points for every logger (at the step that ended it), its log line,
+        and the hints when the model waited for data or computed far too slowly."""
+        fit, parts = self.fit, self.fit.parts
+        # train/loss is the per-step curve; the epoch's mean gets its own tag
+        per_epoch = {k: v for k, v in metrics.items() if k not in ("train/samples", "train/loss")}
+        per_epoch |= {"train/epoch_loss": metrics["train/loss"], "epoch": self.number}
+        fit.run.loggers.scalars(per_epoch, fit.step.steps)
+        log.info("%s", epoch_line(self.number, fit.s.max_epochs, metrics))
+        fit.hint.check(self.number, metrics["train/data_wait_frac"])
+        fit.slow.check(self.number, metrics, parts.model, parts.criterion, parts.precision)
