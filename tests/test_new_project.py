@@ -3,6 +3,7 @@ without the template's benchmarks), and the walk-through of docs/walkthrough.md 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -149,6 +150,31 @@ def test_the_copy_is_the_users_own(tmp_path: Path) -> None:
     assert {"train.py", "conf/", "src/models/", "tests/"} <= {line.split()[0] for line in layout}
     told = report(project, ROOT, dest)
     assert all(path in told for path in LEFT_OUT) and "cp -r" in told and "bench-peers" in told
+
+
+RUNS = re.compile(r"python -m ([\w.]+)|python (\S+\.py)")
+
+
+def test_every_target_of_the_copy_runs_what_the_copy_has(tmp_path: Path) -> None:
+    """`make -n` of each target the copy's `make help` lists names only modules and scripts
+    the copy holds or its environment installs (no bench/, no tools/new_project)."""
+    dest = tmp_path / "mine"
+    copy_template(ROOT, dest)
+    for target in _targets(dest):
+        # -n still runs a recipe line that calls $(MAKE) (test's lint report): BIN=/nowhere
+        # makes such a line fail at once instead of running the tests
+        command = ["make", "-n", "-C", str(dest), "BIN=/nowhere", target]
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+        plan = done.stdout
+        for module, script in RUNS.findall(plan):
+            if script:
+                assert (dest / script).is_file(), f"make {target}: {script} is not in the copy"
+                continue
+            local = dest / (module.replace(".", "/") + ".py")
+            found = local.is_file() or importlib.util.find_spec(module.split(".")[0]) is not None
+            assert found and not module.startswith(("bench", "tools.new_project")), (
+                f"make {target}: python -m {module} is neither in the copy nor installed"
+            )
 
 
 def test_a_folder_that_is_no_git_checkout_is_one_line(tmp_path: Path) -> None:
