@@ -1,6 +1,7 @@
 """The times README.md states, measured: a fresh clone's `make setup`, `make train` and
 `make test`, one after the other, printed as a table with the date and the machine. Run by
-`make docs-outputs` (the `timings` output); nothing else may state these times.
+`make docs-outputs` (the `timings` output); nothing else may state these times. What each
+step printed (make test's slowest tests among it) is kept in outputs/measure_times/.
 
     .venv/bin/python docs/measure_times.py
 """
@@ -24,10 +25,15 @@ STEPS = (
 )
 
 
+LOGS = ROOT / "outputs" / "measure_times"  # what each step printed, by step
+
+
 def timed(command: str, cwd: Path) -> float:
-    """Seconds `command` took in `cwd`; its output is shown only when it fails."""
+    """Seconds `command` took in `cwd`; its output goes to LOGS, and is shown when it fails."""
     start = time.monotonic()
     done = subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True)
+    LOGS.mkdir(parents=True, exist_ok=True)
+    (LOGS / f"{command.replace(' ', '_')}.log").write_text(done.stdout + done.stderr)
     if done.returncode != 0:
         raise SystemExit(f"{command} failed in {cwd}:\n{(done.stdout + done.stderr)[-3000:]}")
     return time.monotonic() - start
