@@ -60,7 +60,7 @@ def test_submitit_local_launcher_runs_a_two_job_sweep(demo_dir: Path, tmp_path: 
         "loader.batch_size=8,16",
     ]
     # cwd outside the checkout: the jobs must find `src` on their own
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Submitit 'local' sweep output dir" in result.stdout + result.stderr
     rows = _rows(sweep)

@@ -75,7 +75,6 @@ def test_load_model_rebuilds_each_kind_from_the_checkpoint_alone(make_cfg, tmp_p
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
-        timeout=300,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -135,7 +134,6 @@ def test_load_model_finds_its_project_from_any_working_directory(make_cfg, tmp_p
             env={"PATH": "/usr/bin:/bin"},
             capture_output=True,
             text=True,
-            timeout=120,
             check=False,
         )
         assert result.returncode == 0, result.stderr[-3000:]

@@ -21,17 +21,17 @@ def allowing(*entries: str) -> str:
 
 
 def run_train(
-    *args: str, cwd: Path, timeout: int = 120, env: dict[str, str] | None = None
+    *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """train.py in a child process (with `env` added to the environment): a hang fails the
-    test at `timeout` instead of the suite."""
+    """train.py in a child process (with `env` added to the environment). A hang is failed
+    by the suite's one hang guard, pytest-timeout (its interrupt kills the child), never by
+    a wall-clock bound of the call's own, which a busy machine reaches."""
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), *args],
         cwd=cwd,
         env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
-        timeout=timeout,
         check=False,
     )
 

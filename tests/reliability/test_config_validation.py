@@ -212,7 +212,7 @@ def test_console_shows_the_message_not_a_traceback(demo_dir: Path, tmp_path: Pat
         f"hydra.run.dir={tmp_path / 'run'}",
         "loader.batch_size=0",
     ]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 1
     said = "run failed: ConfigError: loader.batch_size=0: expected int >= 1."
     assert [line for line in result.stderr.splitlines() if line.endswith(said)]

@@ -75,12 +75,11 @@ def _kill_9_after(demo_dir: Path, run: Path, step: int) -> int:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 120
-    while not (run / "checkpoints" / f"step{step:08d}.pt").exists():
-        assert proc.poll() is None and time.monotonic() < deadline, f"never reached step {step}"
+    while not (run / "checkpoints" / f"step{step:08d}.pt").exists():  # a hang: pytest-timeout
+        assert proc.poll() is None, f"the run ended before step {step}"
         time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.wait()
     # the newest complete step (written atomically); last.pt may still point at the one before
     # it when the kill lands between the write and the link
     saved = max(int(p.stem[4:]) for p in (run / "checkpoints").glob("step*.pt"))

@@ -26,17 +26,23 @@ TINY = (
     NARROW_MODEL,
 )
 # A process that holds the lock file argv[1], then (argv[2] == "fork") forks a child that
-# outlives it, prints its pid(s) and waits to be killed.
+# outlives it, prints its pid(s) and waits to be killed. The pids are printed once the child
+# says, through a pipe, that its fork has returned (its at-fork hooks have run): on a busy
+# machine the child may be scheduled long after the parent.
 HOLDER = """
 import os, sys, time
 from engine.core.folder_lock import hold
 hold(sys.argv[1])
+ready, say = os.pipe()
 child = os.fork() if sys.argv[2] == "fork" else -1
 if child == 0:
-    time.sleep(120)
+    os.write(say, b"x")
+    time.sleep(600)
     os._exit(0)
+if child > 0:
+    os.read(ready, 1)
 print(os.getpid(), child, flush=True)
-time.sleep(120)
+time.sleep(600)
 """
 
 
@@ -52,7 +58,7 @@ def _holder(lock: Path, fork: bool = False) -> tuple[subprocess.Popen, list[int]
 
 def _kill(proc: subprocess.Popen) -> None:
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.wait()
 
 
 @pytest.mark.process

@@ -59,7 +59,7 @@ def _holder(*args: Path) -> subprocess.Popen:
 
 def _kill(proc: subprocess.Popen) -> None:
     proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.wait()
 
 
 # shards ------------------------------------------------------------------------------------------
@@ -118,7 +118,7 @@ def _train_py(demo_dir: Path, tmp_path: Path, *args: str, limit: int | None = No
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), f"paths.demo_dir={demo_dir}", *args,
          f"hydra.run.dir={tmp_path / 'runs' / str(len(list(tmp_path.glob('runs/*'))))}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+        cwd=tmp_path, capture_output=True, text=True, check=False,
         preexec_fn=None if limit is None else _capped(limit),
     )  # fmt: skip
 
