@@ -28,6 +28,18 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 
 TRAIN = Path(__file__).resolve().parents[1] / "train.py"
+LOG_DIR = "paths.log_dir="
+
+
+def outside_the_checkout(args: tuple[str, ...] | list[str], cwd: Path) -> list[str]:
+    """`args` with paths.log_dir set when they do not set it: <cwd>/outputs, or a temporary
+    folder when `cwd` is the checkout. Every run links outputs/latest* in its log dir, and a
+    test's runs never write into the checkout (tests/conftest.py checks it)."""
+    if any(arg.startswith((LOG_DIR, f"+{LOG_DIR}")) for arg in args):
+        return list(args)
+    here = cwd.resolve() == TRAIN.parent
+    log_dir = Path(tempfile.mkdtemp(prefix="test_outputs_")) if here else cwd / "outputs"
+    return [*args, f"{LOG_DIR}{log_dir}"]
 
 
 class Output:
@@ -93,7 +105,7 @@ def run_cli(
     """`python train.py *args` in `cwd` with `env` added, in this process."""
     argv, code = sys.argv, 0
     with _restored_state(cwd, env), _captured(1, "stdout") as out, _captured(2, "stderr") as err:
-        sys.argv = [str(TRAIN), *args]
+        sys.argv = [str(TRAIN), *outside_the_checkout(args, cwd)]
         try:
             runpy.run_path(str(TRAIN), run_name="__main__")
         except SystemExit as stop:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
@@ -34,10 +35,13 @@ register_resolvers()
 
 
 def _written(root: Path) -> set[str]:
-    """What a run may leave in the checkout: the top-level entries, everything under outputs/."""
-    return {p.name for p in root.iterdir()} | {
-        p.relative_to(root).as_posix() for p in (root / "outputs").rglob("*")
+    """What a run may leave in the checkout: the top-level entries, everything under outputs/
+    (a link with where it points: outputs/latest rewritten shows)."""
+    under = {
+        f"{p.relative_to(root).as_posix()} -> {os.readlink(p) if p.is_symlink() else ''}"
+        for p in (root / "outputs").rglob("*")
     }
+    return {p.name for p in root.iterdir()} | under
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -23,6 +23,7 @@ from engine.training.evaluate import evaluate
 from engine.training.totals import PassTotals
 from src.metrics.multilabel import F1, MeanAveragePrecision
 from tests import ddp_probe
+from tests.cli import outside_the_checkout
 from tests.conftest import NARROW_MODEL
 from tests.reliability.bad_files import corrupt_tree
 
@@ -60,7 +61,7 @@ def torchrun(
         "--standalone",
         f"--nproc_per_node={nproc}",
         str(script),
-        *args,
+        *outside_the_checkout(args, cwd),
     ]
     job = subprocess.Popen(
         command,

@@ -55,6 +55,7 @@ def test_submitit_local_launcher_runs_a_two_job_sweep(demo_dir: Path, tmp_path: 
         "-m",
         f"paths.demo_dir={demo_dir}",
         f"hydra.sweep.dir={sweep}",
+        f"paths.log_dir={tmp_path}",
         *TINY,
         "hydra/launcher=local",
         "loader.batch_size=8,16",

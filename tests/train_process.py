@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from src.step import TrainStep
+from tests.cli import outside_the_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
 FAULTY = "tests.reliability.faulty.FaultyImageFolder"  # a dataset that misbehaves on purpose
@@ -27,7 +28,7 @@ def run_train(
     by the suite's one hang guard, pytest-timeout (its interrupt kills the child), never by
     a wall-clock bound of the call's own, which a busy machine reaches."""
     return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args],
+        [sys.executable, str(ROOT / "train.py"), *outside_the_checkout(args, cwd)],
         cwd=cwd,
         env={**os.environ, **(env or {})},
         capture_output=True,

@@ -210,6 +210,7 @@ def test_console_shows_the_message_not_a_traceback(demo_dir: Path, tmp_path: Pat
         str(ROOT / "train.py"),
         f"paths.demo_dir={demo_dir}",
         f"hydra.run.dir={tmp_path / 'run'}",
+        f"paths.log_dir={tmp_path}",
         "loader.batch_size=0",
     ]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)

@@ -117,7 +117,8 @@ def _capped(limit: int):
 def _train_py(demo_dir: Path, tmp_path: Path, *args: str, limit: int | None = None):
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), f"paths.demo_dir={demo_dir}", *args,
-         f"hydra.run.dir={tmp_path / 'runs' / str(len(list(tmp_path.glob('runs/*'))))}"],
+         f"hydra.run.dir={tmp_path / 'runs' / str(len(list(tmp_path.glob('runs/*'))))}",
+         f"paths.log_dir={tmp_path}"],
         cwd=tmp_path, capture_output=True, text=True, check=False,
         preexec_fn=None if limit is None else _capped(limit),
     )  # fmt: skip
