@@ -12,12 +12,14 @@ help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 # Where the engine comes from: here, its source in engine/ (editable). A project made by `make
-# new-project` installs the version its pyproject.toml pins, from the wheel in vendor/.
+# new-project` installs the version its pyproject.toml pins from the wheel in vendor/, that
+# file alone first (--no-index: no package index's copy of the version can stand in for it).
 ENGINE_INSTALL := -e ./engine
 ENGINE_FILES := engine/pyproject.toml
 
 $(STAMP): pyproject.toml $(ENGINE_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(if $(filter %.whl,$(ENGINE_FILES)),$(BIN)/python -m pip install --quiet --no-index --no-deps $(ENGINE_FILES))
 	$(BIN)/python -m pip install --quiet $(ENGINE_INSTALL) -e '.[dev]'
 	touch $@
 

@@ -22,16 +22,28 @@ VENDOR = "vendor"  # the folder of the pinned wheel (make new-project puts it th
 STAMP = Path(".venv") / ".installed"  # the Makefile's set-up stamp
 
 
+UNSAFE = re.compile(r'["\\;\s]')  # would end the TOML string or the requirement early
+
+
 def source_requirement(engine: str) -> str:
     """The requirement for ENGINE=`engine`: a git URL (the template repo's engine/ unless its
     `#subdirectory=` says otherwise) or a local path (a folder with the engine's
     pyproject.toml, or a wheel)."""
+    if UNSAFE.search(engine):
+        raise SystemExit(
+            f"ENGINE={engine!r}: a URL or path with a quote, backslash, semicolon or space "
+            "cannot be pinned in pyproject.toml; give it without them."
+        )
     if engine.startswith("git+"):
-        return f"{DISTRIBUTION} @ {engine if '#' in engine else engine + '#subdirectory=engine'}"
+        if "subdirectory=" not in engine.partition("#")[2]:
+            engine += ("&" if "#" in engine else "#") + "subdirectory=engine"
+        return f"{DISTRIBUTION} @ {engine}"
     path = Path(engine).expanduser().resolve()
     if path.is_dir() and (path / "engine" / "pyproject.toml").is_file():
         path = path / "engine"  # a checkout of the template: its engine/ folder
-    if not (path.is_file() or (path / "pyproject.toml").is_file()):
+    if path.is_file():
+        wheel_version(path, "ENGINE")  # a file must be an engine wheel
+    elif not (path / "pyproject.toml").is_file():
         raise SystemExit(
             f"ENGINE={engine}: neither a git URL (git+https://...@vX.Y.Z) nor a folder holding "
             "the engine's pyproject.toml or a wheel; give one of those."
@@ -39,12 +51,12 @@ def source_requirement(engine: str) -> str:
     return f"{DISTRIBUTION} @ {path.as_uri()}"
 
 
-def wheel_version(wheel: Path) -> str:
-    """X.Y.Z of an engine wheel, from its file name."""
+def wheel_version(wheel: Path, key: str = "WHEEL") -> str:
+    """X.Y.Z of an engine wheel, from its file name (`key`: the make variable that named it)."""
     found = WHEEL.fullmatch(wheel.name)
     if found is None or not wheel.is_file():
         raise SystemExit(
-            f"WHEEL={wheel}: expected an existing engine wheel named "
+            f"{key}={wheel}: expected an existing engine wheel named "
             "hydra_torch_data_engine-X.Y.Z-py3-none-any.whl (pip wheel --no-deps engine/)."
         )
     return found[1]
@@ -60,16 +72,8 @@ def pinned(pyproject: str, requirement: str) -> str:
     return PIN.sub(lambda m: f'{m[1]}"{requirement}",', pyproject, count=1)
 
 
-def vendor_wheel(root: Path, wheel: Path) -> str:
-    """Put `wheel` in root/vendor/ as the only engine wheel there; its requirement."""
-    version = wheel_version(wheel)
-    vendor = root / VENDOR
-    vendor.mkdir(exist_ok=True)
-    if wheel.resolve().parent != vendor.resolve():
-        for old in vendor.glob("hydra_torch_data_engine-*.whl"):
-            old.unlink()
-        shutil.copy2(wheel, vendor / wheel.name)
-    return f"{DISTRIBUTION}=={version}"
+def _old_wheels(root: Path, keep: str = "") -> list[Path]:
+    return [p for p in (root / VENDOR).glob("hydra_torch_data_engine-*.whl") if p.name != keep]
 
 
 def _pip(*args: str) -> None:
@@ -93,15 +97,32 @@ def upgrade(root: Path, wheel: str, engine: str) -> str:
     if bool(wheel) == bool(engine):
         raise SystemExit("make upgrade-engine: give one of WHEEL=path/to/engine.whl or ENGINE=url")
     before = installed_version()
-    requirement = vendor_wheel(root, Path(wheel)) if wheel else source_requirement(engine)
     pyproject = root / "pyproject.toml"
-    pyproject.write_text(pinned(pyproject.read_text(encoding="utf-8"), requirement))
-    if engine:  # the pin is a URL now: a wheel left in vendor/ would only mislead
-        for old in (root / VENDOR).glob("hydra_torch_data_engine-*.whl"):
-            old.unlink()
-    found = ["--find-links", str(root / VENDOR)]
-    _pip(*found, "--force-reinstall", "--no-deps", requirement)  # even at the same version
-    _pip(*found, "-e", f"{root}[dev]")  # what the new engine needs besides
+    text = pyproject.read_text(encoding="utf-8")
+    if wheel:
+        path = Path(wheel).expanduser()
+        requirement = f"{DISTRIBUTION}=={wheel_version(path)}"
+        (root / VENDOR).mkdir(exist_ok=True)
+        placed = root / VENDOR / path.name
+        if path.resolve() != placed.resolve():
+            shutil.copy2(path, placed)
+        install = ["--no-index", "--no-deps", str(placed)]  # this file, never an index's
+    else:
+        requirement = source_requirement(engine)
+        install = ["--no-deps", requirement]
+    pinned(text, requirement)  # a pyproject.toml it cannot pin is refused before installing
+    try:
+        _pip("--force-reinstall", *install)  # even at the same version
+    except subprocess.CalledProcessError:
+        if wheel and path.resolve() != placed.resolve():
+            placed.unlink()  # nothing changed: the old pin and wheel stay
+        raise SystemExit(
+            f"make upgrade-engine: pip could not install {requirement}; nothing was changed."
+        ) from None
+    pyproject.write_text(pinned(text, requirement))
+    for old in _old_wheels(root, keep=placed.name if wheel else ""):
+        old.unlink()  # one engine wheel in vendor/: the pinned one (none for a URL pin)
+    _pip("--find-links", str(root / VENDOR), "-e", f"{root}[dev]")  # what it needs besides
     (root / STAMP).touch()
     return (
         f"{DISTRIBUTION} {before} -> {installed_version()} (pyproject.toml: {requirement}); "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import signal
@@ -9,8 +10,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from engine.runs.checkpoint_files import load_checkpoint
+from engine.runs.fit import Epoch
+from engine.runs.resume import config_key
 from src.loop import train
 from src.step import TrainStep
 
@@ -136,3 +140,37 @@ def test_a_resumed_run_folder_has_the_best_checkpoint(make_cfg, tmp_path, monkey
     _run(make_cfg, tmp_path, "second", "optimizer.lr=0.0", "trainer.resume=auto")
     best = tmp_path / "second" / "checkpoints" / "best.pt"
     assert best.is_file() and load_checkpoint(best)["epoch"] == 1
+
+
+def test_a_resumed_epochs_last_step_is_not_saved_mid_epoch(make_cfg, tmp_path, monkeypatch):
+    """A resumed epoch counts the batches it has left: at its last step a due mid-epoch save
+    waits for the epoch-end one, so a run killed in that epoch's evaluation resumes before
+    the last step, never into an evaluation (and its logging) a second time."""
+    every = ("trainer.checkpoint.every_n_steps=1", "trainer.checkpoint.keep_last=20")
+    _stop_at_step(monkeypatch, 4, signal.SIGTERM)  # epoch 2, after its first of 3 batches
+    with pytest.raises(SystemExit):
+        _run(make_cfg, tmp_path, "first", *every)
+    monkeypatch.undo()
+
+    def killed_in_evaluation(self, model=None):
+        raise RuntimeError("killed")
+
+    monkeypatch.setattr(Epoch, "evaluate", killed_in_evaluation)  # epoch 2's, resumed
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(make_cfg, tmp_path, "second", *every, "trainer.resume=auto")
+    last = load_checkpoint(tmp_path / "second" / "checkpoints" / "last.pt")
+    assert (last["epoch"], last["batches_done"], last["step"]) == (2, 2, 5)
+
+
+def test_the_config_key_leaves_out_what_a_training_does_not_compute_with(make_cfg) -> None:
+    """What trainer.resume=auto matches: another mode's settings (a release may add keys to
+    them) and the allowlists do not make a training another run; its own keys do."""
+    resolved = OmegaConf.to_container(make_cfg(), resolve=True)
+    key = config_key(resolved)
+    widened = copy.deepcopy(resolved)
+    widened["eval"]["a_key_a_release_adds"] = 1
+    widened["allowed_targets_extra"] = ["myproject.*"]
+    widened["mode"] = "eval"
+    assert config_key(widened) == key
+    widened["optimizer"]["lr"] = 0.5
+    assert config_key(widened) != key

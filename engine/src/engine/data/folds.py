@@ -64,7 +64,7 @@ class FoldRecord:
 
 
 def _int(cfg: Any, key: str) -> int:
-    value = cfg.get(key, 0)  # fold and fold_seed: 0 where a node lacks them (+dataset.folds=5)
+    value = cfg.get(key, 0)  # fold and fold_seed: 0 where a node lacks them (a mix's source)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"dataset.{key}={value!r}: expected an int, e.g. dataset.{key}=0.")
     return value

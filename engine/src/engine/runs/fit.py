@@ -106,6 +106,8 @@ class Epoch:
         self.base = self.totals.samples  # samples counted before this pass
         limit = fit.s.limit_train_batches
         self.limit = None if limit is None else max(0, limit - self.start)
+        # positioned first: a resumed epoch's sampler skips ahead, and the count is of the rest
+        self._batches = positioned(loader, resumed)
         self.total = batches_per_epoch(loader, self.limit)  # the batches this pass yields
         self.bar = LoggedBar(self.total, f"epoch {number}/{fit.s.max_epochs}", fit.cadence)
         self.uneven = UnevenRanks(fit.parts.model, loader)  # DDP on a stream: Join, then align
@@ -120,10 +122,12 @@ class Epoch:
         fit.parts.model.train()
         fit.step.optimizer.zero_grad(set_to_none=True)
         loader = fit.parts.train_loader
-        self._stack.enter_context(loader_failures_named(loader.dataset))  # names the file
-        self._stack.enter_context(self.uneven.joined())
-        profile = fit.s.profile and self.number == 1
-        self._profiler = self._stack.enter_context(batch_profiler(profile, fit.run.profile_dir))
+        with ExitStack() as stack:  # one that fails to enter leaves the others exited
+            stack.enter_context(loader_failures_named(loader.dataset))  # names the file
+            stack.enter_context(self.uneven.joined())
+            profile = fit.s.profile and self.number == 1
+            self._profiler = stack.enter_context(batch_profiler(profile, fit.run.profile_dir))
+            self._stack = stack.pop_all()
         return self
 
     def __exit__(
@@ -148,9 +152,8 @@ class Epoch:
     def batches(self) -> Iterator[DeviceBatch]:
         """The pass over the train loader (or the rest of it, where a resumed checkpoint left
         off), each batch on the device, normalised, timed."""
-        fit, loader = self.fit, self.fit.parts.train_loader
-        batches = positioned(loader, self.resumed)  # a resumed epoch: its sampler skips ahead
-        timed = self.timer.timed(batches, self.limit)
+        fit = self.fit
+        timed = self.timer.timed(self._batches, self.limit)
         for i, batch in enumerate(device_batches(timed, fit.move, fit.side), self.start):
             self.index, self.at_boundary = i, False
             if self.number == 1 and i == 0:

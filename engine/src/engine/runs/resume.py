@@ -44,8 +44,18 @@ RESULT_NEUTRAL_KEYS = (
     "dataset.backoff",
     "dataset.read_timeout",
     "dataset.manifest_cache",
-    "cache.dir",  # where mode=cache writes (dataset=cache names what it reads in dataset.root)
-    "shards.dir",  # where mode=shards writes
+    # what a config may instantiate, not what it does (the targets themselves are hashed)
+    "allowed_targets",
+    "allowed_targets_extra",
+    "allowed_targets_engine",
+    # the other modes' settings (a release may add keys to them): not what a training computes
+    "mode",
+    "eval",
+    "predict",
+    "benchmark",
+    "inspect",
+    "cache",  # mode=cache's (dataset=cache names what it reads in dataset.root)
+    "shards",  # mode=shards'
 )
 
 

@@ -49,6 +49,12 @@ class StepState(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
+def step_state(step: StepState) -> dict[str, Any]:
+    """The step's own state_dict(); {} for a step written before engine 2.0, which had none."""
+    state_dict = getattr(step, "state_dict", None)
+    return state_dict() if state_dict is not None else {}
+
+
 @dataclass
 class Progress:
     """Where a training stands: the epoch to run (1 = the first), the batches of it already
@@ -132,7 +138,7 @@ class Checkpointer:
             "samples_done": None if batches_done is None else self.used(batches_done),
             STREAM_TRAINED: None if batches_done is None else self.trained(epoch),
             "step": self.step.steps,
-            STEP_KEY: self.step.state_dict(),
+            STEP_KEY: step_state(self.step),
             # per rank (index = rank): generators and a part-done epoch's running totals
             "ranks": gather_objects(
                 {"rng": rng_states(), "totals": totals.state_dict() if totals else None}
@@ -151,8 +157,9 @@ class Checkpointer:
         if scaler is not None and state["scaler"] is not None:
             scaler.load_state_dict(state["scaler"])
         self.step.steps = state["step"]
-        if STEP_KEY in state:  # absent from checkpoints written before engine 2.0
-            self.step.load_state_dict(state[STEP_KEY])
+        loads = getattr(self.step, "load_state_dict", None)  # a step from before engine 2.0
+        if STEP_KEY in state and loads is not None:  # absent from checkpoints before 2.0
+            loads(state[STEP_KEY])
         self.checkpoints.best = state["best"]
         ranks, saved = current_ranks(), state["ranks"]
         if ranks.rank < len(saved):  # more ranks than the checkpoint's: new ones keep theirs

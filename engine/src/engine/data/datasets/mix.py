@@ -82,7 +82,7 @@ def _built(
     if node.get("folds") is not None:
         raise ValueError(
             f"{key}.folds={node['folds']}: a mix's source cannot be cut into folds; "
-            f"cross-validate the source on its own (dataset=<its kind>), or set {key}.folds=null."
+            f"cross-validate the source on its own (dataset=<its kind>), or leave {key}.folds out."
         )
     dataset = instantiate(without_fold_keys(node), split=split, transform=transform, **shared)
     if isinstance(dataset, StreamDataset) or not isinstance(dataset, MapDataset):
