@@ -86,7 +86,11 @@ def test_a_project_upgrades_its_engine_and_an_old_checkpoint_evaluates(
 ) -> None:
     wheel = next_release(tmp_path / "release")
     dest = tmp_path / "proj"
-    subprocess.run(["make", "-s", "new-project", f"DEST={dest}"], cwd=ROOT, check=True)
+    subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", "new-project", f"DEST={dest}"],
+        cwd=ROOT,
+        check=True,
+    )
     project_venv(dest, tmp_path / "deps")
     python = str(dest / ".venv" / "bin" / "python")
     small = [f"paths.demo_dir={demo_dir}", "trainer.max_epochs=1", "loader.num_workers=0"]
