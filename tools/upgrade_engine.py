@@ -110,7 +110,7 @@ def upgrade(root: Path, wheel: str, engine: str) -> str:
     else:
         requirement = source_requirement(engine)
         install = ["--no-deps", requirement]
-    pinned(text, requirement)  # a pyproject.toml it cannot pin is refused before installing
+    new_text = pinned(text, requirement)  # one it cannot pin is refused before installing
     try:
         _pip("--force-reinstall", *install)  # even at the same version
     except subprocess.CalledProcessError:
@@ -119,7 +119,7 @@ def upgrade(root: Path, wheel: str, engine: str) -> str:
         raise SystemExit(
             f"make upgrade-engine: pip could not install {requirement}; nothing was changed."
         ) from None
-    pyproject.write_text(pinned(text, requirement))
+    pyproject.write_text(new_text)
     for old in _old_wheels(root, keep=placed.name if wheel else ""):
         old.unlink()  # one engine wheel in vendor/: the pinned one (none for a URL pin)
     _pip("--find-links", str(root / VENDOR), "-e", f"{root}[dev]")  # what it needs besides
