@@ -4,7 +4,9 @@ guard, DDP agreement, checkpoints, stop signals, logging and profiling.
 
 Every checkpoint keeps the model, `optimizer`, `scheduler`, the fp16 loss scale and `steps`;
 what else the step holds (an EMA of the weights, a second optimizer) goes in its
-`state_dict()`, which a checkpoint saves too and a resume hands back to `load_state_dict()`."""
+`state_dict()`, which a checkpoint saves too and a resume hands back to `load_state_dict()`.
+Under torchrun `model` is its DDP wrapper: keep the EMA of the bare model,
+`AveragedModel(unwrap(model))` (engine.training.distributed.unwrap, docs/engine.md)."""
 
 from __future__ import annotations
 

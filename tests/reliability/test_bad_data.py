@@ -27,10 +27,10 @@ from engine.data.datasets.base import MapDataset
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import SampleError
 from engine.data.loaders import make_loader
+from engine_dev.hostile import corrupt_tree
 from src.loop import train
 from tests.cli import run_cli
 from tests.conftest import NARROW_MODEL
-from tests.reliability.bad_files import corrupt_tree
 
 NAMED = r"cannot decode sample (\d+) \(class '(circle|cross|square)'\) from (\S+):"
 

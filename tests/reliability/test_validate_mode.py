@@ -10,8 +10,8 @@ import pytest
 
 from engine.metric_keys import METRICS_BY_MODE
 from engine.modes.validate import validate
+from engine_dev.hostile import corrupt_tree
 from tests.cli import run_cli
-from tests.reliability.bad_files import corrupt_tree
 
 
 def _reported(run: Path) -> list[str]:

@@ -1,0 +1,1 @@
+"""Tests that start child processes: torchrun jobs, kill -9, signals from outside."""

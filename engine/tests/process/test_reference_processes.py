@@ -1,0 +1,150 @@
+"""The engine's process-level guarantees on its reference project alone: kill -9 mid-epoch
+and a requeue into the same run dir end with the uninterrupted run's weights and EMA; a
+SIGTERM from outside checkpoints and exits 143; a 2-rank torchrun job with uneven val shares
+writes one run dir whose metrics equal one process's evaluation, and a job stopped mid-epoch
+and resumed under torchrun ends with the uninterrupted job's weights."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.runs.checkpoint_files import load_checkpoint
+from tests.conftest import TRAIN, reference_args
+
+FAULTS = Path(__file__).resolve().parent / "faults.py"
+LAUNCH_VARIABLES = (
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+)
+
+
+def _child(script: Path, *args: str, cwd: Path, nproc: int = 0, **env: str) -> subprocess.Popen:
+    """`python script args` (or torchrun with `nproc` ranks) in a process group of its own."""
+    launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
+    command = [sys.executable, *(launcher if nproc else []), str(script), *args]
+    environ = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES} | env
+    return subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=environ,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _finish(job: subprocess.Popen) -> subprocess.CompletedProcess:
+    """Wait for `job`; an interrupted test (pytest-timeout, the one hang guard) kills its group."""
+    try:
+        out, err = job.communicate()
+    except BaseException:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.communicate()
+        raise
+    return subprocess.CompletedProcess(job.args, job.returncode, out, err)
+
+
+def _run(script: Path, *args: str, cwd: Path, nproc: int = 0, **env: str):
+    return _finish(_child(script, *args, cwd=cwd, nproc=nproc, **env))
+
+
+def _last(run: Path) -> dict:
+    return load_checkpoint(run / "checkpoints" / "last.pt")
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_kill_9_mid_epoch_then_a_requeue_ends_as_the_uninterrupted_run(demo_dir, tmp_path):
+    # 3 steps an epoch, a checkpoint every 2 steps (at 2 and 4); killed after step 5
+    def args(run: str, *more: str) -> list[str]:
+        fixed = ("trainer.max_epochs=2", "trainer.checkpoint.every_n_steps=2")
+        return reference_args(demo_dir, tmp_path, *fixed, f"hydra.run.dir={tmp_path / run}", *more)
+
+    whole = _run(TRAIN, *args("whole"), cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    killed = _run(FAULTS, *args("job"), cwd=tmp_path, KILL_AT_STEP="5")
+    assert killed.returncode == -signal.SIGKILL
+    assert _last(tmp_path / "job")["step"] == 4
+    requeued = _run(TRAIN, *args("job", "trainer.resume=auto"), cwd=tmp_path)
+    assert requeued.returncode == 0, requeued.stderr[-3000:]
+    a, b = _last(tmp_path / "whole"), _last(tmp_path / "job")
+    assert _same(a["model"], b["model"])
+    assert _same(a["train_step"]["ema"], b["train_step"]["ema"]), "EMA weights differ"
+
+
+def test_sigterm_from_outside_checkpoints_and_exits_143(demo_dir, tmp_path):
+    ready = tmp_path / "ready"
+    args = reference_args(demo_dir, tmp_path, f"hydra.run.dir={tmp_path / 'job'}")
+    job = _child(FAULTS, *args, cwd=tmp_path, WAIT_AT_STEP="4", READY_FILE=str(ready))
+    while not ready.exists() and job.poll() is None:
+        time.sleep(0.05)
+    job.send_signal(signal.SIGTERM)
+    time.sleep(0.2)  # the handler runs in the child's main thread, between its sleeps
+    ready.unlink()
+    result = _finish(job)
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
+    assert "SIGTERM received" in result.stdout + result.stderr
+    saved = _last(tmp_path / "job")
+    assert (saved["epoch"], saved["batches_done"], saved["step"]) == (2, 1, 4)
+
+
+@pytest.fixture(scope="module")
+def ddp_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple]:
+    """A 2-epoch, 2-rank job on the CSV listing with a val split of 29 (shares of 15 and 14)."""
+    logs = tmp_path_factory.mktemp("ddp")
+    rows = (demo_dir / "val.csv").read_text().splitlines()
+    (logs / "val29.csv").write_text("\n".join(rows[:30]) + "\n")
+    knobs = ("dataset=csv", f"dataset.val_csv={logs / 'val29.csv'}", f"dataset.root={demo_dir}")
+    knobs += ("trainer.max_epochs=2", "loader.batch_size=8")
+    result = _run(TRAIN, *reference_args(demo_dir, logs, *knobs), cwd=logs, nproc=2)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return logs, knobs
+
+
+def test_a_torchrun_job_writes_one_run_that_one_process_evaluates_alike(ddp_job, demo_dir):
+    logs, _ = ddp_job
+    (metrics_file,) = logs.glob("runs/*/*/metrics.json")
+    run = metrics_file.parent
+    state = _last(run)
+    assert state["world_size"] == 2 and state["step"] == 6  # 48 / (8 x 2 ranks) x 2 epochs
+    assert not any(key.startswith("module.") for key in state["model"])
+    out = logs / "eval"
+    args = reference_args(
+        demo_dir, out, "mode=eval", f"eval.checkpoint={run / 'checkpoints' / 'last.pt'}"
+    )
+    evaluated = _run(TRAIN, *args, cwd=logs)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    (alone,) = out.glob("runs/*/*/metrics.json")
+    trained, measured = json.loads(metrics_file.read_text()), json.loads(alone.read_text())
+    assert measured["val/loss"] == pytest.approx(trained["val/loss"], rel=1e-6)
+
+
+def test_a_torchrun_job_stopped_and_resumed_ends_as_the_uninterrupted_one(
+    ddp_job, demo_dir, tmp_path
+):
+    logs, knobs = ddp_job
+    args = reference_args(demo_dir, tmp_path, *knobs)
+    stopped = _run(FAULTS, *args, cwd=tmp_path, nproc=2, STOP_AT_STEP="4")
+    assert stopped.returncode != 0
+    resumed = _run(TRAIN, *args, "trainer.resume=auto", cwd=tmp_path, nproc=2)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    (whole,) = logs.glob("runs/*/*/metrics.json")
+    (again,) = tmp_path.glob("runs/*/*/metrics.json")
+    a, b = _last(whole.parent), _last(again.parent)
+    assert _same(a["model"], b["model"]) and _same(a["train_step"]["ema"], b["train_step"]["ema"])

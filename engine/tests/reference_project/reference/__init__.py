@@ -1,0 +1,1 @@
+"""The reference project's own code: what a user's src/ would hold."""

@@ -1,0 +1,128 @@
+"""The engine's guarantees end to end, on its reference project alone (reference_project/):
+a run trains and its checkpoint evaluates from the command line; a run stopped mid-epoch
+resumes to exactly the uninterrupted run's weights and the step's own state (an EMA); a folder
+with several unreadable files trains under on_error=skip and names each, or stops at the first
+naming it; a NaN loss is skipped when allowed and stops the run naming the key when not."""
+
+from __future__ import annotations
+
+import csv
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine.runs.checkpoint_files import load_checkpoint
+from engine_dev.cli import run_script
+from engine_dev.hostile import corrupt_tree
+from reference.loop import train
+from reference.step import EmaStep
+from tests.conftest import TRAIN, reference_args
+
+
+def _stop_at_step(monkeypatch: pytest.MonkeyPatch, step: int, signum: int) -> None:
+    """`signum` to this process right after optimizer step `step` (a pre-emption)."""
+    original = EmaStep.optimizer_step
+
+    def stepping(self: EmaStep) -> None:
+        original(self)
+        if self.steps == step:
+            signal.raise_signal(signum)
+
+    monkeypatch.setattr(EmaStep, "optimizer_step", stepping)
+
+
+def _last(run: Path) -> dict:
+    return load_checkpoint(run / "checkpoints" / "last.pt")
+
+
+def test_the_reference_project_trains_then_evaluates_its_checkpoint(demo_dir, tmp_path):
+    trained = run_script(TRAIN, *reference_args(demo_dir, tmp_path), cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    (metrics,) = tmp_path.glob("runs/*/*/metrics.json")
+    assert (metrics.parent / "metrics.csv").is_file()  # logger=csv
+    evaluated = run_script(
+        TRAIN,
+        *reference_args(demo_dir, tmp_path, "mode=eval", "eval.checkpoint=latest"),
+        cwd=tmp_path,
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    assert "val/loss" in evaluated.stdout + evaluated.stderr
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_stopped_run_resumes_to_the_uninterrupted_weights_and_ema(
+    reference_cfg, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    # 48 train images / batch 16: 3 steps an epoch, 9 in all; stopped after step 4 (epoch 2)
+    knobs = (f"loader.num_workers={workers}",)
+    whole = train(reference_cfg("whole", *knobs))
+    _stop_at_step(monkeypatch, 4, signal.SIGTERM)
+    with pytest.raises(SystemExit) as stopped:
+        train(reference_cfg("first", *knobs))
+    assert stopped.value.code == 128 + signal.SIGTERM
+    del stopped  # its traceback holds the stopped run's loaders: their workers end now
+    first = reference_cfg("first").paths.output_dir
+    saved = _last(Path(first))
+    assert (saved["epoch"], saved["batches_done"], saved["step"]) == (2, 1, 4)
+    monkeypatch.undo()
+    resumed = train(reference_cfg("second", *knobs, "trainer.resume=auto"))
+    a, b = (_last(Path(reference_cfg(name).paths.output_dir)) for name in ("whole", "second"))
+    for part in ("model",):
+        assert all(torch.equal(a[part][k], b[part][k]) for k in a[part]), part
+    ema_a, ema_b = a["train_step"]["ema"], b["train_step"]["ema"]
+    assert int(ema_b["n_averaged"]) == 9
+    assert all(torch.equal(ema_a[k], ema_b[k]) for k in ema_a), "EMA weights differ"
+    assert resumed["val/loss"] == whole["val/loss"]
+
+
+def test_several_unreadable_files_are_skipped_and_each_named(demo_dir, reference_cfg, tmp_path):
+    root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
+    metrics = train(
+        reference_cfg(
+            "skip", f"dataset.root={root}", "dataset.on_error=skip", "trainer.max_epochs=1"
+        )
+    )
+    assert metrics["epochs"] == 1
+    with open(tmp_path / "skip" / "bad_samples.csv", newline="") as f:
+        assert {row["path"] for row in csv.DictReader(f)} == bad
+
+
+def test_the_first_unreadable_file_stops_the_run_naming_it(demo_dir, tmp_path):
+    root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
+    args = reference_args(demo_dir, tmp_path, f"dataset.root={root}", "trainer.max_epochs=1")
+    result = run_script(TRAIN, *args, cwd=tmp_path)
+    assert result.returncode == 1
+    said = result.stdout + result.stderr
+    assert "Traceback" not in said
+    assert any(path in said for path in bad), said[-2000:]
+    assert "dataset.on_error=skip" in said
+
+
+def _nan_at_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
+    """The train loss of the batch after optimizer step `step` is NaN."""
+    original = EmaStep.forward
+
+    def forward(self: EmaStep, batch):  # type: ignore[no-untyped-def]
+        loss, logits = original(self, batch)
+        return (loss * float("nan") if self.steps == step else loss), logits
+
+    monkeypatch.setattr(EmaStep, "forward", forward)
+
+
+def test_a_nan_loss_is_skipped_when_allowed(reference_cfg, monkeypatch, caplog) -> None:
+    _nan_at_step(monkeypatch, 2)
+    metrics = train(reference_cfg("nan", "trainer.max_nonfinite_steps=1"))
+    assert metrics["epochs"] == 3
+    assert "step skipped (1 of 1 allowed)" in caplog.text
+    weights = load_checkpoint(
+        Path(reference_cfg("nan").paths.output_dir) / "checkpoints" / "last.pt"
+    )
+    assert all(torch.isfinite(tensor).all() for tensor in weights["model"].values())
+
+
+def test_a_nan_loss_stops_the_run_naming_the_key(reference_cfg, monkeypatch) -> None:
+    _nan_at_step(monkeypatch, 2)
+    with pytest.raises(Exception, match=r"trainer\.max_nonfinite_steps"):
+        train(reference_cfg("nan"))
