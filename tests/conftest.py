@@ -32,6 +32,15 @@ def group_options(*skipped: str) -> list[tuple[str, str]]:
 
 
 register_resolvers()
+PROCESS = ROOT / "tests" / "process"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/process/ starts child processes and is marked `process` by
+    that folder (`make test-fast` leaves them out); engine/tests/conftest.py does the same."""
+    for item in items:
+        if PROCESS in item.path.parents:
+            item.add_marker(pytest.mark.process)
 
 
 def _written(root: Path) -> set[str]:

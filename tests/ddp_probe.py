@@ -1,4 +1,4 @@
-"""Run by tests/test_distributed.py in 2 spawned gloo processes: one epoch in which the ranks
+"""Run by tests/process/test_distributed.py in 2 spawned gloo processes: one epoch in which the ranks
 get different numbers of batches (as streams do), then `UnevenRanks.align`; each rank saves
 what it ends with, so the test can check that the ranks agree."""
 

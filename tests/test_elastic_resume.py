@@ -2,7 +2,7 @@
 accumulation, loader workers) and trains the very same samples in every remaining step; a
 changed global batch, changed data or another order is refused in one line; samples.csv
 records which samples each step trained on, across the resume (one process here; other
-world sizes: tests/test_elastic_ranks.py)."""
+world sizes: tests/process/test_elastic_ranks.py)."""
 
 from __future__ import annotations
 

@@ -30,8 +30,6 @@ from engine.runs.resume import config_key
 from engine_dev.shard_server import Faults, serving, write_wds_shards
 from src.loop import train
 from src.step import TrainStep
-from tests.conftest import NARROW_MODEL
-from tests.test_distributed import single_process_eval, torchrun
 
 TRAIN, VAL = "train-{000000..000002}.tar.gz", "val-{000000..000001}.tar.gz"
 FAST = {"retries": 2, "backoff": 0.01, "read_timeout": 10.0}
@@ -247,19 +245,3 @@ def test_network_settings_do_not_change_which_run_resume_auto_continues() -> Non
     stream = {"train_shards": "http://h/t-{0..9}.tar", "retries": 3, "backoff": 1.0}
     patient = stream | {"retries": 9, "backoff": 0.1, "read_timeout": 600}
     assert config_key({"dataset": stream}) == config_key({"dataset": patient})
-
-
-def test_torchrun_over_http_validates_every_sample_once(wds_dir, tmp_path) -> None:
-    """2 ranks x 2 workers streaming over HTTP: val metrics equal a single-process evaluation
-    of the checkpoint (each val sample counted once in the job)."""
-    with serving(wds_dir) as url:
-        shards = (f'dataset.train_shards="{url}/{TRAIN}"', f'dataset.val_shards="{url}/{VAL}"')
-        run = ("trainer.max_epochs=1", "loader.batch_size=8", "loader.num_workers=2", NARROW_MODEL)
-        logs = f"paths.log_dir={tmp_path}"
-        result = torchrun("dataset=iterable", *shards, *run, logs, cwd=tmp_path)
-        assert result.returncode == 0, result.stderr[-4000:]
-        (metrics_file,) = tmp_path.glob("runs/*/*/metrics.json")
-        alone = single_process_eval(metrics_file.parent, tmp_path / "eval")
-    metrics = json.loads(metrics_file.read_text())
-    assert alone["val/acc"] == metrics["val/acc"]
-    assert alone["val/loss"] == pytest.approx(metrics["val/loss"], rel=1e-6)

@@ -6,7 +6,6 @@ topology replays the epoch exactly: tests/test_shard_streaming.py."""
 from __future__ import annotations
 
 import shutil
-from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +15,6 @@ from torch.utils.data import DataLoader
 from engine.data.datasets.tar_shards import TarShardDataset
 from engine.runs.checkpoint_files import load_checkpoint, save_checkpoint
 from src.loop import train
-from tests.conftest import NARROW_MODEL
-from tests.test_distributed import torchrun
 from tests.test_elastic_resume import assert_each_once
 from tests.train_process import kill_at_step
 
@@ -106,33 +103,6 @@ def test_a_stream_without_its_trained_samples_is_refused_on_another_topology(
     message = str(refused.value)
     assert "\n" not in message and "does not record which samples" in message
     assert "loader.num_workers=2" in message
-
-
-@pytest.mark.process
-def test_one_process_stopped_mid_epoch_goes_on_as_two_ranks_each_sample_once(
-    make_cfg, demo_dir, tmp_path, monkeypatch
-) -> None:
-    """The exactly-once check across a world-size change: 1 process x 2 workers with batches
-    of 4, stopped in epoch 1; 2 ranks x batches of 2 (the same global batch, so the same run)."""
-    out, data = tmp_path / "run", f"paths.data_dir={tmp_path}"  # as train.py would resolve it
-    _killed_with_2_workers(make_cfg, monkeypatch, out, data)
-    overrides = [o for o in RUN if not o.startswith("loader.batch_size")]
-    result = torchrun(
-        f"paths.demo_dir={demo_dir}",
-        data,
-        f"paths.output_dir={out}",
-        f"paths.log_dir={tmp_path / 'outputs'}",  # Hydra's run dir: here, not in the checkout
-        *overrides,
-        "loader.batch_size=2",
-        "loader.num_workers=1",
-        "trainer.resume=auto",
-        NARROW_MODEL,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert_each_once(out)
-    ranks = Counter(line.split(",")[2] for line in (out / "samples.csv").read_text().splitlines())
-    assert ranks["0"] and ranks["1"]  # both ranks trained
 
 
 def test_a_leave_out_pass_stopped_again_is_never_replayed(make_cfg, tmp_path, monkeypatch) -> None:

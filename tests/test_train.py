@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -25,7 +23,6 @@ from engine.training.optimization import optimizer_steps_per_epoch
 from src.loop import train
 from tests.cli import run_cli
 from tests.conftest import NARROW_MODEL
-from tests.train_process import run_train
 
 ROOT = Path(__file__).resolve().parents[1]
 METRIC_KEYS = {
@@ -166,41 +163,6 @@ def test_multirun_over_loader_knobs_gives_one_dir_per_job(demo_dir: Path, tmp_pa
     # and its dir holds the other's metrics, marked
     assert len(written) == 4 and sorted(m.get("same_as", -1) for m in written) == [-1, -1, -1, 0]
     assert all(m["epochs"] == 1 for m in written)
-
-
-@pytest.mark.process
-def test_two_runs_started_together_get_separate_dirs(demo_dir: Path, tmp_path: Path) -> None:
-    args = [
-        sys.executable,
-        str(ROOT / "train.py"),
-        f"paths.demo_dir={demo_dir}",
-        f"paths.log_dir={tmp_path}",
-        "trainer.max_epochs=1",
-        "trainer.limit_train_batches=1",
-        "loader.batch_size=8",
-        "loader.num_workers=0",
-    ]
-    procs = [
-        subprocess.Popen(
-            args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-        )
-        for _ in range(2)
-    ]
-    for proc in procs:
-        assert proc.wait() == 0, proc.stderr.read()[-3000:] if proc.stderr else ""
-    runs = sorted(tmp_path.glob("runs/*/*/metrics.json"))
-    assert len(runs) == 2
-
-
-@pytest.mark.slow
-@pytest.mark.process
-@pytest.mark.timeout(1200)
-def test_default_training_learns_the_demo_set(tmp_path: Path) -> None:
-    """The README's promise: `make train` reaches val/acc >= 0.90 on the demo data."""
-    result = run_train(f"paths.log_dir={tmp_path}", cwd=ROOT)
-    assert result.returncode == 0, result.stderr[-3000:]
-    metrics = json.loads(next(tmp_path.glob("runs/*/*/metrics.json")).read_text())
-    assert metrics["val/acc"] >= 0.90, metrics
 
 
 def test_unsized_stream_asks_for_a_length(make_cfg) -> None:

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from engine_dev.shard_server import serving
-from tests.test_distributed import torchrun
+from tests.process.test_distributed import torchrun
 
 ROOT = Path(__file__).resolve().parents[1]
 DEADLINE_S = 300  # a 2-epoch job takes well under a minute on 2 cores

@@ -21,15 +21,13 @@ from engine.training.assemble import assemble
 from engine.training.batches import mover_for
 from engine.training.evaluate import evaluate
 from engine.training.totals import PassTotals
+from engine_dev.hostile import corrupt_tree
 from src.metrics.multilabel import F1, MeanAveragePrecision
 from tests import ddp_probe
 from tests.cli import outside_the_checkout
 from tests.conftest import NARROW_MODEL
-from tests.reliability.bad_files import corrupt_tree
 
-pytestmark = pytest.mark.process  # torchrun jobs and spawned DDP ranks
-
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAUNCH_VARIABLES = (
     "RANK",
     "WORLD_SIZE",

@@ -13,11 +13,9 @@ import pytest
 
 from engine.runs.sample_log import samples_by_step
 from tests.cli import run_cli
-from tests.test_distributed import FAULTS, torchrun
+from tests.process.test_distributed import FAULTS, torchrun
 from tests.test_elastic_resume import assert_each_once
 from tests.train_process import kill_at_step
-
-pytestmark = pytest.mark.process
 
 # 48 demo train images, 16 per optimizer step (8 x 2 ranks, or 16 x 1): 3 steps an epoch;
 # no dropout and no BatchNorm, whose statistics are per rank

@@ -28,7 +28,6 @@ from engine.data.shards.remote import Network, read_remote
 from engine_dev.shard_server import loopback
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.process
 NETWORK = {"retries": 1, "backoff": 0.0, "read_timeout": 1.0}
 PADDING = 40_000  # bytes of an ignored member, so a shard is long enough to break midway
 

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import optuna
-import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
@@ -21,7 +20,7 @@ from engine.sweeps.direction import direction_problem
 from tests.cli import run_cli
 from tests.conftest import CONF_DIR, NARROW_MODEL
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TINY = (
     "trainer.max_epochs=1",
     "trainer.limit_train_batches=2",
@@ -46,7 +45,6 @@ def _rows(sweep_dir: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-@pytest.mark.process
 def test_submitit_local_launcher_runs_a_two_job_sweep(demo_dir: Path, tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     command = [

@@ -23,7 +23,7 @@ from tools.new_project import (
     template_suite,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # `make new-project` needs the set-up (its wheel is built with .venv's setuptools): -o takes it
 # as done, so a pyproject.toml newer than the install never reinstalls into the checkout here
 MAKE_NEW = ["make", "-s", "-o", ".venv/.installed", "new-project"]
@@ -35,8 +35,8 @@ LEFT_OUT = {
     "tests/test_reduced_decode.py",  # imports bench
     "tests/test_gpu_check.py",  # imports bench
     "tests/test_docs.py",
-    "tests/test_new_project.py",
-    "tests/test_upgrade_engine.py",
+    "tests/process/test_new_project.py",
+    "tests/process/test_upgrade_engine.py",
     "docs/regenerate.py",
     "engine/",
     "tools/new_project.py",
@@ -77,7 +77,6 @@ def test_readme_walkthrough_is_complete() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.process
 @pytest.mark.timeout(3600)  # the copy's own set-up and make test
 def test_new_project_passes_its_own_tests_with_the_walkthrough(tmp_path: Path) -> None:
     dest = tmp_path / "my-project"
@@ -234,7 +233,6 @@ def listing(root):
 """
 
 
-@pytest.mark.process
 def test_a_users_first_file_is_formatted_and_never_stops_the_tests(tmp_path: Path) -> None:
     """A 120-character line and unsorted imports in a project's own file: `make test` runs the
     tests and names the file in its lint report; `make format` fixes both and exits 0."""

@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from engine.runs.run_lock import claim, release
 from tests.cli import run_cli
 from tests.conftest import NARROW_MODEL
@@ -61,7 +59,6 @@ def _kill(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-@pytest.mark.process
 def test_a_second_run_in_a_busy_run_dir_is_refused_having_written_nothing(demo_dir, tmp_path):
     run = tmp_path / "run"
     proc, (pid, _) = _holder(run / ".run.lock")
@@ -79,7 +76,6 @@ def test_a_second_run_in_a_busy_run_dir_is_refused_having_written_nothing(demo_d
     assert (run / "metrics.json").is_file()
 
 
-@pytest.mark.process
 def test_a_killed_runs_forked_children_do_not_keep_its_dir(tmp_path: Path) -> None:
     proc, (_, child) = _holder(tmp_path / "run" / ".run.lock", fork=True)
     _kill(proc)  # its forked child (a loader worker) lives on
@@ -124,7 +120,6 @@ def test_a_multirun_job_landing_in_an_earlier_jobs_folder_stops_there(demo_dir, 
     assert len(rows) == 2 and rows[1].startswith("0,ok,")
 
 
-@pytest.mark.process
 def test_a_second_multirun_in_a_busy_sweep_dir_is_refused_before_its_first_job(tmp_path):
     sweep = tmp_path / "sweep"
     proc, (pid, _) = _holder(sweep / ".sweep.lock")

@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 from engine.runs.checkpoint_files import load_checkpoint
@@ -57,7 +56,6 @@ def _project(into: Path) -> Path:
     return into
 
 
-@pytest.mark.process
 def test_an_ema_in_the_step_resumes_exactly_after_kill_9(demo_dir: Path, tmp_path: Path) -> None:
     project = _project(tmp_path / "proj")
     # 48 train images / batch 16: 3 steps an epoch; a checkpoint every 2 steps (at 2 and 4)

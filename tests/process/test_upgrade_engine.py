@@ -16,7 +16,7 @@ import pytest
 
 from tools.new_project import engine_version
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # The next release adds a key with a default to a group of the engine (eval/default.yaml) and
 # the field that reads it (EvalSettings): what an upgrade brings a project without its edits.
 NEW_KEY = "upgrade_probe"
@@ -79,7 +79,6 @@ def project_venv(dest: Path, deps: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.process
 @pytest.mark.timeout(1800)
 def test_a_project_upgrades_its_engine_and_an_old_checkpoint_evaluates(
     demo_dir: Path, tmp_path: Path

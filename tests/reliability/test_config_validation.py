@@ -6,8 +6,6 @@ import copy
 import dataclasses
 import math
 import os
-import subprocess
-import sys
 import typing
 from pathlib import Path
 
@@ -201,24 +199,6 @@ def test_every_problem_is_listed(make_cfg) -> None:
     text = _refused(make_cfg, "+loader.batchsize=3", "trainer.max_epochs=1.5")
     assert text.splitlines()[0].startswith("loader.batchsize: unknown key")
     assert text.splitlines()[1].startswith("trainer.max_epochs=1.5: expected int")
-
-
-@pytest.mark.process
-def test_console_shows_the_message_not_a_traceback(demo_dir: Path, tmp_path: Path) -> None:
-    command = [
-        sys.executable,
-        str(ROOT / "train.py"),
-        f"paths.demo_dir={demo_dir}",
-        f"hydra.run.dir={tmp_path / 'run'}",
-        f"paths.log_dir={tmp_path}",
-        "loader.batch_size=0",
-    ]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 1
-    said = "run failed: ConfigError: loader.batch_size=0: expected int >= 1."
-    assert [line for line in result.stderr.splitlines() if line.endswith(said)]
-    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) <= 2
-    assert not (tmp_path / "run" / "metrics.json").exists()
 
 
 def test_a_tensor_takes_numbers_and_lists_and_a_path_takes_words() -> None:
