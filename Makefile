@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-sampling bench-start bench-threads bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -70,6 +70,9 @@ bench-start: $(STAMP)  ## loader workers started by forkserver (the default unde
 bench-threads: data  ## the main process's torch threads on a CPU, auto against torch's default, quiet and beside a busy process; into BENCHMARKS.md
 	$(BIN)/python -m bench.threads $(ARGS)
 
+bench-totals: $(STAMP)  ## the engine's pass totals against torchmetrics' metrics, update cost per batch side by side; into BENCHMARKS.md
+	$(BIN)/python -m bench.totals $(ARGS)
+
 stress-torchrun: data  ## RUNS (default 20) consecutive 2-rank torchrun jobs with 2 workers each over images, local and HTTP shards; counts hangs
 	$(BIN)/python -m tests.torchrun_stress $(or $(RUNS),20) $(METHOD)
 
@@ -97,10 +100,13 @@ LINT_IN_TEST ?= fail
 # Each pytest run goes over the template's suite (tests/, ARGS) and then, in the template repo,
 # the engine's own (engine/tests/, ENGINE_ARGS; its config in engine/pyproject.toml); it fails
 # when either fails.
+# PYTEST_WORKERS: pytest-xdist processes per suite, each pinned to its share of the cores
+# (engine_dev/fixtures.py says why); auto = one per core, 0 = the tests in this one process.
+PYTEST_WORKERS ?= auto
 ENGINE_SUITE := $(wildcard engine/tests)
 define suites
-status=0; $(BIN)/python -m pytest $(1) $(ARGS) || status=1; \
-$(if $(ENGINE_SUITE),(cd engine && $(abspath $(BIN))/pytest $(1) $(ENGINE_ARGS)) || status=1;)
+status=0; $(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(1) $(ARGS) || status=1; \
+$(if $(ENGINE_SUITE),(cd engine && $(abspath $(BIN))/pytest -n $(PYTEST_WORKERS) $(1) $(ENGINE_ARGS)) || status=1;)
 endef
 
 test: data  ## both test suites, then the lint findings listed (offline; README.md gives its measured time)

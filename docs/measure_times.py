@@ -1,5 +1,7 @@
 """The times README.md states, measured: a fresh clone's `make setup`, `make train` and
-`make test`, one after the other, printed as a table with the date and the machine. Run by
+`make test`, then a project made from it by `make new-project`: its `make setup` and its
+`make test` (the template's own suite), one after the other, printed as a table with the date
+and the machine. Run by
 `make docs-outputs` (the `timings` output); nothing else may state these times. What each
 step printed (make test's slowest tests among it) is kept in outputs/measure_times/.
 
@@ -18,10 +20,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# (where, command, what it does): in the clone, then in the project made from it
 STEPS = (
-    ("make setup", "creates .venv and installs the engine and the pinned dependencies"),
-    ("make train", "writes data/demo, then trains 12 epochs of the demo"),
-    ("make test", "both test suites, then lint and the import contracts"),
+    ("clone", "make setup", "creates .venv and installs the engine and the pinned dependencies"),
+    ("clone", "make train", "writes data/demo, then trains 12 epochs of the demo"),
+    ("clone", "make test", "both test suites, then lint and the import contracts"),
+    (
+        "clone",
+        "make new-project DEST=../mine",
+        "copies the template, the engine's wheel in vendor/",
+    ),
+    (
+        "mine",
+        "make setup",
+        "a new project's .venv: the engine from vendor/, the pinned dependencies",
+    ),
+    ("mine", "make test", "a new project's tests (the template suite), then lint"),
 )
 
 
@@ -33,7 +47,8 @@ def timed(command: str, cwd: Path) -> float:
     start = time.monotonic()
     done = subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True)
     LOGS.mkdir(parents=True, exist_ok=True)
-    (LOGS / f"{command.replace(' ', '_')}.log").write_text(done.stdout + done.stderr)
+    name = f"{cwd.name}_{command.split(' DEST=')[0].replace(' ', '_')}.log"
+    (LOGS / name).write_text(done.stdout + done.stderr)
     if done.returncode != 0:
         raise SystemExit(f"{command} failed in {cwd}:\n{(done.stdout + done.stderr)[-3000:]}")
     return time.monotonic() - start
@@ -61,7 +76,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         clone = Path(tmp) / "clone"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-        times = [(command, what, timed(command, clone)) for command, what in STEPS]
+        times = [
+            (command, what, timed(command, Path(tmp) / where)) for where, command, what in STEPS
+        ]
     print(f"| on a fresh clone ({date.today()}) | what it does | wall |")
     print("|---|---|---|")
     for command, what, seconds in times:

@@ -31,11 +31,11 @@ TEMPLATE_ONLY = {
     "bench/": "`make bench`: the template's input-pipeline benchmark",
     "tests/test_bench_report.py": "tests bench/",
     "tests/test_docs.py": "checks the template's README (its shown outputs and commands)",
-    "tests/test_new_project.py": "checks make new-project and its walk-through (docs/walkthrough.md)",
+    "tests/process/test_new_project.py": "checks make new-project and its walk-through (docs/walkthrough.md)",
     "docs/regenerate.py": "`make docs-outputs`: rewrites the template's README and docs",
     "engine/": "the engine's source: the project installs its wheel (vendor/, pinned)",
     "tools/new_project.py": "`make new-project` itself",
-    "tests/test_upgrade_engine.py": "builds engine wheels from the template's engine/",
+    "tests/process/test_upgrade_engine.py": "builds engine wheels from the template's engine/",
 }
 # The template's own suite, what a project copies: what the user owns (every option of every
 # group composes and passes the checks, a 1-epoch run per dataset kind, the losses, metrics,
@@ -50,10 +50,12 @@ TEMPLATE_SUITE = (
     "tests/test_losses_metrics.py",
     "tests/test_sequences.py",
     "tests/test_train.py",
+    "tests/process/__init__.py",
+    "tests/process/test_train_processes.py",
     "tests/test_transforms.py",
 )
 ENGINE_TESTS = "tests/ (the rest)"
-IMPORTS_TESTS = re.compile(r"^\s*(?:from|import) tests\.(\w+)", re.M)
+IMPORTS_TESTS = re.compile(r"^\s*(?:from|import) tests\.([\w.]+)", re.M)
 # Makefile targets of what is left out
 MAKE_TARGETS = (
     "bench",
@@ -62,6 +64,7 @@ MAKE_TARGETS = (
     "bench-sampling",
     "bench-start",
     "bench-threads",
+    "bench-totals",
     "bench-peers",
     "gpu-check",
     "docs-outputs",
@@ -176,7 +179,7 @@ def template_suite(root: Path) -> set[str]:
         if path not in suite:
             suite.add(path)
             text = (root / path).read_text(encoding="utf-8")
-            todo += [f"tests/{name}.py" for name in IMPORTS_TESTS.findall(text)]
+            todo += [f"tests/{name.replace('.', '/')}.py" for name in IMPORTS_TESTS.findall(text)]
     return suite
 
 

@@ -28,6 +28,20 @@ def tree_fingerprint(root: Path) -> dict[str, tuple[int, int, int]]:
     return found
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist (the template's `make test` runs `-n auto`) each worker keeps to its
+    own share of the cores, and so do the runs and children it starts (the engine's thread and
+    worker counts follow the affinity). Measured on 2 cores, the template's suite: one process
+    ~540 s; two unpinned workers, whose torch threads contend, no faster (87 % at 8 min); two
+    pinned workers 359 s."""
+    del config
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if count > 1 and worker.startswith("gw") and len(cores) >= count:
+        os.sched_setaffinity(0, cores[int(worker[2:]) % count :: count])
+
+
 @pytest.fixture(scope="session")
 def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A small demo set: 48 train / 30 val images in all four formats, 900 / 180 sequences,

@@ -1,6 +1,8 @@
 """The sweep table: one CSV row per finished job, ranked into Markdown and a plot; with
 repeated measurements (`<metric>_min` / `_max` columns), which jobs the best cannot be told
-apart from (`tied`)."""
+apart from (`tied`). The csv module rather than pandas: the table is a few hundred rows at
+most, appended one row by each job as it ends; pandas would be a run-time dependency (not in
+the engine's today) for that alone."""
 
 from __future__ import annotations
 
