@@ -3,6 +3,7 @@ conf/local/default.yaml (`optional local: default` in config.yaml's defaults).""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -49,12 +50,14 @@ def test_a_local_default_yaml_sets_this_machines_paths(
     assert _paths(searched).paths.data_dir == "/scratch/datasets"
 
 
-def test_conf_local_default_yaml_is_git_ignored() -> None:
-    ignored = subprocess.run(
-        ["git", "check-ignore", "-q", "conf/local/default.yaml"], cwd=ROOT, check=False
-    )
-    assert ignored.returncode == 0
-    tracked = subprocess.run(
-        ["git", "check-ignore", "-q", "conf/local/example.yaml"], cwd=ROOT, check=False
-    )
-    assert tracked.returncode == 1  # the example is committed
+def test_conf_local_default_yaml_is_git_ignored(tmp_path: Path) -> None:
+    """The project's .gitignore, read by git in a repository of its own (a fresh copy of the
+    template is no git checkout until `git init`)."""
+    shutil.copy2(ROOT / ".gitignore", tmp_path / ".gitignore")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+
+    def ignored(path: str) -> int:
+        return subprocess.run(["git", "check-ignore", "-q", path], cwd=tmp_path).returncode
+
+    assert ignored("conf/local/default.yaml") == 0
+    assert ignored("conf/local/example.yaml") == 1  # the example is committed
