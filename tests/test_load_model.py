@@ -1,5 +1,7 @@
-"""Self-contained checkpoints: the config saved with a run holds what it took from its data, and
-`load_model(path)` rebuilds every shipped model kind from a checkpoint alone."""
+"""Self-contained checkpoints: the config saved with a run holds what it took from its data;
+`load_model` refuses what is not a checkpoint of this project, says to pass project_root when
+it cannot find the project, and preprocesses files, PIL images and tensors alike. Each model
+kind rebuilt in a fresh interpreter: tests/process/test_load_model_processes.py."""
 
 from __future__ import annotations
 
@@ -19,30 +21,6 @@ from src.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_STEP = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1")
-KINDS = {
-    "small_cnn": (),
-    "resnet18": ("model=resnet18",),
-    "mlp": ("model=mlp", "dataset=tensor", "transforms=none"),
-    "gru": ("model=gru", "dataset=sequences", "collate=pad", "transforms=none"),
-}
-# In a fresh process, with only the checkpoint files in its folder: rebuild each model and run
-# it on a fixed input (images through model.preprocess; token ids for the GRU).
-FRESH = """
-import sys, torch
-from engine.inference import load_model
-for name in sys.argv[1:]:
-    model = load_model(f"{name}.pt")
-    torch.manual_seed(0)
-    if name == "gru":
-        lengths = torch.tensor([7, 4])
-        args = (torch.randint(1, 20, (2, 7)), lengths, torch.arange(7) < lengths[:, None])
-    elif name == "mlp":
-        args = (torch.randn(2, *model.net[1].weight.shape[1:]),)
-    else:
-        args = (model.preprocess([torch.randint(0, 256, (3, 60, 70), dtype=torch.uint8)] * 2),)
-    with torch.no_grad():
-        torch.save({"classes": model.classes, "logits": model(*args), "args": args}, f"{name}.out")
-"""
 
 
 def test_config_holds_the_data_values(make_cfg) -> None:
@@ -76,19 +54,6 @@ def test_load_model_refuses_what_is_not_a_checkpoint_of_this_project(tmp_path) -
     torch.save({"model": [1], "config": config}, tmp_path / "no_weights.pt")
     with pytest.raises(CheckpointError, match=r"no_weights\.pt holds no model weights \(its "):
         load_model(tmp_path / "no_weights.pt")
-
-
-# A notebook somewhere else: the engine importable, the template's src/ not (nothing of the
-# project on sys.path, another working directory); load_model must find the project itself.
-ELSEWHERE = """
-import importlib.util, sys, torch
-sys.path.insert(0, sys.argv[1])
-from engine.inference import load_model
-sys.path.remove(sys.argv[1])
-assert importlib.util.find_spec("src") is None
-model = load_model(sys.argv[2])
-print(sys.modules[type(model).__module__].__file__)
-"""
 
 
 def test_load_model_without_its_project_says_to_pass_project_root(

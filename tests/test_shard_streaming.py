@@ -35,18 +35,23 @@ TRAIN, VAL = "train-{000000..000002}.tar.gz", "val-{000000..000001}.tar.gz"
 FAST = {"retries": 2, "backoff": 0.01, "read_timeout": 10.0}
 
 
-@pytest.fixture(scope="module")
-def wds_dir(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo images as gzip-compressed shards of 16 by webdataset's ShardWriter, keys with
-    a folder (`dir/sub_000123`), named by a brace pattern; train 48 + val 30 samples; with the
-    manifest a first local read leaves beside them (what a server then serves)."""
-    out = tmp_path_factory.mktemp("wds")
+def _write_wds(demo_dir: Path, out: Path) -> Path:
+    """The demo images as gzip-compressed shards of 16 by webdataset's ShardWriter in `out`,
+    keys with a folder (`dir/sub_000123`), named by a brace pattern; train 48 + val 30
+    samples; with the manifest a first local read leaves beside them (what a server then
+    serves)."""
     for split in ("train", "val"):
         images = demo_dir / "imagefolder" / split
         names = write_wds_shards(images, out, split, "dir/sub_{i:06d}", compress=True)
         assert names == [f"{split}-{i:06d}.tar.gz" for i in range(len(names))]
         _dataset(str(out), split)
     return out
+
+
+@pytest.fixture(scope="module")
+def wds_dir(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo set as webdataset shards (_write_wds), once for the module."""
+    return _write_wds(demo_dir, tmp_path_factory.mktemp("wds"))
 
 
 def _samples(data: TarShardDataset, workers: int = 0) -> list[tuple[bytes, int]]:

@@ -1,7 +1,8 @@
 """A stream stopped mid-epoch goes on with another loader worker count or world size and
 trains every sample of the epoch exactly once (in another order); a stream that cannot say
 which samples it trained on is refused in one line (engine/src/engine/runs/stream_resume.py). The same
-topology replays the epoch exactly: tests/test_shard_streaming.py."""
+topology replays the epoch exactly: tests/test_shard_streaming.py. Going on as two torchrun
+ranks: tests/process/test_stream_resume_processes.py."""
 
 from __future__ import annotations
 

@@ -24,7 +24,6 @@ from src.loop import train
 from tests.cli import run_cli
 from tests.conftest import NARROW_MODEL
 
-ROOT = Path(__file__).resolve().parents[1]
 METRIC_KEYS = {
     "val/acc",
     "val/loss",

@@ -1,4 +1,6 @@
-"""load_model in a fresh interpreter: each kind rebuilt from the checkpoint alone, and its project found from any working directory."""
+"""load_model in a fresh interpreter (a child process, as a notebook or a service would start):
+each shipped model kind rebuilt from its checkpoint file alone, and its project found from any
+working directory (the in-process checks: tests/test_load_model.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,45 @@ import torch
 
 from engine.inference import load_model
 from src.loop import train
-from tests.test_load_model import ELSEWHERE, FRESH, KINDS, ONE_STEP, ROOT
+from tests.test_load_model import ONE_STEP
+
+ROOT = Path(__file__).resolve().parents[2]
+KINDS = {
+    "small_cnn": (),
+    "resnet18": ("model=resnet18",),
+    "mlp": ("model=mlp", "dataset=tensor", "transforms=none"),
+    "gru": ("model=gru", "dataset=sequences", "collate=pad", "transforms=none"),
+}
+# In a fresh process, with only the checkpoint files in its folder: rebuild each model and run
+# it on a fixed input (images through model.preprocess; token ids for the GRU).
+FRESH = """
+import sys, torch
+from engine.inference import load_model
+for name in sys.argv[1:]:
+    model = load_model(f"{name}.pt")
+    torch.manual_seed(0)
+    if name == "gru":
+        lengths = torch.tensor([7, 4])
+        args = (torch.randint(1, 20, (2, 7)), lengths, torch.arange(7) < lengths[:, None])
+    elif name == "mlp":
+        args = (torch.randn(2, *model.net[1].weight.shape[1:]),)
+    else:
+        args = (model.preprocess([torch.randint(0, 256, (3, 60, 70), dtype=torch.uint8)] * 2),)
+    with torch.no_grad():
+        torch.save({"classes": model.classes, "logits": model(*args), "args": args}, f"{name}.out")
+"""
+
+# A notebook somewhere else: the engine importable, the template's src/ not (nothing of the
+# project on sys.path, another working directory); load_model must find the project itself.
+ELSEWHERE = """
+import importlib.util, sys, torch
+sys.path.insert(0, sys.argv[1])
+from engine.inference import load_model
+sys.path.remove(sys.argv[1])
+assert importlib.util.find_spec("src") is None
+model = load_model(sys.argv[2])
+print(sys.modules[type(model).__module__].__file__)
+"""
 
 
 def test_load_model_rebuilds_each_kind_from_the_checkpoint_alone(make_cfg, tmp_path) -> None:

@@ -122,7 +122,12 @@ def test_the_copy_is_the_users_own(tmp_path: Path) -> None:
     kept = {rel for rel in kept if rel.split("/")[0] + "/" not in LEFT_OUT}  # bench/...
     kept = {rel for rel in kept if not rel.startswith("tests/")} | template_suite(ROOT)
     assert copied == kept and project.copied == len(kept)
-    assert {"tests/cli.py", "tests/train_process.py"} <= kept  # what test_train.py imports
+    # what test_train.py and tests/process/test_train_processes.py import
+    assert {"tests/cli.py", "tests/train_process.py"} <= kept
+    assert sorted(rel for rel in kept if rel.startswith("tests/process/")) == [
+        "tests/process/__init__.py",
+        "tests/process/test_train_processes.py",
+    ]
     assert not [rel for rel in kept if rel.startswith("tests/reliability/")]
     assert not [p for p in dest.rglob("*.py") if IMPORTS_BENCH.search(p.read_text())]
     ours, theirs = ((d / "pyproject.toml").read_text() for d in (dest, ROOT))

@@ -1,4 +1,6 @@
-"""train.py as a user starts it, in child processes: two runs started together get a run dir each; the README's promise that the default training learns the demo set (slow)."""
+"""train.py as a user starts it, in child processes: two runs started together get a run dir
+each, and the default training learns the demo set (the README's promise; slow). train() in
+this process, on each dataset kind: tests/test_train.py."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_train import ROOT
 from tests.train_process import run_train
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_two_runs_started_together_get_separate_dirs(demo_dir: Path, tmp_path: Path) -> None:

@@ -1,24 +1,78 @@
-"""The cache and shard writers against other processes: a write in progress or cut short, a disk that fills up mid-write, a second build into a busy folder."""
+"""The cache and shard writers against other processes: a write in progress in another process
+(a lock holder started here) or cut short by its kill -9 is refused by training and by a rerun
+without overwrite, a second cache build into a busy folder is refused, and a full disk (a
+train.py child whose files may not grow) names the file and leaves no mixed set (the in-process
+checks: tests/reliability/test_writers.py)."""
 
 from __future__ import annotations
 
 import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from engine.data.cache_store import StaleCacheError
 from engine.data.datasets.cache import CachedImages
 from engine.modes.cache import cache
-from tests.reliability.test_writers import (
-    TRAIN_SAMPLES,
-    VAL_SAMPLES,
-    _error_line,
-    _holder,
-    _kill,
-    _read,
-    _train_py,
-    _write_shards,
-)
+from tests.reliability.test_writers import TRAIN_SAMPLES, VAL_SAMPLES, _read, _write_shards
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A process that holds the lock file argv[1] (and with argv[2] a shard file written under it, as
+# a mode=shards write in progress) until it is killed.
+HOLDER = """
+import sys, time
+from pathlib import Path
+from engine.core.folder_lock import hold
+hold(sys.argv[1])
+if len(sys.argv) > 2:
+    Path(sys.argv[2]).write_bytes(b"")
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+def _holder(*args: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().strip() == "held"  # type: ignore[union-attr]
+    return proc
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def _capped(limit: int):
+    """A child's set-up: files it writes may not grow past `limit` bytes (EFBIG, as a disk
+    that is full or a quota reached fails a write)."""
+
+    def set_up() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return set_up
+
+
+def _train_py(demo_dir: Path, tmp_path: Path, *args: str, limit: int | None = None):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), f"paths.demo_dir={demo_dir}", *args,
+         f"hydra.run.dir={tmp_path / 'runs' / str(len(list(tmp_path.glob('runs/*'))))}",
+         f"paths.log_dir={tmp_path}"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+        preexec_fn=None if limit is None else _capped(limit),
+    )  # fmt: skip
+
+
+def _error_line(stderr: str) -> str:
+    """The line of the error that stopped the run (Hydra prints a hint after it)."""
+    return next(line for line in reversed(stderr.splitlines()) if "while writing" in line)
 
 
 def test_a_shard_write_in_progress_or_cut_short_is_refused(make_cfg, tmp_path) -> None:

@@ -23,7 +23,6 @@ from engine.modes.inspect import InspectSettings
 from engine.training.settings import CheckpointSettings, TrainerSettings
 from tests.conftest import group_options
 
-ROOT = Path(__file__).resolve().parents[2]
 OPTIONS = group_options()
 GROUPS = sorted({group for group, _ in OPTIONS})
 

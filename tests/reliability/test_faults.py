@@ -1,5 +1,5 @@
-"""Faults during a run: hung or dead workers and NaN losses (kill -9: test_run_dirs.py); the
-command line runs here (tests/cli.py)."""
+"""Faults during a run: hung or dead workers and NaN losses (kill -9:
+tests/process/test_run_dir_processes.py); the command line runs here (tests/cli.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """A run in a fixed hydra.run.dir (a requeued SLURM job): resume=auto continues its own folder,
 checkpoints are matched by their own config_key, a folder of another run is refused, leftovers
-of a kill -9 are cleaned, files follow the umask and a full disk names the file."""
+of a kill -9 are cleaned, files follow the umask and a full disk names the file. A real kill -9
+and the requeue after it: tests/process/test_run_dir_processes.py."""
 
 from __future__ import annotations
 
@@ -10,8 +11,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,6 @@ from tests.cli import run_cli
 from tests.conftest import NARROW_MODEL
 from tests.train_process import FAULTY, allowing
 
-ROOT = Path(__file__).resolve().parents[2]
 SLOW = (
     f"dataset._target_={FAULTY}",
     "+dataset.fault=slow",
@@ -57,34 +55,17 @@ def _train(demo_dir: Path, run: Path, *extra: str) -> subprocess.CompletedProces
     return run_cli(*_args(demo_dir, run, *extra), cwd=run.parent)
 
 
-@pytest.fixture(scope="module")
-def whole(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The uninterrupted run, to compare continued runs with."""
-    run = tmp_path_factory.mktemp("whole") / "run"
+def _uninterrupted(demo_dir: Path, run: Path) -> Path:
+    """The run in `run`, uninterrupted: what continued runs are compared with."""
     done = _train(demo_dir, run)
     assert done.returncode == 0, done.stderr[-3000:]
     return run
 
 
-def _kill_9_after(demo_dir: Path, run: Path, step: int) -> int:
-    """Start the run and SIGKILL it once checkpoint `step` exists; the last step it saved."""
-    run.parent.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "train.py"), *_args(demo_dir, run)],
-        cwd=run.parent,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    while not (run / "checkpoints" / f"step{step:08d}.pt").exists():  # a hang: pytest-timeout
-        assert proc.poll() is None, f"the run ended before step {step}"
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    # the newest complete step (written atomically); last.pt may still point at the one before
-    # it when the kill lands between the write and the link
-    saved = max(int(p.stem[4:]) for p in (run / "checkpoints").glob("step*.pt"))
-    assert saved < 8 and not (run / "metrics.json").exists()
-    return saved
+@pytest.fixture(scope="module")
+def whole(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The uninterrupted run, to compare continued runs with."""
+    return _uninterrupted(demo_dir, tmp_path_factory.mktemp("whole") / "run")
 
 
 def _stopped_at(demo_dir: Path, run: Path, step: int, monkeypatch: pytest.MonkeyPatch) -> int:

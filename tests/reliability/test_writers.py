@@ -1,15 +1,10 @@
-"""The writers (mode=shards, mode=cache) never leave a silently mixed or half-written set: one
-writer per folder at a time, a write cut short (kill -9, a file-size cap standing in for a full
-disk) is refused by training and by a rerun without overwrite (shards) or resumed (cache), only
+"""The writers (mode=shards, mode=cache) never leave a silently mixed or half-written set: only
 their own files are replaced or removed, and a folder that is no folder, or lies inside the
-dataset, is one line naming the key."""
+dataset, is one line naming the key. Against other processes (one writer per folder at a time,
+a write cut short by kill -9 or a full disk): tests/process/test_writer_processes.py."""
 
 from __future__ import annotations
 
-import resource
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +14,6 @@ from engine.data.datasets.tar_shards import TarShardDataset
 from engine.modes.cache import cache
 from engine.modes.shards import shards
 
-ROOT = Path(__file__).resolve().parents[2]
 SHARDS = ("mode=shards", "shards.max_samples=16")
 TRAIN_SAMPLES, VAL_SAMPLES = 48, 30  # the test demo set
 
@@ -31,33 +25,6 @@ def _write_shards(make_cfg, out: Path, *overrides: str) -> dict[str, float]:
 def _read(out: Path, split: str = "val") -> TarShardDataset:
     pattern = str(out / f"{split}-*.tar")
     return TarShardDataset(split, train_shards=pattern, val_shards=pattern)
-
-
-# A process that holds the lock file argv[1] (and with argv[2] a shard file written under it, as
-# a mode=shards write in progress) until it is killed.
-HOLDER = """
-import sys, time
-from pathlib import Path
-from engine.core.folder_lock import hold
-hold(sys.argv[1])
-if len(sys.argv) > 2:
-    Path(sys.argv[2]).write_bytes(b"")
-print("held", flush=True)
-time.sleep(120)
-"""
-
-
-def _holder(*args: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE, text=True
-    )
-    assert proc.stdout.readline().strip() == "held"  # type: ignore[union-attr]
-    return proc
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
 
 
 # shards ------------------------------------------------------------------------------------------
@@ -73,32 +40,6 @@ def test_overwrite_replaces_only_the_shard_writers_own_files(make_cfg, tmp_path)
     _write_shards(make_cfg, out, "shards.overwrite=true", "shards.max_samples=100")
     assert all((out / name).read_text() == "the user's" for name in mine)
     assert sorted(p.name for p in out.glob("train-0*")) == ["train-000000.tar"]
-
-
-def _capped(limit: int):
-    """A child's set-up: files it writes may not grow past `limit` bytes (EFBIG, as a disk
-    that is full or a quota reached fails a write)."""
-
-    def set_up() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return set_up
-
-
-def _train_py(demo_dir: Path, tmp_path: Path, *args: str, limit: int | None = None):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), f"paths.demo_dir={demo_dir}", *args,
-         f"hydra.run.dir={tmp_path / 'runs' / str(len(list(tmp_path.glob('runs/*'))))}",
-         f"paths.log_dir={tmp_path}"],
-        cwd=tmp_path, capture_output=True, text=True, check=False,
-        preexec_fn=None if limit is None else _capped(limit),
-    )  # fmt: skip
-
-
-def _error_line(stderr: str) -> str:
-    """The line of the error that stopped the run (Hydra prints a hint after it)."""
-    return next(line for line in reversed(stderr.splitlines()) if "while writing" in line)
 
 
 # cache -------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""A stream stopped in one process goes on under torchrun as two ranks, each sample once."""
+"""A stream stopped mid-epoch in one process goes on as a 2-rank torchrun job and trains every
+sample of the epoch exactly once (other worker counts, in-process: tests/test_stream_resume.py)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,13 @@
-"""Hydra plugins of the `scale` extra: the submitit launcher (its local executor standing in for
-SLURM) runs a sweep's jobs as separate processes (train.py in a child: it must hand its
-project root to them), and the Optuna sweeper searches with train() (the command line here,
-tests/cli.py)."""
+"""Hydra plugins of the `scale` extra: the Optuna sweeper searches with train() (the command
+line here, tests/cli.py), keeps its study in SQLite and takes its direction from
+summary.rank_by. The submitit launcher, whose jobs are processes of their own:
+tests/process/test_launcher_processes.py."""
 
 from __future__ import annotations
 
 import csv
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import optuna
@@ -20,7 +19,6 @@ from engine.sweeps.direction import direction_problem
 from tests.cli import run_cli
 from tests.conftest import CONF_DIR, NARROW_MODEL
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = (
     "trainer.max_epochs=1",
     "trainer.limit_train_batches=2",
@@ -43,31 +41,6 @@ def _multirun(demo_dir: Path, sweep_dir: Path, *args: str) -> subprocess.Complet
 def _rows(sweep_dir: Path) -> list[dict[str, str]]:
     with open(sweep_dir / "summary.csv", newline="") as f:
         return list(csv.DictReader(f))
-
-
-def test_submitit_local_launcher_runs_a_two_job_sweep(demo_dir: Path, tmp_path: Path) -> None:
-    sweep = tmp_path / "sweep"
-    command = [
-        sys.executable,
-        str(ROOT / "train.py"),
-        "-m",
-        f"paths.demo_dir={demo_dir}",
-        f"hydra.sweep.dir={sweep}",
-        f"paths.log_dir={tmp_path}",
-        *TINY,
-        "hydra/launcher=local",
-        "loader.batch_size=8,16",
-    ]
-    # cwd outside the checkout: the jobs must find `src` on their own
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert "Submitit 'local' sweep output dir" in result.stdout + result.stderr
-    rows = _rows(sweep)
-    assert sorted((r["job"], r["status"]) for r in rows) == [("0", "ok"), ("1", "ok")]
-    jobs = sorted(sweep.glob("[01]_*/metrics.json"))
-    assert len(jobs) == 2 and all(json.loads(p.read_text())["epochs"] == 1 for p in jobs)
-    # each job ran in a submitit process of its own, with its own log
-    assert len(list(sweep.glob(".submitit/*/*_0_log.out"))) == 2
 
 
 def test_optuna_search_runs_three_trials_on_train(demo_dir: Path, tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Remote shards over HTTP under a 2-rank torchrun job: every sample validated once."""
+"""Shards streamed over HTTP (a real server on loopback) to a 2-rank torchrun job: each val
+sample counted once in the job (the in-process streaming checks: tests/test_shard_streaming.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import pytest
 from engine_dev.shard_server import serving
 from tests.conftest import NARROW_MODEL
 from tests.process.test_distributed import single_process_eval, torchrun
-from tests.test_shard_streaming import TRAIN, VAL
+from tests.test_shard_streaming import TRAIN, VAL, _write_wds
 
 
-def test_torchrun_over_http_validates_every_sample_once(wds_dir, tmp_path) -> None:
+def test_torchrun_over_http_validates_every_sample_once(demo_dir, tmp_path) -> None:
     """2 ranks x 2 workers streaming over HTTP: val metrics equal a single-process evaluation
     of the checkpoint (each val sample counted once in the job)."""
+    wds_dir = _write_wds(demo_dir, tmp_path / "wds")
     with serving(wds_dir) as url:
         shards = (f'dataset.train_shards="{url}/{TRAIN}"', f'dataset.val_shards="{url}/{VAL}"')
         run = ("trainer.max_epochs=1", "loader.batch_size=8", "loader.num_workers=2", NARROW_MODEL)

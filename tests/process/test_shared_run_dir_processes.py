@@ -1,10 +1,11 @@
-"""One run at a time in a run dir (engine/src/engine/runs/run_lock.py): a second run started in a busy
-fixed hydra.run.dir, or a multirun whose jobs would share a folder, is refused in one line
-before it writes anything; a killed run's lock is gone with it, forked workers and all."""
+"""One run at a time in a run dir (engine/src/engine/runs/run_lock.py), against another process
+that holds the lock: a second run in a busy fixed hydra.run.dir, or a second multirun in a busy
+sweep dir, is refused in one line before it writes anything; a killed run's lock is gone with
+it, forked workers and all (multiruns whose jobs would share a folder, in-process:
+tests/reliability/test_shared_run_dirs.py)."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -13,16 +14,9 @@ from pathlib import Path
 
 from engine.runs.run_lock import claim, release
 from tests.cli import run_cli
-from tests.conftest import NARROW_MODEL
+from tests.reliability.test_shared_run_dirs import TINY
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = (
-    "trainer.max_epochs=1",
-    "trainer.limit_train_batches=1",
-    "trainer.limit_val_batches=1",
-    "loader.num_workers=0",
-    NARROW_MODEL,
-)
 # A process that holds the lock file argv[1], then (argv[2] == "fork") forks a child that
 # outlives it, prints its pid(s) and waits to be killed. The pids are printed once the child
 # says, through a pipe, that its fork has returned (its at-fork hooks have run): on a busy
@@ -84,40 +78,6 @@ def test_a_killed_runs_forked_children_do_not_keep_its_dir(tmp_path: Path) -> No
         release(tmp_path / "run")
     finally:
         os.kill(child, signal.SIGKILL)
-
-
-def test_a_multirun_whose_subdir_names_no_job_is_refused_before_its_first_job(tmp_path):
-    sweep = tmp_path / "sweep"
-    done = run_cli(
-        "-m", "trainer.seed=1,2", f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=same", *TINY,
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == [
-        "hydra.sweep.subdir=same gives every job of this multirun the same folder, where they "
-        "would write over each other's files: keep ${hydra.job.num} in it."
-    ]
-    assert not sweep.exists()
-
-
-def test_a_multirun_job_landing_in_an_earlier_jobs_folder_stops_there(demo_dir, tmp_path):
-    """paths.* keys are left out of job folder names: two jobs differing only there share one
-    when hydra.sweep.subdir has no job number. The second stops before it writes."""
-    sweep = tmp_path / "sweep"
-    done = run_cli(
-        "-m", f"paths.demo_dir={demo_dir},{demo_dir}/.", f"hydra.sweep.dir={sweep}",
-        "hydra.sweep.subdir=j${hydra.job.override_dirname}", "trainer.seed=3", *TINY,
-        cwd=tmp_path,
-    )  # fmt: skip
-    assert done.returncode == 1
-    folder = next(p for p in sweep.iterdir() if p.is_dir())
-    last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"{folder} was the folder of job 0 of this multirun, and job 1 would")
-    assert (folder / ".hydra" / "overrides.yaml").read_text().count(f"{demo_dir}/.") == 0
-    assert json.loads((folder / "metrics.json").read_text())["epochs"] == 1
-    assert "job 1" not in (folder / "train.log").read_text()
-    rows = (sweep / "summary.csv").read_text().splitlines()
-    assert len(rows) == 2 and rows[1].startswith("0,ok,")
 
 
 def test_a_second_multirun_in_a_busy_sweep_dir_is_refused_before_its_first_job(tmp_path):

@@ -1,4 +1,6 @@
-"""A bad config on the console of a real train.py process: the message, not a traceback."""
+"""A bad config on the console of train.py run as a user runs it, in a child process: the one
+short message naming the key, no traceback, and no work done (the in-process checks:
+tests/reliability/test_config_validation.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.reliability.test_config_validation import ROOT
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_console_shows_the_message_not_a_traceback(demo_dir: Path, tmp_path: Path) -> None:
