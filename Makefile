@@ -102,11 +102,13 @@ LINT_IN_TEST ?= fail
 # when either fails.
 # PYTEST_WORKERS: pytest-xdist processes per suite, each pinned to its share of the cores
 # (engine_dev/fixtures.py says why); auto = one per core, 0 = the tests in this one process.
+# worksteal: an idle worker takes queued tests from a busy one, so the long child-process
+# tests do not leave one core idle at the end.
 PYTEST_WORKERS ?= auto
 ENGINE_SUITE := $(wildcard engine/tests)
 define suites
-status=0; $(BIN)/python -m pytest -n $(PYTEST_WORKERS) $(1) $(ARGS) || status=1; \
-$(if $(ENGINE_SUITE),(cd engine && $(abspath $(BIN))/pytest -n $(PYTEST_WORKERS) $(1) $(ENGINE_ARGS)) || status=1;)
+status=0; $(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist worksteal $(1) $(ARGS) || status=1; \
+$(if $(ENGINE_SUITE),(cd engine && $(abspath $(BIN))/pytest -n $(PYTEST_WORKERS) --dist worksteal $(1) $(ENGINE_ARGS)) || status=1;)
 endef
 
 test: data  ## both test suites, then the lint findings listed (offline; README.md gives its measured time)

@@ -3,6 +3,8 @@ what state it puts back), its runs' outputs kept out of the checkout."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -11,17 +13,21 @@ from engine_dev.cli import run_script
 
 TRAIN = Path(__file__).resolve().parents[1] / "train.py"
 LOG_DIR = "paths.log_dir="
-LOG_DIR = "paths.log_dir="
 
 
 def outside_the_checkout(args: tuple[str, ...] | list[str], cwd: Path) -> list[str]:
     """`args` with paths.log_dir set when they do not set it: <cwd>/outputs, or a temporary
-    folder when `cwd` is the checkout. Every run links outputs/latest* in its log dir, and a
-    test's runs never write into the checkout (tests/conftest.py checks it)."""
+    folder when `cwd` is the checkout (removed when the test process ends). Every run links
+    outputs/latest* in its log dir, and a test's runs never write into the checkout
+    (tests/conftest.py checks it)."""
     if any(arg.startswith((LOG_DIR, f"+{LOG_DIR}")) for arg in args):
         return list(args)
     here = cwd.resolve() == TRAIN.parent
-    log_dir = Path(tempfile.mkdtemp(prefix="test_outputs_")) if here else cwd / "outputs"
+    if here:
+        log_dir = Path(tempfile.mkdtemp(prefix="test_outputs_"))
+        atexit.register(shutil.rmtree, log_dir, ignore_errors=True)
+    else:
+        log_dir = cwd / "outputs"
     return [*args, f"{LOG_DIR}{log_dir}"]
 
 

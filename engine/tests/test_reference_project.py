@@ -7,6 +7,7 @@ naming it; a NaN loss is skipped when allowed and stops the run naming the key w
 from __future__ import annotations
 
 import csv
+import logging
 import signal
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def test_the_reference_project_trains_then_evaluates_its_checkpoint(demo_dir, tm
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_stopped_run_resumes_to_the_uninterrupted_weights_and_ema(
-    reference_cfg, monkeypatch: pytest.MonkeyPatch, workers: int
+    reference_cfg, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, workers: int
 ) -> None:
     # 48 train images / batch 16: 3 steps an epoch, 9 in all; stopped after step 4 (epoch 2)
     knobs = (f"loader.num_workers={workers}",)
@@ -67,10 +68,16 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_weights_and_ema(
     saved = _last(Path(first))
     assert (saved["epoch"], saved["batches_done"], saved["step"]) == (2, 1, 4)
     monkeypatch.undo()
-    resumed = train(reference_cfg("second", *knobs, "trainer.resume=auto"))
+    with caplog.at_level(logging.INFO, logger="engine"):
+        resumed = train(reference_cfg("second", *knobs, "trainer.resume=auto"))
+    said = f"resumed from {Path(first) / 'checkpoints'}"
+    assert any(said in m and m.endswith("epoch 2, batch 1") for m in caplog.messages)
     a, b = (_last(Path(reference_cfg(name).paths.output_dir)) for name in ("whole", "second"))
-    for part in ("model",):
-        assert all(torch.equal(a[part][k], b[part][k]) for k in a[part]), part
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    momenta = (a["optimizer"]["state"], b["optimizer"]["state"])
+    assert momenta[0].keys() == momenta[1].keys() and momenta[0], "no optimizer state saved"
+    for k in momenta[0]:
+        assert torch.equal(momenta[0][k]["momentum_buffer"], momenta[1][k]["momentum_buffer"])
     ema_a, ema_b = a["train_step"]["ema"], b["train_step"]["ema"]
     assert int(ema_b["n_averaged"]) == 9
     assert all(torch.equal(ema_a[k], ema_b[k]) for k in ema_a), "EMA weights differ"

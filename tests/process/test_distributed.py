@@ -1,14 +1,12 @@
-"""DDP on CPU (gloo): a 2-process torchrun job writes one run dir from rank 0 whose val metrics
-equal a single-process evaluation of its checkpoint; uneven streams keep the ranks identical."""
+"""DDP on CPU (gloo), through the template: uneven batches keep the ranks identical; gathered
+metrics equal one process's; bad files and a NaN on one rank are pooled and agreed on. A stream
+over 2 ranks x 2 workers: test_shard_streaming_processes.py. The engine's own suite proves one
+run dir per job, its eval and stop/resume on its reference project."""
 
 from __future__ import annotations
 
 import csv
-import json
-import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,21 +20,13 @@ from engine.training.batches import mover_for
 from engine.training.evaluate import evaluate
 from engine.training.totals import PassTotals
 from engine_dev.hostile import corrupt_tree
+from engine_dev.processes import run_child
 from src.metrics.multilabel import F1, MeanAveragePrecision
 from tests import ddp_probe
 from tests.cli import outside_the_checkout
 from tests.conftest import NARROW_MODEL
 
 ROOT = Path(__file__).resolve().parents[2]
-LAUNCH_VARIABLES = (
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-    "TORCHELASTIC_RUN_ID",
-)
 
 
 def torchrun(
@@ -47,36 +37,11 @@ def torchrun(
     deadline_s: float | None = None,
     **env_vars: str,
 ) -> subprocess.CompletedProcess:
-    """`torchrun --standalone --nproc_per_node=nproc train.py args`, in a process group of its
-    own: when the test is interrupted (pytest-timeout, the suite's one hang guard, or Ctrl-C),
-    or past `deadline_s` where one is given (the stress run counts hangs), the whole group
-    (agent, ranks, their workers) is killed, so nothing is left running."""
-    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES} | env_vars
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-        str(script),
-        *outside_the_checkout(args, cwd),
-    ]
-    job = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = job.communicate(timeout=deadline_s)
-    except BaseException:
-        os.killpg(job.pid, signal.SIGKILL)
-        job.communicate()
-        raise
-    return subprocess.CompletedProcess(command, job.returncode, out, err)
+    """`torchrun --standalone --nproc_per_node=nproc train.py args` (engine_dev.processes:
+    its group is killed when the test is interrupted or past `deadline_s`), its runs kept out
+    of the checkout."""
+    args = tuple(outside_the_checkout(args, cwd))
+    return run_child(script, *args, cwd=cwd, nproc=nproc, deadline_s=deadline_s, **env_vars)
 
 
 def single_process_eval(run: Path, out: Path) -> dict[str, float]:
@@ -90,83 +55,6 @@ def single_process_eval(run: Path, out: Path) -> dict[str, float]:
     return evaluate(
         parts.model, parts.val_loader, move, parts.precision, parts.criterion, parts.metrics
     )
-
-
-def _csv_run(demo_dir: Path, val_csv: Path) -> tuple[str, ...]:
-    """A 2-epoch job on the demo CSV with the val split `val_csv`."""
-    return (
-        f"paths.demo_dir={demo_dir}",
-        "dataset=csv",
-        f"dataset.val_csv={val_csv}",
-        f"dataset.root={demo_dir}",
-        "trainer.max_epochs=2",
-        "loader.batch_size=8",
-        "loader.num_workers=0",
-        NARROW_MODEL,
-    )
-
-
-@pytest.fixture(scope="module")
-def csv_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A 2-epoch torchrun job on an odd-sized val split (29: shares of 15 and 14, no padding):
-    also the uninterrupted job the stopped and resumed one is compared with."""
-    logs = tmp_path_factory.mktemp("ddp")
-    rows = (demo_dir / "val.csv").read_text().splitlines()
-    (logs / "val29.csv").write_text("\n".join(rows[:30]) + "\n")  # header + 29 samples
-    result = torchrun(*_csv_run(demo_dir, logs / "val29.csv"), f"paths.log_dir={logs}", cwd=logs)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return logs, result.stdout + result.stderr
-
-
-def test_torchrun_job_has_one_run_dir_written_by_rank_0(csv_job: tuple[Path, str]) -> None:
-    logs, output = csv_job
-    (run,) = (p.parent for p in logs.glob("runs/*/*/.hydra"))
-    assert [p.parent for p in logs.glob("runs/*/*/*") if p.name == "metrics.json"] == [run]
-    assert len(list((run / "tensorboard").glob("events.out.tfevents.*"))) == 1
-    assert output.count("epoch 2/2") == 1 and "x 2 ranks = 16 per step" in output
-    log = (run / "train.log").read_text()
-    assert log.count("epoch 1/2") == 1 and log.count("[engine.runs.outputs][INFO] - metrics:") == 1
-    state = load_checkpoint(run / "checkpoints" / "last.pt")
-    assert state["world_size"] == 2 and state["epoch"] == 2
-    assert not any(key.startswith("module.") for key in state["model"])
-    # 48 train samples: 24 per rank, 3 batches of 8, one optimizer step per batch
-    assert state["step"] == 6
-
-
-def test_torchrun_val_metrics_equal_single_process_eval(csv_job, tmp_path: Path) -> None:
-    logs, _ = csv_job
-    (metrics_file,) = logs.glob("runs/*/*/metrics.json")
-    metrics = json.loads(metrics_file.read_text())
-    alone = single_process_eval(metrics_file.parent, tmp_path)
-    assert alone["val/acc"] == metrics["val/acc"]  # 29 samples, each counted once
-    assert alone["val/loss"] == pytest.approx(metrics["val/loss"], rel=1e-6)
-
-
-def test_torchrun_stream_over_2_ranks_x_2_workers(demo_dir: Path, tmp_path: Path) -> None:
-    """3 train shards of 16: rank 0 reads 2, rank 1 one (4 vs 2 batches): Join, then align.
-    The workers start by forkserver (forking a rank can hang: CPython gh-112275), said once."""
-    result = torchrun(
-        f"paths.demo_dir={demo_dir}",
-        f"paths.log_dir={tmp_path}",
-        "dataset=iterable",
-        "trainer.max_epochs=2",
-        "loader.batch_size=8",
-        "loader.num_workers=2",
-        NARROW_MODEL,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    said = (result.stdout + result.stderr).count(
-        "multiprocessing_context=forkserver under torchrun"
-    )
-    assert said == 1  # rank 0's log; the other ranks log warnings only
-    (metrics_file,) = tmp_path.glob("runs/*/*/metrics.json")
-    metrics = json.loads(metrics_file.read_text())
-    state = load_checkpoint(metrics_file.parent / "checkpoints" / "last.pt")
-    assert state["step"] == 8  # the longer rank's 4 steps per epoch
-    alone = single_process_eval(metrics_file.parent, tmp_path / "eval")
-    assert alone["val/acc"] == metrics["val/acc"]
-    assert alone["val/loss"] == pytest.approx(metrics["val/loss"], rel=1e-6)
 
 
 def test_ranks_with_uneven_batches_end_the_epoch_identical(tmp_path: Path) -> None:

@@ -28,8 +28,9 @@ RUN = (
     "trainer.checkpoint.every_n_steps=1",
     "loader.drop_last=false",
 )
-TWO_RANKS = ("loader.batch_size=8", "loader.num_workers=1")
+TWO_RANKS = ("loader.batch_size=8", "loader.num_workers=0")
 ONE_PROCESS = ("loader.batch_size=16", "loader.num_workers=2")
+WORKER_A_RANK = "loader.num_workers=1"  # the killed 2-rank job's: one worker per rank
 KILLED_AT = 5  # epoch 2, batch 2: the last checkpoint is step 4's, mid-epoch 2
 
 
@@ -59,7 +60,7 @@ def _same_as_whole(run_dir: Path, whole: Path) -> None:
 def test_two_ranks_killed_mid_epoch_go_on_as_one_process(demo_dir, tmp_path, whole) -> None:
     run_dir = tmp_path / "run"
     killed = torchrun(
-        *_job(demo_dir, run_dir, *TWO_RANKS),
+        *_job(demo_dir, run_dir, *TWO_RANKS, WORKER_A_RANK),
         cwd=tmp_path,
         script=FAULTS,
         KILL_AT_STEP=str(KILLED_AT),

@@ -254,7 +254,9 @@ def test_a_users_first_file_is_formatted_and_never_stops_the_tests(tmp_path: Pat
         command = ["make", "--no-print-directory", "-C", str(dest), *args]
         return subprocess.run(command, capture_output=True, text=True)
 
-    tested = make("test", "ARGS=tests/test_losses_metrics.py -q -p no:cacheprovider")
+    tested = make(
+        "test", "PYTEST_WORKERS=0", "ARGS=tests/test_losses_metrics.py -q -p no:cacheprovider"
+    )
     said = tested.stdout + tested.stderr
     assert tested.returncode == 0, said[-3000:]
     assert re.search(r"\d+ passed", said)  # the tests ran

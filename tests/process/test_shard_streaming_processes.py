@@ -1,5 +1,6 @@
-"""Shards streamed over HTTP (a real server on loopback) to a 2-rank torchrun job: each val
-sample counted once in the job (the in-process streaming checks: tests/test_shard_streaming.py)."""
+"""Shards streamed over HTTP (a real server on loopback) to a 2-rank torchrun job with 2 loader
+workers a rank: uneven shares end aligned, workers start by forkserver, each val sample is
+counted once in the job (the in-process streaming checks: tests/test_shard_streaming.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 
 import pytest
 
+from engine.runs.checkpoint_files import load_checkpoint
 from engine_dev.shard_server import serving
 from tests.conftest import NARROW_MODEL
 from tests.process.test_distributed import single_process_eval, torchrun
@@ -14,8 +16,10 @@ from tests.test_shard_streaming import TRAIN, VAL, _write_wds
 
 
 def test_torchrun_over_http_validates_every_sample_once(demo_dir, tmp_path) -> None:
-    """2 ranks x 2 workers streaming over HTTP: val metrics equal a single-process evaluation
-    of the checkpoint (each val sample counted once in the job)."""
+    """2 ranks x 2 workers streaming 3 train shards of 16 over HTTP: rank 0 reads 2, rank 1 one
+    (4 vs 2 batches): Join, then align. The workers start by forkserver (forking a rank can
+    hang: CPython gh-112275), said once. Val metrics equal a single-process evaluation of the
+    checkpoint (each val sample counted once in the job)."""
     wds_dir = _write_wds(demo_dir, tmp_path / "wds")
     with serving(wds_dir) as url:
         shards = (f'dataset.train_shards="{url}/{TRAIN}"', f'dataset.val_shards="{url}/{VAL}"')
@@ -23,7 +27,10 @@ def test_torchrun_over_http_validates_every_sample_once(demo_dir, tmp_path) -> N
         logs = f"paths.log_dir={tmp_path}"
         result = torchrun("dataset=iterable", *shards, *run, logs, cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-4000:]
+        said = result.stdout + result.stderr
+        assert said.count("multiprocessing_context=forkserver under torchrun") == 1  # rank 0's
         (metrics_file,) = tmp_path.glob("runs/*/*/metrics.json")
+        assert load_checkpoint(metrics_file.parent / "checkpoints" / "last.pt")["step"] == 4
         alone = single_process_eval(metrics_file.parent, tmp_path / "eval")
     metrics = json.loads(metrics_file.read_text())
     assert alone["val/acc"] == metrics["val/acc"]

@@ -33,10 +33,12 @@ def pytest_configure(config: pytest.Config) -> None:
     own share of the cores, and so do the runs and children it starts (the engine's thread and
     worker counts follow the affinity). Measured on 2 cores, the template's suite: one process
     ~540 s; two unpinned workers, whose torch threads contend, no faster (87 % at 8 min); two
-    pinned workers 359 s."""
-    del config
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    pinned workers 359 s. Only a real worker pins itself (xdist's own `workerinput`, not the
+    environment a pytest started by a test inherits)."""
+    given = getattr(config, "workerinput", None)
+    if given is None:
+        return
+    count, worker = int(given["workercount"]), str(given["workerid"])
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if count > 1 and worker.startswith("gw") and len(cores) >= count:
         os.sched_setaffinity(0, cores[int(worker[2:]) % count :: count])

@@ -7,10 +7,8 @@ and resumed under torchrun ends with the uninterrupted job's weights."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,52 +16,23 @@ import pytest
 import torch
 
 from engine.runs.checkpoint_files import load_checkpoint
+from engine_dev.processes import Child, run_child
 from tests.conftest import TRAIN, reference_args
 
 FAULTS = Path(__file__).resolve().parent / "faults.py"
-LAUNCH_VARIABLES = (
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-)
-
-
-def _child(script: Path, *args: str, cwd: Path, nproc: int = 0, **env: str) -> subprocess.Popen:
-    """`python script args` (or torchrun with `nproc` ranks) in a process group of its own."""
-    launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}"]
-    command = [sys.executable, *(launcher if nproc else []), str(script), *args]
-    environ = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARIABLES} | env
-    return subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=environ,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def _finish(job: subprocess.Popen) -> subprocess.CompletedProcess:
-    """Wait for `job`; an interrupted test (pytest-timeout, the one hang guard) kills its group."""
-    try:
-        out, err = job.communicate()
-    except BaseException:
-        os.killpg(job.pid, signal.SIGKILL)
-        job.communicate()
-        raise
-    return subprocess.CompletedProcess(job.args, job.returncode, out, err)
-
-
-def _run(script: Path, *args: str, cwd: Path, nproc: int = 0, **env: str):
-    return _finish(_child(script, *args, cwd=cwd, nproc=nproc, **env))
 
 
 def _last(run: Path) -> dict:
     return load_checkpoint(run / "checkpoints" / "last.pt")
+
+
+def _resumed_from(run: subprocess.CompletedProcess, run_dir: Path, epoch: int, batch: int) -> bool:
+    """Whether `run` logged its resume from a checkpoint of `run_dir` at (epoch, batch)."""
+    said = f"resumed from {run_dir / 'checkpoints'}"
+    return any(
+        said in line and line.endswith(f"epoch {epoch}, batch {batch}")
+        for line in (run.stdout + run.stderr).splitlines()
+    )
 
 
 def _same(a: dict, b: dict) -> bool:
@@ -76,13 +45,14 @@ def test_kill_9_mid_epoch_then_a_requeue_ends_as_the_uninterrupted_run(demo_dir,
         fixed = ("trainer.max_epochs=2", "trainer.checkpoint.every_n_steps=2")
         return reference_args(demo_dir, tmp_path, *fixed, f"hydra.run.dir={tmp_path / run}", *more)
 
-    whole = _run(TRAIN, *args("whole"), cwd=tmp_path)
+    whole = run_child(TRAIN, *args("whole"), cwd=tmp_path)
     assert whole.returncode == 0, whole.stderr[-3000:]
-    killed = _run(FAULTS, *args("job"), cwd=tmp_path, KILL_AT_STEP="5")
+    killed = run_child(FAULTS, *args("job"), cwd=tmp_path, KILL_AT_STEP="5")
     assert killed.returncode == -signal.SIGKILL
     assert _last(tmp_path / "job")["step"] == 4
-    requeued = _run(TRAIN, *args("job", "trainer.resume=auto"), cwd=tmp_path)
+    requeued = run_child(TRAIN, *args("job", "trainer.resume=auto"), cwd=tmp_path)
     assert requeued.returncode == 0, requeued.stderr[-3000:]
+    assert _resumed_from(requeued, tmp_path / "job", epoch=2, batch=1)
     a, b = _last(tmp_path / "whole"), _last(tmp_path / "job")
     assert _same(a["model"], b["model"])
     assert _same(a["train_step"]["ema"], b["train_step"]["ema"]), "EMA weights differ"
@@ -91,13 +61,16 @@ def test_kill_9_mid_epoch_then_a_requeue_ends_as_the_uninterrupted_run(demo_dir,
 def test_sigterm_from_outside_checkpoints_and_exits_143(demo_dir, tmp_path):
     ready = tmp_path / "ready"
     args = reference_args(demo_dir, tmp_path, f"hydra.run.dir={tmp_path / 'job'}")
-    job = _child(FAULTS, *args, cwd=tmp_path, WAIT_AT_STEP="4", READY_FILE=str(ready))
-    while not ready.exists() and job.poll() is None:
-        time.sleep(0.05)
-    job.send_signal(signal.SIGTERM)
-    time.sleep(0.2)  # the handler runs in the child's main thread, between its sleeps
-    ready.unlink()
-    result = _finish(job)
+    with Child(FAULTS, *args, cwd=tmp_path, WAIT_AT_STEP="4", READY_FILE=str(ready)) as job:
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            assert job.running(), job.finish().stderr[-3000:]
+            assert time.monotonic() < deadline, "the run never reached step 4"
+            time.sleep(0.05)
+        job.process.send_signal(signal.SIGTERM)
+        time.sleep(0.2)  # the handler runs in the child's main thread, between its sleeps
+        ready.unlink()
+        result = job.finish(deadline_s=120)
     assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
     assert "SIGTERM received" in result.stdout + result.stderr
     saved = _last(tmp_path / "job")
@@ -112,15 +85,18 @@ def ddp_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     (logs / "val29.csv").write_text("\n".join(rows[:30]) + "\n")
     knobs = ("dataset=csv", f"dataset.val_csv={logs / 'val29.csv'}", f"dataset.root={demo_dir}")
     knobs += ("trainer.max_epochs=2", "loader.batch_size=8")
-    result = _run(TRAIN, *reference_args(demo_dir, logs, *knobs), cwd=logs, nproc=2)
+    result = run_child(TRAIN, *reference_args(demo_dir, logs, *knobs), cwd=logs, nproc=2)
     assert result.returncode == 0, result.stderr[-4000:]
     return logs, knobs
 
 
 def test_a_torchrun_job_writes_one_run_that_one_process_evaluates_alike(ddp_job, demo_dir):
     logs, _ = ddp_job
+    (run,) = (p.parent for p in logs.glob("runs/*/*/.hydra"))  # rank 0's alone
     (metrics_file,) = logs.glob("runs/*/*/metrics.json")
-    run = metrics_file.parent
+    assert metrics_file.parent == run
+    log = (run / "train.log").read_text()
+    assert log.count("epoch 1/2") == 1 and "x 2 ranks = 16 per step" in log
     state = _last(run)
     assert state["world_size"] == 2 and state["step"] == 6  # 48 / (8 x 2 ranks) x 2 epochs
     assert not any(key.startswith("module.") for key in state["model"])
@@ -128,7 +104,7 @@ def test_a_torchrun_job_writes_one_run_that_one_process_evaluates_alike(ddp_job,
     args = reference_args(
         demo_dir, out, "mode=eval", f"eval.checkpoint={run / 'checkpoints' / 'last.pt'}"
     )
-    evaluated = _run(TRAIN, *args, cwd=logs)
+    evaluated = run_child(TRAIN, *args, cwd=logs)
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     (alone,) = out.glob("runs/*/*/metrics.json")
     trained, measured = json.loads(metrics_file.read_text()), json.loads(alone.read_text())
@@ -140,10 +116,15 @@ def test_a_torchrun_job_stopped_and_resumed_ends_as_the_uninterrupted_one(
 ):
     logs, knobs = ddp_job
     args = reference_args(demo_dir, tmp_path, *knobs)
-    stopped = _run(FAULTS, *args, cwd=tmp_path, nproc=2, STOP_AT_STEP="4")
+    stopped = run_child(FAULTS, *args, cwd=tmp_path, nproc=2, STOP_AT_STEP="4")
     assert stopped.returncode != 0
-    resumed = _run(TRAIN, *args, "trainer.resume=auto", cwd=tmp_path, nproc=2)
+    (saved,) = tmp_path.glob("runs/*/*/checkpoints/last.pt")
+    state = load_checkpoint(saved)
+    assert (state["epoch"], state["batches_done"], state["step"]) == (2, 1, 4)
+    assert state["world_size"] == 2
+    resumed = run_child(TRAIN, *args, "trainer.resume=auto", cwd=tmp_path, nproc=2)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert _resumed_from(resumed, saved.parent.parent, epoch=2, batch=1)
     (whole,) = logs.glob("runs/*/*/metrics.json")
     (again,) = tmp_path.glob("runs/*/*/metrics.json")
     a, b = _last(whole.parent), _last(again.parent)
