@@ -9,12 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from torch.nn import functional as F
-from torchmetrics.functional.classification import (
-    multilabel_average_precision,
-    multilabel_f1_score,
-    multilabel_precision,
-    multilabel_recall,
-)
 
 from engine.core.io import write_csv
 from engine.inference.labeller import Labeller
@@ -29,6 +23,14 @@ def per_class(outputs: Outputs, labeller: Labeller) -> list[dict[str, object]]:
     empty when the class has no positive sample), F1, precision and recall of the labels at
     `labeller.threshold` (precision 0 when nothing is labelled it; recall empty without
     positives) and support (its positive samples)."""
+    # imported here: torchmetrics costs 0.8 s of every run's start, and only mode=eval uses it
+    from torchmetrics.functional.classification import (
+        multilabel_average_precision,
+        multilabel_f1_score,
+        multilabel_precision,
+        multilabel_recall,
+    )
+
     scores, targets = labeller.scores(outputs.logits), outputs.labels.long()
     predicted, count = labeller.predicted(outputs.logits).long(), len(labeller.classes)
     with warnings.catch_warnings():  # a class without positives: its AP is left empty
@@ -54,6 +56,11 @@ def per_class(outputs: Outputs, labeller: Labeller) -> list[dict[str, object]]:
 def summary(outputs: Outputs, labeller: Labeller, split: str) -> dict[str, float]:
     """`<split>/map` (macro average precision), `<split>/f1` (macro F1 at the threshold) and
     `<split>/subset_acc` (share of samples whose labels are exactly right), over the split."""
+    from torchmetrics.functional.classification import (  # see per_class
+        multilabel_average_precision,
+        multilabel_f1_score,
+    )
+
     scores, targets = labeller.scores(outputs.logits), outputs.labels.long()
     predicted, count = labeller.predicted(outputs.logits).long(), len(labeller.classes)
     return {
