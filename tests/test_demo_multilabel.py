@@ -15,6 +15,7 @@ from hydra.utils import instantiate
 from PIL import Image
 
 from engine.data.folds import without_fold_keys
+from engine.metric_keys import metric_names
 from engine_dev.demo import main, make_demo_data
 from engine_dev.demo_multilabel import COLOURS, LABELS
 from engine_dev.demo_shapes import CLASSES
@@ -87,7 +88,9 @@ def test_same_seed_same_files_and_the_single_label_demo_is_untouched(tmp_path: P
 
 def test_experiment_reads_the_demo_as_multi_hot_targets(make_cfg) -> None:
     cfg = make_cfg("experiment=multilabel_csv")
-    assert cfg.trainer.checkpoint.monitor == "val/map" and cfg.trainer.checkpoint.mode == "max"
+    # best.pt follows the metrics group (val/map), not a monitor the experiment sets
+    assert cfg.trainer.checkpoint.monitor is None and cfg.trainer.checkpoint.mode is None
+    assert metric_names(cfg.metrics)[0] == "map"
     assert {"map", "f1", "subset_acc"} <= set(cfg.metrics)
     train = instantiate(without_fold_keys(cfg.dataset), split="train", transform=None)
     assert train.multi_label and list(train.classes) == list(LABELS)

@@ -38,13 +38,23 @@ def test_epochs_since_best() -> None:
 
 def test_training_stops_when_the_monitor_stalls(make_cfg, caplog) -> None:
     cfg = make_cfg(*FLAT)
-    with caplog.at_level(logging.INFO, logger="engine.training.early_stopping"):
+    with caplog.at_level(logging.INFO):
         metrics = train(cfg)
     assert metrics["epochs"] == 3  # best at 1, two epochs without improvement
+    # trainer.checkpoint.monitor null: metrics=default's first metric, val/acc
+    assert "monitor val/acc (max) picks best.pt and drives early stopping" in caplog.text
     assert "early stopping after epoch 3: val/acc has not improved for 2 epochs" in caplog.text
     rows = _history(Path(cfg.paths.output_dir))
     assert [r["epoch"] for r in rows] == ["1", "2", "3"]
     assert {"val/acc", "val/loss", "train/loss", "train/samples_per_s"} <= rows[0].keys()
+
+
+def test_without_metrics_early_stopping_follows_the_val_loss(make_cfg, caplog) -> None:
+    with caplog.at_level(logging.INFO):
+        metrics = train(make_cfg(*FLAT, "~metrics.acc"))  # a metrics group without metrics
+    assert metrics["epochs"] == 3
+    assert "monitor val/loss (min) picks best.pt and drives early stopping" in caplog.text
+    assert "early stopping after epoch 3: val/loss has not improved for 2 epochs" in caplog.text
 
 
 def test_early_stopping_is_resume_safe(make_cfg, tmp_path, monkeypatch) -> None:

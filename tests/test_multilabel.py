@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import random
 from pathlib import Path
 
@@ -227,7 +228,6 @@ def multi_label_cfg(tmp_path: Path, *overrides: str):
         "dataset.label_column=labels",
         "loss=bce",
         "metrics=multilabel",
-        "trainer.checkpoint.monitor=val/map",
         "model=mlp",
         "transforms=none",
         *overrides,
@@ -266,15 +266,26 @@ def test_multi_label_losses_and_metrics_are_refused_on_single_label_data(make_cf
     with pytest.raises(ConfigError, match=r"use loss=cross_entropy, or set dataset\.multi_label"):
         train(make_cfg("loss=bce", "trainer.max_epochs=1"))
     with pytest.raises(ConfigError, match="use metrics=default"):
-        train(make_cfg("metrics=multilabel", "trainer.checkpoint.monitor=val/map"))
+        train(make_cfg("metrics=multilabel"))
 
 
-def test_training_on_multi_label_data_logs_and_keeps_the_best_val_map(tmp_path: Path) -> None:
+def test_training_on_multi_label_data_logs_and_keeps_the_best_val_map(
+    tmp_path: Path, caplog
+) -> None:
+    # metrics=multilabel and no trainer.checkpoint.monitor: best.pt follows val/map
     cfg = multi_label_cfg(
         tmp_path, "trainer.max_epochs=4", "optimizer.lr=0.01", "trainer.early_stopping.patience=3"
     )
-    metrics = train(cfg)
+    assert cfg.trainer.checkpoint.monitor is None
+    with caplog.at_level(logging.INFO, logger="engine.runs.training_run"):
+        metrics = train(cfg)
+    assert (
+        "monitor val/map (max) picks best.pt and drives early stopping: the metrics group's "
+        "first metric (trainer.checkpoint.monitor=null)" in caplog.text
+    )
     run = tmp_path / "run"
+    saved_checkpoint = OmegaConf.load(run / "config_resolved.yaml").trainer.checkpoint
+    assert (saved_checkpoint.monitor, saved_checkpoint.mode) == ("val/map", "max")
     history = list(csv.DictReader((run / "history.csv").open()))
     maps = [float(h["val/map"]) for h in history]
     saved = json.loads((run / "metrics.json").read_text())
@@ -284,6 +295,7 @@ def test_training_on_multi_label_data_logs_and_keeps_the_best_val_map(tmp_path: 
     assert maps[-1] > 0.8  # three coloured patches: learnable in a few epochs
     best = torch.load(run / "checkpoints" / "best.pt", weights_only=False)
     assert best["epoch"] == 1 + maps.index(max(maps))
+    assert best["best"] == pytest.approx(max(maps))  # ranked by val/map's own values
 
 
 class TaggedFeatures(MapDataset):

@@ -30,7 +30,6 @@ TRAIN = (
     "model=mlp",
     "model.hidden=[16]",
     "trainer.max_epochs=1",
-    "trainer.checkpoint.monitor=val/map",
 )
 
 

@@ -41,7 +41,7 @@ MULTI_LABEL_OPTIONS = {("loss", "bce"), ("metrics", "multilabel")}
 @pytest.mark.parametrize(("group", "option"), OPTIONS)
 def test_every_shipped_option_passes(make_cfg, group: str, option: str) -> None:
     override = f"+{group}={option}" if group == "sweep" else f"{group}={option}"
-    # the options for multi-hot labels pass on the multi-label preset's data and monitor
+    # the options for multi-hot labels pass on the multi-label preset's data
     data = ["experiment=multilabel_csv"] if (group, option) in MULTI_LABEL_OPTIONS else []
     validate_config(make_cfg(*data, override))  # experiments and debug presets included
 
@@ -79,7 +79,11 @@ def test_every_shipped_option_passes(make_cfg, group: str, option: str) -> None:
             "you mean val/acc?)",
         ),
         ("trainer.checkpoint.keep_last=0", "trainer.checkpoint.keep_last=0: expected int >= 1."),
-        ("trainer.checkpoint.mode=mx", "trainer.checkpoint.mode='mx': expected max or min."),
+        (
+            "trainer.checkpoint.mode=mx",
+            "trainer.checkpoint.mode='mx': expected max or min (or null: min for a loss, max "
+            "for a metric).",
+        ),
         ("trainer.precision=16", "trainer.precision=16: expected one of ['32', 'bf16-mixed'"),
         ("trainer.device=gpu", "trainer.device='gpu': expected auto, cpu, cuda, cuda:N or mps."),
         # a word or a bool for a Tensor-annotated value (Adam's lr: float | Tensor)
@@ -121,6 +125,17 @@ def test_bad_value_gives_one_short_message(make_cfg, override: str, message: str
     text = _refused(make_cfg, override)
     assert text.startswith(message), text
     assert len(text.splitlines()) == 1 and "Error in call to target" not in text
+
+
+def test_a_monitor_set_by_hand_is_still_checked_against_the_metrics_group(make_cfg) -> None:
+    # left null it follows metrics=multilabel (val/map); set by hand it must be one of its values
+    validate_config(make_cfg("experiment=multilabel_csv"))
+    text = _refused(make_cfg, "experiment=multilabel_csv", "trainer.checkpoint.monitor=val/acc")
+    assert text.startswith(
+        "trainer.checkpoint.monitor='val/acc' is not a per-epoch value of this run (did you "
+        "mean val/map?)"
+    ), text
+    assert len(text.splitlines()) == 1
 
 
 @pytest.mark.parametrize(

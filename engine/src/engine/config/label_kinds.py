@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-PRESET = "experiment=multilabel_csv sets loss, metrics and monitor for a multi-label CSV"
+PRESET = "experiment=multilabel_csv sets the loss and metrics for a multi-label CSV"
 
 
 def label_kind_problems(
@@ -32,12 +32,11 @@ def label_kind_problems(
     wrong = [name for name, m in metrics.items() if bool(getattr(m, "multi_label", False)) != multi]
     if wrong:
         fix = "metrics=multilabel" if multi else "metrics=default"
-        monitor = "val/map" if multi else "val/acc"
         kind = metrics[wrong[0]]
         name = kind.__name__ if isinstance(kind, type) else type(kind).__name__
         return [
             f"metrics.{wrong[0]} ({name}) measures {other}-label predictions, but the data is "
-            f"{data}: use {fix} (and "
-            f"trainer.checkpoint.monitor={monitor}; {PRESET})."
+            f"{data}: use {fix} (the checkpoint monitor follows it unless "
+            f"trainer.checkpoint.monitor is set; {PRESET})."
         ]
     return []

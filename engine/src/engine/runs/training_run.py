@@ -60,6 +60,9 @@ class TrainingRun:
         key = config_key(self.config, ranks.world_size)
         record_data_values(self.config, parts)
         every = parts.settings.checkpoint
+        # config_resolved.yaml, a checkpoint's config and HParams name the monitor that was used
+        given = self.config["trainer"]["checkpoint"]["monitor"]
+        self.config["trainer"]["checkpoint"] |= {"monitor": every.monitor, "mode": every.mode}
         folder = self.out / "checkpoints"
         self.checkpoints = Checkpoints(
             folder, every.keep_last, every.monitor, every.mode, write=ranks.is_main
@@ -82,6 +85,15 @@ class TrainingRun:
             check_resume(state, self.record, granularity, path, stream, limit)
             check_stream_resume(state, loader, Topology(**self.record["topology"]), path)
         if ranks.is_main:
+            log.info(
+                "monitor %s (%s) picks best.pt%s: %s",
+                every.monitor,
+                every.mode,
+                " and drives early stopping" if settings.early_stopping.patience else "",
+                "set by trainer.checkpoint.monitor"
+                if given is not None
+                else "the metrics group's first metric (trainer.checkpoint.monitor=null)",
+            )
             write_resolved_config(self.config, self.out)
             folder.mkdir(parents=True, exist_ok=True)
             removed = remove_stale_temporaries(folder)

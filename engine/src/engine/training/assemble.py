@@ -25,11 +25,12 @@ from engine.data.seeded import seeded
 from engine.data.sharing import apply_sharing_strategy
 from engine.data.splits import build_splits, input_shape
 from engine.data.transforms import Pipelines
+from engine.metric_keys import metric_names
 from engine.training.device import Precision, resolve_device, resolve_precision
 from engine.training.distributed import init_distributed, rank_device, rank_seed, wrap_model
 from engine.training.metric import AnyMetric, build_metrics
 from engine.training.models import build_model
-from engine.training.settings import TrainerSettings
+from engine.training.settings import TrainerSettings, resolve_monitor
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,9 @@ def threads_origin(setting: int | None, workers: int) -> str:
 
 def assemble(cfg: DictConfig) -> Components:
     """Seed, pick the device, instantiate datasets, model and loaders; log a one-line header.
-    Under torchrun: this rank's seed, device, DDP model and share of the data."""
-    settings = instantiate(cfg.trainer)
+    Under torchrun: this rank's seed, device, DDP model and share of the data. The settings'
+    checkpoint monitor is resolved against the metrics group (resolve_monitor)."""
+    settings = resolve_monitor(instantiate(cfg.trainer), metric_names(cfg.metrics))
     ranks = init_distributed()
     seed_everything(rank_seed(settings.seed, ranks.rank))
     device = rank_device(resolve_device(settings.device), ranks)

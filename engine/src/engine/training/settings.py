@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -12,19 +13,23 @@ from engine.training.device import PRECISIONS
 
 @dataclass(frozen=True)
 class CheckpointSettings:
-    """`trainer.checkpoint`: when checkpoints are written and which are kept."""
+    """`trainer.checkpoint`: when checkpoints are written and which are kept. A null
+    `monitor` or `mode` is decided by `resolve_monitor` once the metrics are known."""
 
     keep_last: int
-    monitor: str
-    mode: str
+    monitor: str | None
+    mode: str | None
     every_n_steps: int
     every_minutes: float
 
     def __post_init__(self) -> None:
         if self.keep_last < 1:
             raise ValueError(f"trainer.checkpoint.keep_last={self.keep_last}: expected int >= 1.")
-        if self.mode not in ("max", "min"):
-            raise ValueError(f"trainer.checkpoint.mode={self.mode!r}: expected max or min.")
+        if self.mode not in ("max", "min", None):
+            raise ValueError(
+                f"trainer.checkpoint.mode={self.mode!r}: expected max or min (or null: min "
+                "for a loss, max for a metric)."
+            )
         for key in ("every_n_steps", "every_minutes"):
             if getattr(self, key) < 0:
                 raise ValueError(
@@ -103,3 +108,20 @@ class TrainerSettings:
         for key in ("limit_train_batches", "limit_val_batches"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 raise ValueError(f"trainer.{key} must be >= 1 or null, got {getattr(self, key)}.")
+
+
+def resolve_monitor(settings: TrainerSettings, metric_names: Sequence[str]) -> TrainerSettings:
+    """`settings` with trainer.checkpoint.monitor and mode decided, here only, so that best.pt,
+    early stopping, the saved config and the log agree. A null monitor is the metrics group's
+    first metric on the val split (`val/<name>`; `val/loss` for a group without metrics), so
+    choosing the metrics group chooses what is monitored. A null mode is min for a loss and
+    max otherwise: metrics carry no direction and are better higher (val/best_<name> is the
+    highest, a sweep ranks them highest first). A value set by hand is kept as it is."""
+    every = settings.checkpoint
+    monitor = every.monitor
+    if monitor is None:
+        monitor = f"val/{metric_names[0]}" if metric_names else "val/loss"
+    mode = every.mode
+    if mode is None:
+        mode = "min" if monitor.endswith("/loss") else "max"
+    return replace(settings, checkpoint=replace(every, monitor=monitor, mode=mode))
