@@ -15,7 +15,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from PIL import Image
-from torchvision.io import decode_jpeg, encode_jpeg
+from torchcodec.decoders import decode_jpeg
+from torchcodec.encoders import JpegEncoder
 
 from engine.data.bad_samples import BadSample
 from engine.data.cache_store import StaleCacheError
@@ -176,7 +177,7 @@ def test_jpeg_cache_returns_what_was_encoded_close_to_raw(images: Path, tmp_path
     diffs = []
     for i in range(len(raw)):
         (image, label), (pixels, raw_label) = jpeg[i], raw[i]
-        expected = decode_jpeg(encode_jpeg(pixels.contiguous(), quality=90))
+        expected = decode_jpeg(JpegEncoder(pixels).to_tensor(quality=90))
         assert image.dtype == torch.uint8 and label == raw_label
         assert torch.equal(image, expected)  # the reader returns exactly what was written
         diffs.append((image.int() - pixels.int()).abs().float().mean().item())
@@ -198,7 +199,7 @@ def test_png_sources_go_through_the_jpeg_cache(images: Path, tmp_path: Path) -> 
         offset, nbytes, height, width, _ = (int(v) for v in jpeg.index[i])
         entry = data[offset : offset + nbytes]
         assert entry[:2] == b"\xff\xd8" and entry[-2:] == b"\xff\xd9"  # a whole JPEG file
-        expected = decode_jpeg(encode_jpeg(raw[i][0].contiguous(), quality=90))
+        expected = decode_jpeg(JpegEncoder(raw[i][0]).to_tensor(quality=90))
         assert jpeg[i][0].shape == (3, height, width) and torch.equal(jpeg[i][0], expected)
 
 

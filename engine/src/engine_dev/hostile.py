@@ -14,9 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pillow_heif
 from PIL import Image
 
 HUGE = 65500  # declared side of the lying headers: 65500^2 x 3 bytes = 12.9 GB if believed
+# a lying AVIF's side: past 16384^2, libavif refuses the file on open, before our limit speaks
+AVIF_SIDE = 16000
 
 
 def _image(rng: random.Random) -> Image.Image:
@@ -27,8 +30,18 @@ def _image(rng: random.Random) -> Image.Image:
 
 def _save(image: Image.Image, fmt: str, **kwargs: object) -> bytes:
     buffer = io.BytesIO()
-    image.save(buffer, format=fmt, **kwargs)
+    if fmt == "HEIF":  # pillow-heif's writer, without registering its plugin in Pillow
+        pillow_heif.from_pillow(image).save(buffer, **kwargs)
+    else:
+        image.save(buffer, format=fmt, **kwargs)
     return buffer.getvalue()
+
+
+def _lying_isobmff(data: bytes, side: int) -> bytes:
+    """A HEIC or AVIF whose image spatial extent (`ispe`, the size it declares) says side^2."""
+    lying = bytearray(data)
+    struct.pack_into(">II", lying, lying.index(b"ispe") + 8, side, side)
+    return bytes(lying)
 
 
 def valid_images(rng: random.Random) -> dict[str, bytes]:
@@ -52,6 +65,8 @@ def valid_images(rng: random.Random) -> dict[str, bytes]:
         "scan.tiff": _save(img, "TIFF"),
         "packed.tif": _save(img, "TIFF", compression="tiff_lzw"),
         "portable.ppm": _save(img, "PPM"),
+        "photo.heic": _save(img, "HEIF", quality=80),
+        "photo.avif": _save(img, "AVIF", quality=80),
     }
 
 
@@ -84,6 +99,7 @@ def lying_images(rng: random.Random) -> dict[str, bytes]:
     webp = bytearray(_save(img, "WEBP", lossless=True))  # VP8L: 14-bit (size - 1) fields
     bits = (16383) | (16383 << 14) | (webp[24] >> 4 << 28)
     webp[21:25] = struct.pack("<I", bits)
+    square = img.resize((64, 64))  # a multiple of the HEVC block: no crop box hides `ispe`
     return {
         "lying.jpg": bytes(jpeg),
         "lying.png": bytes(png),
@@ -91,6 +107,8 @@ def lying_images(rng: random.Random) -> dict[str, bytes]:
         "lying.gif": bytes(gif),
         "lying.ppm": ppm,
         "lying.webp": bytes(webp),
+        "lying.heic": _lying_isobmff(_save(square, "HEIF"), HUGE),
+        "lying.avif": _lying_isobmff(_save(square, "AVIF"), AVIF_SIDE),
         "short.png": short_png(),
         "short_wide.png": short_png(3000, 3000),
     }

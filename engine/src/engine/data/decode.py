@@ -1,10 +1,18 @@
 """Decode image files straight to uint8 CHW RGB tensors, safely.
 
-The format is read from the bytes, never from the file name. JPEG and WebP go through
-torchvision.io (libjpeg-turbo, libwebp: 1.6-2.4x faster than Pillow here, BENCHMARKS.md);
-PNG and every other format through Pillow, because torchvision's PNG decoder crashes the
-whole process (SIGSEGV) on a PNG whose image data is shorter than its header declares, where
-Pillow raises an exception. Every path checks the declared size against the pixel limit
+The format is read from the bytes, never from the file name; the decoder for each was picked by
+measurement on one thread (`make bench-decode`, BENCHMARKS.md: 500x375 photo-like images,
+images/s as a ratio to Pillow's). TorchCodec decodes JPEG (1.40x; torchvision's deprecated
+decoder, used before, 1.42x: a tie, the same libjpeg-turbo and the same pixels), PNG (1.18x;
+Pillow and a pre-check before) and still WebP (1.19x; torchvision's 1.21x). Pillow decodes GIF
+(TorchCodec: 0.68x), AVIF (TorchCodec: 1.02x, a tie), HEIC/HEIF through pillow-heif
+(TorchCodec: 0.74x, and it needs a system libheif), every other format (BMP, TIFF, PPM, ...),
+an animated WebP's first frame (TorchCodec would decode every frame) and a JPEG at reduced
+scale (draft mode). TorchCodec turns a JPEG or PNG upright by its EXIF orientation itself;
+Pillow's images are turned here. TorchCodec's PNG decoder raises on image data shorter than the
+header declares (torchvision's crashed the process with SIGSEGV, Pillow filled the rows with
+black; engine/tests/test_fuzz.py reads such a file in a child process), so PNG needs no
+pre-check. Every path checks the declared size against the pixel limit
 (`dataset.max_image_pixels`) before it decodes (engine/data/image_header.py). A failure is one
 line with the decoder's own cause, the warnings it gave on the way appended.
 """
@@ -20,7 +28,7 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 from PIL import Image, ImageOps
-from torchvision.io import ImageReadMode, decode_jpeg, decode_webp
+from torchcodec.decoders import decode_jpeg, decode_png, decode_webp
 from torchvision.transforms.v2.functional import resize
 
 from engine.core.text import shown
@@ -30,25 +38,20 @@ from engine.data.image_header import (
     ImageTooLarge,
     UnknownFormat,
     check_pixels,
-    check_png_data,
     jpeg_size,
     open_image,
 )
 from engine.data.safe_read import max_file_bytes, read_regular_file
 
-# torchvision 0.29 marks its decoders deprecated in favour of TorchCodec, but they stay in the
-# pinned release and decode 1.6-2.4x faster than Pillow here (BENCHMARKS.md), so keep them quiet.
-TORCHVISION_DECODE_DEPRECATION = "The image decoding and encoding capabilities of TorchVision"
-warnings.filterwarnings(
-    "ignore", message=TORCHVISION_DECODE_DEPRECATION, category=DeprecationWarning
-)
-
 # File name suffixes that count as images when a folder is listed (the content decides the
 # decoder).
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff")
+IMAGE_SUFFIXES = (
+    ".jpg", ".jpeg", ".png", ".webp", ".bmp", ".gif", ".ppm", ".pgm", ".tif", ".tiff",
+    ".heic", ".heif", ".avif",
+)  # fmt: skip
 _SIXTEEN_BIT = ("I;16", "I;16B", "I;16L", "I;16N")
 
-# torchvision's C++ errors start with "function, /build/path/file.cpp:171, ": noise to a user.
+# TorchCodec's C++ errors start with "function, /build/path/file.cpp:171, ": noise to a user.
 _CPP_LOCATION = re.compile(r"^\S+, \S+\.(?:cpp|h):\d+, ")
 
 
@@ -57,7 +60,7 @@ class SampleError(RuntimeError):
 
 
 def describe_error(err: BaseException) -> str:
-    """The first two sentences of `err`'s first line, without torchvision's source location,
+    """The first two sentences of `err`'s first line, without TorchCodec's source location,
     then its notes (the warnings its decoding gave)."""
     text = str(err).strip()
     first = _CPP_LOCATION.sub("", text.splitlines()[0]) if text else type(err).__name__
@@ -107,9 +110,17 @@ def _reduced_jpeg(img: Image.Image, min_side: int) -> torch.Tensor:
 
 
 def _full_jpeg(data: bytes) -> torch.Tensor:
-    """A JPEG decoded at full size by torchvision (libjpeg-turbo), upright (EXIF)."""
-    buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    return decode_jpeg(buf, mode=ImageReadMode.RGB, apply_exif_orientation=True)
+    """A JPEG decoded at full size by TorchCodec (libjpeg-turbo), which turns it upright by its
+    EXIF orientation itself."""
+    return decode_jpeg(data, mode="RGB")
+
+
+def _png(data: bytes) -> torch.Tensor:
+    """A PNG decoded by TorchCodec (libpng), upright by its eXIf orientation; 16-bit samples
+    become 8-bit by `>> 8`, as Pillow's path did (TorchCodec's own 8-bit output rounds x / 257,
+    one level off for a quarter of the values)."""
+    image = decode_png(data, mode="RGB", output_dtype="auto")
+    return image if image.dtype == torch.uint8 else (image.to(torch.int32) >> 8).to(torch.uint8)
 
 
 def decode_image_bytes(
@@ -147,18 +158,18 @@ def _decode(data: bytes, min_side: int | None, max_pixels: int | None) -> torch.
     with img:
         if img.format == "JPEG":
             return _reduced_jpeg(img, min_side)  # type: ignore[arg-type]
-        if img.format == "WEBP":
-            buf = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-            return decode_webp(buf, mode=ImageReadMode.RGB)
         if img.format == "PNG":
-            check_png_data(data)
-        img.load()
+            return _png(data)
+        if img.format == "WEBP" and not img.is_animated:  # TorchCodec decodes every frame
+            return decode_webp(data, mode="RGB")
+        img.load()  # an animated WebP gives its first frame, as a GIF does
         return _from_pil(img)
 
 
 def decode_jpeg_rgb(data: torch.Tensor) -> torch.Tensor:
-    """Decode JPEG bytes (a 1-D uint8 tensor) to a uint8 RGB tensor (3, H, W), no EXIF turn."""
-    return decode_jpeg(data, mode=ImageReadMode.RGB)
+    """Decode JPEG bytes (a 1-D uint8 tensor) to a uint8 RGB tensor (3, H, W); TorchCodec
+    applies an EXIF orientation, which the JPEGs the engine writes (mode=cache) never carry."""
+    return decode_jpeg(data, mode="RGB")
 
 
 def read_image(
@@ -172,19 +183,12 @@ def read_image(
     return decode_image_bytes(data, os.fspath(path), min_side, max_pixels)
 
 
-def load_sample(
-    path: str,
-    index: int,
-    label: str | None,
-    min_side: int | None = None,
-    max_pixels: int | None = PILLOW_MAX_PIXELS,
-) -> torch.Tensor:
-    """`read_image` that turns any failure into a `SampleError` naming file, index and class
-    (`label`; None for an unlabelled input, e.g. of mode=predict). The datasets read their
-    files here: dataset.root -> a listed path -> this -> the safe open (docs/engine.md)."""
+@contextmanager
+def sample_errors(path: str, index: int, label: str | None) -> Iterator[None]:
+    """Any failure in the block becomes a `SampleError` naming the file, the sample index and
+    its class (`label`; None for an unlabelled input, e.g. of mode=predict), and the fix."""
     try:
-        data = read_regular_file(path, max_file_bytes(max_pixels))
-        return decode_image_bytes(data, path, min_side, max_pixels)
+        yield
     except Exception as err:  # re-raised with the context the user needs
         too_large = isinstance(err, ImageTooLarge)
         lead = "Otherwise drop" if too_large else "Fix or remove the file, drop"
@@ -195,3 +199,18 @@ def load_sample(
             f"{lead} it from the dataset listing, or set dataset.on_error=skip to leave "
             "unreadable files out (listed in bad_samples.csv)."
         ) from err
+
+
+def load_sample(
+    path: str,
+    index: int,
+    label: str | None,
+    min_side: int | None = None,
+    max_pixels: int | None = PILLOW_MAX_PIXELS,
+) -> torch.Tensor:
+    """`read_image` that turns any failure into a `SampleError` (sample_errors). The datasets
+    read their files here: dataset.root -> a listed path -> this -> the safe open
+    (docs/engine.md)."""
+    with sample_errors(path, index, label):
+        data = read_regular_file(path, max_file_bytes(max_pixels))
+        return decode_image_bytes(data, path, min_side, max_pixels)

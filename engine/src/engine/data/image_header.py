@@ -3,7 +3,9 @@
 The pixel limit (`dataset.max_image_pixels`) is checked against these declared sizes, so a
 file whose header claims 65500 x 65500 pixels is refused before a decoder allocates 13 GB.
 JPEG headers are read here, the way libjpeg reads them (the first frame header before the
-scan); every other format is identified by Pillow, which reads only the header on `open`.
+scan); every other format is identified by Pillow, which reads only the header on `open` (AVIF
+through its own plugin, HEIC/HEIF through pillow-heif's). A HEIC declares its displayed size,
+after its crop box if it has one; libheif itself refuses to decode more than 2^30 pixels.
 """
 
 from __future__ import annotations
@@ -12,24 +14,13 @@ import io
 import re
 import struct
 import warnings
-import zlib
 
+import pillow_heif
 from PIL import Image
 
 # Pillow's own default (PIL.Image.MAX_IMAGE_PIXELS): the default of dataset.max_image_pixels
 PILLOW_MAX_PIXELS = 89_478_485
 JPEG_MAGIC = b"\xff\xd8"
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-_PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # per colour type: grey, RGB, palette, +alpha
-_ADAM7 = (
-    (0, 0, 8, 8),
-    (4, 0, 8, 8),
-    (0, 4, 4, 8),
-    (2, 0, 4, 4),
-    (0, 2, 2, 4),
-    (1, 0, 2, 2),
-    (0, 1, 1, 2),
-)  # (x0, y0, dx, dy) of the 7 interlace passes
 # Start-of-frame markers (baseline, progressive, lossless, arithmetic): they carry the size.
 _SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 _NO_LENGTH = {0x01, *range(0xD0, 0xD8)}  # TEM and RST0-7: markers without a segment
@@ -38,6 +29,10 @@ _PILLOW_PIXELS = re.compile(r"Image size \((\d+) pixels\)")  # in DecompressionB
 
 # Our limit replaces Pillow's warning (an error is raised instead, naming the key).
 warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+# HEIC/HEIF (phone photos): pillow-heif's Pillow plugin, libheif bundled in its wheel, so
+# `open_image` reads their header like any other format's. Registered once, here, where the
+# engine opens images (TorchCodec's decode_heic would need a system libheif instead).
+pillow_heif.register_heif_opener()
 
 
 class ImageTooLarge(ValueError):
@@ -89,43 +84,6 @@ def jpeg_size(data: bytes | memoryview) -> tuple[int, int]:
         i += struct.unpack_from(">H", data, i)[0]
 
 
-def _png_rows_bytes(width: int, height: int, depth: int, colour: int, interlaced: bool) -> int:
-    """Bytes of filtered scanlines (a filter byte per row) the image data must inflate to."""
-    bits = _PNG_CHANNELS.get(colour, 4) * depth
-    passes = _ADAM7 if interlaced else ((0, 0, 1, 1),)
-    total = 0
-    for x0, y0, dx, dy in passes:
-        columns, rows = -(-(width - x0) // dx), -(-(height - y0) // dy)
-        if columns > 0 and rows > 0:
-            total += rows * (1 + -(-columns * bits // 8))
-    return total
-
-
-def check_png_data(data: bytes) -> None:
-    """Raise `ValueError` when a PNG's image data (IDAT) inflates to fewer bytes than its header
-    declares: Pillow would fill the missing rows with black without a word."""
-    if len(data) < 33:
-        raise ValueError("truncated PNG: no complete header")
-    width, height, depth, colour, _, _, interlace = struct.unpack_from(">IIBBBBB", data, 16)
-    need = _png_rows_bytes(width, height, depth, colour, interlace == 1)
-    inflate, got, pos = zlib.decompressobj(), 0, 8
-    while pos + 8 <= len(data) and got < need:
-        length, kind = struct.unpack_from(">I4s", data, pos)
-        if kind == b"IDAT":
-            chunk = data[pos + 8 : pos + 8 + length]
-            while chunk and got < need:  # in pieces: a zip bomb never lands in memory at once
-                got += len(inflate.decompress(chunk, 2**20))
-                chunk = inflate.unconsumed_tail
-        elif kind == b"IEND":
-            break
-        pos += 12 + length
-    if got < need:
-        raise ValueError(
-            f"truncated or damaged PNG: its image data holds {got:,} of the {need:,} bytes its "
-            f"header ({width}x{height}) declares"
-        )
-
-
 def open_image(data: bytes, max_pixels: int | None) -> Image.Image:
     """A Pillow image over `data` with only its header read, its size checked against
     `max_pixels`; a file Pillow cannot identify is one clear error.
@@ -143,7 +101,8 @@ def open_image(data: bytes, max_pixels: int | None) -> Image.Image:
         raise _too_large(declared, max_pixels) from None  # type: ignore[arg-type]  # not None
     except Image.UnidentifiedImageError:
         raise UnknownFormat(
-            f"not an image in a format Pillow or torchvision read (first bytes {data[:8]!r})"
+            f"not an image Pillow can identify: another format, or a damaged header (first "
+            f"bytes {data[:12]!r})"
         ) from None
     try:
         check_pixels(*image.size, max_pixels)

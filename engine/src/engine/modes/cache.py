@@ -18,7 +18,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import DataLoader, Dataset
-from torchvision.io import encode_jpeg
+from torchcodec.encoders import JpegEncoder
 from torchvision.transforms import v2
 
 from engine.core import folder_lock
@@ -110,7 +110,7 @@ class _Shrunk(Dataset):
         label = int(self.files.targets[index])  # type: ignore[attr-defined]
         image = load_shrunk(self.files, index, self.settings.short_side)
         if self.settings.encoding == "jpeg":
-            data = encode_jpeg(image.contiguous(), quality=self.settings.jpeg_quality)
+            data = JpegEncoder(image).to_tensor(quality=self.settings.jpeg_quality)
         else:
             data = image.permute(1, 2, 0).contiguous()
         return data, image.shape[1], image.shape[2], label

@@ -22,7 +22,7 @@ from tensorboard.plugins.hparams.metadata import (
     parse_session_start_info_plugin_data,
 )
 from tensorboard.plugins.scalar.metadata import PLUGIN_NAME as SCALARS
-from torchvision.io import ImageReadMode, decode_image
+from torchcodec.decoders import decode_png
 
 from engine.runs.tensorboard import TensorBoardLogger, event_files
 from engine.sweeps.plot import swept_keys
@@ -103,5 +103,5 @@ def write_sweep_board(
             [key for key in metric_keys if key in logged],
         )
         if plot.is_file():
-            tb.image("sweep/summary", decode_image(str(plot), ImageReadMode.RGB) / 255)
+            tb.image("sweep/summary", decode_png(plot, mode="RGB") / 255)
     return board
