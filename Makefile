@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -58,8 +58,14 @@ bench-growth: $(STAMP)  ## the `make bench` section on start-up and memory for 1
 bench-ab: $(STAMP)  ## this checkout against another commit (REF=...), mode=benchmark rows alternating, ratios into BENCHMARKS.md
 	$(BIN)/python -m bench.ab --against "$(REF)" $(ARGS)
 
+bench-decode: $(STAMP)  ## each image format's decoders on one thread, side by side: torchvision.io, TorchCodec, Pillow, the engine's choice; into BENCHMARKS.md
+	$(BIN)/python -m bench.decode $(ARGS)
+
 gpu-check: $(STAMP)  ## on CUDA: data wait feeding ResNet-50 (prefetch x pinning), GPU vs CPU JPEG decode; writes BENCHMARKS.md (tiny smoke run without CUDA)
 	$(BIN)/python -m bench.gpu_check $(ARGS)
+
+bench-parquet: $(STAMP)  ## dataset=parquet beside tar shards and the image folder, the same 500x375 JPEGs, train and val; into BENCHMARKS.md
+	$(BIN)/python -m bench --only parquet $(ARGS)
 
 bench-sampling: data  ## dataset=mix and trainer.record_samples=true against the plain loader in the training loop, side by side; into BENCHMARKS.md
 	$(BIN)/python -m bench.sampling $(ARGS)

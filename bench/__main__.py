@@ -11,7 +11,8 @@ streamed over HTTP next to local disk and webdataset (bench/shards.py); checks t
 `train.py mode=benchmark` measures what the harness does; then how start-up and memory grow
 with the dataset (bench/growth.py; alone: `--only growth`, `make bench-growth`), and what
 dataset=mix and trainer.record_samples cost in the training loop (bench/sampling.py; alone:
-`make bench-sampling`); prints the tables and puts them into BENCHMARKS.md with the command,
+`make bench-sampling`), and dataset=parquet beside tar shards and the folder (bench/parquet.py;
+alone: `make bench-parquet`); prints the tables and puts them into BENCHMARKS.md with the command,
 date, versions and machine.
 """
 
@@ -31,6 +32,7 @@ from bench import (
     growth,
     image_rows,
     normalize,
+    parquet,
     peers,
     report,
     sampling,
@@ -214,6 +216,14 @@ def sampling_block(args: argparse.Namespace) -> None:
     blocks.publish(text, sampling.BLOCK, write=not args.no_write)
 
 
+def parquet_block(small: Path, args: argparse.Namespace) -> None:
+    """dataset=parquet beside tar shards and the folder (its own block, `make bench-parquet`)."""
+    say("Parquet beside tar shards and the image folder ...")
+    out = DATA / f"parquet_{small.name}"
+    text = parquet.section(small, out, args.repeats, args.batch_size, args.workers, say)
+    blocks.publish(text, parquet.BLOCK, write=not args.no_write)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds (>= 5)")
@@ -221,7 +231,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--no-write", action="store_true", help="print only, leave BENCHMARKS.md")
     parser.add_argument(
-        "--only", choices=["shards", "growth", "sampling"], help="run this section alone"
+        "--only",
+        choices=["shards", "growth", "sampling", "parquet"],
+        help="run this section alone",
     )
     args = parser.parse_args()
     if args.only == "growth":
@@ -235,6 +247,9 @@ def main() -> None:
     small = write_image_folder(DATA / "jpeg500x375", SMALL, (500, 375), seed=0)
     if args.only == "shards":
         print(shard_section(small, args), f"\n\n{time.perf_counter() - start:.0f} s wall.")
+        return
+    if args.only == "parquet":
+        parquet_block(small, args)
         return
     large = write_image_folder(DATA / "jpeg1000x750", LARGE, (1000, 750), seed=1)
     raw256, raw_built = build_cache(small, 256)
@@ -302,6 +317,7 @@ def main() -> None:
         say(f"written into BENCHMARKS.md ({wall:.0f} s)")
     growth_block(args)
     sampling_block(args)
+    parquet_block(small, args)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """`make gpu-check`: the template's ImageFolder pipeline feeding ResNet-50 (bf16 autocast,
-channels_last) on CUDA, and torchvision's GPU JPEG decode against the CPU's; a dated block in
+channels_last) on CUDA, and TorchCodec's GPU JPEG decode against the CPU's; a dated block in
 BENCHMARKS.md.
 
     python -m bench.gpu_check [--no-write] [--tiny]
@@ -8,17 +8,17 @@ BENCHMARKS.md.
    loader.pin_memory on/off: the template's ImageFolderDataset (RandomResizedCrop 224 + flip,
    uint8), seeded samples, its sampler and make_loader, the loop's BatchMover, side-stream
    lookahead and TrainStep, timed by engine/src/engine/measure/timing.py (rotated rounds, median [min-max]).
-2. JPEG decode of the same files: torchvision.io.decode_jpeg on one CPU thread and, batched,
+2. JPEG decode of the same files: TorchCodec's decode_jpeg on one CPU thread and, batched,
    with device="cuda" (nvJPEG), where available.
 Without CUDA it runs the same code on tiny sizes (a smoke test: tests/test_gpu_check.py);
 loader.pin_memory is then unset, as the template does.
 
-No Hydra: it needs torch, torchvision, pillow and numpy only. For a Python without pillow or
-numpy (the device machines have their own torch), download wheels
-here, e.g. `pip download --only-binary=:all: --python-version 3.12 --platform
-manylinux2014_x86_64 -d wheels pillow numpy`, carry `wheels/` over and run `pip install
---no-index --find-links wheels pillow numpy` there first (torchvision must match that torch,
-so it is not carried).
+No Hydra: it needs torch, torchvision, torchcodec, pillow, pillow-heif and numpy only. For a
+Python without pillow, pillow-heif or numpy (the device machines have their own torch),
+download wheels here, e.g. `pip download --only-binary=:all: --python-version 3.12 --platform
+manylinux2014_x86_64 -d wheels pillow pillow-heif numpy`, carry `wheels/` over and run `pip
+install --no-index --find-links wheels pillow pillow-heif numpy` there first (torchvision and
+torchcodec must match that torch, so they are not carried).
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ from datetime import date
 from pathlib import Path
 
 import torch
+import torchcodec
 import torchvision
 
 from bench.blocks import GPU, write_block
-from bench.gpu_rows import Sizes, decoding, feeding
+from bench.gpu_rows import Sizes, agreement, decoding, feeding
 from bench.images import write_image_folder
 
 DATA = Path("data/bench")
@@ -50,6 +51,7 @@ def full_sizes() -> Sizes:
 def text(sizes: Sizes, root: Path, device: torch.device) -> str:
     """The block: the machine, what was measured, the two tables."""
     fed, decoded = feeding(root, sizes, device), decoding(root, sizes)
+    decoded.append(agreement(root, sizes, device))
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "no CUDA device"
     tiny = " --tiny" if sizes == TINY else ""
     precision = "bf16 autocast" if device.type == "cuda" else "fp32"
@@ -59,7 +61,8 @@ def text(sizes: Sizes, root: Path, device: torch.device) -> str:
         "",
         f"`python -m bench.gpu_check{tiny}` on {gpu}, {os.cpu_count()} CPU cores; Python "
         f"{platform.python_version()}, torch {torch.__version__}, torchvision "
-        f"{torchvision.__version__}. {sizes.images} JPEGs of {sizes.size[0]}x{sizes.size[1]}; "
+        f"{torchvision.__version__}, torchcodec {torchcodec.__version__}. {sizes.images} JPEGs "
+        f"of {sizes.size[0]}x{sizes.size[1]}; "
         f"the template's ImageFolder pipeline (RandomResizedCrop {sizes.crop} + flip, uint8, "
         f"{sizes.workers} workers, batch {sizes.batch}) feeding {model} ({precision}, "
         f"channels_last, SGD): {sizes.batches} timed batches after {sizes.warmup}, median "
@@ -73,7 +76,7 @@ def text(sizes: Sizes, root: Path, device: torch.device) -> str:
             f"| {name} | {rate.median:.0f} [{rate.low:.0f}-{rate.high:.0f}] | "
             f"{100 * wait.median:.1f} [{100 * wait.low:.1f}-{100 * wait.high:.1f}] |"
         )
-    lines += ["", "| JPEG decode, same files | images/s |", "|---|---|"]
+    lines += ["", "| JPEG decode, same files | images/s (pixels: levels apart) |", "|---|---|"]
     lines += [f"| {name} | {value} |" for name, value in decoded]
     return "\n".join(lines)
 

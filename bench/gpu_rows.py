@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torchvision
 from torch import nn
-from torchvision.io import decode_jpeg
+from torchcodec.decoders import decode_jpeg
 from torchvision.models.resnet import Bottleneck, ResNet
 from torchvision.transforms import v2
 
@@ -78,14 +77,23 @@ def _settings(sizes: Sizes, pin: bool, cuda: bool) -> LoaderSettings:
     return settings.applicable(cuda)[0]  # pinning is unset without CUDA, as the template does
 
 
-def feeding(root: Path, sizes: Sizes, device: torch.device) -> list[tuple[str, Spread, Spread]]:
-    """(setting, images/s, data-wait fraction) for trainer.device_prefetch x loader.pin_memory,
-    each timed once per round, in an order rotated per round."""
+def _dataset(root: Path, sizes: Sizes, decode_device: str) -> SeededSamples:
+    """The train split, RandomResizedCrop + flip, decoded by `decode_device`."""
     crop = v2.RandomResizedCrop(sizes.crop, antialias=True)
-    dataset = SeededSamples(
-        ImageFolderDataset(str(root), "train", v2.Compose([crop, v2.RandomHorizontalFlip()])), 0
+    pipeline = v2.Compose([crop, v2.RandomHorizontalFlip()])
+    return SeededSamples(
+        ImageFolderDataset(str(root), "train", pipeline, decode_device=decode_device), 0
     )
-    step = train_step(device, len(dataset.classes), sizes.blocks)
+
+
+def feeding(root: Path, sizes: Sizes, device: torch.device) -> list[tuple[str, Spread, Spread]]:
+    """(setting, images/s, data-wait fraction) for trainer.device_prefetch x loader.pin_memory
+    with the workers decoding (dataset.decode_device=cpu), and the batched decode in the main
+    process with both on: on the GPU (dataset.decode_device=cuda), or without CUDA the same
+    path on the CPU (main); each timed once per round, in an order rotated per round."""
+    decoders = ["cpu", "cuda" if device.type == "cuda" else "main"]
+    datasets = {name: _dataset(root, sizes, name) for name in decoders}
+    step = train_step(device, len(datasets["cpu"].classes), sizes.blocks)
     normalizer = Normalizer(MEAN, STD)
 
     def train(batch: Any) -> None:
@@ -93,8 +101,8 @@ def feeding(root: Path, sizes: Sizes, device: torch.device) -> list[tuple[str, S
         step.backward(loss)
         step.optimizer_step()
 
-    def window(prefetch: bool, pin: bool) -> Window:
-        settings = _settings(sizes, pin, device.type == "cuda")
+    def window(prefetch: bool, pin: bool, decode: str) -> Window:
+        settings, dataset = _settings(sizes, pin, device.type == "cuda"), datasets[decode]
         loader = make_loader(dataset, settings, RandomOrder(dataset, 0), True)  # type: ignore[arg-type]
         mover, side = BatchMover(device, normalizer, True), side_stream_for(device, prefetch)
         return time_window(
@@ -106,18 +114,20 @@ def feeding(root: Path, sizes: Sizes, device: torch.device) -> list[tuple[str, S
             train,
         )  # the loader and its persistent workers go when this returns
 
-    grid = [(prefetch, pin) for prefetch in (True, False) for pin in (True, False)]
-    windows: dict[tuple[bool, bool], list[Window]] = {setting: [] for setting in grid}
+    grid = [(prefetch, pin, "cpu") for prefetch in (True, False) for pin in (True, False)]
+    grid += [(True, True, name) for name in decoders[1:]]
+    windows: dict[tuple[bool, bool, str], list[Window]] = {setting: [] for setting in grid}
     for round_ in range(sizes.repeats):
         shift = round_ % len(grid)
-        for prefetch, pin in grid[shift:] + grid[:shift]:
-            windows[(prefetch, pin)].append(window(prefetch, pin))
+        for setting in grid[shift:] + grid[:shift]:
+            windows[setting].append(window(*setting))
     rows = []
-    for (prefetch, pin), measured in windows.items():
+    for (prefetch, pin, decode), measured in windows.items():
         pinning = "True (unset: no CUDA)" if pin and device.type != "cuda" else str(pin)
         rows.append(
             (
-                f"trainer.device_prefetch={prefetch}, loader.pin_memory={pinning}",
+                f"dataset.decode_device={decode}, trainer.device_prefetch={prefetch}, "
+                f"loader.pin_memory={pinning}",
                 Spread.of(w.samples_per_s for w in measured),
                 Spread.of(w.data_wait_frac for w in measured),
             )
@@ -125,10 +135,31 @@ def feeding(root: Path, sizes: Sizes, device: torch.device) -> list[tuple[str, S
     return rows
 
 
+def agreement(root: Path, sizes: Sizes, device: torch.device) -> tuple[str, str]:
+    """(what, how far apart): the val pipeline (Resize, CenterCrop) on the same files, decoded
+    by the workers on the CPU and by the batched path on `device` (cuda; main without CUDA)."""
+    side = round(sizes.crop * 256 / 224)
+    pipeline = v2.Compose([v2.Resize(side, antialias=True), v2.CenterCrop(sizes.crop)])
+    batches = {}
+    for decode in ("cpu", "cuda" if device.type == "cuda" else "main"):
+        data = ImageFolderDataset(
+            str(root), "val", pipeline, decode_device=decode, reduced_decode=False
+        )
+        loader = make_loader(data, _settings(sizes, False, False), None, False, "val")
+        batches[decode] = torch.cat([inputs.cpu() for inputs, _ in loader])
+    cpu, other = batches.values()
+    gap = (cpu.int() - other.int()).abs()
+    name = f"val pixels: dataset.decode_device={list(batches)[1]} against cpu"
+    return name, (
+        f"mean {gap.float().mean():.2f}, max {int(gap.max())}, "
+        f"{100 * (gap > 2).float().mean():.1f}% over 2 levels"
+    )
+
+
 def decoding(root: Path, sizes: Sizes) -> list[tuple[str, str]]:
-    """(decoder, images/s or why not) for the same JPEG bytes: torchvision.io.decode_jpeg on
-    one CPU thread, image by image, and batched on CUDA (nvJPEG)."""
-    data = [torchvision.io.read_file(str(f)) for f in sorted(root.rglob("*.jpg"))[: sizes.decode]]
+    """(decoder, images/s or why not) for the same JPEG bytes: TorchCodec's decode_jpeg on one
+    CPU thread, image by image, and batched on CUDA (nvJPEG)."""
+    data = [f.read_bytes() for f in sorted(root.rglob("*.jpg"))[: sizes.decode]]
     batch = min(sizes.batch, len(data))
 
     def decoded(device: str) -> Iterator[list[torch.Tensor]]:
@@ -148,13 +179,13 @@ def decoding(root: Path, sizes: Sizes) -> list[tuple[str, str]]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        rows = [("torchvision.io.decode_jpeg, CPU, 1 thread, image by image", rate("cpu"))]
+        rows = [("torchcodec decode_jpeg, CPU, 1 thread, image by image", rate("cpu"))]
     finally:
         torch.set_num_threads(threads)
-    gpu = f'torchvision.io.decode_jpeg(device="cuda"), batches of {batch}'
+    gpu = f'torchcodec decode_jpeg(device="cuda"), batches of {batch}'
     if not torch.cuda.is_available():
         return [*rows, (gpu, "not available: no CUDA device")]
     try:
         return [*rows, (gpu, rate("cuda"))]
-    except RuntimeError as err:  # e.g. a torchvision built without nvJPEG
+    except RuntimeError as err:  # e.g. a TorchCodec built without nvJPEG
         return [*rows, (gpu, f"not available: {str(err).splitlines()[0]}")]

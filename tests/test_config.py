@@ -30,7 +30,7 @@ from tests.conftest import CONF_DIR, ENGINE_CONF_DIR, group_options
 OPTIONS = group_options("experiment", "debug")
 GROUPS = sorted({group for group, _ in OPTIONS})
 # datasets the test demo set provides files for; ones you add are composed, not loaded, here
-DEMO_DATASETS = {"imagefolder", "csv", "tensor", "iterable", "sequences"}
+DEMO_DATASETS = {"imagefolder", "csv", "tensor", "iterable", "parquet", "sequences"}
 
 
 def test_every_group_has_options() -> None:
@@ -44,7 +44,13 @@ def test_every_group_has_options() -> None:
         "scheduler",
         "trainer",
     }
-    assert {o for g, o in OPTIONS if g == "dataset"} >= {"imagefolder", "csv", "tensor", "iterable"}
+    assert {o for g, o in OPTIONS if g == "dataset"} >= {
+        "imagefolder",
+        "csv",
+        "tensor",
+        "iterable",
+        "parquet",
+    }
 
 
 def _model_inputs(node) -> tuple[torch.Tensor, ...]:

@@ -95,6 +95,7 @@ def test_the_global_batch_split_otherwise_trains_the_same_samples_per_step(
         (("dataset=tensor",), 8),  # whole batches fetched at once (returns_batches)
         (("experiment=sequence_demo",), 64),  # token sequences padded by collate=pad
         (("dataset=csv",), 8),
+        (("dataset=parquet",), 8),  # read by row group, in runs of them (block_order)
     ],
 )
 def test_every_map_style_kind_resumes_with_another_split_and_records_its_samples(

@@ -20,8 +20,9 @@ def test_the_tiny_check_produces_the_block(monkeypatch, tmp_path: Path) -> None:
     assert lines[0].startswith("## GPU check: `make gpu-check` (")
     assert "`python -m bench.gpu_check --tiny` on no CUDA device" in block
     assert "| setting | images/s | data wait, % |" in lines
-    settings = [line for line in lines if line.startswith("| trainer.device_prefetch=")]
-    assert len(settings) == 4  # prefetch on/off x pinning on/off
+    settings = [line for line in lines if line.startswith("| dataset.decode_device=")]
+    assert len(settings) == 5  # prefetch on/off x pinning on/off, then the batched decode
     assert "loader.pin_memory=True (unset: no CUDA)" in settings[0]
+    assert settings[-1].startswith("| dataset.decode_device=main, trainer.device_prefetch=True")
     decode = {line.split(" | ")[0] for line in lines if "decode_jpeg" in line}
     assert len(decode) == 2 and "not available: no CUDA device" in block

@@ -110,6 +110,8 @@ def test_earlier_shards_are_kept_unless_overwrite(make_cfg, tmp_path) -> None:
         ({"encoding": "keep", "short_side": 64}, r"shards\.short_side needs shards\.encoding"),
         ({"max_samples": 0}, r"shards\.max_samples=0: expected an int >= 1"),
         ({"encoding": "webp"}, r"shards\.encoding='webp': expected one of"),
+        ({"format": "zip"}, r"shards\.format='zip': expected one of \('tar', 'parquet'\)"),
+        ({"format": "parquet", "row_group_rows": 0}, r"shards\.row_group_rows=0: expected an int"),
     ],
 )
 def test_settings_name_the_key(changes: dict, message: str) -> None:

@@ -59,7 +59,7 @@ def _evaluate_again(cfg: DictConfig, weights: dict[str, torch.Tensor], out: Path
     return evaluate(parts.model, loader, move, parts.precision, parts.criterion, parts.metrics)
 
 
-@pytest.mark.parametrize("dataset", ["imagefolder", "csv", "tensor", "iterable", "mix"])
+@pytest.mark.parametrize("dataset", ["imagefolder", "csv", "tensor", "iterable", "parquet", "mix"])
 def test_train_each_dataset_kind(make_cfg, tmp_path: Path, dataset: str) -> None:
     cfg = make_cfg(f"dataset={dataset}", "trainer.max_epochs=2", "trainer.log_every_n_steps=1")
     metrics = train(cfg)

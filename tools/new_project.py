@@ -60,7 +60,9 @@ IMPORTS_TESTS = re.compile(r"^\s*(?:from|import) tests\.([\w.]+)", re.M)
 MAKE_TARGETS = (
     "bench",
     "bench-growth",
+    "bench-decode",
     "bench-ab",
+    "bench-parquet",
     "bench-sampling",
     "bench-start",
     "bench-threads",

@@ -34,6 +34,7 @@ LEFT_OUT = {
     "tests/test_bench_report.py",
     "tests/test_reduced_decode.py",  # imports bench
     "tests/test_gpu_check.py",  # imports bench
+    "tests/test_bench_decode.py",  # imports bench
     "tests/test_docs.py",
     "tests/process/test_new_project.py",
     "tests/process/test_upgrade_engine.py",

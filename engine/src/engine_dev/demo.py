@@ -24,6 +24,7 @@ import torch
 from PIL import Image, ImageDraw, ImageFilter
 from torchvision.transforms.v2 import functional as F
 
+from engine.data.parquet.writer import ParquetSplitWriter
 from engine.data.shards.manifest import NAME as MANIFEST
 from engine.data.shards.manifest import build
 from engine.data.shards.members import Rules
@@ -31,7 +32,7 @@ from engine_dev.demo_multilabel import write_multilabel
 from engine_dev.demo_sequences import write_sequences
 from engine_dev.demo_shapes import CLASSES, draw_shape
 
-_FORMAT_VERSION = 4  # 3: shards.json, the shard manifest, beside the shards; 4: multilabel/
+_FORMAT_VERSION = 5  # 3: shards.json beside the shards; 4: multilabel/; 5: parquet/
 _SMALL = {
     "train_per_class": (12, 10, 10, 8, 8),
     "val_per_class": 6,
@@ -44,6 +45,7 @@ _OUTPUTS = (
     "imagefolder",
     "tensors",
     "shards",
+    "parquet",
     "sequences",
     "train.csv",
     "val.csv",
@@ -174,6 +176,18 @@ def _write_shards(
                 _add_member(tar, f"{split}_{s.stem}.cls", str(s.label).encode("ascii"))
 
 
+def _write_parquet(folder: Path, split: str, samples: list[_Sample], rows: int, seed: int) -> None:
+    """The split as Parquet files of `rows` rows in the Hugging Face layout, row groups of a
+    quarter file (several per file, as a real set has), in a random order of its own seed."""
+    order = np.random.default_rng([seed, 1]).permutation(len(samples))
+    writer = ParquetSplitWriter(
+        folder, split, len(samples), list(CLASSES), False, rows, max(1, rows // 4)
+    )
+    for i in order:
+        writer.add(samples[i].data, Path(samples[i].path).name, samples[i].label)
+    writer.close()
+
+
 def _fingerprint(train_per_class: Sequence[int], **params: int) -> str:
     """Short JSON of the generation parameters + format version, stored in `.complete`."""
     params |= {
@@ -222,7 +236,7 @@ def make_demo_data(
         seed=seed,
     )
     _clear(out)
-    for name in ("tensors", "shards"):
+    for name in ("tensors", "shards", "parquet"):
         (out / name).mkdir(parents=True, exist_ok=True)
     rng = np.random.Generator(np.random.PCG64(seed))
     splits = {
@@ -238,6 +252,7 @@ def make_demo_data(
         )
         _write_tensors(out / "tensors" / f"{split}.pt", samples, tensor_size)
         _write_shards(out / "shards", split, samples, shard_size, rng)
+        _write_parquet(out / "parquet", split, samples, shard_size, seed)
     rows = [(s.path, CLASSES[s.label], s.split) for samples in splits.values() for s in samples]
     _write_csv(out / "samples.csv", ("path", "label", "split"), rows)
     (out / "shards" / "classes.txt").write_text("".join(f"{c}\n" for c in CLASSES), "utf-8")

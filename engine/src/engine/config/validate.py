@@ -119,8 +119,9 @@ def mode_problems(tree: dict[str, Any]) -> list[str]:
 
 
 def monitor_problems(tree: dict[str, Any]) -> list[str]:
-    """trainer.checkpoint.monitor (which also drives early stopping) must be a per-epoch value
-    of this run: a metric of the metrics group (val/map needs metrics=multilabel), a loss."""
+    """trainer.checkpoint.monitor (which also drives early stopping), when set by hand, must be
+    a per-epoch value of this run: a metric of the metrics group (val/map needs
+    metrics=multilabel), a loss. Null follows the metrics group (resolve_monitor)."""
     monitor = tree.get("trainer", {}).get("checkpoint", {}).get("monitor")
     names = metric_names(tree.get("metrics", {}))
     allowed = [*(f"{s}/{n}" for s in ("val", "train") for n in names), *MONITORED_ALWAYS]
@@ -136,11 +137,14 @@ def monitor_problems(tree: dict[str, Any]) -> list[str]:
 
 def _label_kinds(tree: dict[str, Any], targets: dict[str, Any]) -> list[str]:
     """The loss and metrics against the labels the config says the data has: its
-    dataset.multi_label key, else its dataset class's (the built split checks again)."""
+    dataset.multi_label key, else its dataset class's (the built split checks again, and
+    alone where the class leaves it to the data: multi_label None)."""
     dataset, loss = targets.get("dataset"), targets.get("loss")
     if dataset is None or loss is None:
         return []
     multi = tree["dataset"].get("multi_label", getattr(dataset, "multi_label", False))
+    if multi is None:  # the data decides (dataset=parquet: its label column's type)
+        return []
     metrics = {n: targets[f"metrics.{n}"] for n in metric_names(tree.get("metrics", {}))}
     return label_kind_problems(bool(multi), loss, tree["loss"]["_target_"], metrics)
 

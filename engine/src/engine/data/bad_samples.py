@@ -173,7 +173,8 @@ class BadSampleLedger:
         return f"{self.split}: {self.count} of {self.size} samples unreadable ({share}){listed}"
 
 
-def _filtered(deliveries: Iterable[Delivery], loader: SkippingLoader) -> Iterator[Any]:
+def filtered(deliveries: Iterable[Delivery], loader: SkippingLoader) -> Iterator[Any]:
+    """The clean batches of `deliveries`, their bad samples handed to `loader`'s ledger."""
     for delivery in deliveries:
         batch = loader.bad_samples.take(delivery)
         if batch is None:
@@ -193,4 +194,4 @@ class SkippingLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         self.dropped_batches = 0
-        return _filtered(super().__iter__(), self)
+        return filtered(super().__iter__(), self)

@@ -176,6 +176,15 @@ class FoldView(DatasetWrapper):
         targets = self.dataset.targets  # type: ignore[attr-defined]
         return None if targets is None else np.asarray(targets)[self.indices]
 
+    @property
+    def blocks(self) -> np.ndarray | None:
+        """The split's blocks (dataset=parquet's row groups) as positions of this fold, whose
+        indices ascend; None when the split has none (the train order then reads at random)."""
+        blocks = getattr(self.dataset, "blocks", None)
+        if blocks is None or (np.diff(self.indices) < 0).any():
+            return None
+        return np.unique(np.searchsorted(self.indices, blocks))
+
     def get_filename(self, index: int) -> str | None:
         return self.dataset.get_filename(self._at(index))  # type: ignore[attr-defined]
 

@@ -30,6 +30,12 @@ from torch.utils.data import (
 from engine.data.bad_samples import REPORT_NAME, BadSampleLedger, SkipBadCollate, SkippingLoader
 from engine.data.collate import already_batched
 from engine.data.datasets.base import StreamDataset
+from engine.data.encoded import (
+    BatchDecoder,
+    DecodingLoader,
+    DecodingSkippingLoader,
+    encoded_collate,
+)
 from engine.data.loader_settings import LoaderSettings
 from engine.data.sample_ids import TagsCollate, tag_samples
 from engine.data.samplers import EpochSampler, RandomOrder, SequentialOrder
@@ -206,6 +212,19 @@ def make_loader(
     collate = settings.collate_fn
     if collate is None and dataset.returns_batches:
         collate = already_batched
+    decode_on = getattr(dataset, "decode_device", "cpu")
+    if decode_on != "cpu":  # the workers send encoded images (engine/data/encoded.py)
+        if collate is not None:
+            raise ValueError(
+                f"dataset.decode_device={decode_on} sends encoded images, which "
+                "loader.collate_fn cannot stack: unset loader.collate_fn, or decode in the "
+                "workers (dataset.decode_device=cpu)."
+            )
+        collate = encoded_collate
+        inner = dataset
+        while isinstance(getattr(inner, "dataset", None), Dataset):  # SeededSamples, folds
+            inner = inner.dataset  # type: ignore[attr-defined]
+        inner.sends_encoded = True  # type: ignore[attr-defined]
     if getattr(dataset, "tags_samples", False) or isinstance(dataset, IterableDataset):
         collate = TagsCollate(collate)  # a stream may be told to tag later (a training's)
     skip = dataset.on_error == "skip"
@@ -213,7 +232,10 @@ def make_loader(
     start = WorkerStart(strategy, os.getpid()) if settings.num_workers else None
     if settings.num_workers and settings.multiprocessing_context == "forkserver":
         start_forkserver(dataset)
-    loader = (SkippingLoader if skip else DataLoader)(
+    kind = {(False, False): DataLoader, (True, False): SkippingLoader}.get(
+        (skip, decode_on != "cpu"), DecodingSkippingLoader if skip else DecodingLoader
+    )
+    loader = kind(
         dataset,
         batch_size=settings.batch_size,
         sampler=sampler,
@@ -230,6 +252,15 @@ def make_loader(
         # draws from the global RNG, so model randomness is the same in resumed runs
         generator=torch.Generator().manual_seed(torch.initial_seed()),
     )
+    if decode_on != "cpu":
+        device = torch.device("cuda", torch.cuda.current_device()) if decode_on == "cuda" else None
+        loader.decoder = BatchDecoder(  # type: ignore[union-attr]
+            device or torch.device("cpu"),
+            dataset.transform,  # type: ignore[attr-defined]
+            dataset.max_image_pixels,  # type: ignore[attr-defined]
+            skip,
+            list(dataset.classes),  # type: ignore[attr-defined]
+        )
     if skip:
         report = report_dir / REPORT_NAME if report_dir is not None else None
         fraction = dataset.max_bad_fraction  # type: ignore[attr-defined]

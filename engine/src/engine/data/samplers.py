@@ -155,17 +155,42 @@ class EpochSampler(Sampler[int], ABC):
         return self.share_size()
 
 
+def block_order(
+    size: int, starts: np.ndarray, window: int, generator: torch.Generator
+) -> torch.Tensor:
+    """A random order of `size` samples stored in blocks (`starts`: each block's first index,
+    ascending from 0; a Parquet file's row groups) that keeps reads sequential: the blocks in
+    a random order, then the samples shuffled within each run of `window` positions. A window
+    spans about window / block size blocks, so a reader keeps those few and reads each block
+    once a pass, yet a batch mixes samples of several blocks."""
+    ends = np.append(starts[1:], size)
+    picked = torch.randperm(len(starts), generator=generator).numpy()
+    lengths = (ends - starts)[picked]
+    # sample i of the concatenation: its block's first index + its place in the block
+    shift = starts[picked] - np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    order = torch.from_numpy(np.repeat(shift, lengths) + np.arange(size))
+    noise = torch.rand(size, generator=generator, dtype=torch.float64)  # < 1: windows stay apart
+    key = torch.div(torch.arange(size), window, rounding_mode="floor").double() + noise
+    return order[torch.argsort(key)]
+
+
 class RandomOrder(EpochSampler):
-    """`sampler=random`: a uniform random order without replacement, new every epoch."""
+    """`sampler=random`: a uniform random order without replacement, new every epoch; over a
+    dataset stored in blocks (its `blocks` and `shuffle_window`: dataset=parquet), the blocks
+    in a random order and the samples shuffled within windows (block_order)."""
 
     def __init__(self, dataset: Sized, seed: int) -> None:
         size, self.strata = _mixed(dataset)
         super().__init__(size, seed)
         self.repeats = bool(self.strata)
+        self.blocks = None if self.strata else getattr(dataset, "blocks", None)
+        self.window = int(getattr(dataset, "shuffle_window", 0) or 0)
 
     def order(self, generator: torch.Generator) -> torch.Tensor:
         if self.strata:
             return population(self.strata, self.num_samples, generator)
+        if self.blocks is not None:
+            return block_order(self.num_samples, self.blocks, self.window, generator)
         # int32 draws the same permutation as int64, ~40% faster (7 -> 4 ms for 1M indices)
         dtype = torch.int32 if self.num_samples < 2**31 else torch.int64
         return torch.randperm(self.num_samples, generator=generator, dtype=dtype)

@@ -1,10 +1,16 @@
 """`mode=shards` (`make shards`): write the train and val images of the configured map-style
-dataset (imagefolder, csv, cache, tensor) into WebDataset tar shards of `shards.max_samples`
-samples in `shards.dir`, with their manifest (`shards.json`, engine/data/shards/manifest.py) and
-`classes.txt`, for `dataset=iterable` from that folder or wherever it is uploaded
-(docs/streaming.md). A sample is `KEY.jpg|png|webp` (the image), `KEY.cls` (its class index)
-and `KEY.json` (label, class name, source file), as webdataset itself writes and reads them.
-Samples go in a seeded random order (shards.shuffle), so that every shard mixes the classes.
+dataset (imagefolder, csv, cache, tensor, parquet) into files of `shards.max_samples` samples in
+`shards.dir`, in one of two formats (`shards.format`):
+
+- `tar`: WebDataset tar shards with their manifest (`shards.json`,
+  engine/data/shards/manifest.py) and `classes.txt`, for `dataset=iterable` from that folder or
+  wherever it is uploaded (docs/streaming.md). A sample is `KEY.jpg|png|webp` (the image),
+  `KEY.cls` (its class index) and `KEY.json` (label, class name, source file), as webdataset
+  itself writes and reads them.
+- `parquet`: Parquet files in the Hugging Face layout (engine/data/parquet/writer.py), for
+  `dataset=parquet` or `datasets.load_dataset("parquet", ...)`; multi-label data too.
+
+Samples go in a seeded random order (shards.shuffle), so that every file mixes the classes.
 """
 
 from __future__ import annotations
@@ -19,13 +25,14 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
-from torchvision.io import encode_jpeg, encode_png
+from torchcodec.encoders import JpegEncoder, PngEncoder
 
 from engine.core.io import atomic_write_bytes, output_folder, write_json
 from engine.core.progress import EVERY_S, counted
 from engine.data.cache_store import is_jpeg_quality
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode import load_sample
+from engine.data.parquet.writer import FILE_NAME, ParquetSplitWriter
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
 from engine.data.shards.manifest import NAME, Manifest
@@ -39,6 +46,7 @@ from engine.runs.outputs import save_resolved_config
 log = logging.getLogger(__name__)
 
 ENCODINGS = ("keep", "jpeg", "png")  # keep: the image files' own bytes
+FORMATS = ("tar", "parquet")
 KEPT = {b"\xff\xd8": "jpg", b"\x89PNG": "png", b"RIFF": "webp"}  # first bytes: extension
 
 
@@ -55,11 +63,15 @@ class ShardSettings:
     shuffle: bool
     seed: int
     overwrite: bool
+    format: str = "tar"
+    row_group_rows: int = 100
 
     def __post_init__(self) -> None:
-        for key in ("max_samples", "short_side"):
+        if self.format not in FORMATS:
+            raise ValueError(f"shards.format={self.format!r}: expected one of {FORMATS}.")
+        for key in ("max_samples", "row_group_rows", "short_side"):
             value = getattr(self, key)
-            if (value is not None or key == "max_samples") and not (
+            if (value is not None or key != "short_side") and not (
                 isinstance(value, int) and not isinstance(value, bool) and value >= 1
             ):
                 raise ValueError(f"shards.{key}={value!r}: expected an int >= 1.")
@@ -83,9 +95,10 @@ class _Encoded(Dataset):
     def __len__(self) -> int:
         return len(self.order)
 
-    def __getitem__(self, i: int) -> tuple[bytes, str, int, str]:
+    def __getitem__(self, i: int) -> tuple[bytes, str, int | list[int], str]:
         files, side, index = self.files, self.settings.short_side, int(self.order[i])
-        label = int(files.targets[index])  # type: ignore[attr-defined]
+        target = files.targets[index]  # type: ignore[attr-defined]
+        label = np.flatnonzero(target).tolist() if np.ndim(target) else int(target)
         source = files.get_filename(index) if hasattr(files, "get_filename") else ""
         if not isinstance(files, LabelledImageFiles):
             image = files[index][0]
@@ -93,7 +106,7 @@ class _Encoded(Dataset):
         elif side:
             image = load_shrunk(files, index, side)
         else:
-            name = files.classes[label]
+            name = files.label_name(index)
             image = load_sample(source, index, name, None, files.max_image_pixels)
         if self.settings.encoding == "keep":
             data = Path(source).read_bytes()
@@ -106,9 +119,9 @@ class _Encoded(Dataset):
                 f"{image.dtype} ones: store the inputs as uint8 images (N x C x H x W) first."
             )
         if self.settings.encoding == "jpeg":
-            data, ext = encode_jpeg(image.contiguous(), quality=self.settings.jpeg_quality), "jpg"
+            data, ext = JpegEncoder(image).to_tensor(quality=self.settings.jpeg_quality), "jpg"
         else:
-            data, ext = encode_png(image.contiguous()), "png"
+            data, ext = PngEncoder(image).to_tensor(), "png"
         return data.numpy().tobytes(), ext, label, source
 
 
@@ -137,11 +150,22 @@ def write_split(
         collate_fn=list,
         timeout=timeout if workers > 0 else 0,
     )
+    classes = list(files.classes)  # type: ignore[attr-defined]
+    if settings.format == "parquet":
+        multi = bool(getattr(files, "multi_label", False))
+        table = ParquetSplitWriter(
+            folder, split, count, classes, multi, settings.max_samples, settings.row_group_rows
+        )
+        for batch in counted(batches, count, f"parquet {split}", READ_BATCH, every_s):
+            for image, _, label, source in batch:
+                table.add(image, Path(source).name if source else "", label)
+        table.close()
+        return table.entries
     writer = SplitWriter(folder, split, settings.max_samples, settings.compress)
     done = 0
     for batch in counted(batches, count, f"shards {split}", READ_BATCH, every_s):
         for image, ext, label, source in batch:
-            meta = {"label": label, "class": files.classes[label], "source": source}  # type: ignore[attr-defined]
+            meta = {"label": label, "class": classes[label], "source": source}
             writer.add(f"{split}-{done:08d}", image, ext, label, meta)
             done += 1
     writer.close()
@@ -157,17 +181,21 @@ def shards(cfg: DictConfig) -> dict[str, float]:
     folder = output_folder(settings.dir, "shards.dir")
     refuse_inside_the_data(folder, "shards.dir", cfg)
     train, val = build_splits(cfg.dataset, Pipelines([], []), folds=False)  # whole, as stored
-    refuse_multi_label(train, "mode=shards")
+    tar = settings.format == "tar"
+    if tar:
+        refuse_multi_label(train, "mode=shards shards.format=tar")
     loader = resolve_loader_settings(instantiate(cfg.loader), train, SequentialOrder, cuda=False)
     workers = loader.num_workers
-    with writing(folder, settings.overwrite):
+    names = {} if tar else {"names": FILE_NAME, "extra": ()}
+    with writing(folder, settings.overwrite, **names):
         entries: dict[str, dict] = {}
         for split, files in (("train", train), ("val", val)):
             every_s = cfg.trainer.log_every_n_seconds  # progress lines off a terminal
             entries |= write_split(files, split, folder, settings, workers, loader.timeout, every_s)
-        Manifest(str(folder / NAME), list(train.classes), entries).save()  # type: ignore[attr-defined]
-        classes = "".join(f"{c}\n" for c in train.classes)  # type: ignore[attr-defined]
-        atomic_write_bytes(folder / "classes.txt", classes.encode())
+        if tar:
+            Manifest(str(folder / NAME), list(train.classes), entries).save()  # type: ignore[attr-defined]
+            classes = "".join(f"{c}\n" for c in train.classes)  # type: ignore[attr-defined]
+            atomic_write_bytes(folder / "classes.txt", classes.encode())
     wall = time.perf_counter() - start
     samples = sum(entry["samples"] for entry in entries.values())
     metrics = {
@@ -179,6 +207,13 @@ def shards(cfg: DictConfig) -> dict[str, float]:
     }
     write_json(out / "metrics.json", metrics)
     rate, size = metrics["shards/samples_per_s"], metrics["shards/mb"]
+    if not tar:
+        log.info(
+            "shards: %d samples in %d Parquet files in %s (%.0f MB, %.0f samples/s); train from "
+            "them with dataset=parquet dataset.root=%s",
+            *(samples, len(entries), folder, size, rate, folder),
+        )
+        return metrics
     overrides = " ".join(
         f"'dataset.{split}_shards=\"{brace_pattern(folder, split, entries)}\"'"
         for split in ("train", "val")

@@ -35,6 +35,11 @@ class CudaSideStream:
         self.stream = torch.cuda.Stream(device)
 
     def move(self, mover: BatchMover, batch: Any) -> DeviceBatch:
+        on_device = [t for t in batch if isinstance(t, torch.Tensor) and t.is_cuda]
+        if on_device:  # decoded on the GPU (dataset.decode_device=cuda), on the compute stream
+            self.stream.wait_stream(torch.cuda.current_stream(self.stream.device))
+            for tensor in on_device:
+                tensor.record_stream(self.stream)
         with torch.cuda.stream(self.stream):
             return mover(batch)
 

@@ -44,6 +44,15 @@ Attributes:
     epoch_samples (int | None): the train split draws this many samples an epoch from
         ``sources`` in their weights' proportions (engine/data/mix.py); None: every index once.
         Read by the train orders (engine/data/samplers.py).
+    blocks (np.ndarray | None): samples are stored in blocks read whole (dataset=parquet's
+        row groups): each block's first index, ascending from 0. sampler=random then orders
+        the blocks at random and shuffles within windows of ``shuffle_window`` samples, so
+        reads stay sequential (engine/data/samplers.py block_order); None: any order is cheap.
+    shuffle_window (int): with ``blocks``, the run of train positions shuffled together.
+    decode_device (str): ``cpu`` (the workers decode), ``main`` or ``cuda``: the dataset can
+        send its images' encoded bytes (``engine.data.encoded.Encoded``) instead, for a
+        batched decode in the main process; it does while ``sends_encoded`` is set (by the
+        loaders, for their workers alone). Read by engine/data/loaders.py.
 
 Methods (optional):
     get_filename(index) -> str | None: the file behind a sample, named in errors and reports.
@@ -94,6 +103,10 @@ class DatasetHooks:
     splits: ClassVar[tuple[str, ...]] = ("train", "val")
     sources: tuple[Stratum, ...] = ()
     epoch_samples: int | None = None
+    blocks: np.ndarray | None = None
+    shuffle_window: int = 0
+    decode_device: str = "cpu"
+    sends_encoded: bool = False
 
     def get_filename(self, index: int) -> str | None:
         """The file behind sample `index`; None for data that has no files."""

@@ -53,6 +53,7 @@ class CsvDataset(LabelledImageFiles):
         max_bad_fraction: Fraction = 0.01,
         reduced_decode: bool = True,
         max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
+        decode_device: str = "cpu",
         multi_label: bool = False,
         label_separator: str = "|",
         label_columns: Sequence[str] | None = None,
@@ -155,6 +156,7 @@ class CsvDataset(LabelledImageFiles):
             max_bad_fraction,
             reduced_decode,
             max_image_pixels,
+            decode_device,
         )
 
     @staticmethod

@@ -11,9 +11,11 @@ import torch
 from engine.core.bounds import Fraction, Pixels
 from engine.data.bad_samples import BadSample, check_policy
 from engine.data.datasets.base import MapDataset, Transform
-from engine.data.decode import SampleError, describe_error, load_sample
+from engine.data.decode import SampleError, describe_error, load_sample, sample_errors
+from engine.data.encoded import Encoded, check_decode_device, encode_sample
 from engine.data.image_header import PILLOW_MAX_PIXELS
 from engine.data.listing import unique_classes
+from engine.data.safe_read import max_file_bytes, read_regular_file
 from engine.data.targets import is_multi_hot, label_text
 from engine.data.transforms import decode_min_side
 
@@ -30,6 +32,8 @@ class LabelledImageFiles(MapDataset):
     With `reduced_decode`, JPEGs at least twice the size the transform's first Resize asks for
     are decoded at 1/2, 1/4 or 1/8 scale (engine/data/decode.py). An image declaring more than
     `max_image_pixels` pixels (None: no limit) is unreadable, refused before it is decoded.
+    With `decode_device` main or cuda, a loader's workers send each file's bytes undecoded
+    (`sends_encoded`, set by the loader: engine/data/encoded.py).
     """
 
     files_checkable = True
@@ -44,8 +48,10 @@ class LabelledImageFiles(MapDataset):
         max_bad_fraction: Fraction = 0.01,
         reduced_decode: bool = True,
         max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
+        decode_device: str = "cpu",
     ) -> None:
         check_policy(on_error, max_bad_fraction)
+        self.decode_device = check_decode_device(decode_device)
         self.max_image_pixels = max_image_pixels
         self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
         self._paths = (
@@ -82,6 +88,14 @@ class LabelledImageFiles(MapDataset):
         reason = describe_error(err.__cause__ or err)
         return BadSample(int(index), self.get_filename(index), self.label_name(index) or "", reason)
 
+    def _encoded(self, index: int) -> Encoded:
+        """Sample `index`'s bytes for a decode in the main process, its declared size checked;
+        a SampleError naming the file if it cannot be read."""
+        path = self.get_filename(index)
+        with sample_errors(path, index, self.label_name(index)):
+            data = read_regular_file(path, max_file_bytes(self.max_image_pixels))
+            return encode_sample(data, path, index, self.max_image_pixels)
+
     def check_sample(self, index: int) -> BadSample | None:
         """Decode sample `index` (no transform): None if it reads, else its `BadSample`."""
         try:
@@ -93,6 +107,13 @@ class LabelledImageFiles(MapDataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int | torch.Tensor] | BadSample:
         label = self.label(index)
+        if self.sends_encoded:
+            try:
+                return self._encoded(index), label
+            except SampleError as err:
+                if self.on_error != "skip":
+                    raise
+                return self._bad(index, err)
         try:
             image = load_sample(
                 self.get_filename(index),

@@ -269,6 +269,7 @@ class ImageFolderDataset(LabelledImageFiles):
         max_bad_fraction: Fraction = 0.01,
         reduced_decode: bool = True,
         max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
+        decode_device: str = "cpu",
         val_fraction: Split | None = None,
         split_seed: Seed = 0,
     ) -> None:
@@ -289,4 +290,5 @@ class ImageFolderDataset(LabelledImageFiles):
             max_bad_fraction,
             reduced_decode,
             max_image_pixels,
+            decode_device,
         )

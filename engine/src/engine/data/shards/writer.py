@@ -82,12 +82,18 @@ class SplitWriter:
 
 
 @contextmanager
-def writing(folder: Path, overwrite: bool) -> Iterator[None]:
+def writing(
+    folder: Path,
+    overwrite: bool,
+    names: re.Pattern[str] = SHARD_NAME,
+    extra: tuple[str, ...] = (NAME, "classes.txt"),
+) -> Iterator[None]:
     """Around a mode=shards write into `folder`: lock it (shards.writing), refuse (or with
-    shards.overwrite, remove) the shards an earlier run left there, finished or not; at the
+    shards.overwrite, remove) the files an earlier run left there, finished or not; at the
     end remove the mark, or keep it when the write failed (the set is unfinished). Only the
-    files this writer makes are touched: `train-NNNNNN.tar[.gz]`, `val-...`, the manifest,
-    classes.txt; anything else in the folder stays."""
+    files this writer makes are touched: those `names` matches (`train-NNNNNN.tar[.gz]`,
+    `val-...`; the Parquet writer's own) and `extra` (the manifest, classes.txt); anything
+    else in the folder stays."""
     marker = folder / WRITING
     unfinished = marker.exists()
     try:
@@ -97,8 +103,8 @@ def writing(folder: Path, overwrite: bool) -> Iterator[None]:
             f"shards.dir: {folder} is being written by another mode=shards run ({busy.holder}): "
             "wait for it to end, or set shards.dir to another folder."
         ) from None
-    ours = sorted(p for p in folder.iterdir() if SHARD_NAME.fullmatch(p.name))
-    ours += [p for p in (folder / NAME, folder / "classes.txt") if p.exists()]
+    ours = sorted(p for p in folder.iterdir() if names.fullmatch(p.name))
+    ours += [folder / name for name in extra if (folder / name).exists()]
     if ours and not overwrite:
         folder_lock.release(marker, remove=not unfinished)
         held = (

@@ -1,0 +1,281 @@
+"""Decoding in the main process (`dataset.decode_device=main|cuda`): the workers read and send
+each image's encoded bytes; the main process decodes a whole batch with one TorchCodec call on
+the device (batched nvJPEG on a GPU), then runs the split's transforms there, each sample with
+its own random draws, and stacks the batch. A GPU then decodes what would cost the CPUs most,
+and the workers only read files.
+
+A worker checks the image's declared size against `dataset.max_image_pixels` before it sends
+anything, and draws the sample's transform seed from the run's per-sample RNG
+(engine/data/seeded.py), so augmentations repeat under the same seed whatever the workers.
+JPEGs go in one batched call; other formats through the engine's per-sample decoder on the
+CPU (engine/data/decode.py: its guards, Pillow's formats). When the batched call fails, each
+sample is decoded alone to name the file that broke it, which stops the run
+(`dataset.on_error=raise`) or is left out and listed in bad_samples.csv (`skip`).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader, default_collate
+
+from engine.core.text import shown
+from engine.data.bad_samples import BadSample, Delivery, SkippingLoader, filtered
+from engine.data.decode import SampleError, decode_image_bytes, describe_error
+from engine.data.image_header import JPEG_MAGIC, check_pixels, jpeg_size, open_image
+from engine.data.sample_ids import SampleIds, split_ids
+from engine.data.targets import label_text
+
+DECODE_DEVICES = ("cpu", "main", "cuda")  # cpu = each worker decodes its samples (default)
+EXIF_ORIENTATION = 0x0112
+SEED_RANGE = 2**62
+
+
+class Encoded(NamedTuple):
+    """One sample's image as sent by a worker: its bytes (1-D uint8), the file they came
+    from, its index, its EXIF orientation (1 = upright) and the seed of its transform."""
+
+    data: torch.Tensor
+    name: str
+    index: int
+    orientation: int
+    seed: int
+
+
+class EncodedBatch(NamedTuple):
+    """A batch of `Encoded` samples, field by field."""
+
+    data: list[torch.Tensor]
+    names: list[str]
+    indices: list[int]
+    orientations: list[int]
+    seeds: list[int]
+
+
+def check_decode_device(value: str) -> str:
+    """`dataset.decode_device`, checked (a GPU must be there for cuda)."""
+    if value not in DECODE_DEVICES:
+        raise ValueError(
+            f"dataset.decode_device={value!r}: expected one of {DECODE_DEVICES} (cpu = the "
+            "workers decode; main = the main process, a batch at once; cuda = the GPU)."
+        )
+    if value == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            "dataset.decode_device=cuda: no CUDA device here; use dataset.decode_device=cpu "
+            "(or main, the same batched path on the CPU)."
+        )
+    return value
+
+
+def encode_sample(data: bytes, name: str, index: int, max_pixels: int | None) -> Encoded:
+    """What a worker sends for one image: its bytes, once their declared size is within
+    `max_pixels`, with its orientation and a transform seed drawn from the current (seeded)
+    RNG."""
+    if not data:
+        raise ValueError("the file is empty (0 bytes)")
+    orientation = 1
+    if data[:2] == JPEG_MAGIC:
+        check_pixels(*jpeg_size(data), max_pixels)
+        with Image.open(io.BytesIO(data)) as img:  # the header only: EXIF, no pixels
+            orientation = int(img.getexif().get(EXIF_ORIENTATION, 1) or 1)
+    else:
+        open_image(data, max_pixels).close()  # the declared size, from the header
+    seed = int(torch.randint(SEED_RANGE, ()))
+    tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return Encoded(tensor, name, index, orientation, seed)
+
+
+def encoded_collate(samples: list[Any]) -> tuple[Any, ...]:
+    """(EncodedBatch, labels): the images as a list (their lengths differ), the labels
+    collated as usual."""
+    images, labels = zip(*samples, strict=True)
+    fields = EncodedBatch(*(list(column) for column in zip(*images, strict=True)))
+    return fields, default_collate(list(labels))
+
+
+def upright(image: torch.Tensor, orientation: int) -> torch.Tensor:
+    """`image` (C, H, W) turned as its EXIF `orientation` says (as Pillow's exif_transpose)."""
+    turns: dict[int, Callable[[torch.Tensor], torch.Tensor]] = {
+        2: lambda x: x.flip(-1),
+        3: lambda x: x.flip(-1, -2),
+        4: lambda x: x.flip(-2),
+        5: lambda x: x.transpose(-1, -2),
+        6: lambda x: x.transpose(-1, -2).flip(-1),
+        7: lambda x: x.transpose(-1, -2).flip(-1, -2),
+        8: lambda x: x.transpose(-1, -2).flip(-2),
+    }
+    turn = turns.get(orientation)
+    return image if turn is None else turn(image)
+
+
+def _probe_jpeg() -> bytes:
+    """A 16 x 8 JPEG, black left and white right, tagged mirrored (orientation 2)."""
+    pixels = Image.new("RGB", (16, 8))
+    pixels.paste((255, 255, 255), (8, 0, 16, 8))
+    exif = pixels.getexif()
+    exif[EXIF_ORIENTATION] = 2
+    out = io.BytesIO()
+    pixels.save(out, "JPEG", quality=95, exif=exif.tobytes())
+    return out.getvalue()
+
+
+def decoder_turns_upright(device: torch.device) -> bool:
+    """Whether TorchCodec's batched JPEG decode on `device` already applies EXIF orientation
+    (its CPU decoder does): decoded, the mirrored probe is white on the left."""
+    from torchcodec.decoders import decode_jpeg
+
+    probe = torch.frombuffer(bytearray(_probe_jpeg()), dtype=torch.uint8)
+    (image,) = decode_jpeg([probe], device=device)
+    return bool(image[:, :, :4].float().mean() > 127)
+
+
+@dataclass
+class BatchDecoder:
+    """Decodes `EncodedBatch`es on `device` and applies `transform` to each sample under its
+    own seed; `skip` (dataset.on_error=skip) leaves unreadable samples out, named by their
+    `classes` in bad_samples.csv."""
+
+    device: torch.device
+    transform: Callable[[torch.Tensor], torch.Tensor] | None
+    max_pixels: int | None
+    skip: bool
+    classes: list[str]
+
+    def __post_init__(self) -> None:
+        self._turned = decoder_turns_upright(self.device)
+        # on a GPU, the decode and the transforms run on a stream of their own, beside the
+        # model's compute; the batch is stacked on the caller's stream once they are done
+        cuda = self.device.type == "cuda"
+        self._stream = torch.cuda.Stream(self.device) if cuda else None
+
+    def _jpegs(self, batch: EncodedBatch, at: list[int]) -> dict[int, torch.Tensor]:
+        """The JPEGs at positions `at`, decoded in one call; {} when the call fails."""
+        from torchcodec.decoders import decode_jpeg
+
+        if not at:
+            return {}
+        try:
+            with torch.cuda.stream(self._stream) if self._stream is not None else nullcontext():
+                images = decode_jpeg([batch.data[i] for i in at], device=self.device)
+        except (RuntimeError, ValueError):
+            return {}  # one bad file spoils the call: each is decoded alone below
+        if not self._turned:
+            images = [upright(x, batch.orientations[i]) for x, i in zip(images, at, strict=True)]
+        return dict(zip(at, images, strict=True))
+
+    def _alone(self, batch: EncodedBatch, i: int) -> torch.Tensor:
+        """Sample `i` decoded alone (the engine's decoder, on the CPU); SampleError if not."""
+        try:
+            data = bytes(batch.data[i].numpy())
+            return decode_image_bytes(data, batch.names[i], None, self.max_pixels).to(self.device)
+        except Exception as err:  # re-raised naming the file and the fix
+            raise SampleError(
+                f"cannot decode sample {batch.indices[i]} from {shown(batch.names[i])}: "
+                f"{describe_error(err)}. Fix or remove the file, or set dataset.on_error=skip "
+                "to leave unreadable files out (listed in bad_samples.csv)."
+            ) from err
+
+    def _stacked(self, images: list[Any], seeds: list[int]) -> torch.Tensor:
+        """The transformed images as one batch, usable on the caller's current stream."""
+        if self._stream is None:
+            return torch.stack(
+                [self._transformed(x, seed) for x, seed in zip(images, seeds, strict=True)]
+            )
+        with torch.cuda.stream(self._stream):
+            done = [self._transformed(x, seed) for x, seed in zip(images, seeds, strict=True)]
+        current = torch.cuda.current_stream(self.device)
+        current.wait_stream(self._stream)
+        for tensor in (*images, *done):  # read on the caller's stream: not reused before
+            tensor.record_stream(current)
+        return torch.stack(done)
+
+    def _decoded(self, batch: EncodedBatch) -> tuple[list[torch.Tensor | None], list[str]]:
+        """Every sample decoded (None where it failed under skip) and each failure's reason."""
+        jpegs = [i for i, d in enumerate(batch.data) if bytes(d[:2].numpy()) == JPEG_MAGIC]
+        done: dict[int, torch.Tensor] = self._jpegs(batch, jpegs)
+        images: list[torch.Tensor | None] = []
+        reasons = [""] * len(batch.data)
+        for i in range(len(batch.data)):
+            if i in done:
+                images.append(done[i])
+                continue
+            try:
+                images.append(self._alone(batch, i))
+            except SampleError as err:
+                if not self.skip:
+                    raise
+                images.append(None)
+                reasons[i] = describe_error(err.__cause__ or err)
+        return images, reasons
+
+    def _transformed(self, image: torch.Tensor, seed: int) -> torch.Tensor:
+        if self.transform is None:
+            return image
+        with torch.random.fork_rng(devices=[]):  # transforms draw on the CPU generator
+            torch.default_generator.manual_seed(seed)
+            return self.transform(image)
+
+    def batch(self, batch: Any) -> tuple[Any, list[BadSample]]:
+        """`batch` ((EncodedBatch, labels[, SampleIds])) with its images decoded and
+        transformed into one uint8 tensor on the device; the samples left out (skip)."""
+        fields, ids = split_ids(batch)
+        encoded, labels = fields[0], fields[1]
+        images, reasons = self._decoded(encoded)
+        keep = [i for i, image in enumerate(images) if image is not None]
+        bad = [
+            BadSample(
+                encoded.indices[i],
+                encoded.names[i],
+                label_text(labels[i].numpy(), self.classes),
+                reasons[i],
+            )
+            for i in range(len(images))
+            if images[i] is None
+        ]
+        if not keep:
+            return None, bad
+        stacked = self._stacked([images[i] for i in keep], [encoded.seeds[i] for i in keep])
+        rows = torch.tensor(keep)
+        out: tuple[Any, ...] = (stacked, labels[rows], *fields[2:])
+        if ids is not None:
+            out = (*out, SampleIds([ids.indices[i] for i in keep]))
+        return out, bad
+
+    def delivery(self, delivery: Delivery) -> Delivery:
+        """A skipping loader's delivery with its batch decoded and the failures added."""
+        if delivery.batch is None:
+            return delivery
+        batch, bad = self.batch(delivery.batch)
+        return Delivery(batch, [*delivery.bad, *bad])
+
+
+class DecodingLoader(DataLoader):
+    """A DataLoader of encoded batches (encoded_collate) that yields them decoded on the
+    device by its `decoder`: every consumer (the loop, mode=benchmark, evaluation) gets
+    images, and the time to decode counts as the wait for the batch."""
+
+    decoder: BatchDecoder
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        for batch in super().__iter__():
+            decoded, _ = self.decoder.batch(batch)  # nothing left out: a failure raised
+            yield decoded
+
+
+class DecodingSkippingLoader(SkippingLoader):
+    """`DecodingLoader` under dataset.on_error=skip: what fails to decode joins the delivery's
+    bad samples before the ledger takes them (engine/data/bad_samples.py)."""
+
+    decoder: BatchDecoder
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        self.dropped_batches = 0
+        deliveries = DataLoader.__iter__(self)
+        decoded = (self.decoder.delivery(d) for d in deliveries)
+        return filtered(decoded, self)

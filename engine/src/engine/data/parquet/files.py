@@ -1,0 +1,247 @@
+"""The Parquet files of a split, found and opened, each footer checked as hostile input before
+a row is read.
+
+Files are named relative to `dataset.root`, a local folder or any fsspec URL (`s3://...`,
+`https://...`, `hf://datasets/ORG/NAME` with `huggingface_hub`), by the globs of
+`dataset.<split>_files`, or, when those are null, by the Hugging Face layout's split names:
+`train-00000-of-00004.parquet`, `validation-*`/`val-*`, `test-*`, or the same words as a folder
+(`default/train/0000.parquet`). A footer is the file's own index of row groups; one that
+claims bytes beyond the file, or a row group over `dataset.max_row_group_bytes`, is refused
+before anything it declares is read.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.core.text import shown
+from engine.data.parquet.layout import SPLIT_WORDS, image_bytes_field, label_kind
+from engine.data.shards.sources import check_fsspec, kind
+
+FOOTER_BYTES = 8  # the footer's length and the closing magic `PAR1`
+
+
+class ParquetFileError(ValueError):
+    """A file that cannot be a split's Parquet file: unreadable, lying, or of the wrong
+    columns. Its message is one line naming the file and the key."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a checked footer says: rows per row group, how the image column holds its bytes
+    (`struct`: the `bytes` field of the `Image` struct), the label column's kind
+    (engine/data/parquet/layout.py label_kind) and the schema (for ClassLabel names)."""
+
+    path: str
+    group_rows: tuple[int, ...]
+    struct: bool
+    labels: str
+    schema: pa.Schema
+
+
+def _is_url(name: str) -> bool:
+    return kind(name) != "local"
+
+
+def _split_of(relative: str) -> str | None:
+    """The split a file's path names, or None: a folder called one of its words, or a file
+    name that is the word, or starts with it and `-`, `_` or `.`."""
+    parts = relative.lower().split("/")
+    stem = parts[-1].removesuffix(".parquet")
+    for split, words in SPLIT_WORDS.items():
+        for word in words:
+            if word in parts[:-1] or stem == word or stem.startswith((f"{word}-", f"{word}_")):
+                return split
+    return None
+
+
+class Folder:
+    """`dataset.root`: a local folder or a URL prefix, listed and opened alike."""
+
+    def __init__(self, root: str) -> None:
+        if not isinstance(root, str) or not root:
+            raise ValueError(
+                f"dataset.root={root!r}: give the folder or URL that holds the Parquet files."
+            )
+        self.root = root.rstrip("/") or "/"
+        self.url = _is_url(self.root)
+        if kind(self.root) == "pipe":
+            raise ValueError(
+                f"dataset.root={shown(root)}: a pipe: command cannot be read by row group; "
+                "give a folder or URL."
+            )
+        self.fs: Any = None
+        if self.url:
+            check_fsspec(self.root, "dataset.root")
+            import fsspec  # the `remote` extra; checked just above
+
+            self.fs, _ = fsspec.core.url_to_fs(self.root)
+
+    def name(self, relative: str) -> str:
+        """The full name of `relative` (already full when it is a URL or an absolute path)."""
+        if _is_url(relative) or os.path.isabs(relative):
+            return relative
+        return posixpath.join(self.root, relative) if self.url else str(Path(self.root, relative))
+
+    def glob(self, pattern: str) -> list[str]:
+        """The files `pattern` (relative to the root, or full) matches, sorted."""
+        full = self.name(pattern)
+        if not _is_url(full):
+            return sorted(str(p) for p in _local_glob(full))
+        fs, path = _fs_of(full)
+        protocol = full.split("://", 1)[0]
+        return sorted(p if "://" in p else f"{protocol}://{p}" for p in fs.glob(path))
+
+    def every_parquet(self) -> list[str]:
+        """Every `*.parquet` under the root, at any depth."""
+        if self.url and kind(self.root) == "http":
+            return []  # a web server cannot be searched: the files are named by the keys
+        return self.glob("**/*.parquet")
+
+    def open(self, name: str) -> tuple[pq.ParquetFile, int]:
+        """`name` opened for reading by row group, and its size in bytes."""
+        if not _is_url(name):
+            if not Path(name).is_file():
+                kind_ = "a folder" if Path(name).is_dir() else "missing"
+                raise ParquetFileError(f"{shown(name)} is {kind_}, not a Parquet file.")
+            return pq.ParquetFile(name), Path(name).stat().st_size
+        fs, path = _fs_of(name)
+        handle = fs.open(path, "rb")
+        return pq.ParquetFile(handle), int(handle.size)
+
+
+def _local_glob(pattern: str) -> list[Path]:
+    import glob
+
+    return [Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file()]
+
+
+def _fs_of(url: str) -> tuple[Any, str]:
+    import fsspec
+
+    return fsspec.core.url_to_fs(url)
+
+
+def split_files(folder: Folder, patterns: str | Sequence[str] | None, split: str) -> list[str]:
+    """The files of `split`: those `patterns` (dataset.<split>_files) match, or the split's
+    files in the Hugging Face layout under the root; each once, in name order."""
+    key = f"dataset.{split}_files"
+    if patterns is not None:
+        listed = [patterns] if isinstance(patterns, str) else [str(p) for p in patterns]
+        found: list[str] = []
+        for pattern in listed:
+            if not any(ch in pattern for ch in "*?["):
+                found.append(folder.name(pattern))  # one file, named: a URL cannot be globbed
+                continue
+            matched = folder.glob(pattern)
+            if not matched:
+                raise FileNotFoundError(
+                    f"{key}: no file matches {pattern!r} under dataset.root={shown(folder.root)}."
+                )
+            found += matched
+        return list(dict.fromkeys(found))
+    every = folder.every_parquet()
+    start = len(folder.root) + 1
+    mine = [f for f in every if _split_of(f[start:].replace(os.sep, "/")) == split]
+    if mine:
+        return mine
+    words = ", ".join(f"{w}-*" for w in SPLIT_WORDS[split])
+    seen = ", ".join(shown(f[start:]) for f in every[:6]) + (", ..." if len(every) > 6 else "")
+    raise FileNotFoundError(
+        f"dataset.root={shown(folder.root)} holds no Parquet file of the {split} split (named "
+        f"{words}.parquet, or in a folder so named){f'; found {seen}' if every else ''}. Name "
+        f"them with {key} (globs relative to dataset.root)."
+    )
+
+
+def _columns(schema: pa.Schema) -> str:
+    return ", ".join(schema.names)
+
+
+def check_layout(
+    pf: pq.ParquetFile,
+    name: str,
+    size: int,
+    image_column: str,
+    label_column: str,
+    max_group_bytes: int,
+) -> Layout:
+    """What the footer of the open file `name` (`size` bytes) declares, checked: the two
+    columns exist with usable types, and every row group lies within the file and is at most
+    `max_group_bytes` uncompressed. (Its row counts are checked against the label column
+    when that is read: engine/data/parquet/labels.py.)"""
+    meta, schema = pf.metadata, pf.schema_arrow
+    for key, column in (("image_column", image_column), ("label_column", label_column)):
+        if column not in schema.names:
+            raise ParquetFileError(
+                f"dataset.{key}={column!r}: {shown(name)} has no such column; its columns: "
+                f"{_columns(schema)}."
+            )
+    struct = image_bytes_field(schema.field(image_column).type)
+    if struct is None:
+        raise ParquetFileError(
+            f"dataset.image_column={image_column!r}: in {shown(name)} it holds "
+            f"{schema.field(image_column).type}, not encoded images (binary, or the struct "
+            "{bytes, path} Hugging Face datasets writes for an Image); its columns: "
+            f"{_columns(schema)}."
+        )
+    labels = label_kind(schema.field(label_column).type)
+    if labels is None:
+        raise ParquetFileError(
+            f"dataset.label_column={label_column!r}: in {shown(name)} it holds "
+            f"{schema.field(label_column).type}; a label is an integer, a string, or a list "
+            "of them (several labels)."
+        )
+    rows, first = [], 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        where = f"{shown(name)}: row group {g} (rows {first}-{first + group.num_rows - 1})"
+        if group.num_rows < 0 or group.total_byte_size > max_group_bytes:
+            raise ParquetFileError(
+                f"{where} declares {group.total_byte_size:,} bytes of data, over "
+                f"dataset.max_row_group_bytes={max_group_bytes:,}: raise it if the file is "
+                "yours and the memory is there (each loader worker holds such row groups)."
+            )
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            begin = min(o for o in (chunk.dictionary_page_offset, chunk.data_page_offset) if o)
+            end = begin + chunk.total_compressed_size
+            if begin < 4 or end > size - FOOTER_BYTES or chunk.total_uncompressed_size < 0:
+                raise ParquetFileError(
+                    f"{where}: its footer places column {chunk.path_in_schema!r} at bytes "
+                    f"{begin:,}-{end:,} of a {size:,}-byte file: the file is cut short or its "
+                    "footer is damaged. Download or write it again."
+                )
+        rows.append(group.num_rows)
+        first += group.num_rows
+    if first != meta.num_rows:
+        raise ParquetFileError(
+            f"{shown(name)}: its footer declares {meta.num_rows:,} rows but its row groups "
+            f"hold {first:,}: the footer is damaged. Download or write it again."
+        )
+    return Layout(name, tuple(rows), struct, labels, schema)
+
+
+def read_layout(
+    folder: Folder, name: str, image_column: str, label_column: str, max_group_bytes: int
+) -> tuple[pq.ParquetFile, Layout]:
+    """Open `name` and check its footer (check_layout); any failure is a ParquetFileError
+    naming the file."""
+    try:
+        pf, size = folder.open(name)
+    except ParquetFileError:
+        raise
+    except (pa.ArrowException, OSError, ValueError) as err:
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ParquetFileError(
+            f"{shown(name)} cannot be read as Parquet: {shown(reason).rstrip('.')}."
+        ) from err
+    return pf, check_layout(pf, name, size, image_column, label_column, max_group_bytes)

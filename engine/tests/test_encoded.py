@@ -1,0 +1,109 @@
+"""dataset.decode_device=main: the workers send encoded bytes, the main process decodes each
+batch at once and runs the transforms: the same pixels as the workers' own decode, every EXIF
+orientation turned as Pillow turns it, augmentations that repeat under the seed whatever the
+worker count, and a bad file named, or left out under on_error=skip."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageOps
+from torchvision.transforms import v2
+
+from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.decode import SampleError
+from engine.data.encoded import EXIF_ORIENTATION, upright
+from engine.data.loader_settings import LoaderSettings
+from engine.data.loaders import make_loader
+from engine.data.samplers import RandomOrder, SequentialOrder
+from engine.data.seeded import SeededSamples
+
+VAL = v2.Compose([v2.Resize(40, antialias=True), v2.CenterCrop(32)])
+TRAIN = v2.Compose([v2.RandomResizedCrop(32, antialias=True), v2.RandomHorizontalFlip()])
+
+
+def _settings(workers: int) -> LoaderSettings:
+    return LoaderSettings(8, False, workers, None, False, False, None, False, 0, None)
+
+
+def _tree(demo_dir: Path, tmp_path: Path) -> Path:
+    """The demo's val folder (JPEG, PNG, WebP, ...), with an EXIF-rotated JPEG added."""
+    root = tmp_path / "tree"
+    shutil.copytree(demo_dir / "imagefolder" / "val", root / "val")
+    pixels = np.random.default_rng(0).integers(0, 255, (30, 44, 3), np.uint8)
+    image, exif = Image.fromarray(pixels), Image.new("RGB", (1, 1)).getexif()
+    exif[EXIF_ORIENTATION] = 6
+    image.save(root / "val" / "circle" / "turned.jpg", exif=exif.tobytes())
+    return root
+
+
+def _batches(root: Path, decode_device: str, workers: int, transform, seed: int = 0):
+    """Every batch of the val folder, decoded by `decode_device`; the workers' path at full
+    size (dataset.reduced_decode=false), as a batched decode has it."""
+    data = ImageFolderDataset(
+        str(root), "val", transform=transform, decode_device=decode_device, reduced_decode=False
+    )
+    seeded = SeededSamples(data, seed)
+    order = RandomOrder(seeded, seed) if transform is TRAIN else SequentialOrder(seeded)
+    loader = make_loader(seeded, _settings(workers), order, False, "val")
+    return torch.cat([inputs for inputs, _ in loader]), torch.cat([y for _, y in loader])
+
+
+def test_main_decodes_the_pixels_the_workers_decode(demo_dir, tmp_path) -> None:
+    root = _tree(demo_dir, tmp_path)
+    workers_x, workers_y = _batches(root, "cpu", 0, VAL)
+    main_x, main_y = _batches(root, "main", 2, VAL)
+    assert main_x.dtype == torch.uint8 and main_x.shape == (31, 3, 32, 32)
+    assert torch.equal(main_x, workers_x) and torch.equal(main_y, workers_y)
+
+
+def test_main_augmentations_repeat_under_the_seed_whatever_the_workers(demo_dir, tmp_path):
+    root = _tree(demo_dir, tmp_path)
+    zero, _ = _batches(root, "main", 0, TRAIN)
+    two, _ = _batches(root, "main", 2, TRAIN)
+    other, _ = _batches(root, "main", 2, TRAIN, seed=1)
+    assert torch.equal(zero, two) and not torch.equal(zero, other)
+    assert len({row.sum().item() for row in zero}) > 25  # each sample its own crop
+
+
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_every_exif_orientation_turns_as_pillow_turns_it(orientation: int) -> None:
+    pixels = np.random.default_rng(orientation).integers(0, 255, (5, 7, 3), np.uint8)
+    image = Image.fromarray(pixels)
+    exif = image.getexif()
+    exif[EXIF_ORIENTATION] = orientation
+    image.info["exif"] = exif.tobytes()
+    out = io.BytesIO()
+    image.save(out, "PNG", exif=exif.tobytes())
+    expected = np.asarray(ImageOps.exif_transpose(Image.open(out)))
+    turned = upright(torch.from_numpy(pixels).permute(2, 0, 1), orientation)
+    assert np.array_equal(turned.permute(1, 2, 0).numpy(), expected)
+
+
+def test_a_bad_file_is_named_or_left_out_and_listed(demo_dir, tmp_path) -> None:
+    root = _tree(demo_dir, tmp_path)
+    bad = root / "val" / "star" / "garbled.jpg"
+    whole = (root / "val" / "circle" / "turned.jpg").read_bytes()
+    scan = whole.index(b"\xff\xda")  # its header reads (in the worker); no image data follows
+    bad.write_bytes(whole[:scan] + b"\xff\xd9")
+    with pytest.raises(SampleError, match=r"sample \d+ from .*garbled\.jpg: .*on_error=skip"):
+        _batches(root, "main", 0, VAL)
+    data = ImageFolderDataset(
+        str(root), "val", transform=VAL, decode_device="main", on_error="skip", max_bad_fraction=0.1
+    )
+    loader = make_loader(SeededSamples(data, 0), _settings(2), None, False, "val")
+    kept = sum(len(y) for _, y in loader)
+    assert kept == len(data) - 1
+    assert [b.path for b in loader.bad_samples.seen.values()] == [str(bad)]
+
+
+def test_cuda_without_a_gpu_is_one_line_with_the_fix(demo_dir) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here")
+    with pytest.raises(ValueError, match=r"decode_device=cuda: no CUDA device here; use"):
+        ImageFolderDataset(str(demo_dir / "imagefolder"), "val", decode_device="cuda")

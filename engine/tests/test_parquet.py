@@ -1,0 +1,208 @@
+"""dataset=parquet on files built here: the Hugging Face layout read by split name (ClassLabel
+names, string and list labels, plain binary images), every bad label and every hostile file
+refused in one line naming the file and the row (or row group), or left out under
+dataset.on_error=skip; the train order reads row groups in runs."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+from PIL import Image
+
+from engine.data.datasets.parquet import ParquetDataset
+from engine.data.decode import SampleError, decode_image_bytes
+from engine.data.parquet.files import ParquetFileError
+from engine.data.parquet.layout import schema_for
+from engine.data.samplers import RandomOrder, block_order
+
+NAMES = ["cat", "dog", "owl"]
+
+
+def _jpeg(seed: int, size: tuple[int, int] = (40, 30)) -> bytes:
+    pixels = np.random.default_rng(seed).integers(0, 255, (size[1], size[0], 3), np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+def _write(path: Path, labels: list, schema: pa.Schema | None = None, group: int = 4) -> list:
+    """A file of one JPEG per label (the Image struct unless `schema` says otherwise)."""
+    schema = schema or schema_for(NAMES, multi_label=False)
+    images = [_jpeg(hash((path.name, i)) % 2**32) for i in range(len(labels))]
+    struct = pa.types.is_struct(schema.field(0).type)
+    column = [{"bytes": b, "path": f"{i}.jpg"} for i, b in enumerate(images)] if struct else images
+    table = pa.table({schema.names[0]: column, schema.names[1]: labels}, schema=schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, row_group_size=group)
+    return images
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> tuple[Path, list[bytes]]:
+    """A dataset as the Hub lays it out: two train files, one validation file, a test file
+    and a README, under data/."""
+    root = tmp_path / "hub"
+    images = _write(root / "data" / "train-00000-of-00002.parquet", [0, 1, 2, 0, 1, 2, 0])
+    images += _write(root / "data" / "train-00001-of-00002.parquet", [1, 1, 2, 2, 0])
+    _write(root / "data" / "validation-00000-of-00001.parquet", [2, 0, 1])
+    _write(root / "data" / "test-00000-of-00001.parquet", [0])
+    (root / "README.md").write_text("# a dataset card\n")
+    return root, images
+
+
+def test_the_hub_layout_is_read_by_split_name_with_its_class_names(hub) -> None:
+    root, images = hub
+    train = ParquetDataset("train", str(root))
+    val = ParquetDataset("val", str(root), classes=train.classes)
+    assert train.classes == NAMES and len(train) == 12 and len(val) == 3
+    assert train.targets.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 1, 2, 2, 0]
+    assert not train.multi_label
+    image, label = train[8]
+    assert label == 1 and torch.equal(image, decode_image_bytes(images[8], "x"))
+    assert train.get_filename(8) == f"{root}/data/train-00001-of-00002.parquet#row=1"
+    assert train.blocks.tolist() == [0, 4, 7, 11]  # row groups of 4: 4+3 rows, then 4+1
+    assert len(ParquetDataset("test", str(root), classes=NAMES)) == 1
+
+
+def test_globs_string_labels_list_labels_and_plain_binary_images(tmp_path: Path) -> None:
+    plain = pa.schema([("png", pa.binary()), ("tags", pa.list_(pa.string()))])
+    _write(tmp_path / "a" / "part-0.parquet", [["x"], ["y", "x"], []], plain)
+    multi = ParquetDataset(
+        "train", str(tmp_path), train_files="a/part-*.parquet", image_column="png",
+        label_column="tags",
+    )  # fmt: skip
+    assert multi.multi_label and multi.classes == ["x", "y"]
+    assert multi.targets.tolist() == [[1, 0], [1, 1], [0, 0]]
+    assert multi[1][1].tolist() == [1.0, 1.0]
+    words = pa.schema([("image", pa.binary()), ("label", pa.string())])
+    _write(tmp_path / "b" / "train.parquet", ["zebra", "ant", "zebra"], words)
+    single = ParquetDataset("train", str(tmp_path / "b"))
+    assert single.classes == ["ant", "zebra"] and single.targets.tolist() == [1, 0, 1]
+
+
+def test_a_missing_split_or_column_names_what_is_there(hub) -> None:
+    root, _ = hub
+    (root / "data" / "validation-00000-of-00001.parquet").unlink()
+    with pytest.raises(FileNotFoundError, match=r"no Parquet file of the val split.*val_files"):
+        ParquetDataset("val", str(root), classes=NAMES)
+    with pytest.raises(ParquetFileError) as err:
+        ParquetDataset("train", str(root), image_column="img")
+    said = str(err.value)
+    assert "dataset.image_column='img'" in said and "its columns: image, label" in said
+    assert "train-00000-of-00002.parquet" in said and "\n" not in said
+
+
+@pytest.mark.parametrize(
+    ("labels", "said"),
+    [
+        ([0, 1, -1], "row 2: label -1, which Hugging Face datasets writes for a row without"),
+        ([0, 5, 1], "row 1: label 5 (dataset.label_column) is not a class index 0..2"),
+        ([0, None, 1], "row 1: no label in column 'label'"),
+    ],
+)
+def test_a_bad_label_is_refused_naming_file_and_row(tmp_path: Path, labels, said) -> None:
+    _write(tmp_path / "train-0.parquet", labels)
+    with pytest.raises(ParquetFileError, match=re.escape(said)) as err:
+        ParquetDataset("train", str(tmp_path))
+    assert "train-0.parquet" in str(err.value)
+
+
+def test_a_val_label_outside_the_train_classes_names_file_and_row(tmp_path: Path) -> None:
+    words = pa.schema([("image", pa.binary()), ("label", pa.string())])
+    _write(tmp_path / "val-0.parquet", ["ant", "moth"], words)
+    with pytest.raises(ParquetFileError, match=r"val-0.parquet: row 1: label 'moth'.*train"):
+        ParquetDataset("val", str(tmp_path), classes=["ant", "bee"])
+
+
+def _hostile(folder: Path) -> dict[str, str]:
+    """Four bad files beside one good one: file name -> what its error must say."""
+    good = folder / "train-00000.parquet"
+    _write(good, [0, 1, 2, 0, 1, 2, 0, 1])
+    whole = good.read_bytes()
+    (folder / "train-00001.parquet").write_bytes(whole[: len(whole) // 2])  # cut short
+    footer = int.from_bytes(whole[-8:-4], "little")  # the footer, after a body cut in half
+    body = whole[: (len(whole) - footer - 8) // 2]
+    (folder / "train-00002.parquet").write_bytes(body + whole[-footer - 8 :])
+    wrong = pa.schema([("image", pa.int64()), ("label", pa.int64())])
+    pq.write_table(pa.table({"image": [1, 2], "label": [0, 1]}, schema=wrong),
+                   folder / "train-00003.parquet")  # fmt: skip
+    (folder / "train-00004.parquet").write_bytes(b"not a parquet file at all\n" * 20)
+    return {
+        "train-00001.parquet": "cannot be read as Parquet",
+        "train-00002.parquet": "its footer places column",
+        "train-00003.parquet": "holds int64, not encoded images",
+        "train-00004.parquet": "cannot be read as Parquet",
+    }
+
+
+def test_hostile_files_stop_in_one_line_each_or_are_left_out(tmp_path: Path, caplog) -> None:
+    bad = _hostile(tmp_path)
+    for name, said in bad.items():
+        with pytest.raises(ParquetFileError) as err:
+            ParquetDataset("train", str(tmp_path), train_files=[name])
+        message = str(err.value)
+        assert name in message and said in message and "\n" not in message
+        assert "dataset.on_error=skip" in message
+    with caplog.at_level(logging.WARNING):
+        kept = ParquetDataset("train", str(tmp_path), on_error="skip")
+    assert len(kept) == 8 and [f for f in bad if f not in caplog.text] == []
+    assert sorted(kept.left_out) == sorted(str(tmp_path / f) for f in bad)
+
+
+def test_a_row_group_over_the_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    _write(tmp_path / "train-0.parquet", [0, 1, 2, 0], group=2)
+    with pytest.raises(ParquetFileError, match=r"row group 0 \(rows 0-1\) declares .* bytes"):
+        ParquetDataset("train", str(tmp_path), max_row_group_bytes=100)
+
+
+def test_a_damaged_row_group_names_its_rows_or_is_skipped_row_by_row(tmp_path: Path) -> None:
+    path = tmp_path / "train-0.parquet"
+    _write(path, [0, 1, 2, 0, 1, 2], group=3)
+    meta = pq.ParquetFile(path).metadata.row_group(1).column(0)
+    data = bytearray(path.read_bytes())  # the second row group's image pages overwritten
+    start = min(o for o in (meta.dictionary_page_offset, meta.data_page_offset) if o)
+    data[start : start + meta.total_compressed_size] = b"\xff" * meta.total_compressed_size
+    path.write_bytes(bytes(data))
+    strict = ParquetDataset("train", str(tmp_path))
+    assert strict[0][1] == 0  # the first row group reads
+    with pytest.raises(
+        SampleError,
+        match=r"sample 4 .*/train-0.parquet#row=4: its row group cannot be read: .*on_error=skip",
+    ):
+        strict[4]
+    lenient = ParquetDataset("train", str(tmp_path), on_error="skip")
+    bad = [lenient[i] for i in range(3, 6)]
+    assert [b.path for b in bad] == [f"{path}#row={i}" for i in range(3, 6)]
+
+
+def test_the_train_order_reads_row_groups_in_runs_and_repeats_per_epoch() -> None:
+    starts = np.arange(0, 1000, 100)  # ten row groups of 100
+    first = block_order(1000, starts, 250, torch.Generator().manual_seed(3))
+    again = block_order(1000, starts, 250, torch.Generator().manual_seed(3))
+    other = block_order(1000, starts, 250, torch.Generator().manual_seed(4))
+    assert torch.equal(first, again) and not torch.equal(first, other)
+    assert sorted(first.tolist()) == list(range(1000))
+    groups = first // 100
+    for window in groups.split(250):
+        assert len(set(window.tolist())) <= 4  # 250 positions span at most 4 row groups
+    assert (groups[:-1] != groups[1:]).float().mean() > 0.5  # yet neighbours differ
+
+
+def test_sampler_random_on_parquet_follows_its_row_groups(hub) -> None:
+    root, _ = hub
+    train = ParquetDataset("train", str(root), shuffle_window=4)
+    order = RandomOrder(train, seed=0)
+    order.set_epoch(1)
+    drawn = list(order)
+    assert sorted(drawn) == list(range(12))
+    block = np.searchsorted(train.blocks, drawn, side="right") - 1
+    for i in range(0, 12, 4):
+        assert len(set(block[i : i + 4].tolist())) <= 2
