@@ -14,6 +14,10 @@ from tests.conftest import NARROW_MODEL
 from tests.process.test_distributed import single_process_eval, torchrun
 from tests.test_shard_streaming import TRAIN, VAL, _write_wds
 
+# `make test-slow`: ~50 s of 2 cores (a 2-rank x 2-worker torchrun job over HTTP); the
+# in-process HTTP checks run in `make test` (tests/test_shard_streaming.py)
+pytestmark = pytest.mark.slow
+
 
 def test_torchrun_over_http_validates_every_sample_once(demo_dir, tmp_path) -> None:
     """2 ranks x 2 workers streaming 3 train shards of 16 over HTTP: rank 0 reads 2, rank 1 one

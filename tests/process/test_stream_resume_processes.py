@@ -5,10 +5,16 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from tests.conftest import NARROW_MODEL
 from tests.process.test_distributed import torchrun
 from tests.test_elastic_resume import assert_each_once
 from tests.test_stream_resume import RUN, _killed_with_2_workers
+
+# `make test-slow`: ~35 s of 2 cores (a killed run, then a 2-rank torchrun job); other worker
+# counts in-process run in `make test` (tests/test_stream_resume.py)
+pytestmark = pytest.mark.slow
 
 
 def test_one_process_stopped_mid_epoch_goes_on_as_two_ranks_each_sample_once(

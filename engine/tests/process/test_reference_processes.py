@@ -77,22 +77,21 @@ def test_sigterm_from_outside_checkpoints_and_exits_143(demo_dir, tmp_path):
     assert (saved["epoch"], saved["batches_done"], saved["step"]) == (2, 1, 4)
 
 
-def test_a_torchrun_job_writes_one_run_that_one_process_evaluates_alike_and_resumes_exactly(
-    demo_dir, tmp_path
-):
-    """A 2-epoch, 2-rank job on the CSV listing with a val split of 29 (shares of 15 and 14)
-    writes one run, which one process evaluates alike; the same job stopped at step 4 and
-    resumed ends with its weights and EMA. One test: the uninterrupted job is the reference
-    of both (a fixture would run it once per xdist worker)."""
-    logs = tmp_path / "whole"
-    logs.mkdir()
+@pytest.fixture(scope="module")
+def ddp_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, tuple]:
+    """A 2-epoch, 2-rank job on the CSV listing with a val split of 29 (shares of 15 and 14)."""
+    logs = tmp_path_factory.mktemp("ddp")
     rows = (demo_dir / "val.csv").read_text().splitlines()
     (logs / "val29.csv").write_text("\n".join(rows[:30]) + "\n")
     knobs = ("dataset=csv", f"dataset.val_csv={logs / 'val29.csv'}", f"dataset.root={demo_dir}")
     knobs += ("trainer.max_epochs=2", "loader.batch_size=8")
     result = run_child(TRAIN, *reference_args(demo_dir, logs, *knobs), cwd=logs, nproc=2)
     assert result.returncode == 0, result.stderr[-4000:]
+    return logs, knobs
 
+
+def test_a_torchrun_job_writes_one_run_that_one_process_evaluates_alike(ddp_job, demo_dir):
+    logs, _ = ddp_job
     (run,) = (p.parent for p in logs.glob("runs/*/*/.hydra"))  # rank 0's alone
     (metrics_file,) = logs.glob("runs/*/*/metrics.json")
     assert metrics_file.parent == run
@@ -111,17 +110,22 @@ def test_a_torchrun_job_writes_one_run_that_one_process_evaluates_alike_and_resu
     trained, measured = json.loads(metrics_file.read_text()), json.loads(alone.read_text())
     assert measured["val/loss"] == pytest.approx(trained["val/loss"], rel=1e-6)
 
-    job = tmp_path / "job"
-    args = reference_args(demo_dir, job, *knobs)
+
+def test_a_torchrun_job_stopped_and_resumed_ends_as_the_uninterrupted_one(
+    ddp_job, demo_dir, tmp_path
+):
+    logs, knobs = ddp_job
+    args = reference_args(demo_dir, tmp_path, *knobs)
     stopped = run_child(FAULTS, *args, cwd=tmp_path, nproc=2, STOP_AT_STEP="4")
     assert stopped.returncode != 0
-    (saved,) = job.glob("runs/*/*/checkpoints/last.pt")
+    (saved,) = tmp_path.glob("runs/*/*/checkpoints/last.pt")
     state = load_checkpoint(saved)
     assert (state["epoch"], state["batches_done"], state["step"]) == (2, 1, 4)
     assert state["world_size"] == 2
     resumed = run_child(TRAIN, *args, "trainer.resume=auto", cwd=tmp_path, nproc=2)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert _resumed_from(resumed, saved.parent.parent, epoch=2, batch=1)
-    (again,) = job.glob("runs/*/*/metrics.json")
-    a, b = _last(run), _last(again.parent)
+    (whole,) = logs.glob("runs/*/*/metrics.json")
+    (again,) = tmp_path.glob("runs/*/*/metrics.json")
+    a, b = _last(whole.parent), _last(again.parent)
     assert _same(a["model"], b["model"]) and _same(a["train_step"]["ema"], b["train_step"]["ema"])
