@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from engine.config.choices import log_config_tree
 from engine.config.command_line import errors_said_once
 from engine.config.errors import ConfigError
+from engine.config.local_config import check_local_config
 from engine.config.validate import validate_config
 from engine.core.failures import failures_reported
 from engine.core.launch import job_dir, launch_id, launch_rank, launch_time
@@ -106,12 +107,14 @@ def register_resolvers() -> None:
 def launch(main: Callable[[], Any], script: str) -> None:
     """Run Hydra's `main` as the process `script` (train.py) starts: PROJECT_ROOT is the
     script's folder, launchers that start new processes (submitit) import from it too, the
-    resolvers are registered, and under torchrun the ranks share a process group and one run
-    dir."""
+    resolvers are registered, this machine's conf/local/default.yaml is checked
+    (engine/config/local_config.py), and under torchrun the ranks share a process group and
+    one run dir."""
     os.environ.setdefault("PROJECT_ROOT", str(Path(script).resolve().parent))
     os.environ["PYTHONPATH"] = os.pathsep.join(
         filter(None, [os.environ["PROJECT_ROOT"], os.environ.get("PYTHONPATH")])
     )
     register_resolvers()
     with errors_said_once(), distributed_job():
+        check_local_config(Path(script).resolve().parent / "conf")
         main()

@@ -1,0 +1,44 @@
+"""This machine's conf/local/default.yaml is checked before Hydra composes: a YAML error names
+the file, line and column; a near-miss of a `paths` key is refused with the key it meant; a
+path key of the user's own is kept."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine.config.errors import ConfigError
+from engine.config.local_config import check_local_config
+
+MAIN = "paths:\n  root_dir: .\n  data_dir: ${paths.root_dir}/data\n  log_dir: outputs\n"
+
+
+def _conf(tmp_path: Path, local: str) -> Path:
+    conf = tmp_path / "conf"
+    (conf / "local").mkdir(parents=True)
+    (conf / "config.yaml").write_text(MAIN)
+    (conf / "local" / "default.yaml").write_text(local)
+    return conf
+
+
+def test_a_misspelt_path_key_is_refused_with_the_key_it_meant(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, "# @package _global_\npaths:\n  dta_dir: /mnt/data\n")
+    with pytest.raises(ConfigError) as err:
+        check_local_config(conf)
+    said = str(err.value)
+    assert said.startswith(f"{conf / 'local' / 'default.yaml'}: paths.dta_dir is not a key")
+    assert "(did you mean paths.data_dir?)" in said and "\n" not in said
+
+
+def test_a_yaml_error_names_the_file_line_and_column(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, "paths:\n  data_dir: /mnt/data\n   log_dir: [oops\n")
+    with pytest.raises(
+        ConfigError, match=r"local/default\.yaml line 3, column \d+: not valid YAML"
+    ):
+        check_local_config(conf)
+
+
+def test_right_keys_and_keys_of_ones_own_pass(tmp_path: Path) -> None:
+    check_local_config(_conf(tmp_path, "paths:\n  data_dir: /mnt/d\n  pretrained: /mnt/w\n"))
+    check_local_config(tmp_path / "nowhere")  # no local file: nothing to check
