@@ -14,8 +14,10 @@ import pytest
 import torch
 from datasets import ClassLabel, Dataset, Features, Image, load_dataset
 
+from engine.config.validate import validate_config
 from engine.data.datasets.parquet import ParquetDataset
 from engine.data.decode import decode_image_bytes
+from engine.modes.evaluation import evaluate_checkpoint
 from engine.modes.shards import shards
 from engine.runs.sample_log import uses_by_epoch
 from engine_dev.demo import CLASSES
@@ -104,3 +106,28 @@ def test_a_parquet_source_in_a_mix(make_cfg) -> None:
     )  # fmt: skip
     metrics = train(cfg)
     assert any(key.startswith("val/hub/") for key in metrics)
+
+
+def test_eval_decodes_in_its_workers_and_a_large_row_group_limit_is_a_valid_key(
+    make_cfg, on_checkpoint
+) -> None:
+    cfg = make_cfg(
+        "dataset=parquet", "trainer.max_epochs=1", "dataset.max_row_group_bytes=3000000000"
+    )
+    validate_config(cfg)  # a 3 GB row group: past int32, still a size in bytes
+    train(cfg)
+    run = cfg.paths.output_dir
+    results = evaluate_checkpoint(
+        on_checkpoint("mode=eval", f"eval.checkpoint={run}", "dataset.decode_device=main")
+    )
+    assert 0.0 <= results["val/acc"] <= 1.0
+
+
+def test_encoding_keep_on_parquet_is_refused_before_the_folder_is_touched(
+    make_cfg, tmp_path
+) -> None:
+    out = tmp_path / "again"
+    cfg = make_cfg("mode=shards", "dataset=parquet", f"shards.dir={out}", "shards.format=parquet")
+    with pytest.raises(ValueError, match=r"shards.encoding=keep stores image files as they are"):
+        shards(cfg)
+    assert not out.exists() or not any(out.iterdir())  # no shards.writing left behind

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -107,3 +108,38 @@ def test_cuda_without_a_gpu_is_one_line_with_the_fix(demo_dir) -> None:
         pytest.skip("a GPU is here")
     with pytest.raises(ValueError, match=r"decode_device=cuda: no CUDA device here; use"):
         ImageFolderDataset(str(demo_dir / "imagefolder"), "val", decode_device="cuda")
+
+
+def _jpeg_with(path: Path, exif: bytes = b"") -> None:
+    pixels = np.random.default_rng(3).integers(0, 255, (30, 40, 3), np.uint8)
+    Image.fromarray(pixels).save(path, exif=exif)
+
+
+def _orientation_as_text(text: bytes) -> bytes:
+    """An EXIF block whose orientation tag holds ASCII `text` (3 bytes and a NUL)."""
+    entry = struct.pack("<HHI4s", EXIF_ORIENTATION, 2, 4, text + b"\0")  # type 2: ASCII
+    return b"Exif\0\0II*\0" + struct.pack("<IH", 8, 1) + entry + struct.pack("<I", 0)
+
+
+def test_main_keeps_the_users_pixel_limit_not_pillows(tmp_path, monkeypatch) -> None:
+    """Pillow's own bomb limit (here lowered under the 1,200-pixel image) must not stand in
+    for dataset.max_image_pixels=null, as the workers' decode lets it through too."""
+    (tmp_path / "val" / "a").mkdir(parents=True)
+    _jpeg_with(tmp_path / "val" / "a" / "big.jpg")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 500)
+    data = ImageFolderDataset(
+        str(tmp_path), "val", decode_device="main", max_image_pixels=None, reduced_decode=False
+    )
+    loader = make_loader(SeededSamples(data, 0), _settings(0), None, False, "val")
+    assert [tuple(x.shape) for x, _ in loader] == [(1, 3, 30, 40)]
+
+
+def test_an_orientation_tag_that_is_no_orientation_is_ignored(tmp_path) -> None:
+    (tmp_path / "val" / "a").mkdir(parents=True)
+    _jpeg_with(tmp_path / "val" / "a" / "text.jpg", _orientation_as_text(b"abc"))
+    nine = Image.new("RGB", (1, 1)).getexif()
+    nine[EXIF_ORIENTATION] = 9
+    _jpeg_with(tmp_path / "val" / "a" / "nine.jpg", nine.tobytes())
+    main_x, _ = _batches(tmp_path, "main", 0, None)
+    cpu_x, _ = _batches(tmp_path, "cpu", 0, None)
+    assert torch.equal(main_x, cpu_x)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import re
 from pathlib import Path
 
@@ -206,3 +207,84 @@ def test_sampler_random_on_parquet_follows_its_row_groups(hub) -> None:
     block = np.searchsorted(train.blocks, drawn, side="right") - 1
     for i in range(0, 12, 4):
         assert len(set(block[i : i + 4].tolist())) <= 2
+
+
+def test_a_label_past_int64_is_refused_naming_file_and_row(tmp_path: Path) -> None:
+    named = schema_for(NAMES, multi_label=False)  # ClassLabel names, uint64 labels
+    schema = pa.schema([named.field(0), ("label", pa.uint64())], metadata=named.metadata)
+    _write(tmp_path / "train-0.parquet", [0, 2**63 + 1], schema)
+    with pytest.raises(
+        ParquetFileError, match=r"train-0.parquet: row 1: label 9223372036854775809"
+    ):
+        ParquetDataset("train", str(tmp_path))
+
+
+def test_what_is_no_regular_file_is_named_not_dropped(tmp_path: Path, caplog) -> None:
+    _write(tmp_path / "train-00000.parquet", [0, 1, 2, 0])
+    os.mkfifo(tmp_path / "train-00001.parquet")
+    (tmp_path / "train-00002.parquet").symlink_to("/dev/zero")
+    (tmp_path / "train-00003.parquet").symlink_to(tmp_path / "gone.parquet")
+    said = {"train-00001.parquet": "a FIFO", "train-00002.parquet": "a device"}
+    said["train-00003.parquet"] = "a link to nothing"
+    for name, what in said.items():
+        with pytest.raises(ParquetFileError, match=rf"{name} is {what}, not a Parquet file"):
+            ParquetDataset("train", str(tmp_path), train_files=[name])
+    with caplog.at_level(logging.WARNING):
+        kept = ParquetDataset("train", str(tmp_path), on_error="skip")
+    assert len(kept) == 4 and all(name in caplog.text for name in said)
+
+
+def test_a_split_without_rows_says_so(tmp_path: Path) -> None:
+    _write(tmp_path / "train-0.parquet", [])
+    with pytest.raises(ParquetFileError, match=r"train split's files hold no rows \(.*train-0"):
+        ParquetDataset("train", str(tmp_path))
+
+
+def test_a_file_without_row_groups_shifts_no_row_names(tmp_path: Path) -> None:
+    pq.ParquetWriter(tmp_path / "train-00000.parquet", schema_for(NAMES, False)).close()
+    _write(tmp_path / "train-00001.parquet", [0, 1, 2, 0, 1, 2], group=4)
+    data = ParquetDataset("train", str(tmp_path))
+    assert data.get_filename(5) == f"{tmp_path}/train-00001.parquet#row=5"
+    assert data.blocks.tolist() == [0, 4]
+
+
+def test_a_damaged_label_column_is_one_printable_line(tmp_path: Path) -> None:
+    path = tmp_path / "train-0.parquet"
+    _write(path, [0, 1, 2, 0], group=4)
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    label = next(
+        meta.column(c) for c in range(meta.num_columns) if meta.column(c).path_in_schema == "label"
+    )
+    data = bytearray(path.read_bytes())
+    start = min(o for o in (label.dictionary_page_offset, label.data_page_offset) if o)
+    data[start : start + label.total_compressed_size] = b"\x0f" * label.total_compressed_size
+    path.write_bytes(bytes(data))
+    with pytest.raises(ParquetFileError) as err:
+        ParquetDataset("train", str(tmp_path))
+    said = str(err.value)
+    assert "its column 'label' cannot be read" in said and said.isprintable()
+
+
+@pytest.mark.parametrize("spelling", ["./hub", "hub//", "hub/.", "hub/data/.."])
+def test_any_spelling_of_the_root_finds_its_files(hub, monkeypatch, spelling: str) -> None:
+    root, _ = hub
+    monkeypatch.chdir(root.parent)
+    assert len(ParquetDataset("train", spelling)) == 12
+
+
+def test_split_words_end_in_a_dot_or_name_a_spark_folder(tmp_path: Path) -> None:
+    _write(tmp_path / "train.00000.parquet", [0, 1])
+    _write(tmp_path / "validation.parquet" / "part-00000.parquet", [2])
+    assert len(ParquetDataset("train", str(tmp_path))) == 2
+    assert len(ParquetDataset("val", str(tmp_path), classes=NAMES)) == 1
+
+
+def test_forked_workers_open_their_own_files_at_an_fsspec_root(hub) -> None:
+    from torch.utils.data import DataLoader
+
+    root, images = hub
+    data = ParquetDataset("train", f"file://{root}")
+    data[0]  # the main process opens a file before the workers fork
+    loader = DataLoader(data, batch_size=None, num_workers=2, multiprocessing_context="fork")
+    got = [image for image, _ in loader]
+    assert all(torch.equal(got[i], decode_image_bytes(images[i], "x")) for i in range(12))

@@ -49,6 +49,7 @@ DAY = 86_400.0  # seconds; longer spans overflow the platform's timestamps (1e30
 Positive = Annotated[int, Bound(1, INT32)]  # a count or size of at least one (batches, widths)
 Count = Annotated[int, Bound(0, INT32)]  # zero or more (retries, buffers)
 Pixels = Annotated[int, Bound(1, 2**48)]  # an image area (a whole-slide scan is 10^10 pixels)
+Bytes = Annotated[int, Bound(1, 2**48)]  # a size in bytes, past int32 (a 4 GB row group)
 Seconds = Annotated[float, Bound(0, DAY)]  # a time span, zero allowed
 Timeout = Annotated[float, Bound(0, DAY, open_least=True)]  # a time span that must pass
 Fraction = Annotated[float, Bound(0, 1)]  # a share from 0 to 1, both included

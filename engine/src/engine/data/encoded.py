@@ -81,11 +81,13 @@ def encode_sample(data: bytes, name: str, index: int, max_pixels: int | None) ->
         raise ValueError("the file is empty (0 bytes)")
     orientation = 1
     if data[:2] == JPEG_MAGIC:
-        check_pixels(*jpeg_size(data), max_pixels)
-        with Image.open(io.BytesIO(data)) as img:  # the header only: EXIF, no pixels
-            orientation = int(img.getexif().get(EXIF_ORIENTATION, 1) or 1)
-    else:
-        open_image(data, max_pixels).close()  # the declared size, from the header
+        check_pixels(*jpeg_size(data), max_pixels)  # the size libjpeg will decode
+    # the header only (no pixels), opened under the user's limit, not Pillow's own
+    with open_image(data, max_pixels) as img:
+        if data[:2] == JPEG_MAGIC:
+            tag = img.getexif().get(EXIF_ORIENTATION, 1)
+            # a tag that is no orientation (text, 9) is ignored, as the decoders ignore it
+            orientation = tag if isinstance(tag, int) and 1 <= tag <= 8 else 1
     seed = int(torch.randint(SEED_RANGE, ()))
     tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     return Encoded(tensor, name, index, orientation, seed)

@@ -21,7 +21,11 @@ from engine.data.wrapper import DatasetWrapper
 class Indexed(DatasetWrapper):
     """Wraps a map-style dataset: a sample comes as (sample, index), a batch of
     `returns_batches` datasets as (batch, indices); a `BadSample` passes as it is (the skip
-    machinery drops it). Attributes pass through."""
+    machinery drops it). Attributes pass through, but one: an eval or predict pass decodes in
+    its workers whatever dataset.decode_device says (its batches carry their indices, and one
+    pass gains little from a batched decode)."""
+
+    decode_device = "cpu"
 
     def __getitem__(self, index: int) -> Any:
         sample = self.dataset[index]

@@ -125,6 +125,16 @@ class _Encoded(Dataset):
         return data.numpy().tobytes(), ext, label, source
 
 
+def refuse_keep(files: Dataset, settings: ShardSettings) -> None:
+    """shards.encoding=keep on a dataset that reads no image files: refused before shards.dir
+    is touched (no lock left behind, nothing replaced)."""
+    if settings.encoding == "keep" and not isinstance(files, LabelledImageFiles):
+        raise ValueError(
+            f"shards.encoding=keep stores image files as they are, and {type(files).__name__} "
+            "reads none: set shards.encoding=png (lossless) or jpeg."
+        )
+
+
 def write_split(
     files: Dataset,
     split: str,
@@ -135,11 +145,7 @@ def write_split(
     every_s: float = EVERY_S,
 ) -> dict[str, dict]:
     """Write every sample of `files` into shards in `folder`; their manifest entries."""
-    if settings.encoding == "keep" and not isinstance(files, LabelledImageFiles):
-        raise ValueError(
-            f"shards.encoding=keep stores image files as they are, and {type(files).__name__} "
-            "reads none: set shards.encoding=png (lossless) or jpeg."
-        )
+    refuse_keep(files, settings)
     count = len(files)  # type: ignore[arg-type]
     rng = np.random.default_rng(settings.seed)
     order = rng.permutation(count) if settings.shuffle else np.arange(count)
@@ -184,6 +190,8 @@ def shards(cfg: DictConfig) -> dict[str, float]:
     tar = settings.format == "tar"
     if tar:
         refuse_multi_label(train, "mode=shards shards.format=tar")
+    for files in (train, val):
+        refuse_keep(files, settings)
     loader = resolve_loader_settings(instantiate(cfg.loader), train, SequentialOrder, cuda=False)
     workers = loader.num_workers
     names = {} if tar else {"names": FILE_NAME, "extra": ()}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from engine.core.bounds import Fraction, Pixels, Positive
+from engine.core.bounds import Bytes, Fraction, Pixels, Positive
 from engine.core.text import shown
 from engine.data.bad_samples import BadSample, check_policy
 from engine.data.datasets.base import MapDataset, Transform
@@ -68,7 +69,7 @@ class ParquetDataset(MapDataset):
         max_bad_fraction: Fraction = 0.01,
         reduced_decode: bool = True,
         max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
-        max_row_group_bytes: Positive = MAX_ROW_GROUP_BYTES,
+        max_row_group_bytes: Bytes = MAX_ROW_GROUP_BYTES,
         decode_device: str = "cpu",
     ) -> None:
         check_policy(on_error, max_bad_fraction)
@@ -102,6 +103,12 @@ class ParquetDataset(MapDataset):
                 f"dataset.{split}_files: no readable Parquet file for the {split} split under "
                 f"dataset.root={shown(root)} ({len(self.left_out)} left out, each said above)."
             )
+        if not labels.values:
+            names = ", ".join(shown(layout.path) for layout in labels.files[:3])
+            raise ParquetFileError(
+                f"dataset.{split}_files: the {split} split's files hold no rows ({names}"
+                f"{', ...' if len(labels.files) > 3 else ''}); give files with samples."
+            )
         self.classes = labels.classes(fixed)
         self.targets = labels.targets(self.classes)
         self.multi_label = labels.multi_label
@@ -111,17 +118,17 @@ class ParquetDataset(MapDataset):
         sizes = np.concatenate(rows)
         # one entry per row group of the split, in file order: its first sample's index, its
         # file, its number in the file and its first row in the file
-        self.blocks = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        # (a file with no row groups adds none: exclusive sums, not [0, *cumsum[:-1]])
+        self.blocks = (np.cumsum(sizes) - sizes).astype(np.int64)
         self._block_file = np.repeat(np.arange(len(rows)), [len(r) for r in rows])
         self._block_group = np.concatenate([np.arange(len(r)) for r in rows])
-        self._block_row = np.concatenate(
-            [np.concatenate([[0], np.cumsum(r)[:-1]]) for r in rows]
-        ).astype(np.int64)
+        self._block_row = np.concatenate([np.cumsum(r) - r for r in rows]).astype(np.int64)
         smallest = int(sizes[sizes > 0].min()) if (sizes > 0).any() else 1
         # the row groups one window spans, and one more: a worker reads each once a pass
         self._keep = max(2, math.ceil(self.shuffle_window / smallest) + 1)
         self._open: OrderedDict[int, pq.ParquetFile] = OrderedDict()
         self._groups: OrderedDict[int, pa.Array | Exception] = OrderedDict()
+        self._pid = os.getpid()
 
     def __len__(self) -> int:
         return len(self.targets)
@@ -150,6 +157,9 @@ class ParquetDataset(MapDataset):
         return int(self.targets[index])
 
     def _file(self, file: int) -> pq.ParquetFile:
+        if self._pid != os.getpid():  # a forked worker: its parent's open files share their
+            self._open, self._groups = OrderedDict(), OrderedDict()  # offsets with it (fsspec)
+            self._pid = os.getpid()
         if file in self._open:
             self._open.move_to_end(file)
             return self._open[file]

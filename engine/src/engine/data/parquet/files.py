@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,11 +55,15 @@ def _is_url(name: str) -> bool:
 def _split_of(relative: str) -> str | None:
     """The split a file's path names, or None: a folder called one of its words, or a file
     name that is the word, or starts with it and `-`, `_` or `.`."""
-    parts = relative.lower().split("/")
-    stem = parts[-1].removesuffix(".parquet")
+    parts = [part.removesuffix(".parquet") for part in relative.lower().split("/")]
+    stem = parts[-1]
     for split, words in SPLIT_WORDS.items():
         for word in words:
-            if word in parts[:-1] or stem == word or stem.startswith((f"{word}-", f"{word}_")):
+            if (
+                word in parts[:-1]
+                or stem == word
+                or stem.startswith(tuple(word + sep for sep in "-_."))
+            ):
                 return split
     return None
 
@@ -71,8 +76,9 @@ class Folder:
             raise ValueError(
                 f"dataset.root={root!r}: give the folder or URL that holds the Parquet files."
             )
-        self.root = root.rstrip("/") or "/"
-        self.url = _is_url(self.root)
+        self.url = _is_url(root)
+        # ./x, x//y and x/. name the folder x/y names: one spelling, so names can be cut
+        self.root = (root.rstrip("/") or "/") if self.url else os.path.normpath(root)
         if kind(self.root) == "pipe":
             raise ValueError(
                 f"dataset.root={shown(root)}: a pipe: command cannot be read by row group; "
@@ -107,21 +113,35 @@ class Folder:
         return self.glob("**/*.parquet")
 
     def open(self, name: str) -> tuple[pq.ParquetFile, int]:
-        """`name` opened for reading by row group, and its size in bytes."""
+        """`name` opened for reading by row group, and its size in bytes; only a regular file
+        (a FIFO would block the open, a device never end)."""
         if not _is_url(name):
-            if not Path(name).is_file():
-                kind_ = "a folder" if Path(name).is_dir() else "missing"
-                raise ParquetFileError(f"{shown(name)} is {kind_}, not a Parquet file.")
+            what = _not_regular(Path(name))
+            if what is not None:
+                raise ParquetFileError(f"{shown(name)} is {what}, not a Parquet file.")
             return pq.ParquetFile(name), Path(name).stat().st_size
         fs, path = _fs_of(name)
         handle = fs.open(path, "rb")
         return pq.ParquetFile(handle), int(handle.size)
 
 
+def _not_regular(path: Path) -> str | None:
+    """What `path` is when it is no regular file (followed through links), else None."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "a link to nothing" if path.is_symlink() else "missing"
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"))
+    kinds += ((stat.S_ISBLK, "a device"), (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if test(mode)), None)
+
+
 def _local_glob(pattern: str) -> list[Path]:
+    """What `pattern` matches, folders left out (Spark's `train.parquet/` holds the files it
+    matches too), anything else kept, so a FIFO or a dangling link is named, not dropped."""
     import glob
 
-    return [Path(p) for p in glob.glob(pattern, recursive=True) if Path(p).is_file()]
+    return [Path(p) for p in glob.glob(pattern, recursive=True) if not Path(p).is_dir()]
 
 
 def _fs_of(url: str) -> tuple[Any, str]:
@@ -149,7 +169,7 @@ def split_files(folder: Folder, patterns: str | Sequence[str] | None, split: str
             found += matched
         return list(dict.fromkeys(found))
     every = folder.every_parquet()
-    start = len(folder.root) + 1
+    start = len(folder.root.rstrip("/")) + 1
     mine = [f for f in every if _split_of(f[start:].replace(os.sep, "/")) == split]
     if mine:
         return mine
