@@ -247,6 +247,16 @@ MALFORMED = {
         r"its 'batches_done' is -7 \(int\).*None or an int >= 0",
     ),
     "no ranks": (lambda s: s | {"ranks": []}, r"its 'ranks' is \[\] \(list\)"),
+    # a step past int64 failed inside TensorBoard once the resumed run logged
+    "step past 2**53": (
+        lambda s: s | {"step": 2**70},
+        r"its 'step' is 1180591620717411303424 \(int\).*an int >= 0 \(up to 2\*\*53\)",
+    ),
+    "epoch past 2**53": (lambda s: s | {"epoch": 2**60}, r"its 'epoch' is 1152921504606846976"),
+    "NaN weights": (
+        lambda s: s | {"model": {"w": torch.tensor([0.0, float("nan")])}},
+        r"its weight w holds NaN or infinite values.*resume from an earlier step",
+    ),
     "other classes": (
         lambda s: s | {"classes": ["x", "y"]},
         r"its classes \['x', 'y'\] are not the data's \['a', 'b'\]: it was trained on other data",

@@ -1,6 +1,7 @@
 """load_model in a fresh interpreter (a child process, as a notebook or a service would start):
-each shipped model kind rebuilt from its checkpoint file alone, and its project found from any
-working directory (the in-process checks: tests/test_load_model.py)."""
+each shipped model kind rebuilt from its checkpoint file alone, and its code taken from the
+project pointed at from any working directory, never from one the checkpoint names (the
+in-process checks: tests/test_load_model.py, tests/reliability/test_hostile_checkpoints.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import torch
 
 from engine.inference import load_model
+from engine.runs.checkpoint_files import load_checkpoint, save_checkpoint
 from src.loop import train
 from tests.test_load_model import ONE_STEP
 
@@ -80,7 +82,11 @@ def test_load_model_rebuilds_each_kind_from_the_checkpoint_alone(make_cfg, tmp_p
         assert out["logits"].shape == (2, len(out["classes"]))
 
 
-def test_load_model_finds_its_project_from_any_working_directory(make_cfg, tmp_path) -> None:
+def test_load_model_takes_its_code_from_the_project_pointed_at(make_cfg, tmp_path) -> None:
+    """The code comes from $PROJECT_ROOT, the working directory's project or this engine's
+    checkout, never from where the checkpoint says it was trained (its saved paths.root_dir)
+    nor from where it lies; the checkpoint's project and the one used differing is one
+    warning line naming both."""
     project = tmp_path / "project"  # a copy of the template, where the model is trained
     for part in ("conf", "src"):
         shutil.copytree(ROOT / part, project / part)
@@ -88,20 +94,64 @@ def test_load_model_finds_its_project_from_any_working_directory(make_cfg, tmp_p
     train(make_cfg(*ONE_STEP, f"paths.root_dir={project}", f"paths.output_dir={run}"))
     (tmp_path / "notebooks").mkdir()
 
-    def model_module(checkpoint: Path) -> Path:
+    def model_module(checkpoint: Path, cwd: Path, **env: str) -> tuple[Path, str]:
         result = subprocess.run(
             [sys.executable, "-c", ELSEWHERE, str(ROOT), str(checkpoint)],
-            cwd=tmp_path / "notebooks",
-            env={"PATH": "/usr/bin:/bin"},
+            cwd=cwd,
+            env={"PATH": "/usr/bin:/bin", **env},
             capture_output=True,
             text=True,
             check=False,
         )
         assert result.returncode == 0, result.stderr[-3000:]
-        return Path(result.stdout.strip())
+        return Path(result.stdout.strip()), result.stderr
 
-    alone = tmp_path / "alone.pt"  # nothing above it: its saved paths.root_dir names the project
-    shutil.copy(run / "checkpoints" / "last.pt", alone)
-    assert model_module(alone).is_relative_to(project / "src")
-    moved = project.rename(tmp_path / "moved")  # paths.root_dir is gone: the run dir's location
-    assert model_module(moved / "outputs" / "run").is_relative_to(moved / "src")
+    module, said = model_module(run, tmp_path / "notebooks")  # nothing points at the project
+    assert module.is_relative_to(ROOT / "src")
+    warned = [line for line in said.splitlines() if str(project) in line]
+    assert len(warned) == 1 and f"comes from {ROOT} " in warned[0], said[-3000:]
+    pointed, said = model_module(run, tmp_path / "notebooks", PROJECT_ROOT=str(project))
+    assert pointed.is_relative_to(project / "src") and "trained in" not in said
+    inside, said = model_module(run, project / "outputs")  # a notebook in the project
+    assert inside.is_relative_to(project / "src") and "trained in" not in said
+
+
+# From inside the real checkout, as a notebook or service there runs (`python -c` puts the
+# working directory on sys.path): which file the model's class came from.
+INSIDE = """
+import sys
+from engine.inference import load_model
+model = load_model(sys.argv[1])
+print(sys.modules[type(model).__module__].__file__)
+"""
+
+
+def test_a_checkpoint_never_chooses_the_code_load_model_imports(make_cfg, tmp_path) -> None:
+    """A checkpoint's saved paths.root_dir named a folder of its sender's: load_model put it
+    first on sys.path, and a fresh process inside the real checkout imported that folder's
+    src/models/small_cnn.py (here it touches a file). The code is the checkout's."""
+    cfg = make_cfg(*ONE_STEP)
+    train(cfg)
+    sentinel = tmp_path / "SENTINEL"
+    planted = tmp_path / "planted"
+    for part in ("conf", "src"):
+        shutil.copytree(ROOT / part, planted / part, ignore=shutil.ignore_patterns("__pycache__"))
+    module = planted / "src" / "models" / "small_cnn.py"
+    module.write_text(module.read_text() + f"\nopen({str(sentinel)!r}, 'w').close()\n")
+    state = load_checkpoint(Path(cfg.paths.output_dir) / "checkpoints" / "last.pt")
+    state["config"]["paths"]["root_dir"] = str(planted)
+    (tmp_path / "received").mkdir()
+    save_checkpoint(tmp_path / "received" / "model.pt", state)
+    result = subprocess.run(
+        [sys.executable, "-c", INSIDE, str(tmp_path / "received" / "model.pt")],
+        cwd=ROOT,
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not sentinel.exists()
+    assert Path(result.stdout.strip()).is_relative_to(ROOT / "src")
+    warned = [line for line in result.stderr.splitlines() if str(planted) in line]
+    assert len(warned) == 1 and f"comes from {ROOT} " in warned[0], result.stderr[-3000:]

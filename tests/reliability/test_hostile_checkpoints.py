@@ -5,17 +5,26 @@ in it runs."""
 
 from __future__ import annotations
 
+import logging
+import shutil
+import socket
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+import torch
+import torchvision
+from hydra.errors import InstantiationException
 
+from engine.data.decode import SampleError
 from engine.inference import load_model
 from engine.modes.evaluation import evaluate_checkpoint
 from engine.runs.checkpoint_files import CheckpointError, load_checkpoint, save_checkpoint
 from src.loop import train
 from tests.conftest import NARROW_MODEL, compose_config
 
+ROOT = Path(__file__).resolve().parents[2]
 ONE_STEP = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1")
 
 
@@ -132,3 +141,216 @@ def test_compressed_or_foreign_files_are_one_line(checkpoint, tmp_path) -> None:
     text.write_text("just some text\n")
     with pytest.raises(CheckpointError, match=rf"^{text} is truncated or corrupt"):
         load_model(text)
+
+
+@pytest.fixture
+def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """No connection leaves this process: each attempt is recorded, then fails at once (and
+    torch's weight cache is empty, so a download would have to connect)."""
+    reached: list[str] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        reached.append(repr(args[:2]))
+        raise OSError("the network is off in this test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch_home"))
+    return reached
+
+
+@pytest.mark.parametrize("section", ["transforms", "model"])
+def test_load_model_never_runs_a_saved_pipe_source(checkpoint, demo_dir, tmp_path, section) -> None:
+    """Hydra builds every node under the saved model and transforms: a shard dataset hidden
+    there ran its manifest's pipe: command in load_model (mode=eval refused it)."""
+    sentinel = tmp_path / "SENTINEL"
+    shards = {
+        "_target_": "engine.data.datasets.tar_shards.TarShardDataset",
+        "split": "train",
+        "train_shards": str(demo_dir / "shards" / "train-000000.tar"),
+        "val_shards": str(demo_dir / "shards" / "val-000000.tar"),
+        "manifest": f"pipe:touch {sentinel}",
+    }
+    saved = checkpoint["config"][section]
+    node = {**saved, "train": [shards]} if section == "transforms" else {**saved, "extra": shards}
+    file = _hostile(checkpoint, tmp_path, **{section: node})
+    key = r"transforms\.train\[0\]" if section == "transforms" else r"model\.extra"
+    with pytest.raises(CheckpointError, match=rf"^{file}: its saved config sets {key}\.manifest="):
+        load_model(file)
+    assert not sentinel.exists()
+
+
+def test_load_model_takes_no_code_from_the_checkpoints_saved_root(
+    checkpoint, tmp_path, monkeypatch, caplog
+) -> None:
+    """The checkpoint names its model's class; the code comes from the project the user points
+    at (here the working directory's checkout), never from the folder its saved paths.root_dir
+    names, which load_model put first on sys.path (a fresh process imported its src/models:
+    tests/process/test_load_model_processes.py); their disagreeing is one warning naming both."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "conf").mkdir(parents=True)
+    shutil.copy(ROOT / "conf" / "config.yaml", elsewhere / "conf")
+    paths = {**checkpoint["config"]["paths"], "root_dir": str(elsewhere)}
+    file = _hostile(checkpoint, tmp_path, paths=paths)
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("PROJECT_ROOT", raising=False)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    with caplog.at_level(logging.WARNING):
+        model = load_model(file)
+    assert model.classes == checkpoint["config"]["data"]["classes"]
+    assert str(elsewhere) not in sys.path
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and str(elsewhere) in warned[0] and str(ROOT) in warned[0], warned
+
+
+@pytest.mark.parametrize(
+    ("pattern", "says"),
+    [
+        ("{{0..999},pi}pe:touch SENTINEL", r"a pipe: source"),  # its 1001st name runs it
+        ("x" + "{0..9}" * 12 + ".tar", r"expands to more than 100,000 names"),  # 10**12 names
+    ],
+)
+def test_a_saved_brace_pattern_is_checked_by_its_expansion_within_a_bound(
+    checkpoint, demo_dir, tmp_path, monkeypatch, pattern, says
+) -> None:
+    """Only the first 1000 expansions were checked, so a pipe: as the 1001st name passed; all
+    are checked now, the whole config's together bounded (a brace bomb is refused, not
+    expanded), each refusal naming the file and the key."""
+    sentinel = tmp_path / "SENTINEL"
+    dataset = {
+        "_target_": "engine.data.datasets.tar_shards.TarShardDataset",
+        "train_shards": [pattern.replace("SENTINEL", str(sentinel))],
+        "val_shards": "val.tar",
+        "manifest": None,
+    }
+    file = _hostile(checkpoint, tmp_path, dataset=dataset)
+    message = rf"^{file}: its saved config sets dataset\.train_shards\[0\]=.*{says}"
+    with pytest.raises(CheckpointError, match=message):
+        _evaluate(demo_dir, tmp_path, monkeypatch, file)
+    assert not sentinel.exists()
+
+
+def test_a_checkpoint_cannot_lift_the_pixel_limit(
+    checkpoint, demo_dir, tmp_path, monkeypatch, caplog
+) -> None:
+    """A saved dataset.max_image_pixels=null lifted the limit in eval and predict: the limit is
+    this run's (its config's value, here 100 pixels; the command line's when it sets one)."""
+    dataset = {**checkpoint["config"]["dataset"], "max_image_pixels": None}
+    file = _hostile(checkpoint, tmp_path, dataset=dataset)
+    args = ("mode=eval", f"eval.checkpoint={file}")
+    monkeypatch.setattr("engine.inference.session.task_overrides", lambda: list(args))
+    cfg = compose_config(
+        demo_dir, tmp_path / "out", NARROW_MODEL, *args, "dataset.max_image_pixels=100"
+    )
+    with pytest.raises(SampleError, match=r"dataset\.max_image_pixels"):
+        evaluate_checkpoint(cfg)
+    noted = [r.getMessage() for r in caplog.records if "max_image_pixels" in r.getMessage()]
+    assert len(noted) == 1 and str(file) in noted[0] and "=None" in noted[0], noted
+    lifted = _evaluate(demo_dir, tmp_path, monkeypatch, file, "dataset.max_image_pixels=null")
+    assert "val/acc" in lifted
+
+
+@pytest.mark.parametrize(
+    ("entry", "section", "value", "key"),
+    [
+        ("load_model", "model", {"widths": [8, 16, 10**6]}, r"model\.widths\[2\]=1000000"),
+        ("load_model", "model", {"widths": [8, 16, 10**9]}, r"model\.widths\[2\]=1000000000"),
+        ("eval", "model", {"widths": [8, 16, 10**9]}, r"model\.widths\[2\]=1000000000"),
+        ("load_model", "transforms", {"size": [10**6, 10**6]}, r"transforms\.val\[0\]\.size"),
+        ("eval", "transforms", {"size": [10**6, 10**6]}, r"transforms\.val\[0\]\.size"),
+    ],
+)
+def test_a_huge_saved_model_or_resize_is_one_line_naming_the_file_and_key(
+    checkpoint, demo_dir, tmp_path, monkeypatch, entry, section, value, key
+) -> None:
+    """A model (or resize) far past what the weights hold died in a raw allocator error (or
+    asked the allocator for terabytes): refused before it allocates, naming file and key."""
+    saved = checkpoint["config"][section]
+    if section == "model":
+        node = {**saved, **value}
+    else:
+        node = {**saved, "val": [{**saved["val"][0], **value}]}
+    file = _hostile(checkpoint, tmp_path, **{section: node})
+    pixels = torch.randint(0, 256, (3, 60, 70), dtype=torch.uint8)
+    with pytest.raises(CheckpointError, match=rf"^{file}: .*{key}"):
+        if entry == "eval":
+            _evaluate(demo_dir, tmp_path, monkeypatch, file)
+        else:
+            load_model(file).preprocess(pixels)
+
+
+def test_a_checkpoint_never_reaches_the_network(
+    checkpoint, demo_dir, tmp_path, monkeypatch, offline, caplog
+) -> None:
+    """torchvision `weights=` in a saved model node downloaded them (to be replaced by the
+    checkpoint's own weights), a saved dataset.download=true fetched the data, a saved URL was
+    read: the first two are built offline with a one-line note, a URL is refused; each is the
+    user's to set on the command line."""
+    torch.manual_seed(0)
+    net = torchvision.models.squeezenet1_1(num_classes=1000)
+    config = {
+        **checkpoint["config"],
+        "model": {"_target_": "torchvision.models.squeezenet1_1", "weights": "IMAGENET1K_V1"},
+        "data": {**checkpoint["config"]["data"], "classes": [f"c{i}" for i in range(1000)]},
+    }
+    save_checkpoint(
+        tmp_path / "weights.pt", {**checkpoint, "model": net.state_dict(), "config": config}
+    )
+    model = load_model(tmp_path / "weights.pt")
+    assert torch.equal(model.classifier[1].weight, net.classifier[1].weight)
+    assert not offline
+    noted = [r.getMessage() for r in caplog.records if "model.weights" in r.getMessage()]
+    assert len(noted) == 1 and "IMAGENET1K_V1" in noted[0], noted
+
+    mnist = {
+        "_target_": "engine.data.datasets.builtin.TorchvisionBuiltin",
+        "name": "mnist",
+        "root": str(tmp_path / "mnist"),
+        "download": True,
+    }
+    file = _hostile(checkpoint, tmp_path, dataset=mnist)
+    with pytest.raises(InstantiationException, match=r"no usable mnist files.*download=true"):
+        _evaluate(demo_dir, tmp_path, monkeypatch, file)
+    assert not offline
+    assert any("dataset.download" in r.getMessage() for r in caplog.records)
+
+    parquet = {
+        "_target_": "engine.data.datasets.parquet.ParquetDataset",
+        "root": "hf://datasets/someone/something",
+    }
+    file = _hostile(checkpoint, tmp_path, dataset=parquet)
+    message = rf"^{file}: its saved config sets dataset\.root='hf://.*reaches the network"
+    with pytest.raises(CheckpointError, match=message):
+        _evaluate(demo_dir, tmp_path, monkeypatch, file)
+    assert not offline
+
+
+@pytest.mark.parametrize("entry", ["eval", "load_model"])
+@pytest.mark.parametrize(
+    ("field", "says"),
+    [
+        ("nan_weights", r"its weight head\.3\.weight holds NaN .*: use an earlier checkpoint"),
+        ("huge_step", r"its 'step' is 1180591620717411303424 \(int\).*; use a checkpoint"),
+        ("huge_epoch", r"its 'epoch' is 1180591620717411303424 \(int\).*; use a checkpoint"),
+    ],
+)
+def test_nan_weights_or_a_huge_step_are_refused_naming_file_and_field(
+    checkpoint, demo_dir, tmp_path, monkeypatch, entry, field, says
+) -> None:
+    """NaN weights gave NaN scores for every input; a step past int64 failed inside
+    TensorBoard (the same checks refuse them to trainer.resume: engine/tests/test_checkpoints)."""
+    state = dict(checkpoint)
+    if field == "nan_weights":
+        state["model"] = {**checkpoint["model"]}
+        state["model"]["head.3.weight"] = torch.full_like(
+            state["model"]["head.3.weight"], torch.nan
+        )
+    else:
+        state[field.removeprefix("huge_")] = 2**70
+    save_checkpoint(tmp_path / "hostile.pt", state)
+    file = tmp_path / "hostile.pt"
+    with pytest.raises(CheckpointError, match=rf"^{file}: {says}"):
+        if entry == "eval":
+            _evaluate(demo_dir, tmp_path, monkeypatch, file)
+        else:
+            load_model(file)

@@ -1,12 +1,19 @@
 """A training checkpoint as the start of mode=eval, mode=predict and `load_model`: the file a
 path means, the config saved in it, and the config a run works with (the checkpoint's, with
-the keys set on the command line taken from there instead)."""
+the keys set on the command line taken from there instead).
+
+A checkpoint may come from elsewhere: `read_checkpoint`, which all three go through, checks it
+as hostile input. Its config may not run a command nor reach the network (`pipe:` sources and
+URLs are refused, downloads turned off with a note) unless the command line sets that key;
+its counts and weights must be ones train.py writes; and `run_config` takes the limits
+(`dataset.max_image_pixels`) from this run's config, never from the checkpoint's."""
 
 from __future__ import annotations
 
 import copy
-import itertools
+import logging
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +21,44 @@ from braceexpand import UnbalancedBracesError, braceexpand
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from engine.data.image_header import PILLOW_MAX_PIXELS
 from engine.data.shards.sources import kind
 from engine.inference.moved_targets import moved_targets
-from engine.runs.checkpoint_files import CheckpointError
+from engine.runs.checkpoint_checks import malformed, nonfinite_weight
+from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
 from engine.runs.outputs import DATA_KEY
+
+log = logging.getLogger(__name__)
 
 # What a run on a checkpoint takes from it (the rest, e.g. mode, paths, eval, predict and
 # allowed_targets, comes from this run's config): the data and its pipelines, the model, the
 # loss and metrics it was measured by, the loader and the device settings of the training.
 CARRIED = ("dataset", "transforms", "model", "loss", "metrics", "loader", "trainer", DATA_KEY)
+# What of it mode=eval builds (the data's values are only read): checked for what would run a
+# command or reach the network (`read_checkpoint`).
+BUILT = tuple(section for section in CARRIED if section != DATA_KEY)
 MAX_VALUES = 1_000_000  # values a saved config may hold (classes included)
 MAX_DEPTH = 64  # and how deep it may nest
+MAX_NAMES = 100_000  # names its brace patterns may expand to, all together (a range of
+# ranges, 12 x {0..9}, stands for 10**12 and took as long to check)
+# Settings that make a build reach the network, and the value that builds offline instead:
+# torchvision's model builders download `weights` (the checkpoint's own weights replace them
+# anyway), torchvision's datasets `download` their files. A key -> (the targets it means,
+# a prefix; "" = any), its offline value.
+OFFLINE: dict[str, tuple[str, Any]] = {
+    "weights": ("torchvision.", None),
+    "weights_backbone": ("torchvision.", None),
+    "pretrained": ("", False),
+    "pretrained_backbone": ("", False),
+    "download": ("", False),
+}
+# A dataset's limits: a run on a checkpoint takes them from its own config (or the dataset
+# kind's default), never from the checkpoint's, whose `null` would lift them.
+LIMITS = ("max_image_pixels", "max_row_group_bytes")
+# Settings of a transform that make an image side (torchvision.transforms.v2's Resize and
+# crops, Pad, ...): a saved one past the pixel limit would ask the allocator for terabytes.
+SIDES = ("size", "max_size", "min_size", "target_size", "crop_size", "resize_size", "padding")
+_MISSING = object()  # a key a config does not hold
 
 
 def checkpoint_file(path: str | Path, key: str) -> Path:
@@ -153,39 +187,197 @@ def _strings(tree: Any, path: str) -> Iterator[tuple[str, str]]:
         yield path, tree
 
 
-def _runs_a_command(value: str) -> bool:
-    """Whether shard source `value` holds, or brace-expands to, a `pipe:` command."""
-    if "pipe:" in value:
-        return True
-    try:  # the first expansions only: a range can stand for billions
-        names = list(itertools.islice(braceexpand(value), 1000))
-    except UnbalancedBracesError:
-        return False
-    return any(kind(name.strip()) == "pipe" for name in names)
-
-
-def refuse_saved_commands(saved: dict[str, Any], overrides: Sequence[str], file: Path) -> None:
-    """A `pipe:` source (a shard list, a manifest) runs a shell command by design: it may come
-    from the user's own command line or config files, never from a checkpoint's saved config.
-    One the command line did not set is refused, naming the file, the key and the fix."""
+def _given(key: str, overrides: Sequence[str]) -> bool:
+    """Whether the command line (`overrides`) set `key` or a node above it."""
     given = {text.lstrip("+~").partition("=")[0] for text in overrides}
-    for section in CARRIED:
-        for key, value in _strings(saved.get(section), section):
-            if _runs_a_command(value) and not any(
-                key == g or key.startswith((f"{g}.", f"{g}[")) for g in given
-            ):
+    return any(key == g or key.startswith((f"{g}.", f"{g}[")) for g in given)
+
+
+def _reach(name: str) -> str | None:
+    """What shard source `name` does that a checkpoint may not choose: runs a command or
+    reaches the network (a URL; a local path, a glob or file:// does neither)."""
+    if kind(name) == "pipe":
+        return "a pipe: source, which runs a shell command"
+    if kind(name) != "local" and not name.lower().startswith("file://"):
+        return "a URL, which reaches the network"
+    return None
+
+
+def _source_problem(value: str, key: str, budget: list[int], file: Path) -> str | None:
+    """`_reach` of `value` (saved at `key`) or of any name it brace-expands to, as the engine
+    expands shard names: `{pi,x}pe:cmd` holds no `pipe:` but expands to one. The expansions of
+    the whole config share `budget`: past it `value` is refused, naming `key`."""
+    found = _reach(value.strip())
+    if found is not None or "{" not in value:
+        return found
+    try:
+        for name in braceexpand(value):
+            budget[0] -= 1
+            if budget[0] < 0:
                 raise CheckpointError(
-                    f"{file}: its saved config sets {key}={value!r}, a pipe: source, which runs "
-                    "a shell command; one from a checkpoint is never run. If you mean it, set "
-                    f"{key} on the command line."
+                    f"{file}: its saved config sets {key}={value[:80]!r}, which (with its other "
+                    f"brace patterns) expands to more than {MAX_NAMES:,} names; one from a "
+                    f"checkpoint is not expanded. If you mean it, set {key} on the command line "
+                    "(mode=eval, mode=predict)."
+                )
+            found = _reach(name.strip())
+            if found is not None:
+                return found
+    except UnbalancedBracesError:  # refused as a shard list; the text was checked above
+        return None
+    return None
+
+
+def refuse_saved_sources(
+    saved: dict[str, Any], overrides: Sequence[str], file: Path, builds: Sequence[str]
+) -> None:
+    """A `pipe:` source (a shard list, a manifest) runs a shell command by design, a URL reads
+    from the network: either may come from the user's own command line or config files, never
+    from a checkpoint's saved config. One in a section the run `builds` that the command line
+    did not set (`overrides`) is refused, naming the file, the key and the fix; what its brace
+    patterns expand to counts."""
+    budget = [MAX_NAMES]
+    for section in builds:
+        for key, value in _strings(saved.get(section), section):
+            if _given(key, overrides):
+                continue
+            found = _source_problem(value, key, budget, file)
+            if found is not None:
+                raise CheckpointError(
+                    f"{file}: its saved config sets {key}={value[:200]!r}, {found}; one from a "
+                    f"checkpoint is never used. If you mean it, set {key} on the command line "
+                    "(mode=eval, mode=predict)."
                 )
 
 
-def run_config(cfg: DictConfig, saved: dict[str, Any], overrides: Sequence[str]) -> DictConfig:
-    """The config of an eval or predict run: `saved` (a checkpoint's config) for the `CARRIED`
-    sections, except the keys the command line set (`overrides`, e.g. `dataset.root=...` or a
-    whole `dataset=csv`), which come from `cfg` as composed; everything else from `cfg`. The
-    data's values (`data`: classes, input shape) always stay the checkpoint's."""
+def _nodes(tree: Any, path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(dotted key, node) of every dict under `tree`, `tree` itself first."""
+    if isinstance(tree, dict):
+        yield path, tree
+        for key, value in tree.items():
+            yield from _nodes(value, f"{path}.{key}")
+    elif isinstance(tree, list):
+        for i, value in enumerate(tree):
+            yield from _nodes(value, f"{path}[{i}]")
+
+
+def offline(
+    saved: dict[str, Any], overrides: Sequence[str], file: Path, builds: Sequence[str]
+) -> dict[str, Any]:
+    """`saved` with the settings that would reach the network when the run `builds` its
+    sections (`OFFLINE`: model weights to download, a dataset's `download`) at their offline
+    values, each in one warning line, unless the command line set that key (`overrides`)."""
+    saved = copy.deepcopy(saved)
+    for section in builds:
+        for path, node in _nodes(saved.get(section), section):
+            target = node.get("_target_")
+            for name, (prefix, off) in OFFLINE.items():
+                key = f"{path}.{name}"
+                if (
+                    node.get(name) not in (None, False, off)
+                    and isinstance(target, str)
+                    and target.startswith(prefix)
+                    and not _given(key, overrides)
+                ):
+                    log.warning(
+                        "%s: its saved %s=%r would reach the network; built with %s=%r instead "
+                        "(a checkpoint's config never downloads; its weights are its own). Set "
+                        "%s on the command line (mode=eval, mode=predict) if you mean it.",
+                        file,
+                        key,
+                        node[name],
+                        key,
+                        off,
+                        key,
+                    )
+                    node[name] = off
+    return saved
+
+
+def check_state(state: dict[str, Any], file: Path) -> None:
+    """The counts a checkpoint holds (`epoch`, `step`; a huge one failed inside TensorBoard)
+    and its weights (NaN ones score every input NaN) are ones train.py writes, or a
+    CheckpointError names the file, the field and the fix."""
+    for key in ("epoch", "step"):
+        problem = malformed(state, key) if key in state else None
+        if problem is not None:
+            raise CheckpointError(
+                f"{file}: {problem}: it was not written by train.py; use a checkpoint of a "
+                "training run."
+            )
+    weights = state.get("model")
+    problem = nonfinite_weight(weights) if isinstance(weights, dict) else None
+    if problem is not None:
+        raise CheckpointError(
+            f"{file}: {problem}: use an earlier checkpoint of that run (its checkpoints/"
+            "step*.pt), or train again."
+        )
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint read as hostile input (`read_checkpoint`): its file, its state, and its
+    saved config checked and built offline."""
+
+    file: Path
+    state: dict[str, Any]
+    config: dict[str, Any]
+
+
+def read_checkpoint(
+    path: str | Path, key: str, builds: Sequence[str], overrides: Sequence[str] = ()
+) -> Checkpoint:
+    """The checkpoint `path` (given by config key `key`) means, read as hostile input, as
+    mode=eval, mode=predict and `load_model` all read one: loaded without running code, its
+    counts and weights checked (`check_state`), its saved config plain data
+    (`saved_config`) whose sections the run `builds` run no command and reach no network
+    (`refuse_saved_sources`, `offline`) unless the command line (`overrides`) sets that key."""
+    file = checkpoint_file(path, key)
+    state = load_checkpoint(file)
+    check_state(state, file)
+    saved = saved_config(state, file)
+    refuse_saved_sources(saved, overrides, file, builds)
+    return Checkpoint(file, state, offline(saved, overrides, file, builds))
+
+
+def image_sides(transforms: Any, limit: int | None, file: Path) -> None:
+    """Refuse a transform in `transforms` (a saved config's) that makes an image side whose
+    square is past the pixel `limit` (dataset.max_image_pixels, at least Pillow's default:
+    a small limit on inputs does not forbid resizing them up; None: no limit), naming `file`
+    and the key: a saved Resize(size=10**6) asked the allocator for 3 TB at the first image."""
+    if limit is None:
+        return
+    limit = max(limit, PILLOW_MAX_PIXELS)
+    for path, node in _nodes(transforms, "transforms"):
+        for name in SIDES:
+            sides = _ints(node.get(name))
+            if sides and max(sides) ** 2 > limit:
+                raise CheckpointError(
+                    f"{file}: its saved {path}.{name}={node[name]!r} makes images of "
+                    f"{max(sides) ** 2:,} pixels, past the limit of {limit:,} "
+                    "(dataset.max_image_pixels): its config was changed after training, or "
+                    "(mode=eval, mode=predict) set a larger dataset.max_image_pixels."
+                )
+
+
+def _ints(value: Any) -> list[int]:
+    """The ints of `value` (one, or a list of them, nested), bools left out."""
+    if isinstance(value, list):
+        return [i for item in value for i in _ints(item)]
+    return [value] if isinstance(value, int) and not isinstance(value, bool) else []
+
+
+def run_config(
+    cfg: DictConfig,
+    saved: dict[str, Any],
+    overrides: Sequence[str],
+    file: str | Path = "the checkpoint",
+) -> DictConfig:
+    """The config of an eval or predict run: `saved` (checkpoint `file`'s config) for the
+    `CARRIED` sections, except the keys the command line set (`overrides`, e.g.
+    `dataset.root=...` or a whole `dataset=csv`), which come from `cfg` as composed;
+    everything else from `cfg`. The data's values (`data`: classes, input shape) always stay
+    the checkpoint's; the dataset's limits (`LIMITS`) are this run's (`_own_limits`)."""
     current = OmegaConf.to_container(cfg, resolve=True)
     merged = copy.deepcopy(current)
     for section in CARRIED:
@@ -197,4 +389,46 @@ def run_config(cfg: DictConfig, saved: dict[str, Any], overrides: Sequence[str])
         value = OmegaConf.select(OmegaConf.create(current), dotted)
         value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
         _set(merged, dotted, value, delete=text.startswith("~"))  # type: ignore[arg-type]
+    _own_limits(merged, current, overrides, file)  # type: ignore[arg-type]
     return OmegaConf.create(merged)  # type: ignore[arg-type]
+
+
+def _own_limits(
+    merged: dict[str, Any], current: dict[str, Any], overrides: Sequence[str], file: str | Path
+) -> None:
+    """Each `LIMITS` key of the merged dataset (its sources' too) that the command line did not
+    set becomes this run's: `current`'s value at that key, else its dataset's, else none (the
+    dataset kind's default); a saved value it replaces is named in one warning line."""
+    ours = current.get("dataset")
+    for path, node in _nodes(merged.get("dataset"), "dataset"):
+        for name in LIMITS:
+            key = f"{path}.{name}"
+            if name not in node or _given(key, overrides):
+                continue
+            value = _lookup(current, key)
+            if value is _MISSING and isinstance(ours, dict):
+                value = ours.get(name, _MISSING)
+            if value is not _MISSING and node[name] == value:
+                continue
+            log.warning(
+                "%s: its saved %s=%r is not taken (a checkpoint never sets a limit): this "
+                "run's %s applies; set %s on the command line to change it.",
+                file,
+                key,
+                node[name],
+                "dataset kind's default" if value is _MISSING else repr(value),
+                key,
+            )
+            if value is _MISSING:
+                del node[name]
+            else:
+                node[name] = value
+
+
+def _lookup(tree: dict[str, Any], dotted: str) -> Any:
+    """The value at `dotted` (keys only) in `tree`, or _MISSING."""
+    for part in dotted.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return _MISSING
+        tree = tree[part]
+    return tree

@@ -3,32 +3,117 @@ holds the values the training took from its data)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
+from hydra._internal.utils import _locate  # what instantiate uses (targets admitted before)
 from hydra.utils import instantiate
 from torch import nn
 
 from engine.config.allowlist import shipped_entries
 from engine.config.errors import ConfigError
 from engine.config.validate import check_targets
-from engine.inference.checkpoint import checkpoint_file, saved_config
+from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.inference.checkpoint import image_sides, read_checkpoint
 from engine.inference.labeller import Labeller
 from engine.inference.preprocess import Preprocess
 from engine.inference.project import PROJECT_CONFIG, find_project, importable, missing_project
-from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
+from engine.runs.checkpoint_checks import weights_problem
+from engine.runs.checkpoint_files import CheckpointError
+
+# what torch and Python say when a build asks for more memory than there is (or than fits)
+OUT_OF_MEMORY = re.compile(r"allocat|out of memory|overflow", re.IGNORECASE)
+ASKED = re.compile(r"[Tt]ried to allocate ([\d.]+ ?\w+)")  # torch's CPU and CUDA allocators
+BUILT = ("model", "transforms")  # the sections of a saved config load_model builds
+
+
+def _largest(node: Any, path: str) -> tuple[str, int] | None:
+    """(dotted key, value) of the largest int under `node`: what most likely asked for it."""
+    if isinstance(node, dict):
+        items = [(f"{path}.{k}", v) for k, v in node.items()]
+    elif isinstance(node, list):
+        items = [(f"{path}[{i}]", v) for i, v in enumerate(node)]
+    else:
+        return (path, node) if isinstance(node, int) and not isinstance(node, bool) else None
+    found = [pair for key, value in items if (pair := _largest(value, key)) is not None]
+    return max(found, key=lambda pair: pair[1], default=None)
+
+
+def _cause(err: BaseException) -> BaseException:
+    """The error under Hydra's InstantiationException (and any other wrapping)."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return err
+
+
+def build(node: dict[str, Any], key: str, file: Path) -> Any:
+    """`node` (the `key` node of checkpoint `file`'s config, its targets admitted) built. A
+    build that runs out of memory (a saved config asking for a huge model died in a raw
+    allocator error) is a CheckpointError naming the file, the key and its largest setting."""
+    try:
+        return instantiate(node)
+    except Exception as err:
+        cause = _cause(err)
+        if not (isinstance(cause, MemoryError) or OUT_OF_MEMORY.search(str(cause))):
+            raise
+        largest = _largest(node, key)
+        asked = ASKED.search(str(cause))
+        raise CheckpointError(
+            f"{file}: its saved {key} ({node.get('_target_')}) cannot be built: it asks for "
+            f"{asked.group(1) if asked else 'more memory than there is'} "
+            f"({type(cause).__name__}); its largest setting is "
+            f"{'{}={}'.format(*largest) if largest else 'none'}: was {key}.* changed after "
+            "training?"
+        ) from err
+
+
+def _on_meta(node: dict[str, Any]) -> nn.Module | None:
+    """The model `node` describes built on the meta device (shapes only, nothing allocated),
+    or None where it cannot be (its __init__ computes on tensors): then the real build, which
+    `build` guards, reports. Its targets are imported first, outside the meta device, so no
+    module-level tensor of theirs is made on it."""
+    for target in _targets(node):
+        _locate(target)
+    try:
+        with torch.device("meta"):
+            model = instantiate(node)
+    except Exception:  # a probe: the real build reports any failure itself
+        return None
+    return model if isinstance(model, nn.Module) else None
+
+
+def _targets(node: Any) -> list[str]:
+    """Every `_target_` under `node`."""
+    if isinstance(node, list):
+        return [found for item in node for found in _targets(item)]
+    if not isinstance(node, dict):
+        return []
+    own = [node["_target_"]] if isinstance(node.get("_target_"), str) else []
+    return own + [found for value in node.values() for found in _targets(value)]
 
 
 def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> nn.Module:
     """The model `config` describes (its `_target_`s already admitted) with the weights of
-    checkpoint `state`, in eval mode on the CPU; a mismatch is an error naming `file`."""
+    checkpoint `state`, in eval mode on the CPU; a mismatch is an error naming `file`. The
+    model is built on the meta device first and must fit the weights the file holds before
+    anything is allocated: a saved config cannot ask for more memory than its weights take."""
     if not isinstance(state.get("model"), dict):
         raise CheckpointError(
             f"{file} holds no model weights (its 'model' is a {type(state.get('model')).__name__}"
             "): it is not a checkpoint written by train.py (mode=train) of this project."
         )
-    model = instantiate(config["model"])
+    shapes = _on_meta(config["model"])
+    problem = weights_problem(state["model"], shapes.state_dict()) if shapes else None
+    if problem is not None:
+        largest = _largest(config["model"], "model")
+        raise CheckpointError(
+            f"{file}: the model its saved config describes is not the one of its weights: "
+            f"{problem}; its largest setting is {'{}={}'.format(*largest) if largest else 'none'}"
+            ": was model.* changed after training, or overridden?"
+        )
+    model = build(config["model"], "model", file)
     if not isinstance(model, nn.Module):
         raise CheckpointError(
             f"{file}: its model config builds a {type(model).__name__}, not a torch module."
@@ -85,14 +170,17 @@ def load_model(
     (the same from inputs), so `model.predict(model.preprocess("cat.jpg"))[0]` names the
     classes. `threshold` (multi-label only) replaces the saved metrics.threshold (0.5 when it
     has none); `model.labeller.threshold = 0.3` changes it later. Works from any working
-    directory: the project (`project_root`; by default found from $PROJECT_ROOT, the saved
-    paths.root_dir or the folders above the checkpoint) is put on sys.path for the template's
-    `src.*` targets. The checkpoint's `_target_`s must be in `allowed_targets` (default: the
-    project's conf/config.yaml's); the file is read with weights_only=True, so nothing in it
+    directory: the project (`project_root`; by default $PROJECT_ROOT, else the working
+    directory or a folder above it holding conf/config.yaml, else the checkout this engine is
+    imported from) is put on sys.path for the template's `src.*` targets. The code always
+    comes from there, never from a path the checkpoint holds (a saved paths.root_dir that
+    names another folder is one warning). The checkpoint's `_target_`s must be in
+    `allowed_targets` (default: the project's conf/config.yaml's); the file is read with
+    weights_only=True and checked as hostile input (engine.inference.checkpoint.
+    read_checkpoint: no command, no download, no URL, finite weights), so nothing in it
     runs."""
-    file = checkpoint_file(path, "load_model")
-    state = load_checkpoint(file)
-    config = saved_config(state, file)
+    read = read_checkpoint(path, "load_model", BUILT)
+    file, state, config = read.file, read.state, read.config
     root = find_project(config, file, project_root)
     if allowed_targets is None:
         if root is None:
@@ -115,5 +203,6 @@ def load_model(
     model.multi_label = labeller.multi_label
     model.labeller = labeller
     model.predict = Predict(model)
-    model.preprocess = Preprocess(instantiate(config["transforms"]))
+    image_sides(config["transforms"], PILLOW_MAX_PIXELS, file)
+    model.preprocess = Preprocess(build(config["transforms"], "transforms", file))
     return model

@@ -1,9 +1,15 @@
-"""The project a checkpoint was trained in, for `load_model` from any working directory: its
-conf/config.yaml gives the allowed `_target_`s, and its folder must be importable for the
-saved config's `src.*` targets (a notebook elsewhere has neither on its path)."""
+"""The project whose code `load_model` builds a checkpoint's model with: its conf/config.yaml
+gives the allowed `_target_`s, and its folder must be importable for the saved config's
+`src.*` targets (a notebook elsewhere has neither on its path).
+
+A checkpoint names its model's class; the code comes from the project the user points at,
+never from a path stored in the file (its saved paths.root_dir put a folder of the sender's
+choosing first on sys.path, and its src/models/*.py were imported), nor from where the file
+lies (a folder unpacked from elsewhere can hold a conf/ and src/ of its own)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -12,6 +18,8 @@ from typing import Any
 from engine.config.allowlist import project_config
 from engine.runs.checkpoint_files import CheckpointError
 
+log = logging.getLogger(__name__)
+
 PROJECT_CONFIG = Path("conf") / "config.yaml"  # what marks a project's root
 
 
@@ -19,44 +27,64 @@ def _is_project(folder: Path) -> bool:
     return (folder / PROJECT_CONFIG).is_file()
 
 
-def _candidates(config: dict[str, Any], file: Path) -> list[Path]:
-    """Where the project may be, most specific first: $PROJECT_ROOT (train.py's), the folders
-    above the checkpoint (a run dir lies under <root>/outputs/: what holds the file is trusted
-    before what the file says), the saved paths.root_dir (where it was trained, for outputs
-    kept elsewhere), the checkout this engine sits in."""
+def _candidates() -> list[tuple[Path, str]]:
+    """Where the project may be, most specific first, each with how it was found: $PROJECT_ROOT
+    (train.py's), the working directory and the folders above it, the checkout this engine is
+    imported from (the code already running; project_config, as allowed_targets is read)."""
+    found = (
+        [(Path(os.environ["PROJECT_ROOT"]), "$PROJECT_ROOT")]
+        if "PROJECT_ROOT" in os.environ
+        else []
+    )
+    cwd = Path.cwd().resolve()
+    found += [(folder, "the working directory") for folder in (cwd, *cwd.parents)]
+    return [*found, (project_config().parent.parent.resolve(), "this engine's checkout")]
+
+
+def _recorded(config: dict[str, Any]) -> Path | None:
+    """The project the checkpoint says it was trained in (its saved paths.root_dir), when it
+    names one: only ever compared with the one used, never imported from."""
     paths = config.get("paths")
     saved = paths.get("root_dir") if isinstance(paths, dict) else None
-    found = [Path(os.environ["PROJECT_ROOT"])] if "PROJECT_ROOT" in os.environ else []
-    found += file.resolve().parents
-    if isinstance(saved, str) and Path(saved).is_absolute():
-        found.append(Path(saved))
-    return [*found, project_config().parent.parent.resolve()]
+    return Path(saved) if isinstance(saved, str) and Path(saved).is_absolute() else None
 
 
 def find_project(config: dict[str, Any], file: Path, given: str | Path | None) -> Path | None:
-    """The root of the project checkpoint `file` (saved config `config`) belongs to: `given`
+    """The root of the project whose code builds checkpoint `file`'s model: `given`
     (load_model's project_root), else the first of `_candidates` holding conf/config.yaml,
-    else None."""
+    else None. When the checkpoint (saved config `config`) records another project, one
+    warning line names both."""
     if given is not None:
-        root = Path(given).expanduser().resolve()
+        root, how = Path(given).expanduser().resolve(), "project_root="
         if not _is_project(root):
             raise CheckpointError(
                 f"load_model(project_root={given!s}): {root / PROJECT_CONFIG} does not exist; "
                 "pass the checkout that trained the model (the folder holding conf/ and src/)."
             )
-        return root
-    for folder in _candidates(config, file):
-        if _is_project(folder):
-            return folder.resolve()
-    return None
+    else:
+        found = [(folder.resolve(), how) for folder, how in _candidates() if _is_project(folder)]
+        if not found:
+            return None
+        root, how = found[0]
+    recorded = _recorded(config)
+    if recorded is not None and recorded.resolve() != root:
+        log.warning(
+            "%s was trained in %s; its model's code comes from %s (%s), never from a path a "
+            "checkpoint holds: pass load_model(..., project_root=...) to choose another.",
+            file,
+            recorded,
+            root,
+            how,
+        )
+    return root
 
 
 def missing_project(file: Path) -> CheckpointError:
     """The error of a checkpoint whose project was not found, with the fix."""
     return CheckpointError(
-        f"{file}: cannot find the project it was trained in (no {PROJECT_CONFIG} at "
-        "$PROJECT_ROOT, above the checkpoint, at its saved paths.root_dir or beside this "
-        "engine): pass load_model(..., project_root='<the checkout holding conf/ and src/>')."
+        f"{file}: cannot find the project whose code builds its model (no {PROJECT_CONFIG} "
+        "at $PROJECT_ROOT, in the working directory or above it, or beside this engine): pass "
+        "load_model(..., project_root='<the checkout holding conf/ and src/>')."
     )
 
 

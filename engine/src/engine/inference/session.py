@@ -5,6 +5,7 @@ the training's val transforms, and loaders with the training's loader settings."
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,20 +19,20 @@ from torch.utils.data import DataLoader, Dataset
 from engine.config.errors import ConfigError
 from engine.config.validate import validate_config
 from engine.core.seeding import seed_everything
+from engine.data.image_header import PILLOW_MAX_PIXELS
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
 from engine.data.transforms import Pipelines
 from engine.inference.checkpoint import (
-    checkpoint_file,
-    refuse_saved_commands,
+    BUILT,
+    image_sides,
+    read_checkpoint,
     run_config,
-    saved_config,
     task_overrides,
 )
 from engine.inference.indexed import indexed_loader
-from engine.inference.model import rebuild_model
+from engine.inference.model import build, rebuild_model
 from engine.runs.bookends import latest_run
-from engine.runs.checkpoint_files import load_checkpoint
 from engine.runs.outputs import DATA_KEY, write_resolved_config
 from engine.training.batches import BatchMover
 from engine.training.device import Precision, resolve_device, resolve_precision
@@ -73,11 +74,14 @@ class CheckpointSession:
         return BatchMover(self.device, self.pipelines.normalizer, layout, beside_workers=workers)
 
 
-def open_checkpoint(cfg: DictConfig, path: str | None, key: str) -> CheckpointSession:
+def open_checkpoint(
+    cfg: DictConfig, path: str | None, key: str, builds: Sequence[str] = BUILT
+) -> CheckpointSession:
     """Load the checkpoint `path` (set by config key `key`: a file, a run dir meaning its
-    best.pt, else last.pt, or `latest`: the newest training run's dir), check its config as
-    any config is checked (allowed_targets is this run's), write it as this run's
-    config_resolved.yaml and rebuild its model."""
+    best.pt, else last.pt, or `latest`: the newest training run's dir) as hostile input (the
+    sections of its config the run `builds` run no command and reach no network:
+    `read_checkpoint`), check its config as any config is checked (allowed_targets is this
+    run's), write it as this run's config_resolved.yaml and rebuild its model."""
     if path is None:
         raise ValueError(
             f"{key} is null: set it to a checkpoint file or a run dir, e.g. "
@@ -85,15 +89,16 @@ def open_checkpoint(cfg: DictConfig, path: str | None, key: str) -> CheckpointSe
         )
     if path == "latest":
         path = str(latest_run(Path(cfg.paths.log_dir), "train", key))
-    file = checkpoint_file(path, key)
-    state = load_checkpoint(file)
-    saved, overrides = saved_config(state, file), task_overrides()
-    refuse_saved_commands(saved, overrides, file)
-    run_cfg = run_config(cfg, saved, overrides)
+    overrides = task_overrides()
+    read = read_checkpoint(path, key, builds, overrides)
+    file, state = read.file, read.state
+    run_cfg = run_config(cfg, read.config, overrides, file)
     try:  # the checkpoint's _target_s too, before anything is imported
         validate_config(run_cfg)
     except ConfigError as err:
         raise ConfigError(f"checkpoint {file}: {err}") from None
+    transforms = OmegaConf.to_container(run_cfg.transforms)
+    image_sides(transforms, run_cfg.dataset.get("max_image_pixels", PILLOW_MAX_PIXELS), file)
     out = Path(cfg.paths.output_dir)
     write_resolved_config(OmegaConf.to_container(run_cfg), out)  # type: ignore[arg-type]
     settings = instantiate(run_cfg.trainer)
@@ -118,7 +123,7 @@ def open_checkpoint(cfg: DictConfig, path: str | None, key: str) -> CheckpointSe
         data,  # type: ignore[arg-type]
         device,
         resolve_precision(settings.precision, device),
-        instantiate(run_cfg.transforms),
+        build(transforms, "transforms", file),  # type: ignore[arg-type]
         model,
         out,
     )

@@ -26,6 +26,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from engine.core.io import write_csv, write_json
+from engine.inference.checkpoint import BUILT as EVAL_BUILT
 from engine.inference.inputs import InputImages, list_inputs
 from engine.inference.labeller import Labeller
 from engine.inference.passes import Outputs, run_pass
@@ -34,6 +35,9 @@ from engine.inference.session import open_checkpoint
 log = logging.getLogger(__name__)
 
 DECODING = ("on_error", "max_bad_fraction", "reduced_decode", "max_image_pixels")  # dataset.*
+# The sections of a checkpoint's config a prediction builds: mode=eval's but the dataset, of
+# which it reads only the DECODING values (a saved shard URL or pipe: is never opened).
+BUILT = tuple(section for section in EVAL_BUILT if section != "dataset")
 MULTI_LABEL_COLUMNS = ["path", "labels", "scores"]
 
 
@@ -94,7 +98,7 @@ def predict(cfg: DictConfig) -> dict[str, float]:
     """Predict the class (multi-label: the classes) of every `predict.input` image with
     `predict.checkpoint`."""
     settings: PredictSettings = instantiate(cfg.predict)
-    session = open_checkpoint(cfg, settings.checkpoint, "predict.checkpoint")
+    session = open_checkpoint(cfg, settings.checkpoint, "predict.checkpoint", BUILT)
     labeller = Labeller.from_config(session.cfg, settings.threshold, "predict.threshold")
     if labeller.multi_label and settings.top_k != 1:
         raise ValueError(

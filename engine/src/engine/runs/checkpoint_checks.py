@@ -19,8 +19,13 @@ from torch.optim import Optimizer
 FACTORED = ("row_var", "col_var")
 
 
+# The most a count (epoch, step, batches) may be: past it a float (JSON, a plot's axis) no
+# longer holds it exactly, and past 2**63 TensorBoard's int64 step fails deep in protobuf.
+MAX_COUNT = 2**53
+
+
 def _count(value: Any, least: int = 0) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+    return isinstance(value, int) and not isinstance(value, bool) and least <= value <= MAX_COUNT
 
 
 def _number(value: Any) -> bool:
@@ -79,10 +84,10 @@ EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "optimizer": (_optimizer_state, "an optimizer state dict (state, param_groups)"),
     "scheduler": (_is_dict, "a scheduler state dict"),
     "scaler": (lambda v: v is None or _is_dict(v), "a loss-scaler state dict or None"),
-    "epoch": (lambda v: _count(v, least=1), "an int >= 1"),
-    "batches_done": (lambda v: v is None or _count(v), "None or an int >= 0"),
-    "step": (_count, "an int >= 0"),
-    "nonfinite": (_count, "an int >= 0"),
+    "epoch": (lambda v: _count(v, least=1), "an int >= 1 (up to 2**53)"),
+    "batches_done": (lambda v: v is None or _count(v), "None or an int >= 0 (up to 2**53)"),
+    "step": (_count, "an int >= 0 (up to 2**53)"),
+    "nonfinite": (_count, "an int >= 0 (up to 2**53)"),
     "window": (_window, "a (tensor, int >= 0) pair"),
     "history": (_history, "a list of dicts of numbers, one per epoch, alike in their keys"),
     "ranks": (_ranks, "a non-empty list of per-rank dicts (rng, totals)"),
@@ -113,6 +118,31 @@ class RunShape:
         return cls(model.state_dict(), params, list(classes))
 
 
+def malformed(state: dict[str, Any], key: str) -> str | None:
+    """Why `state[key]` (one of EXPECTED's keys) is not what a training checkpoint holds there,
+    naming the key and what it must be; None when it is."""
+    test, what = EXPECTED[key]
+    if test(state[key]):
+        return None
+    return f"its {key!r} is {_preview(state[key])}, where a training checkpoint holds {what}"
+
+
+def nonfinite_weight(weights: dict[str, Any]) -> str | None:
+    """The first floating-point weight in `weights` holding NaN or inf, as a reason naming it
+    (None when there is none): such a model scores every input NaN."""
+    for key, value in weights.items():
+        if (
+            isinstance(value, torch.Tensor)
+            and value.is_floating_point()
+            and not bool(torch.isfinite(value).all())
+        ):
+            return (
+                f"its weight {key} holds NaN or infinite values (the training diverged before "
+                "it was saved)"
+            )
+    return None
+
+
 def _shape(value: Any) -> tuple[int, ...] | None:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else None
 
@@ -129,7 +159,9 @@ def _preview(value: Any) -> str:
     return f"{text} ({type(value).__name__})"
 
 
-def _weights_problem(saved: dict[str, Any], model: dict[str, Any]) -> str | None:
+def weights_problem(saved: dict[str, Any], model: dict[str, Any]) -> str | None:
+    """Why weights `saved` do not fit a model of state dict `model` (names and shapes; a
+    model on the meta device will do), or None."""
     problems = [f"{k} missing" for k in model if k not in saved]
     problems += [f"{k} unexpected" for k in saved if k not in model]
     problems += [
@@ -190,16 +222,22 @@ def problem_with(state: dict[str, Any], run: RunShape | None = None) -> str | No
             f"is not a training checkpoint of this project: it lacks {missing} (one holds "
             f"{list(REQUIRED_KEYS)})"
         )
-    present = {key: check for key, check in OPTIONAL.items() if key in state}
-    for key, (test, what) in (EXPECTED | present).items():
-        if not test(state[key]):
+    for key in EXPECTED:
+        problem = malformed(state, key)
+        if problem is not None:
+            return f"is malformed: {problem}"
+    for key, (test, what) in OPTIONAL.items():
+        if key in state and not test(state[key]):
             return (
                 f"is malformed: its {key!r} is {_preview(state[key])}, where a training "
                 f"checkpoint holds {what}"
             )
+    nonfinite = nonfinite_weight(state["model"])
+    if nonfinite is not None:
+        return f"is unusable: {nonfinite}; resume from an earlier step, or start fresh"
     if run is None:
         return None
-    problem = _weights_problem(state["model"], run.model)
+    problem = weights_problem(state["model"], run.model)
     if problem is None and run.params is not None:
         problem = _optimizer_problem(state["optimizer"], run.params)
     if problem is None and run.classes is not None and state.get("classes") != run.classes:
