@@ -10,10 +10,12 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from engine.core.csv_cells import escaped
 
 log = logging.getLogger(__name__)
 
@@ -101,14 +103,22 @@ def write_json(path: str | Path, obj: Any) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True) + "\n").encode())
 
 
-def write_csv(path: str | Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
-    """Atomically write `rows` (dicts; a missing column is left empty) as CSV with a header;
-    file names that are not valid UTF-8 are kept byte for byte (as in bad_samples.csv)."""
+def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]], header: bool = True) -> str:
+    """`rows` (dicts; a missing column is left empty, other keys ignored) as CSV text, after a
+    header of `columns` (with `header`); every cell, the header's too, through escape_cell,
+    so no class or file name runs as a spreadsheet formula (engine/core/csv_cells.py)."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_bytes(path, buffer.getvalue().encode("utf-8", "surrogateescape"))
+    writer = csv.writer(buffer, lineterminator="\n")
+    if header:
+        writer.writerow(escaped(columns))
+    writer.writerows(escaped(row.get(column, "") for column in columns) for row in rows)
+    return buffer.getvalue()
+
+
+def write_csv(path: str | Path, columns: list[str], rows: list[dict[str, Any]]) -> None:
+    """Atomically write `rows` as `csv_text`; file names that are not valid UTF-8 are kept
+    byte for byte (as in bad_samples.csv)."""
+    atomic_write_bytes(path, csv_text(columns, rows).encode("utf-8", "surrogateescape"))
 
 
 def remove_stale_temporaries(folder: Path) -> int:

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from torch.utils.data import DataLoader, default_collate
 
+from engine.core.csv_cells import escaped, own_rows
 from engine.core.text import shown
 
 log = logging.getLogger(__name__)
@@ -24,6 +25,7 @@ REPORT_NAME = "bad_samples.csv"
 REPORT_COLUMNS = ("split", "index", "path", "label", "error")
 # A file name that is not valid UTF-8 is written byte for byte (so a script can still act on
 # it, e.g. delete it) instead of failing the write; it is read back the same way on resume.
+# Cells that would start a spreadsheet formula get a `'`, taken off again when read back.
 REPORT_TEXT = {"encoding": "utf-8", "errors": "surrogateescape", "newline": ""}
 
 
@@ -85,7 +87,7 @@ def _reported(report: Path | None, split: str) -> set[tuple[int, str]]:
     if report is None or not report.is_file():
         return set()
     with open(report, **REPORT_TEXT) as f:
-        return {(int(r["index"]), r["path"]) for r in csv.DictReader(f) if r["split"] == split}
+        return {(int(r["index"]), r["path"]) for r in own_rows(f) if r["split"] == split}
 
 
 class BadSampleLedger:
@@ -145,7 +147,7 @@ class BadSampleLedger:
             writer = csv.writer(f)
             if fresh:
                 writer.writerow(REPORT_COLUMNS)
-            writer.writerows((self.split, b.index, b.path, b.label, b.error) for b in rows)
+            writer.writerows(escaped((self.split, b.index, b.path, b.label, b.error)) for b in rows)
         self._in_report.update((b.index, b.path) for b in rows)
 
     def check(self) -> None:

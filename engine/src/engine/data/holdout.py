@@ -11,9 +11,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from engine.core.csv_cells import ESCAPED
 from engine.core.io import write_csv
 
 SPLIT_FILE = "split.csv"  # in the run dir: path,label,split per sample of train and val
+# ESCAPED, an empty column, marks the file as the project's: dataset=csv unescapes its cells
+SPLIT_COLUMNS = ["path", "label", "split", ESCAPED]
 
 
 def held_out(targets: np.ndarray, fraction: float, seed: int) -> np.ndarray:
@@ -34,7 +37,8 @@ def held_out(targets: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 
 def write_split_file(train: Dataset, val: Dataset, folder: Path) -> Path:
     """`folder`/split.csv: every sample's file, class name and split (train first, then val),
-    readable by dataset=csv (dataset.csv=<it>, dataset.root=<the image root>)."""
+    readable by dataset=csv (dataset.csv=<it>, dataset.root=<the image root>), which takes
+    the `'` off the cells that would start a spreadsheet formula (the ESCAPED column)."""
     rows = [
         {"path": files.get_filename(i), "label": files.classes[files.targets[i]], "split": split}  # type: ignore[attr-defined]
         for split, files in (("train", train), ("val", val))
@@ -42,5 +46,5 @@ def write_split_file(train: Dataset, val: Dataset, folder: Path) -> Path:
     ]
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / SPLIT_FILE
-    write_csv(path, ["path", "label", "split"], rows)
+    write_csv(path, SPLIT_COLUMNS, rows)
     return path

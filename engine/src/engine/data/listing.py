@@ -1,5 +1,7 @@
 """A listing of samples: CSV rows read strictly, paths kept inside the dataset root, and the
-class list from labels (names, or integers that index the classes).
+class list from labels (names, or integers that index the classes). Every class name of every
+dataset kind enters through `class_name` (a label, a folder's name) or `unique_classes` (a
+given list), so all kinds spell, check and compare names alike.
 
 Every problem is one error naming the file and line, and the fix.
 """
@@ -12,11 +14,19 @@ import logging
 import os
 import re
 import stat
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
+from engine.core.csv_cells import ESCAPED, unescape_cell
+from engine.data.targets import LABEL_SEPARATOR
+
 INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits only: '²'.isdigit() is True, int('²') fails
 MIN_USED_IDS = 0.5  # integer labels using fewer of the ids 0..max than this are refused
+# characters no class name may hold (by Unicode category): invisible in print, they break the
+# line of every log, report and CSV cell the name goes into
+REFUSED_CHARACTERS = {"Cc": "a control character", "Zl": "a line break", "Zp": "a line break"}
+SHOWN_CLASSES = 10  # class names a message lists before "..."
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +116,8 @@ def read_csv_rows(
     name) in their order) for each row of
     `csv_path`, read as they are consumed (no row is kept); checks that the columns exist and
     that every row parses and has no more fields than the header. A missing field reads "",
-    an empty line is skipped."""
+    an empty line is skipped. A file the project wrote (its header holds ESCAPED: split.csv)
+    has the `'` taken off the cells it escaped; a user's file is read as it is."""
     if not csv_path.is_file():
         raise FileNotFoundError(f"{csv_path} does not exist (set by dataset.train_csv/val_csv/csv)")
     # utf-8-sig reads a file with or without the byte-order mark Excel writes
@@ -116,6 +127,9 @@ def read_csv_rows(
         with open(csv_path, newline="", encoding=codec) as f:
             reader = csv.reader(f, strict=True)  # strict: an unclosed quote is an error
             header = next(reader, [])
+            own = ESCAPED in header  # written by the project (engine/core/csv_cells.py)
+            if own:
+                header = [unescape_cell(name) for name in header]
             for key, column in columns.items():
                 if column not in header:
                     raise ValueError(
@@ -140,7 +154,8 @@ def read_csv_rows(
                         f"{csv_path}:{line}: {len(fields)} fields, the header has "
                         f"{len(header)}; quote fields that contain a comma."
                     )
-                yield line, tuple(fields[i] if i < len(fields) else "" for i in wanted)
+                values = tuple(fields[i] if i < len(fields) else "" for i in wanted)
+                yield line, tuple(map(unescape_cell, values)) if own else values
     except UnicodeDecodeError:
         raise _bad_encoding(csv_path, codec) from None
     except csv.Error as err:
@@ -150,15 +165,70 @@ def read_csv_rows(
         ) from None
 
 
-def class_list(labels: Sequence[str], where: Callable[[int], str], key: str) -> list[str]:
+def listed(names: Sequence[str]) -> str:
+    """`names` for a message: the first SHOWN_CLASSES, then the count (a list of 100,000 classes
+    would make a line of megabytes)."""
+    more = f", ... ({len(names):,} in all)" if len(names) > SHOWN_CLASSES else ""
+    return "[" + ", ".join(map(repr, names[:SHOWN_CLASSES])) + more + "]"
+
+
+def class_name(raw: str, where: Callable[[], str], fix: str) -> str:
+    """`raw` (a label, a class folder's name or a listed class) as a class name: in Unicode NFC;
+    refused if it holds a control character or a line break, in one line naming `where()` (the
+    file and line, or the folder, or the item, with the config key) and `fix`.
+
+    Why NFC and not a refusal: `café` typed with one code point for `é` (as keyboards give it)
+    and with `e` and a combining accent (as macOS names files, and some exports write) print
+    alike, and whoever wrote them meant one class. A refusal would send them to rewrite files or
+    rename folders that their tools may write back decomposed; so both are one class, named in
+    NFC in the checkpoint and every report (docs/datasets.md). Only names change: a file or
+    folder is always opened as it is spelled."""
+    if not raw.isprintable():  # the fast path: most names are printable
+        for char in raw:
+            what = REFUSED_CHARACTERS.get(unicodedata.category(char))
+            if what is not None:
+                raise ValueError(
+                    f"{where()}: class name {raw!r} holds {what} (U+{ord(char):04X}), which no "
+                    f"log or report can show; {fix}."
+                )
+    return unicodedata.normalize("NFC", raw)
+
+
+def refuse_separator(
+    names: Sequence[str], at: Callable[[int], str], key: str | None = None
+) -> None:
+    """Refuse a multi-label class whose name holds LABEL_SEPARATOR (`at(i)`: where name i comes
+    from; `key`: the config key that reads it, unless `at` names it): reports and
+    predictions.csv join a sample's classes with it, so `a|b` would read back as two classes.
+    Refused as the class list is built, not by the first report after training. (A
+    single-label sample has one class: there `|` is an ordinary character.)"""
+    for i, name in enumerate(names):
+        if LABEL_SEPARATOR in name:
+            read_by = f" ({key})" if key else ""
+            raise ValueError(
+                f"{at(i)}: class {name!r}{read_by} holds {LABEL_SEPARATOR!r}, which joins a "
+                "multi-label sample's classes in reports and predictions.csv, so it would read as "
+                f"{len(name.split(LABEL_SEPARATOR))} classes: rename the class (e.g. "
+                f"{name.replace(LABEL_SEPARATOR, '_')!r})."
+            )
+
+
+def class_list(
+    labels: Sequence[str], where: Callable[[int], str], key: str, multi_label: bool = False
+) -> list[str]:
     """Class names from the labels of the samples (`where(i)`: the location of the i-th, `key`:
-    the column or field and its config key, for errors): names are sorted; integer labels keep
+    the column or field and its config key, for errors), each label already a `class_name`:
+    names are sorted; integer labels keep
     their value as index (refused when they leave most of the ids 0..max unused, logged when
-    they skip some); a mix of both is refused (it would renumber every class)."""
+    they skip some); a mix of both is refused (it would renumber every class). `multi_label`:
+    names holding LABEL_SEPARATOR are refused (refuse_separator)."""
     distinct = set(labels)
     integers = {v for v in distinct if INTEGER.fullmatch(v)}
     if not integers:
-        return sorted(distinct)
+        names = sorted(distinct)
+        if multi_label:
+            refuse_separator(names, lambda k: where(list(labels).index(names[k])), key)
+        return names
     if integers != distinct:
         odd = next(i for i, v in enumerate(labels) if v not in integers)
         first = next(i for i, v in enumerate(labels) if v in integers)
@@ -195,15 +265,47 @@ def class_list(labels: Sequence[str], where: Callable[[int], str], key: str) -> 
     return [str(i) for i in range(top + 1)]
 
 
-def unique_classes(classes: Sequence[str]) -> list[str]:
-    """A fixed class list (dataset.classes), each name once: a repeat would make an output
-    that no sample can ever be labelled with."""
-    names = [str(c) for c in classes]
-    twice = next((c for i, c in enumerate(names) if c in names[:i]), None)
-    if twice is not None:
+def unique_classes(
+    classes: Sequence[str],
+    key: str = "dataset.classes",
+    multi_label: bool = False,
+    at: Callable[[int], str] | None = None,
+) -> list[str]:
+    """A given class list (`key`: dataset.classes, the train split's, or a list a file holds;
+    `at(i)`: where its i-th name is, by default `key[i]`) as class names (`class_name`: NFC),
+    each once and at least one: an empty list would make a model with no outputs (multi-label,
+    a NaN loss that names nothing), a repeat an output no sample can be labelled with.
+    `multi_label`: no name may hold LABEL_SEPARATOR (refuse_separator). Linear in the names (a
+    scan of the names before each took ~36 s for 100,000 classes, paid again by each split)."""
+    if isinstance(classes, str):
+        raise ValueError(f"{key}={classes!r}: expected a list of class names, e.g. [cat,dog].")
+    place = at or (lambda i: f"{key}[{i}]")
+    raw = [str(c) for c in classes]
+    names = [
+        class_name(name, lambda i=i: place(i), f"fix the name in {key}")
+        for i, name in enumerate(raw)
+    ]
+    if not names:
         raise ValueError(
-            f"dataset.classes={names}: {twice!r} is listed twice; list each class once."
+            f"{key}=[]: no class names, so the model would have no outputs (multi-label data "
+            "ends in a NaN loss): list the classes, e.g. [cat,dog], or leave them out (null) to "
+            "take them from the labels."
         )
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        j = first.setdefault(name, i)
+        if j != i:
+            alike = (
+                f" ({raw[j]!a} and {raw[i]!a} are one name in Unicode NFC)"
+                if raw[j] != raw[i]
+                else ""
+            )
+            raise ValueError(
+                f"{place(i)}: {name!r} is listed twice in {key}={listed(names)} (also item "
+                f"{j}){alike}: a repeat would be an output no sample has; list each class once."
+            )
+    if multi_label:
+        refuse_separator(names, place)
     return names
 
 
@@ -211,7 +313,9 @@ def outside(classes: Sequence[str], fixed_by: str | None) -> str:
     """The end of the one line that refuses a label outside `classes`: fixed by the key
     `fixed_by` (dataset.classes), or (None) the train split's, with the fix for each."""
     if fixed_by is not None:
-        return f"is not in {fixed_by}={list(classes)}. Fix the row, or add the class to {fixed_by}."
+        return (
+            f"is not in {fixed_by}={listed(classes)}. Fix the row, or add the class to {fixed_by}."
+        )
     return (
-        f"is not a train class {list(classes)}. Fix the row, or add the class to the train split."
+        f"is not a train class {listed(classes)}. Fix the row, or add the class to the train split."
     )

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from engine.data.listing import class_list, outside
+from engine.data.listing import class_list, outside, unique_classes
 
 COLUMN_VALUES = {"0": False, "1": True}  # what a per-class column may hold
 
@@ -30,14 +30,16 @@ class MultiLabelColumns:
             )
         if multi_label and not separator:
             raise ValueError("dataset.label_separator is empty: set it, e.g. '|' or ';'.")
+        # each 0/1 column's class: its name as a class name (NFC), each once, no separator
+        self.column_classes: list[str] = []
         if label_columns is not None:
-            label_columns = [str(c) for c in label_columns]
-            twice = sorted({c for c in label_columns if label_columns.count(c) > 1})
-            if not label_columns or twice:
+            if isinstance(label_columns, str):
                 raise ValueError(
-                    f"dataset.label_columns={label_columns}: expected one column per class, "
-                    f"each once{f' ({twice} repeat)' if twice else ''}."
+                    f"dataset.label_columns={label_columns!r}: expected a list of columns, one "
+                    "per class, e.g. [cat,dog]."
                 )
+            label_columns = [str(c) for c in label_columns]
+            self.column_classes = unique_classes(label_columns, "dataset.label_columns", True)
         self.label_column, self.separator, self.label_columns = (
             label_column,
             separator,
@@ -60,7 +62,8 @@ class MultiLabelColumns:
         """The labels of one row (`values`: its label fields) at `where` (file:line)."""
         if self.label_columns is not None:
             labels = []
-            for column, raw in zip(self.label_columns, values, strict=False):
+            columns = zip(self.label_columns, self.column_classes, values, strict=False)
+            for column, name, raw in columns:
                 value = raw.strip()
                 if value not in COLUMN_VALUES:
                     raise ValueError(
@@ -68,7 +71,7 @@ class MultiLabelColumns:
                         "expected 0 or 1."
                     )
                 if COLUMN_VALUES[value]:
-                    labels.append(column)
+                    labels.append(name)
             found = tuple(labels)
         else:
             text = values[0].strip()
@@ -94,14 +97,15 @@ class MultiLabelColumns:
         at: Callable[[int], str],
         fixed_by: str | None = None,
     ) -> np.ndarray:
-        """The uint8 N x classes targets of `rows` (row i at `at(i)`). The classes: `classes`
-        when fixed (the val split takes the train split's; an unknown label is refused), else
-        the label columns, or the sorted union of the labels (integers keep their value);
+        """The uint8 N x classes targets of `rows` (row i at `at(i)`; each label a class name,
+        listing.class_name). The classes: `classes` when fixed (the val split takes the train
+        split's; an unknown label is refused), else the label columns, or the sorted union of
+        the labels (integers keep their value; a name holding `|` is refused);
         `fixed_by`: the key that fixed `classes` (dataset.classes), None for the train split's."""
         if classes is not None:
             self.classes = list(classes)
         elif self.label_columns is not None:
-            self.classes = sorted(self.label_columns)
+            self.classes = sorted(self.column_classes)
         else:
             owner = [i for i, row in enumerate(rows) for _ in row]
             flat = [label for row in rows for label in row]
@@ -110,7 +114,7 @@ class MultiLabelColumns:
                     f"{at(0)}: no row has a label in {self.source}: multi-label data needs at "
                     "least one labelled image."
                 )
-            self.classes = class_list(flat, lambda i: at(owner[i]), self.key)
+            self.classes = class_list(flat, lambda i: at(owner[i]), self.key, True)
         index = {name: i for i, name in enumerate(self.classes)}
         targets = np.zeros((len(rows), len(self.classes)), dtype=np.uint8)
         for i, row in enumerate(rows):

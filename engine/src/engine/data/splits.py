@@ -14,6 +14,7 @@ from torch.utils.data import Dataset
 from engine.data.bad_samples import BadSample
 from engine.data.datasets.base import DatasetHooks, MapDataset, StreamDataset
 from engine.data.folds import cut_folds, fold_spec, without_fold_keys
+from engine.data.listing import unique_classes
 from engine.data.transforms import Pipelines
 
 
@@ -34,6 +35,8 @@ def build_splits(
     folds of the train split and fold `dataset.fold` of it, built again with the val pipeline."""
     spec = fold_spec(cfg) if folds else None
     node = without_fold_keys(cfg)
+    if node.get("classes") is not None:  # every kind, a project's own too: before any file
+        unique_classes(node.classes, multi_label=bool(node.get("multi_label")))
     train = instantiate(node, split="train", transform=pipelines.train)
     _under_contract(train, node)
     if spec is not None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+LABEL_SEPARATOR = "|"  # joins a multi-label sample's classes wherever people read them
+
 
 def is_multi_hot(targets: np.ndarray) -> bool:
     """A multi-label split's targets: one 0/1 row per sample."""
@@ -41,7 +43,7 @@ def label_text(target: int | np.ndarray | list, classes: list[str]) -> str:
     (a multi-hot row; empty for none)."""
     if np.ndim(target) == 0:
         return classes[int(target)]  # type: ignore[arg-type]
-    return "|".join(classes[i] for i in np.flatnonzero(np.asarray(target)))
+    return LABEL_SEPARATOR.join(classes[i] for i in np.flatnonzero(np.asarray(target)))
 
 
 def refuse_multi_label(dataset: object, what: str) -> None:

@@ -11,9 +11,10 @@ from typing import Any
 import torch
 
 from engine.config.errors import ConfigError
+from engine.data.targets import LABEL_SEPARATOR
 from engine.runs.outputs import DATA_KEY
 
-SEPARATOR = "|"  # between the labels, and the scores, of one sample in a CSV cell
+SEPARATOR = LABEL_SEPARATOR  # between the labels, and the scores, of one sample in a CSV cell
 DEFAULT_THRESHOLD = 0.5  # metrics.threshold of a checkpoint that has none
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from torch.utils.data import Dataset
 
+from engine.core.csv_cells import escape_cell, own_rows
 from engine.runs.step_rows import start_with_rows_before
 from engine.training.batches import DeviceBatch
 from engine.training.distributed import current_ranks, gather_objects
@@ -65,7 +66,8 @@ class SampleLog:
             for step, rank, epoch, indices in batches:
                 for i in indices:
                     source, index = named(i)
-                    writer.writerow((epoch, step, rank, source, index, filename(i) or ""))
+                    path = escape_cell(filename(i) or "")  # the numbers need no escape
+                    writer.writerow((epoch, step, rank, escape_cell(source), index, path))
 
     def resumed(self, previous: Path) -> None:
         """The training goes on from run dir `previous`: its rows before the start come first."""
@@ -79,7 +81,7 @@ def samples_by_step(run: Path) -> dict[int, list[int]]:
     (what two runs compare to tell whether their steps held the same samples)."""
     steps: dict[int, list[int]] = defaultdict(list)
     with open(run / FILE, encoding="utf-8", errors="surrogateescape", newline="") as f:
-        for row in csv.DictReader(f):
+        for row in own_rows(f):
             steps[int(row["step"])].append(int(row["index"]))
     return {step: sorted(indices) for step, indices in steps.items()}
 
@@ -88,6 +90,6 @@ def uses_by_epoch(run: Path) -> dict[int, Counter]:
     """The run dir `run`'s samples.csv as epoch -> how often each index was trained on."""
     counts: dict[int, Counter] = defaultdict(Counter)
     with open(run / FILE, encoding="utf-8", errors="surrogateescape", newline="") as f:
-        for row in csv.DictReader(f):
+        for row in own_rows(f):
             counts[int(row["epoch"])][int(row["index"])] += 1
     return counts

@@ -6,13 +6,12 @@ the engine's today) for that alone."""
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from engine.core.io import atomic_write_bytes
+from engine.core.csv_cells import own_rows
+from engine.core.io import atomic_write_bytes, csv_text
 from engine.measure.timing import Spread
 
 # job_s: wall time incl. set-up; dir: the job's output directory; runs_as: the overrides with
@@ -36,34 +35,26 @@ LOWER_IS_BETTER = {
 
 
 def append_row(path: Path, columns: Sequence[str], row: dict[str, object]) -> None:
-    """Append `row` to the CSV at `path` (writing the header first), as one write call."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore")
-    new = not path.exists()
-    if new:
-        writer.writeheader()
-    writer.writerow(row)
+    """Append `row` to the CSV at `path` (writing the header first), as one write call; cells
+    that would start a spreadsheet formula (an override `+key=...`) are escaped."""
+    text = csv_text(columns, [row], header=not path.exists())
     with open(path, "a", newline="") as f:
-        f.write(buffer.getvalue())
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
 
 
 def write_rows(path: Path, columns: Sequence[str], rows: list[dict[str, str]]) -> None:
     """Replace the CSV at `path` with `rows` (atomically: a reader sees the old or the new)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
-    atomic_write_bytes(path, buffer.getvalue().encode())
+    atomic_write_bytes(path, csv_text(columns, rows).encode())
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
-    """All rows of a summary CSV (an absent file has none)."""
+    """All rows of a summary CSV (an absent file has none), unescaped as written."""
     if not path.exists():
         return []
     with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+        return list(own_rows(f))
 
 
 def rank(rows: list[dict[str, str]], metric: str) -> list[dict[str, str]]:

@@ -16,7 +16,14 @@ from engine.core.bounds import Fraction, Pixels
 from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.image_header import PILLOW_MAX_PIXELS
-from engine.data.listing import RootGuard, class_list, outside, read_csv_rows, unique_classes
+from engine.data.listing import (
+    RootGuard,
+    class_list,
+    class_name,
+    outside,
+    read_csv_rows,
+    unique_classes,
+)
 from engine.data.multi_hot import MultiLabelColumns
 
 SPLITS = ("train", "val", "test")
@@ -60,7 +67,7 @@ class CsvDataset(LabelledImageFiles):
         allow_empty_labels: bool = True,
     ) -> None:
         if classes is not None:  # fixed (dataset.classes), or the train split's (val, test)
-            classes = unique_classes(classes)
+            classes = unique_classes(classes, multi_label=multi_label)
         # a label outside a fixed list: fixed by dataset.classes, or the train split's
         fixed_by = "dataset.classes" if split == "train" else None
         tags = MultiLabelColumns(multi_label, label_column, label_separator, label_columns)
@@ -97,15 +104,31 @@ class CsvDataset(LabelledImageFiles):
         labels: list[str | tuple[str, ...]] = []
         lines = array("q")
         seen: set[bytes] = set()
+        # each distinct label as written -> its class name (listing.class_name: NFC, checked
+        # once), one string object per name however many rows and spellings
         names: dict[str, str] = {}
+        spelled: dict[str, str] = {}
+
+        def named(raw: str, where: str) -> str:
+            name = names.get(raw)
+            if name is None:
+                name = class_name(raw, lambda: f"{where}: {tags.source}", "fix the row")
+                name = names[raw] = spelled.setdefault(name, name)
+            return name
+
         for line, (raw_path, *raw_labels) in rows:
             where = f"{csv_path}:{line}"
             if multi_label:
-                label: str | tuple[str, ...] = tags.parse(raw_labels, where, allow_empty_labels)
+                found = tags.parse(raw_labels, where, allow_empty_labels)
+                # two spellings of one name (NFC) in a row count once, as a name twice does
+                label: str | tuple[str, ...] = tuple(
+                    dict.fromkeys(named(tag, where) for tag in found)
+                )
             else:
                 label = raw_labels[0].strip()
                 if not label:
                     raise ValueError(f"{where}: empty {label_column!r} (dataset.label_column).")
+                label = named(label, where)
             raw = raw_path.strip()
             if not raw:
                 raise ValueError(f"{where}: empty {path_column!r} (dataset.path_column).")
@@ -117,12 +140,7 @@ class CsvDataset(LabelledImageFiles):
                 )
             seen.add(path)
             paths.append(path)
-            # one string object per distinct label (or tuple of them), however many rows
-            labels.append(
-                names.setdefault(label, label)
-                if isinstance(label, str)
-                else tuple(names.setdefault(t, t) for t in label)
-            )
+            labels.append(label)  # names interned by `named`
             lines.append(line)
         if not paths:
             raise ValueError(f"{csv_path}: no rows for split {split!r}.")
@@ -142,7 +160,7 @@ class CsvDataset(LabelledImageFiles):
                 else class_list(labels, at, f"column {label_column!r}, {key}")  # type: ignore[arg-type]
             )
             index = {name: i for i, name in enumerate(classes)}
-            unknown = set(names) - set(index)
+            unknown = set(spelled) - set(index)
             if unknown:
                 i = next(i for i, label in enumerate(labels) if label in unknown)
                 raise ValueError(f"{at(i)}: label {labels[i]!r} {outside(classes, fixed_by)}")

@@ -61,7 +61,7 @@ class LabelledImageFiles(MapDataset):
         )
         self.multi_label = is_multi_hot(np.asarray(targets))
         self.targets = np.asarray(targets, dtype=np.uint8 if self.multi_label else np.int64)
-        self.classes = unique_classes(classes)
+        self.classes = unique_classes(classes, multi_label=self.multi_label)
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self.transform = transform
         self.decode_min_side = decode_min_side(transform) if reduced_decode else None

@@ -14,11 +14,13 @@ from pathlib import Path
 import numpy as np
 
 from engine.core.bounds import Fraction, Pixels, Seed, Split
+from engine.core.text import shown
 from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode import IMAGE_SUFFIXES
 from engine.data.holdout import held_out
 from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.listing import class_name, listed, unique_classes
 
 log = logging.getLogger(__name__)
 
@@ -189,41 +191,66 @@ def split_folder(root: Path, split: str, val_fraction: float | None) -> Path:
     return split_dir
 
 
+def class_folders(split_dir: Path, walk: FolderWalk) -> dict[str, list[tuple[str, str | None]]]:
+    """Class name -> its folders in `split_dir`, each (its name as spelled on disk, its real
+    path or None: a link, resolved by the walk). A folder's class is its name as a class name
+    (listing.class_name: NFC), so two folders spelling one name apart (NFC and NFD `café`)
+    are one class, said in a warning; each is read as it is spelled."""
+    folders: dict[str, list[tuple[str, str | None]]] = {}
+    for entry in sorted(os.scandir(split_dir), key=lambda e: e.name):
+        if entry.is_dir() and (not entry.is_symlink() or walk.inside(entry.path)):
+            where = f"{shown(entry.path)} (a class folder under dataset.root)"
+            name = class_name(entry.name, lambda where=where: where, "rename the folder")
+            real = None if entry.is_symlink() else os.path.join(walk.root, entry.name)
+            folders.setdefault(name, []).append((entry.name, real))
+    for name, spellings in folders.items():
+        if len(spellings) > 1:
+            log.warning(
+                "%s: the class folders %s are one class %r (class names are compared in "
+                "Unicode NFC); each folder is read as it is spelled",
+                split_dir,
+                ", ".join(ascii(folder) for folder, _ in spellings),
+                name,
+            )
+    return folders
+
+
 def list_classes(
     split_dir: Path, strict: bool, classes: Sequence[str] | None
 ) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(paths as a bytes array, labels, classes) of the images in the class folders of
-    `split_dir`; `classes` None: the folders found, sorted. `strict`: an empty class folder is
-    an error (the train split)."""
+    `split_dir`; `classes` None: the folders' class names, sorted. `strict`: an empty class
+    folder is an error (the train split)."""
     walk = FolderWalk(split_dir)
-    real = {  # class folder -> its real path (None: a link, resolved by the walk)
-        entry.name: None if entry.is_symlink() else os.path.join(walk.root, entry.name)
-        for entry in os.scandir(split_dir)
-        if entry.is_dir() and (not entry.is_symlink() or walk.inside(entry.path))
-    }
-    found = sorted(real)
+    folders = class_folders(split_dir, walk)
+    found = sorted(folders)
     if classes is None:
         classes = found
     unknown = sorted(set(found) - set(classes))
     if unknown:
         raise ValueError(
-            f"dataset.root: {split_dir} has class folders {unknown} that the train split "
-            f"does not have (train classes: {list(classes)}). Rename or remove them."
+            f"dataset.root: {split_dir} has class folders {listed(unknown)} that the train split "
+            f"does not have (train classes: {listed(classes)}). Rename or remove them."
         )
     # paths encoded as they are listed, into a bytes array every CHUNK files: no Python
     # object per file outlives its chunk
     chunks: list[np.ndarray] = []
     encoded: list[bytes] = []
     targets = array("q")
+    missing = []
     for label, name in enumerate(classes):
-        if name not in found:
-            log.warning("%s: no folder for class %r; it has no samples here", split_dir, name)
+        if name not in folders:  # a dict: linear in the classes (100,000 of them)
+            missing.append(name)
             continue
-        images = walk.images(os.path.join(split_dir, name), real[name])
+        images = [
+            image
+            for folder, real in folders[name]
+            for image in walk.images(os.path.join(split_dir, folder), real)
+        ]
         if not images and strict:
             raise ValueError(
-                f"dataset.root: class folder {split_dir / name} holds no images with a "
-                f"suffix in {IMAGE_SUFFIXES}. Add images or remove the folder."
+                f"dataset.root: class folder {split_dir / folders[name][0][0]} holds no images "
+                f"with a suffix in {IMAGE_SUFFIXES}. Add images or remove the folder."
             )
         encoded += map(os.fsencode, images)
         targets.extend([label] * len(images))
@@ -231,6 +258,14 @@ def list_classes(
             chunks.append(np.array(encoded, dtype=np.bytes_))
             encoded = []
     chunks.append(np.array(encoded, dtype=np.bytes_))
+    if missing:
+        log.warning(
+            "%s: no folder for %d of the %d classes (%s); they have no samples here",
+            split_dir,
+            len(missing),
+            len(classes),
+            listed(missing),
+        )
     if not targets:
         raise ValueError(f"dataset.root: no images found under {split_dir}.")
     if walk.ignored:
@@ -273,6 +308,8 @@ class ImageFolderDataset(LabelledImageFiles):
         val_fraction: Split | None = None,
         split_seed: Seed = 0,
     ) -> None:
+        if classes is not None:  # dataset.classes, or the train split's (val, test)
+            classes = unique_classes(classes)
         folder = split_folder(Path(root), split, val_fraction)
         drawn = val_fraction is not None
         paths, targets, classes = list_classes(folder, drawn or split == "train", classes)

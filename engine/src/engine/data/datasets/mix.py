@@ -20,6 +20,7 @@ from engine.core.text import closest
 from engine.data.bad_samples import BadSample
 from engine.data.datasets.base import MapDataset, StreamDataset, Transform
 from engine.data.folds import without_fold_keys
+from engine.data.listing import unique_classes
 from engine.data.mix import Stratum
 
 SOURCE_KEYS = ["dataset", "weight"]
@@ -115,10 +116,16 @@ class MixDataset(MapDataset):
         epoch_samples: Positive | None = None,
     ) -> None:
         nodes = checked_sources(sources)
+        if classes is not None:  # dataset.classes, or the train split's: before any source
+            classes = unique_classes(classes)
         self.parts = [
             _built(name, node, split, transform, classes) for name, (node, _) in nodes.items()
         ]
-        own = [list(part.classes) for part in self.parts]
+        # each source's classes as class names (NFC): the union matches them by name
+        own = [
+            unique_classes(part.classes, f"dataset.sources.{name}.dataset's classes")
+            for name, part in zip(nodes, self.parts, strict=True)
+        ]
         self.classes = sorted(set().union(*own)) if classes is None else list(classes)
         position = {name: i for i, name in enumerate(self.classes)}
         self.relabel = [np.array([position[c] for c in names], dtype=np.int64) for names in own]

@@ -14,6 +14,7 @@ import torch
 
 from engine.core.bounds import Split
 from engine.data.datasets.base import MapDataset, Transform
+from engine.data.listing import unique_classes
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,10 @@ def load_tensor_file(
                 f"{type(content).__name__}."
             )
         classes = content.get("classes")
+    if classes is not None:  # class names as every kind has them (NFC, each once, no control)
+        classes = unique_classes(
+            list(classes), f"{path}: its 'classes'", at=lambda i: f"{path}: classes[{i}]"
+        )
     inputs = _array(content, inputs_key, "inputs", path)
     labels = _array(content, labels_key, "labels", path)
     if labels.ndim != 1 or labels.dtype.is_floating_point or len(labels) != len(inputs):
@@ -136,6 +141,8 @@ class TensorFileDataset(MapDataset):
                 "dataset.test_path is null: set it to the tensor file of the test split (the "
                 "same format as dataset.path), or evaluate eval.split=val."
             )
+        if classes is not None:  # dataset.classes, or the train split's (val, test)
+            classes = unique_classes(classes)
         file = {"val": val_path, "test": test_path}.get(split) or path
         self.inputs, self.labels, file_classes = load_tensor_file(
             file, inputs_key, labels_key, layout
@@ -159,7 +166,8 @@ class TensorFileDataset(MapDataset):
                 "transforms do not apply. Use transforms=none for feature vectors."
             )
         n_classes = int(self.labels.max()) + 1
-        self.classes = list(classes or file_classes or [str(i) for i in range(n_classes)])
+        given = classes if classes is not None else file_classes
+        self.classes = list(given if given is not None else [str(i) for i in range(n_classes)])
         if n_classes > len(self.classes) or int(self.labels.min()) < 0:
             raise ValueError(
                 f"{file}: labels span {int(self.labels.min())}..{n_classes - 1}, but there are "

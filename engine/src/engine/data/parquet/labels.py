@@ -1,7 +1,8 @@
 """A split's labels, read from its Parquet files' label column at start-up, and the class
 list they make: the schema's ClassLabel names, else the labels' own values (names sorted;
-integers index the classes, as in a CSV), else the train split's. Every bad row is refused in
-one line naming its file and row."""
+integers index the classes, as in a CSV), else the train split's. Names, and string labels,
+are class names as every kind has them (engine/data/listing.py: NFC, no control character,
+multi-label: no `|`). Every bad row is refused in one line naming its file and row."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.core.text import shown
-from engine.data.listing import class_list, outside
+from engine.data.listing import (
+    class_list,
+    class_name,
+    outside,
+    refuse_separator,
+    unique_classes,
+)
 from engine.data.parquet.files import Layout, ParquetFileError
 from engine.data.parquet.layout import class_label_names
 
@@ -24,9 +31,10 @@ def read_column(pf: pq.ParquetFile, layout: Layout, column: str) -> list:
     try:
         values = pf.read(columns=[column]).column(0)
     except (pa.ArrowException, OSError) as err:
+        reason = shown(str(err).strip().splitlines()[0]) if str(err).strip() else type(err).__name__
         raise ParquetFileError(
-            f"{shown(layout.path)}: its column {column!r} cannot be read ({err}): the file is "
-            "damaged. Download or write it again."
+            f"{shown(layout.path)}: its column {column!r} cannot be read ({reason}): the file "
+            "is damaged. Download or write it again."
         ) from err
     return values.to_pylist()
 
@@ -43,6 +51,14 @@ class SplitLabels:
 
     def add(self, pf: pq.ParquetFile, layout: Layout) -> None:
         names = class_label_names(layout.schema, self.column)
+        if names is not None:
+            listing = f"{shown(layout.path)}: the ClassLabel names of column {self.column!r}"
+            names = unique_classes(
+                names,
+                listing,
+                layout.labels.endswith("-list"),
+                lambda i: f"{listing} (dataset.label_column), name {i}",
+            )
         if self.files and names != self.names:
             raise ParquetFileError(
                 f"dataset.label_column={self.column!r}: {shown(layout.path)} names the classes "
@@ -65,7 +81,37 @@ class SplitLabels:
         self.names = names
         self.starts.append(len(self.values))
         self.files.append(layout)
+        if layout.labels.startswith("str"):
+            values = self._named(values, self.starts[-1])
         self.values += values
+
+    def _named(self, values: list, start: int) -> list:
+        """The string labels `values` (the file's, its first row the split's row `start`) as
+        class names (listing.class_name), each distinct one checked once; nulls stay (refused
+        with their row by `classes`). The list itself when no label changes (NFC already)."""
+        multi = self.multi_label
+
+        def holds(value: object, raw: str) -> bool:
+            return value is not None and (raw in value if multi else value == raw)
+
+        def where(raw: str) -> str:
+            row = next(r for r, value in enumerate(values) if holds(value, raw))
+            return f"{self.where(start + row)}, column {self.column!r} (dataset.label_column)"
+
+        items = (item for value in values if value for item in value) if multi else values
+        changed = {}
+        for raw in set(items) - {None}:
+            name = class_name(raw, lambda raw=raw: where(raw), "fix the row")
+            if name != raw:
+                changed[raw] = name
+        if not changed:
+            return values
+        if multi:
+            return [
+                value if value is None else [changed.get(item, item) for item in value]
+                for value in values
+            ]
+        return [changed.get(value, value) for value in values]
 
     def where(self, index: int) -> str:
         """`file: row R` of the split's row `index`."""
@@ -80,6 +126,8 @@ class SplitLabels:
         """The class list: `given` (dataset.classes, or the train split's), else the
         ClassLabel names, else the labels' values (engine/data/listing.py class_list)."""
         self._refuse_nulls()
+        if given is not None and self.multi_label and self.fixed_by is not None:
+            refuse_separator(given, lambda i: f"{self.fixed_by}[{i}]")  # the train's: checked
         if given is not None:
             if self.names is not None and list(self.names) != list(given):
                 raise ParquetFileError(
@@ -91,13 +139,13 @@ class SplitLabels:
         if self.names is not None:
             return list(self.names)
         flat, where = self._flat()
-        return class_list([str(v) for v in flat], where, "dataset.label_column")
+        return class_list([str(v) for v in flat], where, "dataset.label_column", self.multi_label)
 
     def targets(self, classes: list[str]) -> np.ndarray:
         """Class indices (int64), or multi-hot rows (uint8, rows x classes)."""
         flat, where = self._flat()
         if self.names is not None or self.files[0].labels.startswith("int"):
-            codes = np.asarray(flat, dtype=np.int64)
+            codes = self._codes(flat, where)
             self._refuse_codes(codes, len(classes), where)
         else:
             index = {name: i for i, name in enumerate(classes)}
@@ -130,6 +178,17 @@ class SplitLabels:
                     f"{self.where(i)}: no label in column {self.column!r} "
                     f"(dataset.label_column); label the row, or leave it out of the file."
                 )
+
+    def _codes(self, flat: list, where: Callable[[int], str]) -> np.ndarray:
+        """The integer labels as int64; one past its range (a uint64 label) is refused."""
+        try:
+            return np.asarray(flat, dtype=np.int64)
+        except OverflowError:
+            i = next(k for k, v in enumerate(flat) if not -(2**63) <= v < 2**63)
+            raise ParquetFileError(
+                f"{where(i)}: label {flat[i]} (dataset.label_column) is not a class index; "
+                "fix the row, or name the classes with dataset.classes."
+            ) from None
 
     def _refuse_codes(self, codes: np.ndarray, count: int, where: Callable[[int], str]) -> None:
         bad = np.flatnonzero((codes < 0) | (codes >= count))

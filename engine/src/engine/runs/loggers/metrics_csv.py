@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from engine.core.csv_cells import escape_cell
 from engine.runs.loggers.base import Logger, RunContext
 from engine.runs.step_rows import start_with_rows_before
 
@@ -31,7 +32,9 @@ class CsvLogger(Logger):
         self.writer = csv.writer(self.file, lineterminator="\n")
 
     def scalars(self, values: dict[str, float], step: int) -> None:
-        self.writer.writerows([step, key, float(value)] for key, value in values.items())
+        self.writer.writerows(
+            [step, escape_cell(key), float(value)] for key, value in values.items()
+        )
 
     def flush(self) -> None:
         self.file.flush()
