@@ -18,6 +18,7 @@ from engine.modes.prediction import predict
 from engine.runs.sample_log import samples_by_step
 from src.loop import train
 from tests.cli import run_cli
+from tests.test_elastic_resume import RUN
 from tests.train_process import kill_at_step
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,12 +134,7 @@ def test_a_run_writes_no_csv_cell_a_spreadsheet_would_run(
 # the 48 demo train images and the junk one, batch 8: killed in epoch 2, resumed mid-epoch
 # from the step-8 checkpoint (as tests/test_elastic_resume.py does)
 RESUMED = (
-    "trainer.max_epochs=2",
-    "model=mlp",
-    "model.hidden=[16]",
-    "model.dropout=0",
-    "trainer.record_samples=true",
-    "trainer.checkpoint.every_n_steps=2",
+    *RUN,
     "loader.batch_size=8",
     "dataset.on_error=skip",
     "dataset.max_bad_fraction=0.2",
