@@ -160,3 +160,15 @@ def test_an_fsspec_url_without_fsspec_names_the_key_and_the_extra(monkeypatch) -
     monkeypatch.setitem(sys.modules, "fsspec", None)
     with pytest.raises(ImportError, match=r"dataset\.val_shards: s3://b/x\.tar .*\[remote\]"):
         expand_shards("s3://b/x.tar", "dataset.val_shards")
+
+
+def test_a_shard_named_twice_is_refused_in_one_line(tmp_path: Path) -> None:
+    """webdataset reads a repeated shard twice (upsampling); an epoch here reads each once:
+    refused, never deduplicated without a word."""
+    (tmp_path / "t-000000.tar").write_bytes(b"")
+    (tmp_path / "t-000001.tar").write_bytes(b"")
+    patterns = [f"{tmp_path}/t-*.tar", f"{tmp_path}/t-000001.tar"]
+    with pytest.raises(
+        ValueError, match=r"dataset.train_shards: shard .*t-000001.tar is named twice"
+    ):
+        expand_shards(patterns, "dataset.train_shards")

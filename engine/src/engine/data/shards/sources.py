@@ -65,7 +65,9 @@ def check_fsspec(name: str, key: str) -> None:
 
 def expand_shards(patterns: str | Sequence[str], key: str) -> list[str]:
     """The shard names `patterns` (the value of `key`, e.g. dataset.train_shards) stand for, in
-    order, each once."""
+    order. A shard named twice is refused: webdataset would read it twice (how its users
+    upsample), while an epoch here reads each sample once, so either reading would surprise
+    someone; dataset=mix's weights are the way to draw a set more often."""
     patterns = [patterns] if isinstance(patterns, str) else list(patterns)
     if not patterns:
         raise ValueError(f"{key}: an empty list; give a glob, brace pattern or URL.")
@@ -92,7 +94,16 @@ def expand_shards(patterns: str | Sequence[str], key: str) -> list[str]:
                     "the brace range."
                 )
             shards += found
-    return list(dict.fromkeys(shards))
+    seen: dict[str, None] = {}
+    for name in shards:
+        if name in seen:
+            raise ValueError(
+                f"{key}: shard {shown(name)} is named twice (patterns {patterns}); an epoch "
+                "reads each shard once, so list it once, or draw a set more often with "
+                "dataset=mix and a larger weight."
+            )
+        seen[name] = None
+    return shards
 
 
 def open_shard(name: str, network: Network, limit: int | None = None) -> BinaryIO:
