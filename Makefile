@@ -89,8 +89,13 @@ docs-outputs: data  ## rerun the commands README.md and docs/ show, and write th
 	$(BIN)/python docs/regenerate.py $(NAMES)
 
 # DEST=, ENGINE= and WHEEL= are handed over as written, single-quoted: make never expands them (a
-# $(shell ...) in one stays text) and the shell never reads them as code; nor are they exported
-quoted = '$(subst ','\'',$(value $(1)))'
+# $(shell ...) in one stays text) and the shell never reads them as code; nor are they exported.
+# One holding a newline is refused: make splits a recipe at it, whatever the quotes.
+define newline
+
+
+endef
+quoted = $(if $(findstring $(newline),$(value $(1))),$(error $(1) holds a newline, which would split the command make runs: give $(1) on one line))'$(subst ','\'',$(value $(1)))'
 unexport DEST ENGINE WHEEL
 new-project: $(STAMP)  ## copy the template to DEST=../my-project with the engine's wheel in vendor/ (or ENGINE=git+URL@TAG or a path)
 	$(BIN)/python -m tools.new_project $(call quoted,DEST) $(call quoted,ENGINE)

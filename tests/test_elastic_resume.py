@@ -388,3 +388,23 @@ def test_mix_weights_scaled_alike_are_the_same_draw(make_cfg, tmp_path, monkeypa
     _killed(make_cfg, monkeypatch, out, "loader.batch_size=8", "dataset=mix")
     scaled = ("dataset.sources.folder.weight=1.5", "dataset.sources.listed.weight=0.5")
     train(make_cfg(*RUN, "loader.batch_size=8", "dataset=mix", *scaled, f"trainer.resume={out}"))
+
+
+def test_samples_csv_keeps_names_with_line_breaks_across_a_resume(
+    make_cfg, demo_dir, tmp_path, monkeypatch
+) -> None:
+    """File names holding \\n or \\r are written quoted and read back whole: the mid-epoch
+    resume of that very run goes on (it failed reading its own samples.csv)."""
+    tree = tmp_path / "imagefolder"
+    shutil.copytree(demo_dir / "imagefolder", tree)
+    first, second = sorted((tree / "train" / "star").iterdir())[:2]
+    first.rename(first.with_name("two\nlines.jpg"))
+    second.rename(second.with_name("car\rriage.jpg"))
+    out = tmp_path / "run"
+    _killed(make_cfg, monkeypatch, out, "loader.batch_size=8", f"dataset.root={tree}")
+    again = ("loader.batch_size=8", f"dataset.root={tree}", f"trainer.resume={out}")
+    train(make_cfg(*RUN, *again, f"paths.output_dir={out}"))
+    assert_each_once(out)
+    with open(out / "samples.csv", newline="") as f:
+        names = [Path(row["path"]).name for row in csv.DictReader(f)]
+    assert names.count("two\nlines.jpg") == 2 and names.count("car\rriage.jpg") == 2

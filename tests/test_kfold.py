@@ -276,3 +276,32 @@ def test_a_failed_fold_rerun_into_the_sweep_dir_replaces_its_row(tmp_path: Path)
     assert group["folds"] == "2 of 3" and "no job ran fold 2 (dataset.fold)" in lines[0]
     (none,), lines = fold_groups([failed], ["val/acc"], 3)
     assert none["status"] == "no fold finished" and "0 of 3 folds finished" in lines[0]
+
+
+# a job's fold.json edited by hand: how, and the field the one line names
+TAMPERED = {
+    "not JSON": (lambda r: "{oops", "is not JSON"),
+    "a list": (lambda r: [1, 2], "holds list, not an object"),
+    "a missing key": (lambda r: {k: v for k, v in r.items() if k != "fingerprints"}, "lacks"),
+    "a fold out of range": (lambda r: r | {"fold": 7}, "its fold is 7, outside 0..2"),
+    "indices not a list": (lambda r: r | {"val_indices": "0,1"}, "val_indices is not a list"),
+    "indices out of range": (lambda r: r | {"val_indices": [0, 99]}, "val_indices are not"),
+    "folds a string": (lambda r: r | {"folds": "3"}, "its folds is '3', not an int"),
+    "fingerprints too short": (lambda r: r | {"fingerprints": []}, "fingerprints is not a list"),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERED))
+def test_a_tampered_fold_json_makes_its_group_a_mismatch_naming_the_file(tmp_path, case) -> None:
+    """The summary callback reads every job's fold.json back: a hand-edited one is named
+    (file, field, fix) in the group's mismatch, never a crash leaving stale summary files."""
+    rows = _fold_jobs(tmp_path, [0, 0, 0])
+    path = tmp_path / "1" / FOLD_FILE
+    tamper, says = TAMPERED[case]
+    edited = tamper(json.loads(path.read_text()))
+    path.write_text(edited if isinstance(edited, str) else json.dumps(edited))
+    (group,), lines = fold_groups(rows, ["val/acc"], 3)
+    assert group["status"] == MISMATCH and not group.get("val/acc")
+    (line,) = lines
+    assert f"job 1: {path} " in line and says in line and "rerun that job" in line
+    assert "\n" not in line

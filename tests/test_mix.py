@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
@@ -17,6 +18,8 @@ from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader
 
+from engine.config.errors import ConfigError
+from engine.config.validate import validate_config
 from engine.data.datasets.base import MapDataset
 from engine.data.datasets.mix import MixDataset
 from engine.data.loader_settings import LoaderSettings
@@ -305,3 +308,95 @@ def test_train_py_runs_the_default_mix_and_refuses_a_bad_weight(
     bad = run_cli("dataset=mix", "dataset.sources.listed.weight=0", *common, *fast, cwd=tmp_path)
     assert bad.returncode != 0
     assert "dataset.sources.listed.weight=0: expected a number > 0" in bad.stderr
+
+
+def test_weights_near_the_float_limit_still_draw_the_whole_epoch(
+    folders: tuple[Path, Path],
+) -> None:
+    """Two weights of 1.7e308 sum to inf: each epoch drew 2 samples instead of 36."""
+    sources = _sources(*folders)
+    for source in sources.values():
+        source["weight"] = 1.7e308
+    mix = MixDataset(split="train", sources=sources, epoch_samples=36)
+    order = _epoch(RandomOrder(mix, seed=0), 1)
+    assert Counter(mix.sample_source(i)[0] for i in order) == {"big": 18, "small": 18}
+
+
+def test_an_epoch_past_the_limit_is_refused_by_the_config_check(
+    make_cfg: Callable[..., DictConfig],
+) -> None:
+    """dataset.epoch_samples=2**31-1 built the whole order up front and died in bad_alloc."""
+    cfg = make_cfg("dataset=mix", f"dataset.epoch_samples={2**31 - 1}")
+    with pytest.raises(ConfigError) as refused:
+        validate_config(cfg)
+    said = str(refused.value)
+    assert "dataset.epoch_samples=2147483647: expected >= 1 and <= 10,000,000" in said
+
+
+def test_an_epoch_past_the_limit_is_refused_by_the_dataset(folders: tuple[Path, Path]) -> None:
+    with pytest.raises(ValueError, match=r"^dataset.epoch_samples=2147483647: expected 1 to 10,"):
+        _mix(folders, epoch_samples=2**31 - 1)
+
+
+def test_a_multi_label_source_is_refused_before_any_source_is_read(
+    folders: tuple[Path, Path], demo_dir: Path
+) -> None:
+    listing = str(demo_dir / "multilabel" / "labels.csv")
+    tagged = {"_target_": "engine.data.datasets.csv.CsvDataset", "csv": listing}
+    sources = _sources(*folders) | {
+        "tags": {"dataset": tagged | {"multi_label": True}, "weight": 1}
+    }
+    with pytest.raises(ValueError) as refused:
+        MixDataset(split="train", sources=sources)
+    said = str(refused.value)
+    assert said.startswith("dataset.sources.tags.dataset.multi_label=True: a mix maps")
+    assert "\n" not in said
+
+
+@pytest.mark.parametrize("name", ["a/b", "a,b", "a b", "-a", "é", "x" * 65])
+def test_a_source_name_loggers_cannot_keep_is_refused(
+    folders: tuple[Path, Path], name: str
+) -> None:
+    """`a/b` lost its keys from metrics.json, `a,b` failed in MLflow after the first epoch."""
+    sources = {name: _sources(*folders)["big"]}
+    with pytest.raises(ValueError) as refused:
+        MixDataset(split="train", sources=sources)
+    said = str(refused.value)
+    assert said.startswith(f"dataset.sources.{name}: source name {name!r} goes into metric keys")
+    assert "\n" not in said
+
+
+EXPERIMENT = """# @package _global_
+defaults:
+  - override /dataset: mix
+dataset:
+  sources:{dropped}
+    a: {{weight: 1, dataset: {{_target_: {folder}, root: {big}}}}}
+    b: {{weight: 1, dataset: {{_target_: {folder}, root: {small}}}}}
+"""
+
+
+def _experiment(tmp_path: Path, folders: tuple[Path, Path], dropped: str) -> str:
+    """An experiment file naming its own mix sources `a` and `b`, on Hydra's search path."""
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    text = EXPERIMENT.format(dropped=dropped, folder=FOLDER, big=folders[0], small=folders[1])
+    (tmp_path / "conf" / "experiment" / "mine.yaml").write_text(text)
+    return f"hydra.searchpath=[pkg://engine.conf,file://{tmp_path / 'conf'}]"
+
+
+def test_an_experiments_own_sources_do_not_train_beside_the_demos(
+    make_cfg: Callable[..., DictConfig], folders: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Hydra merges an experiment's `dataset.sources` into the demo's two: four sources where
+    the user wrote two. Refused in one line; the experiment that drops them gets its two."""
+    cfg = make_cfg(_experiment(tmp_path, folders, ""), "experiment=mine")
+    with pytest.raises(ValueError) as refused:
+        MixDataset(split="train", sources=cfg.dataset.sources)
+    said = str(refused.value)
+    assert said.startswith("dataset.sources: the demo's sources ['folder', 'listed']")
+    assert "beside yours ['a', 'b']" in said and "\n" not in said
+    shutil.rmtree(tmp_path / "conf")
+    dropped = "\n    folder: null\n    listed: null"
+    cfg = make_cfg(_experiment(tmp_path, folders, dropped), "experiment=mine")
+    mix = MixDataset(split="train", sources=cfg.dataset.sources)
+    assert [source.name for source in mix.sources] == ["a", "b"]

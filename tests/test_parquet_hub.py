@@ -103,6 +103,7 @@ def test_a_parquet_source_in_a_mix(make_cfg) -> None:
     cfg = make_cfg(
         "dataset=mix", "+dataset@dataset.sources.hub.dataset=parquet",
         "+dataset.sources.hub.weight=1", "trainer.max_epochs=1",
+        "dataset.sources.folder.demo=false", "dataset.sources.listed.demo=false",
     )  # fmt: skip
     metrics = train(cfg)
     assert any(key.startswith("val/hub/") for key in metrics)

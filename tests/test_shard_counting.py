@@ -46,7 +46,7 @@ def _shard_gets(faults: Faults) -> list[str]:
 
 
 def test_counted_once_cached_then_read_from_the_cache(bare, tmp_path, caplog) -> None:
-    local = tmp_path / "local"  # a copy on disk: its first read writes shards.json there
+    local = tmp_path / "local"  # a copy on disk, read at each start (no manifest_cache)
     shutil.copytree(bare, local)
     cache, faults = tmp_path / "cache", Faults()
     with serving(bare, faults) as url, caplog.at_level(logging.INFO):

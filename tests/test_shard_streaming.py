@@ -38,13 +38,12 @@ FAST = {"retries": 2, "backoff": 0.01, "read_timeout": 10.0}
 def _write_wds(demo_dir: Path, out: Path) -> Path:
     """The demo images as gzip-compressed shards of 16 by webdataset's ShardWriter in `out`,
     keys with a folder (`dir/sub_000123`), named by a brace pattern; train 48 + val 30
-    samples; with the manifest a first local read leaves beside them (what a server then
-    serves)."""
+    samples; with their manifest written beside them (what a server then serves)."""
     for split in ("train", "val"):
         images = demo_dir / "imagefolder" / split
         names = write_wds_shards(images, out, split, "dir/sub_{i:06d}", compress=True)
         assert names == [f"{split}-{i:06d}.tar.gz" for i in range(len(names))]
-        _dataset(str(out), split)
+    write_manifest([f"{out}/{TRAIN}", f"{out}/{VAL}", "--out", str(out / "shards.json")])
     return out
 
 
@@ -202,7 +201,7 @@ def faulty_shards(demo_dir: Path, tmp_path: Path) -> Path:
     bad = [("x1.jpg", b"\xff\xd8 not a jpeg"), ("x1.cls", b"0"), ("x2.jpg", good[0][1])]
     _write(tmp_path / "s-000001.tar", good[:6] + bad + [("x3.txt", b"?")] + good[6:])
     cut = _write(tmp_path / "s-000002.tar", good)
-    TarShardDataset("train", f"{tmp_path}/s-*.tar", "unused", on_error="skip")  # the manifest
+    write_manifest([f"{tmp_path}/s-*.tar", "--out", str(tmp_path / "shards.json")])
     with tarfile.open(cut) as tar:
         at_6th_cls = tar.getmembers()[11].offset_data
     cut.write_bytes(cut.read_bytes()[:at_6th_cls])

@@ -12,6 +12,7 @@ import webdataset as wds
 
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.datasets.tar_shards import TarShardDataset
+from engine.data.shards.manifest import main as write_manifest
 from engine.metric_keys import METRICS_BY_MODE
 from engine.modes.cache import cache
 from engine.modes.shards import ShardSettings, shards
@@ -154,5 +155,10 @@ def test_labels_from_a_json_field_of_webdatasets_shards(demo_dir, tmp_path) -> N
             sink.write({"__key__": f"k{i:04d}", path.suffix[1:]: path.read_bytes(), "json": meta})
     data = TarShardDataset("val", "unused", f"{out}-000000.tar", label_field="y")
     assert sorted(int(y) for _, y in data) == sorted(i % 5 for i in range(len(images)))
-    with pytest.raises(ValueError, match=r"the manifest .* has labels from json:y"):
+    write_manifest(
+        [f"{out}-000000.tar", "--out", str(tmp_path / "shards.json"), "--label-field", "y"]
+    )
+    with pytest.raises(
+        ValueError, match=r"does not hold for .*: labels from json:y were read, not cls"
+    ):
         TarShardDataset("val", "unused", f"file://{out}-000000.tar")  # remote: not read again

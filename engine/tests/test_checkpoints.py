@@ -21,6 +21,7 @@ from engine.runs.checkpoint_files import (
     load_newest,
     save_checkpoint,
 )
+from engine.runs.elastic import check_resume
 from engine.runs.resume import KEY_FILE, find_resume_state
 from engine.runs.run_dir import ResumeError, claim_run_dir
 
@@ -221,6 +222,13 @@ def _adam_state_of_shape(shape: int) -> dict:
     return {"step": torch.tensor(1.0), "exp_avg": torch.zeros(shape)}
 
 
+# what a checkpoint records of its run (engine/runs/elastic.py), as the trainer writes it
+TOPOLOGY = {"world_size": 1, "num_workers": 0, "batch_size": 8, "grad_accum": 1}
+SAMPLER = {"kind": "RandomOrder", "seed": 0, "draws": 48}
+DATA = {"size": 48, "files": "0123456789abcdef", "labels": "fedcba9876543210"}
+TRAINED = {"epoch": 1, "size": 48, "bits": torch.zeros(6, dtype=torch.uint8), "replayable": True}
+
+
 # malformed checkpoints of this config that still load with weights_only=True: how each is
 # made from a good one, and what the one line naming it says
 MALFORMED = {
@@ -260,6 +268,58 @@ MALFORMED = {
     "other classes": (
         lambda s: s | {"classes": ["x", "y"]},
         r"its classes \['x', 'y'\] are not the data's \['a', 'b'\]: it was trained on other data",
+    ),
+    # what it records of its run and position (engine/runs/run_records.py), forged
+    "topology without grad_accum": (
+        lambda s: s | {"topology": {k: v for k, v in TOPOLOGY.items() if k != "grad_accum"}},
+        r"its 'topology' is \{'world_size': 1.*a dict of exactly world_size \(int >= 1\)",
+    ),
+    "topology with a key more": (
+        lambda s: s | {"topology": TOPOLOGY | {"rank": 0}},
+        r"its 'topology' is .*a dict of exactly world_size",
+    ),
+    "topology batch_size a string": (
+        lambda s: s | {"topology": TOPOLOGY | {"batch_size": "8"}},
+        r"its 'topology' is .*batch_size \(int >= 1 or None\)",
+    ),
+    "sampler without its kind": (
+        lambda s: s | {"sampler": {"seed": 0, "draws": 48}},
+        r"its 'sampler' is .*a dict of kind \(str\)",
+    ),
+    "sampler sources of two fields": (
+        lambda s: s | {"sampler": SAMPLER | {"sources": [["a", 3]]}},
+        r"its 'sampler' is .*sources \(\[name, size, share\] each\)",
+    ),
+    "data size negative": (
+        lambda s: s | {"data": DATA | {"size": -1}},
+        r"its 'data' is .*size \(int >= 0\)",
+    ),
+    "data a list": (lambda s: s | {"data": [48]}, r"its 'data' is \[48\] \(list\)"),
+    "samples_done negative": (
+        lambda s: s | {"batches_done": 2, "samples_done": -1},
+        r"its 'samples_done' is -1 \(int\).*None or an int >= 0",
+    ),
+    "samples_done a float": (
+        lambda s: s | {"batches_done": 2, "samples_done": 16.0},
+        r"its 'samples_done' is 16.0 \(float\)",
+    ),
+    "samples_done at an epoch's end": (
+        lambda s: s | {"samples_done": 16},
+        r"its 'samples_done' is 16 at an epoch's end \(batches_done None\)",
+    ),
+    "stream_trained bits of the wrong length": (
+        lambda s: s | {"batches_done": 2, "stream_trained": TRAINED | {"size": 80}},
+        r"its 'stream_trained' is .*bits \(a uint8 tensor of \(size \+ 7\) // 8 bytes\)",
+    ),
+    "stream_trained of another epoch": (
+        lambda s: s | {"batches_done": 2, "stream_trained": TRAINED | {"epoch": 3}},
+        r"its 'stream_trained' is of epoch 3, .*mid-way \(1\) or None",
+    ),
+    "world_size zero": (lambda s: s | {"world_size": 0}, r"its 'world_size' is 0 \(int\)"),
+    "config a string": (lambda s: s | {"config": "x"}, r"its 'config' is 'x' \(str\)"),
+    "config limit_train_batches negative": (
+        lambda s: s | {"config": {"trainer": {"limit_train_batches": -3}}},
+        r"its 'config' is .*trainer.limit_train_batches None or an int >= 1",
     ),
 }
 
@@ -337,3 +397,26 @@ def test_a_run_dir_holding_only_best_and_last_is_refused(tmp_path: Path, config:
         with pytest.raises(ResumeError, match=refusal):
             claim_run_dir(tmp_path / "run", resume, None, "mine", _manager(folder))
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def _mid_epoch(**changes: object) -> dict:
+    """A checkpoint of step 8, 3 batches into epoch 2 of a 48-sample order, with its record."""
+    record = {"topology": TOPOLOGY, "sampler": SAMPLER, "data": DATA}
+    return _state(8, "k") | record | {"epoch": 2, "batches_done": 3, "samples_done": 24} | changes
+
+
+def test_a_forged_record_that_passes_alone_is_refused_against_the_run(tmp_path: Path) -> None:
+    """What only this run can tell: samples_done past its epoch's order, and an older
+    engine's topology (none recorded) whose saved config gives no batch a job can have."""
+    now = {"topology": TOPOLOGY, "sampler": SAMPLER, "data": DATA}
+    path = tmp_path / "step00000008.pt"
+    check_resume(_mid_epoch(), now, "batch", path)  # as written: goes on
+    with pytest.raises(ValueError) as past:
+        check_resume(_mid_epoch(samples_done=49), now, "batch", path)
+    said = str(past.value)
+    assert "\n" not in said and str(path) in said and "samples_done=49, past the 48" in said
+    assert "start fresh (trainer.resume=null)" in said
+    old = {k: v for k, v in _mid_epoch().items() if k not in ("topology", "samples_done")}
+    old["config"] = {"loader": {"batch_size": 0}, "trainer": {"grad_accum": 1}}
+    with pytest.raises(ValueError, match=r"is malformed: its topology .*batch_size \(int >= 1"):
+        check_resume(old, now, "batch", path)

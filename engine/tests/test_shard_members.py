@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import logging
 import re
 import sys
 import tarfile
@@ -14,12 +15,16 @@ from pathlib import Path
 import pytest
 import webdataset as wds
 from braceexpand import braceexpand
+from PIL import Image
 from webdataset.tariterators import base_plus_ext, group_by_keys, tar_file_expander
 
+from engine.data.bad_samples import BadSample
 from engine.data.datasets.tar_shards import TarShardDataset
 from engine.data.shards import ShardError
+from engine.data.shards.manifest import main as write_manifest
 from engine.data.shards.members import KEY_EXT, Record, Rules, read_records
 from engine.data.shards.sources import expand_shards
+from engine_dev.shard_server import serving
 
 NAMES = [
     "dir/sub_000123.jpg",
@@ -85,6 +90,25 @@ def test_samples_group_like_webdataset_plain_and_gzip(gz: bool) -> None:
     assert [s["__key__"] for s in theirs] == ["dir/sub_000001", "dir/sub_000002", "b/x"]
 
 
+@pytest.mark.parametrize("name", ["README", "._a.jpg", "dir.x/noext"])
+def test_a_member_without_key_and_extension_is_passed_over_as_webdataset_does(name: str) -> None:
+    """macOS `._x.png` and a `README` are no sample's member: webdataset passes them over, also
+    in the middle of a sample's members."""
+    data = _tar({"a.jpg": b"J", name: b"x", "a.cls": b"1", "b.png": b"P", "b.cls": b"0"})
+    assert _records(data) == [Record("s.tar::a.jpg", b"J", 1), Record("s.tar::b.png", b"P", 0)]
+    theirs = list(group_by_keys(tar_file_expander([{"url": "s", "stream": io.BytesIO(data)}])))
+    assert [s["__key__"] for s in theirs] == ["a", "b"]
+
+
+def test_members_without_extension_are_no_samples_of_a_split(tmp_path: Path) -> None:
+    """With on_error=skip they were counted as bad samples against max_bad_fraction."""
+    shard = tmp_path / "d.tar"
+    members = {"README": b"r", "a.jpg": b"J", "a.cls": b"0", "._a.jpg": b"mac", "b.jpg": b"J"}
+    shard.write_bytes(_tar({**members, "b.cls": b"1"}))
+    split = TarShardDataset("train", str(shard), str(shard), on_error="skip", max_bad_fraction=0.0)
+    assert split.shard_sizes == [2]
+
+
 def test_image_extensions_are_tried_in_order_and_labels_come_from_json() -> None:
     data = _tar({"k.png": b"P", "k.jpg": b"J", "k.json": json.dumps({"y": 2}).encode()})
     rules = Rules(image_exts=("png", "jpg"), label_field="y")
@@ -112,7 +136,6 @@ def test_image_extensions_are_tried_in_order_and_labels_come_from_json() -> None
             Rules(label_field="y"),
             r"s\.tar::k\.json: no class index \(0, 1, \.\.\.\) in field 'y'",
         ),
-        ({"noext": b"x"}, Rules(), r"s\.tar::noext: a member without an extension"),
         ({"k.jpg": b"J", "k.cls": b"1", "k.JPG": b"J"}, Rules(), r"s\.tar::k\.JPG: a second \.jpg"),
     ],
 )
@@ -172,3 +195,91 @@ def test_a_shard_named_twice_is_refused_in_one_line(tmp_path: Path) -> None:
         ValueError, match=r"dataset.train_shards: shard .*t-000001.tar is named twice"
     ):
         expand_shards(patterns, "dataset.train_shards")
+
+
+def _png() -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (4, 4), (200, 10, 10)).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def _stream(split: TarShardDataset) -> list[int | str]:
+    """Each sample's label, or a bad one's error."""
+    return [s.error if isinstance(s, BadSample) else int(s[1]) for s in split]
+
+
+def test_a_fix_of_the_member_rules_takes_effect_and_switching_back_reads_again(tmp_path, caplog):
+    """A record keeps the rules that shaped it: the fix the error names works at once, and the
+    old rules again read the shard again, not a false 'the shard changed'."""
+    shard, cache = tmp_path / "d.tar", tmp_path / "cache"
+    png = _png()
+    shard.write_bytes(
+        _tar({"a.png": png, "a.seg.png": png, "a.cls": b"0", "b.png": png, "b.cls": b"1"})
+    )
+
+    def split(**rules: object) -> TarShardDataset:
+        return TarShardDataset("train", str(shard), str(shard), manifest_cache=str(cache), **rules)
+
+    with pytest.raises(ShardError, match=r"d\.tar::a\.seg\.png: extension 'seg\.png'.*ignore_exts"):
+        split()
+    assert _stream(split(ignore_exts="seg.png")) == [0, 1]
+    assert _stream(split(ignore_exts="seg.png", shuffle_buffer=1)) == [0, 1]
+    again = _stream(split(on_error="skip", max_bad_fraction=0.5))
+    assert "extension 'seg.png' fits no sample rule" in again[0] and again[1:] == [1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "d.tar"]
+
+
+def test_a_reader_writes_nothing_beside_the_shards_and_keeps_its_record(tmp_path, caplog):
+    """Naming a folder's files as shards writes no shards.json there: the reader's record goes
+    to dataset.manifest_cache, and the next start reads it instead of the shard."""
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    data.mkdir()
+    (data / "d.tar").write_bytes(_tar({"a.png": _png(), "a.cls": b"0"}))
+    with caplog.at_level(logging.INFO):
+        TarShardDataset("train", f"{data}/*.tar", "unused", manifest_cache=str(cache))
+        read = [m for m in caplog.messages if m.startswith("read 1 local shards")]
+        assert len(read) == 1 and f"kept in {cache}/local-" in read[0]
+        caplog.clear()
+        assert TarShardDataset("train", f"{data}/*.tar", "u", manifest_cache=str(cache)).classes
+    assert [p.name for p in data.iterdir()] == ["d.tar"]
+    assert not [m for m in caplog.messages if m.startswith("read ")]
+    TarShardDataset("train", f"{data}/*.tar", "unused")  # no cache: read, nothing written
+    assert [p.name for p in data.iterdir()] == ["d.tar"]
+
+
+def test_a_poisoned_record_cannot_rename_the_classes(tmp_path, caplog) -> None:
+    """Class names added to the cached count of http(s) shards (which a count never writes)
+    are not taken: the shards are counted again and the classes come from their labels."""
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    data.mkdir()
+    (data / "d.tar").write_bytes(_tar({"a.png": _png(), "a.cls": b"1"}))
+    with serving(data) as url:
+        first = TarShardDataset("train", f"{url}/d.tar", "u", manifest_cache=str(cache))
+        assert first.classes == ["0", "1"]
+        (record,) = cache.iterdir()
+        poisoned = json.loads(record.read_text()) | {"classes": ["cat", "dog"]}
+        record.write_text(json.dumps(poisoned))
+        with caplog.at_level(logging.WARNING):
+            again = TarShardDataset("train", f"{url}/d.tar", "u", manifest_cache=str(cache))
+    assert again.classes == ["0", "1"]
+    assert any("holds class names, which a count never writes" in m for m in caplog.messages)
+
+
+def test_a_manifest_beside_the_shards_is_read_and_never_rewritten(tmp_path, caplog) -> None:
+    """The manifest a writer left (here the CLI's) holds under rules that only widen its own;
+    under narrower ones the shard is read again into the reader's record, the manifest kept."""
+    shard, cache = tmp_path / "d.tar", tmp_path / "cache"
+    shard.write_bytes(_tar({"a.png": _png(), "a.cls": b"0", "b.jpg": b"J", "b.cls": b"1"}))
+    write_manifest([str(shard), "--out", str(tmp_path / "shards.json")])
+    written = (tmp_path / "shards.json").read_bytes()
+    with caplog.at_level(logging.INFO):
+        wider = TarShardDataset(
+            "train", str(shard), "u", manifest_cache=str(cache), ignore_exts="txt"
+        )
+        assert wider.shard_sizes == [2] and not cache.exists()
+        with pytest.raises(
+            ShardError, match=r"d\.tar::b\.jpg: extension 'jpg' fits no sample rule"
+        ):
+            TarShardDataset("train", str(shard), "u", manifest_cache=str(cache), image_exts="png")
+    assert (tmp_path / "shards.json").read_bytes() == written
+    assert len(list(cache.iterdir())) == 1

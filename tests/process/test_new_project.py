@@ -215,6 +215,23 @@ def test_dest_is_never_run_as_code(tmp_path: Path) -> None:
     assert (tmp_path / 'a"; touch ').is_dir()  # the folder asked for, quotes and all
 
 
+@pytest.mark.parametrize(("target", "key"), [("new-project", "DEST"), ("upgrade-engine", "WHEEL")])
+def test_a_value_holding_a_newline_is_refused_in_one_line(tmp_path: Path, target, key) -> None:
+    """make splits a recipe at a newline in a value, quotes or not: the rest ran as a command."""
+    value = f"{tmp_path}/a\ntouch {tmp_path}/S; echo "
+    done = subprocess.run(
+        ["make", "-s", "-o", ".venv/.installed", target, f"{key}={value}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode != 0 and not (tmp_path / "S").exists()
+    assert f"*** {key} holds a newline, which would split the command make runs: give {key} on" in (
+        done.stderr.strip()
+    )
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_an_interrupted_copy_leaves_no_half_project(tmp_path: Path, monkeypatch) -> None:
     copied = []
 

@@ -23,12 +23,15 @@ from tests.reliability.test_writers import TRAIN_SAMPLES, VAL_SAMPLES, _read, _w
 ROOT = Path(__file__).resolve().parents[2]
 
 # A process that holds the lock file argv[1] (and with argv[2] a shard file written under it, as
-# a mode=shards write in progress) until it is killed.
+# a mode=shards write in progress, its lock recording the files of the set it writes) until it
+# is killed.
 HOLDER = """
 import sys, time
 from pathlib import Path
 from engine.core.folder_lock import hold
-hold(sys.argv[1])
+lock = Path(sys.argv[1])
+writes = sorted({p.name for p in lock.parent.glob("*-*.tar")} | {Path(sys.argv[-1]).name})
+hold(lock, **({"writes": [*writes, "classes.txt", "shards.json"]} if len(sys.argv) > 2 else {}))
 if len(sys.argv) > 2:
     Path(sys.argv[2]).write_bytes(b"")
 print("held", flush=True)

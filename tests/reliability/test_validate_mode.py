@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from engine.data.datasets import image_files
 from engine.metric_keys import METRICS_BY_MODE
 from engine.modes.validate import validate
 from engine_dev.hostile import corrupt_tree
@@ -53,3 +55,47 @@ def test_validate_exits_non_zero_past_max_bad_fraction(demo_dir: Path, tmp_path:
     assert _reported(run) == sorted(bad)  # the report is written before the exit
     assert json.loads((run / "metrics.json").read_text())["validate/bad"] == 3
     assert not (run / "checkpoints").exists()
+
+
+def test_validate_with_workers_lists_every_bad_file_a_bad_first_one_included(
+    make_cfg, demo_dir, tmp_path
+) -> None:
+    """Sizing the batches for the host-limit check once decoded sample 0 in the main process:
+    a bad first file stopped the scan before it listed any."""
+    root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
+    first = root / "train" / "circle" / "000_empty.jpg"  # sorts first: sample 0
+    first.write_bytes(b"")
+    cfg = make_cfg(
+        "mode=validate",
+        f"dataset.root={root}",
+        "dataset.max_bad_fraction=0.2",
+        "loader.num_workers=2",
+    )
+    metrics = validate(cfg)
+    assert _reported(Path(cfg.paths.output_dir)) == sorted({*bad, str(first)})
+    assert metrics["validate/bad"] == 4
+
+
+def test_validate_names_the_file_a_stalled_worker_was_reading(
+    make_cfg, demo_dir, tmp_path, monkeypatch
+) -> None:
+    root, _ = corrupt_tree(demo_dir, tmp_path / "tree")
+    stuck = sorted((root / "train" / "square").glob("*.jpg"))[0]
+    real_load = image_files.load_sample
+
+    def blocking_read(path: str, *args, **kwargs):
+        if path == str(stuck):
+            time.sleep(3)  # a read on a hung mount (a forked worker inherits this patch)
+        return real_load(path, *args, **kwargs)
+
+    monkeypatch.setattr(image_files, "load_sample", blocking_read)
+    cfg = make_cfg(
+        "mode=validate",
+        f"dataset.root={root}",
+        "loader.num_workers=1",
+        "loader.multiprocessing_context=fork",
+        "loader.timeout=1",
+    )
+    with pytest.raises(RuntimeError, match=r"DataLoader timed out after 1 seconds while ") as err:
+        validate(cfg)
+    assert f"({stuck})" in str(err.value) and "raise loader.timeout" in str(err.value)

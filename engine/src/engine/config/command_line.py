@@ -3,8 +3,9 @@
 Hydra's own words for a misspelt key advise the wrong fix ("To append to your config use
 +loader.num_worker=4"), a misspelt option lists every option over twenty lines, and an error
 during the run prints after its log line again as a partial traceback. `errors_said_once`
-around a launch turns each into one line on stderr and status 1; HYDRA_FULL_ERROR=1 keeps
-Hydra's full tracebacks.
+around a launch turns each into one line on stderr and status 1, ending in Hydra's own hint
+(HINT: Hydra prints it after every error it reports); HYDRA_FULL_ERROR=1 keeps Hydra's full
+tracebacks.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ FULL_ERROR = "HYDRA_FULL_ERROR"
 _OVERRIDE = re.compile(r"Could not override '([^']+)'")
 _OPTION = re.compile(r"Could not find '([^']+)/([^'/]+)'")
 ENGINE_CONF = "pkg://engine.conf"  # the engine's config groups (engine/conf), on hydra.searchpath
+HINT = f"(set the environment variable {FULL_ERROR}=1 for a complete stack trace)"  # Hydra's
 
 
 def _given(key: str, overrides: list[str]) -> str:
@@ -88,7 +90,12 @@ def searchpath_lost(err: MissingConfigException, overrides: list[str]) -> str | 
 
 
 def explain(err: BaseException, overrides: list[str]) -> str:
-    """One line for an error that ended a launch before or during its run."""
+    """One line for an error that ended a launch before or during its run, Hydra's hint at
+    its end."""
+    return f"{_said_as(err, overrides)} {HINT}"
+
+
+def _said_as(err: BaseException, overrides: list[str]) -> str:
     if isinstance(err, MissingConfigException) and (line := searchpath_lost(err, overrides)):
         return line
     if isinstance(err, ConfigCompositionException) and (line := unknown_key(err, overrides)):
@@ -97,7 +104,7 @@ def explain(err: BaseException, overrides: list[str]) -> str:
         return line
     if isinstance(err, CompactHydraException):  # already Hydra's short message: one line of it
         return " ".join(part.strip() for part in str(err).splitlines() if part.strip())
-    return one_line(root_cause(err)) + f" (set {FULL_ERROR}=1 for the traceback)"
+    return one_line(root_cause(err))
 
 
 @contextmanager

@@ -6,7 +6,9 @@ A split folder holds
 - `index.i64`: per image (offset and length in bytes in the data file, height, width, label),
   int64;
 - `sources.npz`: each image's source path, size (bytes) and mtime (ns), in cache order;
-- `manifest.json`: the format version, settings and classes it was built with;
+- `manifest.json`: the format version, settings and classes it was built with; written first
+  and removed last, it marks the folder's other files the cache's own: a build never replaces
+  or removes a file of these names in a folder without one (they are someone else's);
 - `progress.json`: images committed so far and their data bytes (rewritten atomically).
 Entries are appended in source order and committed every few hundred images, so an
 interrupted build resumes from its last commit (bytes past it are cut off). A build or a
@@ -26,8 +28,9 @@ from engine.core.io import write_json
 FORMAT_VERSION = 2  # 2: the nbytes column and the jpeg encoding
 FIELDS = 5  # index.i64 columns: offset, nbytes, height, width, label
 DATA_FILES = {"raw": "pixels.u8", "jpeg": "jpegs.bin"}  # the data file of each encoding
-# every file a cache split folder holds (manifest.json last written, first removed)
+# every file a cache split folder holds (manifest.json first written, last removed)
 OWN_FILES = ("manifest.json", "progress.json", "sources.npz", "index.i64", *DATA_FILES.values())
+MANIFEST_KEYS = {"format", "settings", "classes"}  # what every cache format's manifest holds
 REBUILD_HINT = "run `make cache ARGS='cache.rebuild=true ...'` (or delete {dir}) to build it anew"
 
 
@@ -95,6 +98,38 @@ def _first_change(stored: dict[str, np.ndarray], paths: list[str], cached: int) 
     return None
 
 
+def _is_cache(folder: Path) -> bool:
+    """Whether `folder` holds a cache (its manifest.json); a manifest.json that is not a
+    cache's, or files of a cache's names without one, are someone else's: refused, naming the
+    file, never replaced (mode=cache may be pointed at any folder)."""
+    path = folder / "manifest.json"
+    if path.exists():
+        try:
+            stored = json.loads(path.read_bytes())
+        except (OSError, ValueError):
+            stored = None
+        if isinstance(stored, dict) and set(stored) >= MANIFEST_KEYS:
+            return True
+        found = "manifest.json that is not a cache's (no format, settings and classes)"
+    else:
+        others = [name for name in OWN_FILES if (folder / name).exists()]
+        if not others:
+            return False
+        found = f"{others[0]} without the manifest.json of a cache beside it"
+    raise FileExistsError(
+        f"cache.dir: {folder} holds a {found}: mode=cache replaces only the files it wrote "
+        "itself; set cache.dir to another folder."
+    )
+
+
+def _progress(folder: Path) -> dict | None:
+    """progress.json of a cache, or None when the build was cut before its first commit
+    (progress.json or sources.npz not written yet)."""
+    if not (folder / "sources.npz").is_file() or not (folder / "progress.json").is_file():
+        return None
+    return json.loads((folder / "progress.json").read_text())
+
+
 class CacheWriter:
     """Appends one split's images; resumes a compatible unfinished build, refuses a stale one."""
 
@@ -102,27 +137,33 @@ class CacheWriter:
         self, folder: Path, paths: list[str], settings: dict, classes: list[str], rebuild: bool
     ) -> None:
         self.folder = Path(folder)
-        if rebuild:  # only the cache's own files: a folder may hold others (or be a link)
-            for name in OWN_FILES:
+        ours = _is_cache(self.folder)
+        if rebuild and ours:  # only the cache's own files: a folder may hold others
+            for name in (*OWN_FILES[1:], OWN_FILES[0]):  # the manifest, their mark, last
                 (self.folder / name).unlink(missing_ok=True)
+            ours = False
         manifest = {"format": FORMAT_VERSION, "settings": settings, "classes": list(classes)}
-        if (self.folder / "manifest.json").is_file():
-            progress = json.loads((self.folder / "progress.json").read_text())
-            self._check(manifest, paths, progress["done"])
-            _write_sources(self.folder, paths)  # the entries still to cache: as they are now
-        else:
+        if not ours:
             self.folder.mkdir(parents=True, exist_ok=True)
+            write_json(self.folder / "manifest.json", manifest)  # first: the others are ours
+        progress = _progress(self.folder) if ours else None
+        if progress is not None:
+            self._check(manifest, paths, progress["done"])
+        else:
+            if ours:  # a build cut before its first commit: its settings must match still
+                self._check(manifest, None, 0)
             progress = {"done": 0, "data_bytes": 0}
             write_json(self.folder / "progress.json", progress)
-            _write_sources(self.folder, paths)
-            write_json(self.folder / "manifest.json", manifest)  # last: marks the folder a cache
+        _write_sources(self.folder, paths)  # the entries still to cache: as they are now
         self.done, self.data_bytes = progress["done"], progress["data_bytes"]
         self._data = open(self.folder / data_file(settings), "ab")  # noqa: SIM115 (see close())
         self._index = open(self.folder / "index.i64", "ab")  # noqa: SIM115
         for f, size in ((self._data, self.data_bytes), (self._index, self.done * FIELDS * 8)):
             f.truncate(size)  # drop what an interrupted build wrote after its last commit
 
-    def _check(self, manifest: dict, paths: list[str], done: int) -> None:
+    def _check(self, manifest: dict, paths: list[str] | None, done: int) -> None:
+        """Refuse a cache built with other settings or classes, or (unless `paths` is None)
+        whose first `done` sources changed since."""
         stored = json.loads((self.folder / "manifest.json").read_text())
         _check_format(self.folder, stored)
         hint = REBUILD_HINT.format(dir=self.folder)
@@ -134,6 +175,8 @@ class CacheWriter:
                 f"and classes {stored['classes']}, not {new} and {manifest['classes']}: "
                 f"{hint}, or set cache.dir to another folder."
             )
+        if paths is None:
+            return
         with np.load(self.folder / "sources.npz") as sources:
             change = _first_change(dict(sources), paths, done)
         if change:
@@ -186,9 +229,15 @@ def open_cache(
                 f"not dataset.{key}={value!r}: point dataset.root at a cache built with it, or "
                 f"set dataset.{key}=null to read any."
             )
+    progress = _progress(folder)
+    if progress is None:
+        raise StaleCacheError(
+            f"cache {folder} is unfinished (its build was cut before its first commit): run "
+            "`make cache` again with the same settings to finish it."
+        )
     with np.load(folder / "sources.npz") as sources:
         stored = dict(sources)
-    done = json.loads((folder / "progress.json").read_text())["done"]
+    done = progress["done"]
     if done < len(stored["paths"]):
         raise StaleCacheError(
             f"cache {folder} is unfinished ({done} of {len(stored['paths'])} images): run "

@@ -13,8 +13,9 @@ Pillow's images are turned here. TorchCodec's PNG decoder raises on image data s
 header declares (torchvision's crashed the process with SIGSEGV, Pillow filled the rows with
 black; engine/tests/test_fuzz.py reads such a file in a child process), so PNG needs no
 pre-check. Every path checks the declared size against the pixel limit
-(`dataset.max_image_pixels`) before it decodes (engine/data/image_header.py). A failure is one
-line with the decoder's own cause, the warnings it gave on the way appended.
+(`dataset.max_image_pixels`) before it decodes, and a JPEG's scan count against
+MAX_JPEG_SCANS (engine/data/image_header.py). A failure is one line with the decoder's own
+cause, the warnings it gave on the way appended.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from engine.data.image_header import (
     ImageTooLarge,
     UnknownFormat,
     check_pixels,
+    check_scans,
     jpeg_size,
     open_image,
 )
@@ -82,9 +84,10 @@ def _warnings_in_error() -> Iterator[None]:
         warnings.warn(warning.message, stacklevel=3)
 
 
-def _from_pil(img: Image.Image) -> torch.Tensor:
+def pil_to_rgb(img: Image.Image) -> torch.Tensor:
     """uint8 (3, H, W) from a Pillow image, upright (EXIF orientation) and RGB; 16-bit grey
-    is scaled to 8 bits (convert('RGB') would clip it)."""
+    is scaled to 8 bits by `>> 8`, as a 16-bit PNG file is (convert('RGB') would clip it).
+    `model.preprocess` converts a PIL image here too, so it gives what its file gives."""
     img = ImageOps.exif_transpose(img)
     if img.mode in _SIXTEEN_BIT:
         grey = (np.asarray(img).astype(np.uint16) >> 8).astype(np.uint8)
@@ -147,6 +150,7 @@ def _decode(data: bytes, min_side: int | None, max_pixels: int | None) -> torch.
     if data[:2] == JPEG_MAGIC:
         width, height = jpeg_size(data)
         check_pixels(width, height, max_pixels)
+        check_scans(data)  # before libjpeg walks thousands of them (image_header.py)
         if min_side is None or min(width, height) < 2 * min_side:
             return _full_jpeg(data)
     try:
@@ -163,7 +167,7 @@ def _decode(data: bytes, min_side: int | None, max_pixels: int | None) -> torch.
         if img.format == "WEBP" and not img.is_animated:  # TorchCodec decodes every frame
             return decode_webp(data, mode="RGB")
         img.load()  # an animated WebP gives its first frame, as a GIF does
-        return _from_pil(img)
+        return pil_to_rgb(img)
 
 
 def decode_jpeg_rgb(data: torch.Tensor) -> torch.Tensor:

@@ -15,9 +15,11 @@ sweep; each job writes its fold and the fingerprints of all K into fold.json to 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -243,3 +245,63 @@ def write_fold_file(record: FoldRecord, folder: Path) -> Path:
     path = folder / FOLD_FILE
     write_json(path, asdict(record))
     return path
+
+
+FOLD_FIELDS = [f.name for f in fields(FoldRecord)]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _fold_problem(record: object) -> str | None:
+    """What in a parsed fold.json is not a FoldRecord (the field and how), or None."""
+    if not isinstance(record, dict):
+        return f"holds {type(record).__name__}, not an object of {FOLD_FIELDS}"
+    missing = [k for k in FOLD_FIELDS if k not in record]
+    extra = [k for k in record if k not in FOLD_FIELDS]
+    if missing or extra:
+        return f"lacks {missing}" if missing else f"has fields no fold.json has: {extra}"
+    ints = ("folds", "fold", "fold_seed", "train_split_size", "fold_size")
+    wrong = next((k for k in ints if not _is_int(record[k])), None)
+    if wrong is not None:
+        return f"its {wrong} is {record[wrong]!r}, not an int"
+    folds, fold, size = record["folds"], record["fold"], record["train_split_size"]
+    if not 2 <= folds <= size:
+        return f"its folds is {folds}, not in 2..train_split_size ({size})"
+    if not 0 <= fold < folds:
+        return f"its fold is {fold}, outside 0..{folds - 1}"
+    indices = record["val_indices"]
+    if not isinstance(indices, list) or not all(_is_int(i) for i in indices):
+        return "its val_indices is not a list of ints"
+    if any(not 0 <= i < size for i in indices) or any(a >= b for a, b in pairwise(indices)):
+        return f"its val_indices are not ascending indices in 0..{size - 1}"
+    if record["fold_size"] != len(indices):
+        return f"its fold_size is {record['fold_size']}, its val_indices hold {len(indices)}"
+    prints = record["fingerprints"]
+    if not isinstance(prints, list) or len(prints) != folds:
+        return f"its fingerprints is not a list of {folds} (one per fold)"
+    texts = ("stratified_by", "fingerprint", *(f"fingerprints[{i}]" for i in range(folds)))
+    values = (record["stratified_by"], record["fingerprint"], *prints)
+    wrong = next((k for k, v in zip(texts, values, strict=True) if not isinstance(v, str)), None)
+    return None if wrong is None else f"its {wrong} is not a string"
+
+
+def read_fold_file(path: Path) -> FoldRecord:
+    """A job's fold.json, read as hostile input (a hand edit, a copy from elsewhere): one
+    ValueError line naming the file, the field and the fix unless every FoldRecord field is
+    there with its type and range."""
+    try:
+        record = json.loads(path.read_bytes())
+    except OSError as err:  # a folder, unreadable
+        problem: str | None = f"cannot be read ({err.strerror})"
+    except ValueError as err:  # not JSON, or not UTF-8
+        problem = f"is not JSON ({err})"
+    else:
+        problem = _fold_problem(record)
+    if problem is not None:
+        raise ValueError(
+            f"{path} {problem}: this file is the job's own record of its fold; rerun that "
+            "job (dataset.fold) to write it again."
+        )
+    return FoldRecord(**record)

@@ -6,6 +6,13 @@ JPEG headers are read here, the way libjpeg reads them (the first frame header b
 scan); every other format is identified by Pillow, which reads only the header on `open` (AVIF
 through its own plugin, HEIC/HEIF through pillow-heif's). A HEIC declares its displayed size,
 after its crop box if it has one; libheif itself refuses to decode more than 2^30 pixels.
+
+A JPEG's scans are counted too: libjpeg decodes every scan over the whole image, so a small
+progressive file of thousands of near-empty scans takes minutes ("Two Issues with the JPEG
+Standard", libjpeg-turbo.org). libjpeg-turbo leaves the guard to the application
+(TurboJPEG's TJPARAM_SCANLIMIT, djpeg -maxscans: no limit by default) and its own decompress
+fuzzer sets it to 100 (fuzz/decompress.cc); encoders write ~10 (jpegtran's progressive
+script: 10 for colour, 6 for grey), so past MAX_JPEG_SCANS a JPEG is refused before decoding.
 """
 
 from __future__ import annotations
@@ -24,6 +31,10 @@ JPEG_MAGIC = b"\xff\xd8"
 # Start-of-frame markers (baseline, progressive, lossless, arithmetic): they carry the size.
 _SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 _NO_LENGTH = {0x01, *range(0xD0, 0xD8)}  # TEM and RST0-7: markers without a segment
+_SOS, _EOI = 0xDA, 0xD9
+# The marker that ends a scan's entropy-coded data (stuffed 0xFF00 and RST0-7 lie within it)
+_SCAN_END = re.compile(rb"\xff+[^\x00\xd0-\xd7\xff]")
+MAX_JPEG_SCANS = 100  # libjpeg-turbo's fuzzer's TJPARAM_SCANLIMIT; real files have ~10
 
 _PILLOW_PIXELS = re.compile(r"Image size \((\d+) pixels\)")  # in DecompressionBombError
 
@@ -37,6 +48,10 @@ pillow_heif.register_heif_opener()
 
 class ImageTooLarge(ValueError):
     """An image declares more pixels than `dataset.max_image_pixels` allows."""
+
+
+class TooManyScans(ValueError):
+    """A JPEG holds more scans than MAX_JPEG_SCANS: a decode would take minutes."""
 
 
 class UnknownFormat(ValueError):
@@ -82,6 +97,42 @@ def jpeg_size(data: bytes | memoryview) -> tuple[int, int]:
         if i + 2 > n:
             raise ValueError("truncated JPEG segment")
         i += struct.unpack_from(">H", data, i)[0]
+
+
+def jpeg_scans(data: bytes, stop_after: int) -> int:
+    """The scans (SOS markers) of a JPEG, walked as libjpeg reads it: segments by their
+    lengths, each scan's entropy-coded data up to the next marker; the count stops once it
+    passes `stop_after`, or at the end of the image or data (a truncated file is libjpeg's to
+    name)."""
+    n, i, scans = len(data), 2, 0
+    while scans <= stop_after:
+        i = data.find(b"\xff", i)  # garbage between segments (libjpeg skips it too)
+        while 0 <= i < n and data[i] == 0xFF:  # fill bytes
+            i += 1
+        if not 0 <= i < n or data[i] == _EOI:
+            break
+        marker, i = data[i], i + 1
+        if marker in _NO_LENGTH:
+            continue
+        if i + 2 > n:
+            break
+        i += struct.unpack_from(">H", data, i)[0]
+        if marker == _SOS:
+            scans += 1
+            end = _SCAN_END.search(data, i)
+            if end is None:
+                break
+            i = end.start()
+    return scans
+
+
+def check_scans(data: bytes) -> None:
+    """Raise `TooManyScans` when the JPEG `data` holds more than MAX_JPEG_SCANS scans."""
+    if jpeg_scans(data, MAX_JPEG_SCANS) > MAX_JPEG_SCANS:
+        raise TooManyScans(
+            f"it holds more than {MAX_JPEG_SCANS} scans (a progressive JPEG has about 10; "
+            "this many make the decoder run for minutes, a decompression bomb)"
+        )
 
 
 def open_image(data: bytes, max_pixels: int | None) -> Image.Image:

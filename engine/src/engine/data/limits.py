@@ -3,6 +3,9 @@
 Workers hand each batch to the main process through shared memory (/dev/shm on Linux). With
 torch's default `file_descriptor` strategy every shared tensor in flight also holds an open
 file. Both limits are checked before the first batch, and a warning says what to change.
+Batch sizes are estimated from the first sample of the first few that reads: an unreadable
+one is the loader's to report (as `dataset.on_error` says, and mode=validate's scan lists it),
+not this estimate's to stop the run over in the main process.
 """
 
 from __future__ import annotations
@@ -14,8 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 import torch.multiprocessing as torch_mp
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, IterableDataset
 
+from engine.data.bad_samples import BadSample
+from engine.data.decode import SampleError
 from engine.data.loader_settings import LoaderSettings
 
 log = logging.getLogger(__name__)
@@ -25,6 +30,7 @@ SHM_HEADROOM = 2.0  # x the in-flight batches: collation copies, pinning, alloca
 FD_HEADROOM = 4  # x the tensors in flight: batches the main process still holds
 FD_BASE = 256  # files the process keeps open anyway (libraries, logs, dataset files)
 MIB = 2**20
+SIZE_PROBES = 8  # samples tried for one that reads, to size the batches
 
 
 def sample_size(sample: Any) -> tuple[int, int]:
@@ -42,6 +48,21 @@ def sample_size(sample: Any) -> tuple[int, int]:
         sizes = [sample_size(part) for part in sample]
         return sum(b for b, _ in sizes), sum(n for _, n in sizes)
     return 0, 0
+
+
+def first_readable(dataset: Dataset) -> Any:
+    """The first of `dataset`'s first SIZE_PROBES samples that reads (None if none does); a
+    stream's first sample. Unreadable ones are skipped here: the loader reports them."""
+    if isinstance(dataset, IterableDataset):
+        return next(iter(dataset), None)
+    for index in range(min(len(dataset), SIZE_PROBES)):  # type: ignore[arg-type]
+        try:
+            sample = dataset[index]
+        except SampleError:
+            continue
+        if not isinstance(sample, BadSample):
+            return sample
+    return None
 
 
 def shm_free_bytes() -> int | None:
@@ -70,7 +91,7 @@ def warn_host_limits(settings: LoaderSettings, dataset: Dataset) -> None:
     if workers == 0:
         return
     prefetch = settings.prefetch_factor or 2  # torch's default with workers
-    sample_bytes, tensors = sample_size(next(iter(dataset), None))
+    sample_bytes, tensors = sample_size(first_readable(dataset))
     batch_bytes = sample_bytes * settings.batch_size
     need = workers * prefetch * batch_bytes * SHM_HEADROOM  # type: ignore[operator]
     free = shm_free_bytes()

@@ -19,7 +19,8 @@ from engine.data.listing import read_csv_rows
 
 def list_inputs(given: str | None, path_column: str) -> list[str]:
     """The image files `predict.input` names, in a fixed order: a folder's images (by suffix,
-    recursively, sorted; symlinks leading outside it are not followed), a CSV's `path_column`
+    recursively, sorted; symlinked folders and files followed as torchvision's ImageFolder
+    follows them, a link loop entered once), a CSV's `path_column`
     (relative paths resolve against the CSV's folder), or the one file given."""
     if given is None:
         raise ValueError(

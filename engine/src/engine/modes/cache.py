@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch.utils.data import DataLoader, Dataset
 from torchcodec.encoders import JpegEncoder
 from torchvision.transforms import v2
@@ -32,6 +32,7 @@ from engine.data.splits import build_splits
 from engine.data.targets import refuse_multi_label
 from engine.data.transforms import Pipelines
 from engine.modes.cache_plan import log_plan, side_from_transforms
+from engine.modes.inside_data import refuse_inside_the_data
 from engine.runs.outputs import save_resolved_config
 
 log = logging.getLogger(__name__)
@@ -133,20 +134,6 @@ def writing(root: Path) -> Iterator[None]:
         folder_lock.release(root / LOCK)
 
 
-def refuse_inside_the_data(folder: Path, key: str, cfg: DictConfig) -> None:
-    """Refuse an output folder (`key`: cache.dir, shards.dir) that is dataset.root or inside
-    it: the written files would mix with the dataset's own (and be listed as its data)."""
-    root = OmegaConf.select(cfg, "dataset.root")
-    if root is None:
-        return
-    root, out = Path(root).resolve(), folder.resolve()
-    if out == root or out.is_relative_to(root):
-        raise ValueError(
-            f"{key}={folder} is inside dataset.root={root}: what it writes would mix with the "
-            f"dataset's own files; set {key} to a folder outside it."
-        )
-
-
 def write_split(
     files: Dataset,
     folder: Path,
@@ -204,9 +191,9 @@ def cache(cfg: DictConfig) -> dict[str, float]:
             "%d (cache.jpeg_quality); cache.encoding=raw keeps the exact pixels.",
             settings.jpeg_quality,
         )
-    root = output_folder(settings.dir, "cache.dir")
-    refuse_inside_the_data(root, "cache.dir", cfg)
     splits = build_splits(cfg.dataset, Pipelines([], []), folds=False)  # whole, as stored
+    refuse_inside_the_data(Path(settings.dir), "cache.dir", cfg.dataset, splits)
+    root = output_folder(settings.dir, "cache.dir")
     refuse_multi_label(splits[0], "mode=cache")
     source = "cache.short_side"
     if settings.short_side is None:

@@ -32,15 +32,23 @@ from engine.core.progress import EVERY_S, counted
 from engine.data.cache_store import is_jpeg_quality
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode import load_sample
-from engine.data.parquet.writer import FILE_NAME, ParquetSplitWriter
+from engine.data.parquet.writer import FILE_NAME, ParquetSplitWriter, file_names, recorded_files
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
 from engine.data.shards.manifest import NAME, Manifest
-from engine.data.shards.writer import SplitWriter, brace_pattern, writing
+from engine.data.shards.writer import (
+    EXTRA,
+    WRITTEN_BY,
+    SplitWriter,
+    brace_pattern,
+    shard_names,
+    writing,
+)
 from engine.data.splits import build_splits
 from engine.data.targets import refuse_multi_label
 from engine.data.transforms import Pipelines
-from engine.modes.cache import READ_BATCH, load_shrunk, refuse_inside_the_data, shrink
+from engine.modes.cache import READ_BATCH, load_shrunk, shrink
+from engine.modes.inside_data import refuse_inside_the_data
 from engine.runs.outputs import save_resolved_config
 
 log = logging.getLogger(__name__)
@@ -178,15 +186,26 @@ def write_split(
     return writer.entries
 
 
+def _own_files(settings: ShardSettings, counts: dict[str, int]) -> tuple[list[str], dict]:
+    """The files this write makes in shards.dir for splits of `counts` samples, and how
+    `writing` tells an earlier write's own files from others' of their names."""
+    if settings.format == "tar":
+        size, compress = settings.max_samples, settings.compress
+        tars = [n for s, count in counts.items() for n in shard_names(s, count, size, compress)]
+        return [*EXTRA, *tars], {}
+    files = [n for s, count in counts.items() for n in file_names(s, count, settings.max_samples)]
+    return files, {"names": FILE_NAME, "extra": (), "recorded": recorded_files}
+
+
 def shards(cfg: DictConfig) -> dict[str, float]:
     """Write the train and val splits of the configured dataset as shards; metrics.json."""
     start = time.perf_counter()
     out = Path(cfg.paths.output_dir)
     save_resolved_config(cfg, out)
     settings: ShardSettings = instantiate(cfg.shards)
-    folder = output_folder(settings.dir, "shards.dir")
-    refuse_inside_the_data(folder, "shards.dir", cfg)
     train, val = build_splits(cfg.dataset, Pipelines([], []), folds=False)  # whole, as stored
+    refuse_inside_the_data(Path(settings.dir), "shards.dir", cfg.dataset, (train, val))
+    folder = output_folder(settings.dir, "shards.dir")
     tar = settings.format == "tar"
     if tar:
         refuse_multi_label(train, "mode=shards shards.format=tar")
@@ -194,16 +213,16 @@ def shards(cfg: DictConfig) -> dict[str, float]:
         refuse_keep(files, settings)
     loader = resolve_loader_settings(instantiate(cfg.loader), train, SequentialOrder, cuda=False)
     workers = loader.num_workers
-    names = {} if tar else {"names": FILE_NAME, "extra": ()}
-    with writing(folder, settings.overwrite, **names):
+    planned, names = _own_files(settings, {"train": len(train), "val": len(val)})  # type: ignore[arg-type]
+    with writing(folder, settings.overwrite, planned, **names):
         entries: dict[str, dict] = {}
         for split, files in (("train", train), ("val", val)):
             every_s = cfg.trainer.log_every_n_seconds  # progress lines off a terminal
             entries |= write_split(files, split, folder, settings, workers, loader.timeout, every_s)
         if tar:
-            Manifest(str(folder / NAME), list(train.classes), entries).save()  # type: ignore[attr-defined]
-            classes = "".join(f"{c}\n" for c in train.classes)  # type: ignore[attr-defined]
-            atomic_write_bytes(folder / "classes.txt", classes.encode())
+            classes = list(train.classes)  # type: ignore[attr-defined]
+            Manifest(str(folder / NAME), classes, entries, WRITTEN_BY).save()
+            atomic_write_bytes(folder / "classes.txt", "".join(f"{c}\n" for c in classes).encode())
     wall = time.perf_counter() - start
     samples = sum(entry["samples"] for entry in entries.values())
     metrics = {

@@ -1,5 +1,7 @@
 """`mode=validate`: decode every train and val file once, in parallel, and list the unreadable
-ones in bad_samples.csv (no model, no training). Fails past `dataset.max_bad_fraction`."""
+ones in bad_samples.csv (no model, no training). Fails past `dataset.max_bad_fraction`. A
+worker that stalls past `loader.timeout` or dies is named with the files it was reading, as in
+a training (engine/data/in_flight.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from engine.core.io import write_json
 from engine.core.progress import EVERY_S, counted
@@ -18,26 +20,25 @@ from engine.data.bad_samples import REPORT_NAME, BadSample, BadSampleLedger
 from engine.data.loader_settings import LoaderSettings
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
+from engine.data.seeded import SeededSamples
 from engine.data.splits import build_splits
 from engine.data.transforms import Pipelines
+from engine.data.wrapper import DatasetWrapper
 from engine.runs.outputs import save_resolved_config
+from engine.training.loader_failures import loader_failures_named
 
 log = logging.getLogger(__name__)
 
 SCAN_BATCH = 64  # indices per worker task
 
 
-class _Probe(Dataset):
+class _Probe(DatasetWrapper):
     """Index -> None if that file decodes, else its `BadSample` (run in loader workers)."""
 
-    def __init__(self, files: Any) -> None:
-        self.files = files
-
-    def __len__(self) -> int:
-        return len(self.files)
+    draws_random = False  # it decodes only: no transform, nothing to seed
 
     def __getitem__(self, index: int) -> BadSample | None:
-        return self.files.check_sample(index)
+        return self.dataset.check_sample(index)  # type: ignore[attr-defined]
 
 
 def _bad_only(records: list[BadSample | None]) -> list[BadSample]:
@@ -55,8 +56,9 @@ def scan(
             "use it with dataset=imagefolder or dataset=csv."
         )
     ledger = BadSampleLedger(split, len(dataset), dataset.max_bad_fraction, report, note="")
+    probe = SeededSamples(_Probe(dataset), seed=0)  # its workers mark the sample they read
     loader = DataLoader(
-        _Probe(dataset),
+        probe,
         batch_size=SCAN_BATCH,
         num_workers=settings.num_workers,
         collate_fn=_bad_only,
@@ -65,8 +67,9 @@ def scan(
         else None,
         timeout=settings.timeout if settings.num_workers > 0 else 0,
     )
-    for bad in counted(loader, len(dataset), f"validate {split}", SCAN_BATCH, every_s):
-        ledger.record(bad)
+    with loader_failures_named(probe):
+        for bad in counted(loader, len(dataset), f"validate {split}", SCAN_BATCH, every_s):
+            ledger.record(bad)
     return ledger
 
 

@@ -49,8 +49,19 @@ def _link(log_dir: Path, name: str, target: str) -> None:
 def point_latest(log_dir: Path, run_dir: Path, mode: str) -> str | None:
     """Make `log_dir`/latest and latest_<mode> link to `run_dir` (relative links when it is
     below `log_dir`, so a moved outputs/ keeps them); returns where latest_<mode> pointed
-    before (None: nowhere), for `restore_latest`."""
-    log_dir.mkdir(parents=True, exist_ok=True)
+    before (None: nowhere), for `restore_latest`. A log_dir that cannot be made gets no
+    links (a warning naming the key): they point at runs, they are none of the run's files."""
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        log.warning(
+            "paths.log_dir=%s cannot be made (%s): no %s links point at this run; make its "
+            "parent writable, or set paths.log_dir to a folder you can write.",
+            log_dir,
+            err.strerror or err,
+            LATEST,
+        )
+        return None
     try:
         target = os.path.relpath(run_dir.resolve(), log_dir.resolve())
     except ValueError:  # another drive (Windows)
@@ -62,9 +73,13 @@ def point_latest(log_dir: Path, run_dir: Path, mode: str) -> str | None:
     return before
 
 
-def restore_latest(log_dir: Path, mode: str, before: str | None) -> None:
-    """A failed run gives latest_<mode> back to the run before it (`eval.checkpoint=latest`
-    means the newest training that did not fail); outputs/latest stays on it, to read why."""
+def restore_latest(log_dir: Path, mode: str, before: str | None, run_dir: Path) -> None:
+    """A failed run `run_dir` gives latest_<mode> back to the run before it (`eval.checkpoint=
+    latest` means the newest training that did not fail); outputs/latest stays on it, to read
+    why. A newer run that took the link meanwhile keeps it."""
+    link = log_dir / f"{LATEST}_{mode}"
+    if not link.is_symlink() or link.resolve() != run_dir.resolve():
+        return
     if before is None:
         (log_dir / f"{LATEST}_{mode}").unlink(missing_ok=True)
     else:
@@ -100,8 +115,9 @@ class Bookends:
 
     def failed(self) -> None:
         """The run failed: latest_<mode> goes back to the run before it (`restore_latest`)."""
-        if self.pointed:
-            restore_latest(Path(self.cfg.paths.log_dir), str(self.cfg.mode), self.before)
+        if self.pointed and self.run_dir is not None:
+            log_dir, mode = Path(self.cfg.paths.log_dir), str(self.cfg.mode)
+            restore_latest(log_dir, mode, self.before, self.run_dir)
 
 
 @contextmanager

@@ -14,18 +14,11 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
+from engine.runs.run_records import RECORDS, count, position_problem
+
 # Optimizer state that is not shaped like its parameter: torch.optim.Adafactor's row and
 # column statistics (the parameter's shape with 1 in the last or second-to-last dimension).
 FACTORED = ("row_var", "col_var")
-
-
-# The most a count (epoch, step, batches) may be: past it a float (JSON, a plot's axis) no
-# longer holds it exactly, and past 2**63 TensorBoard's int64 step fails deep in protobuf.
-MAX_COUNT = 2**53
-
-
-def _count(value: Any, least: int = 0) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and least <= value <= MAX_COUNT
 
 
 def _number(value: Any) -> bool:
@@ -64,7 +57,7 @@ def _window(value: Any) -> bool:
         isinstance(value, tuple | list)
         and len(value) == 2
         and isinstance(value[0], torch.Tensor)
-        and _count(value[1])
+        and count(value[1])
     )
 
 
@@ -84,10 +77,10 @@ EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
     "optimizer": (_optimizer_state, "an optimizer state dict (state, param_groups)"),
     "scheduler": (_is_dict, "a scheduler state dict"),
     "scaler": (lambda v: v is None or _is_dict(v), "a loss-scaler state dict or None"),
-    "epoch": (lambda v: _count(v, least=1), "an int >= 1 (up to 2**53)"),
-    "batches_done": (lambda v: v is None or _count(v), "None or an int >= 0 (up to 2**53)"),
-    "step": (_count, "an int >= 0 (up to 2**53)"),
-    "nonfinite": (_count, "an int >= 0 (up to 2**53)"),
+    "epoch": (lambda v: count(v, least=1), "an int >= 1 (up to 2**53)"),
+    "batches_done": (lambda v: v is None or count(v), "None or an int >= 0 (up to 2**53)"),
+    "step": (count, "an int >= 0 (up to 2**53)"),
+    "nonfinite": (count, "an int >= 0 (up to 2**53)"),
     "window": (_window, "a (tensor, int >= 0) pair"),
     "history": (_history, "a list of dicts of numbers, one per epoch, alike in their keys"),
     "ranks": (_ranks, "a non-empty list of per-rank dicts (rng, totals)"),
@@ -97,8 +90,10 @@ REQUIRED_KEYS = tuple(EXPECTED)
 # Read when present: the train step's own state (its state_dict(): an EMA, a second optimizer),
 # which checkpoints written before engine 2.0 lack.
 STEP_KEY = "train_step"
+# And what the checkpoint records of its run and position (engine/runs/run_records.py).
 OPTIONAL: dict[str, tuple[Callable[[Any], bool], str]] = {
     STEP_KEY: (lambda v: isinstance(v, dict), "the train step's state_dict() (a dict)"),
+    **RECORDS,
 }
 
 
@@ -232,6 +227,9 @@ def problem_with(state: dict[str, Any], run: RunShape | None = None) -> str | No
                 f"is malformed: its {key!r} is {_preview(state[key])}, where a training "
                 f"checkpoint holds {what}"
             )
+    inconsistent = position_problem(state)
+    if inconsistent is not None:
+        return f"is malformed: {inconsistent}"
     nonfinite = nonfinite_weight(state["model"])
     if nonfinite is not None:
         return f"is unusable: {nonfinite}; resume from an earlier step, or start fresh"

@@ -26,8 +26,15 @@ from torch.utils.data import DataLoader
 
 from engine.data.fingerprint import listing_change, listing_fingerprint
 from engine.data.samplers import EpochSampler
+from engine.runs.run_records import topology_problem
 
 log = logging.getLogger(__name__)
+
+# the fix for a checkpoint whose record contradicts itself or this run (an edit, a forgery)
+FORGED = (
+    "a training never writes that (the file was edited or comes from elsewhere): resume from "
+    "an earlier step*.pt of the run, or start fresh (trainer.resume=null)."
+)
 
 
 @dataclass(frozen=True)
@@ -117,10 +124,19 @@ def check_resume(
         )
     here = Topology(**now["topology"])
     saved = saved_topology(state, here)
-    if state.get("samples_done") is None:  # a replayed order: its batches, its ranks
+    problem = topology_problem(asdict(saved))  # an older engine's: from its saved config
+    if problem is not None:
+        raise ValueError(f"trainer.resume: {path} is malformed: {problem}; {FORGED}")
+    samples = state.get("samples_done")
+    if samples is None:  # a replayed order: its batches, its ranks
         if not stream:
             _check_replay(saved, here, where)
         return
+    if order["draws"] is not None and samples > order["draws"]:
+        raise ValueError(
+            f"{where} after samples_done={samples}, past the {order['draws']} samples its "
+            f"epoch's order draws ({_order(order)}); {FORGED}"
+        )
     saved_limit = ((state.get("config") or {}).get("trainer") or {}).get("limit_train_batches")
     cut, saved_cut = _cut(limit, here), _cut(saved_limit, saved)
     if cut != saved_cut:

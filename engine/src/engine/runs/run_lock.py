@@ -13,6 +13,7 @@ multirun is refused there too."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,16 +78,50 @@ def release(run_dir: str | Path) -> None:
     folder_lock.release(_lock(run_dir))
 
 
+def dir_key(hydra: DictConfig, which: str) -> str:
+    """The config key that places hydra.`which`.dir (run or sweep): paths.log_dir, unless
+    that dir was set on its own."""
+    raw = OmegaConf.to_container(hydra[which], resolve=False)["dir"]  # type: ignore[index]
+    return "paths.log_dir" if "paths.log_dir" in str(raw) else f"hydra.{which}.dir"
+
+
+def unwritable(key: str, folder: str | Path, err: OSError) -> str:
+    """One line: the folder `key` places a run's files in cannot be written, and the fix."""
+    name = Path(err.filename) if err.filename else None
+    where = f": {name}" if name is not None and Path(folder) not in (name, name.parent) else ""
+    return (
+        f"{key}: cannot write {folder} ({err.strerror or err}{where}); make that folder "
+        f"writable, or set {key} to a folder you can write."
+    )
+
+
+def writable(folder: str | Path, key: str) -> None:
+    """Make `folder` (placed by config key `key`) and write a file in it, or exit in one line
+    naming the key and the folder: before Hydra makes it, whose error names neither."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise SystemExit(unwritable(key, folder, err)) from None
+
+
 def claim_job_dir() -> None:
     """Claim the run dir of the Hydra job running now (rank 0 only: the ranks of a torchrun
-    job share one dir), with its multirun and job number when it is a multirun's job."""
+    job share one dir), with its multirun and job number when it is a multirun's job; a run
+    dir that cannot be written exits in one line naming the key that placed it."""
     if launch_rank() != 0 or not HydraConfig.initialized():
         return
     hydra = HydraConfig.get()
-    if hydra.mode == RunMode.MULTIRUN:
-        claim(hydra.runtime.output_dir, str(Path(hydra.sweep.dir).absolute()), hydra.job.num)
-    else:
-        claim(hydra.runtime.output_dir)
+    multirun = hydra.mode == RunMode.MULTIRUN
+    try:
+        if multirun:
+            claim(hydra.runtime.output_dir, str(Path(hydra.sweep.dir).absolute()), hydra.job.num)
+        else:
+            claim(hydra.runtime.output_dir)
+    except OSError as err:
+        key = dir_key(hydra, "sweep" if multirun else "run")
+        raise SystemExit(unwritable(key, hydra.runtime.output_dir, err)) from None
 
 
 def log_file(path: str) -> str:
@@ -117,8 +152,12 @@ def run_dir_held() -> Iterator[None]:
 class MultirunDirs(Callback):
     """Hydra callback: one multirun at a time in a sweep dir (two would mix their
     summary.csv and overwrite multirun.yaml), and none whose hydra.sweep.subdir names no job
-    (every job in one folder): both refused before the first job. Hydra turns a callback's
-    exception into a warning and goes on, so a refusal exits (SystemExit: one line, status 1)."""
+    (every job in one folder): both refused before the first job. The run or sweep dir must
+    be writable (a read-only paths.log_dir). Hydra turns a callback's exception into a
+    warning and goes on, so a refusal exits (SystemExit: one line, status 1)."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        writable(config.hydra.run.dir, dir_key(config.hydra, "run"))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         raw = OmegaConf.to_container(config.hydra.sweep, resolve=False)["subdir"]  # type: ignore[index]
@@ -128,6 +167,7 @@ class MultirunDirs(Callback):
                 "where they would write over each other's files: keep ${hydra.job.num} in it."
             )
         sweep = Path(os.path.abspath(config.hydra.sweep.dir))
+        writable(sweep, dir_key(config.hydra, "sweep"))
         try:
             folder_lock.hold(sweep / SWEEP_LOCK_NAME)
         except folder_lock.FolderBusy as busy:

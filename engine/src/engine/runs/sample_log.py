@@ -12,19 +12,19 @@ TensorBoard drops its points. Off (the default) nothing is tagged, kept or writt
 
 from __future__ import annotations
 
-import csv
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from torch.utils.data import Dataset
 
 from engine.core.csv_cells import escape_cell, own_rows
-from engine.runs.step_rows import start_with_rows_before
+from engine.runs.step_rows import RowWriter, start_with_rows_before
 from engine.training.batches import DeviceBatch
 from engine.training.distributed import current_ranks, gather_objects
 
 FILE = "samples.csv"
 COLUMNS = ["epoch", "step", "rank", "source", "index", "path"]
+NUMBERS = (1, 0, 2, 4)  # the whole-number columns, the step first
 
 
 class SampleLog:
@@ -36,7 +36,7 @@ class SampleLog:
         self.rank = current_ranks().rank
         self.pending: list[tuple[int, int, list[int]]] = []  # (epoch, step, indices) per batch
         if write:
-            start_with_rows_before(self.path, [self.path], COLUMNS, start_step, column=1)
+            start_with_rows_before(self.path, [self.path], COLUMNS, start_step, NUMBERS)
 
     def add(self, epoch: int, step: int, batch: DeviceBatch) -> None:
         """The samples of `batch`, trained on in optimizer step `step` of `epoch`."""
@@ -62,7 +62,7 @@ class SampleLog:
         named = self.dataset.sample_source  # type: ignore[attr-defined]
         filename = self.dataset.get_filename  # type: ignore[attr-defined]
         with self.path.open("a", encoding="utf-8", errors="surrogateescape", newline="") as f:
-            writer = csv.writer(f, lineterminator="\n")
+            writer = RowWriter(f)
             for step, rank, epoch, indices in batches:
                 for i in indices:
                     source, index = named(i)
@@ -73,7 +73,7 @@ class SampleLog:
         """The training goes on from run dir `previous`: its rows before the start come first."""
         earlier = previous / FILE
         if self.write and earlier.resolve() != self.path.resolve():
-            start_with_rows_before(self.path, [earlier, self.path], COLUMNS, self.start, 1)
+            start_with_rows_before(self.path, [earlier, self.path], COLUMNS, self.start, NUMBERS)
 
 
 def samples_by_step(run: Path) -> dict[int, list[int]]:

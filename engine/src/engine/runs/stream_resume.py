@@ -23,11 +23,12 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from engine.data.sample_ids import SampleIds
 from engine.runs.elastic import Topology, saved_topology
+from engine.runs.run_records import STREAM_TRAINED
 from engine.training.distributed import gather_objects
 
 log = logging.getLogger(__name__)
 
-KEY = "stream_trained"  # in a mid-epoch checkpoint of a stream: {epoch, size, bits} or None
+KEY = STREAM_TRAINED  # in a mid-epoch checkpoint of a stream: {epoch, size, bits} or None
 
 
 class TrainedSamples:

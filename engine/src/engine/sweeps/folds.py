@@ -14,16 +14,16 @@ the sample standard deviation (n-1; empty for one fold).
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from engine.data.folds import FOLD_FILE, fingerprint
+from engine.data.folds import FOLD_FILE, fingerprint, read_fold_file
 
 FOLD_KEY = "dataset.fold"  # the override that tells a group's jobs apart
 FOLDS = "folds"  # column: `<finished> of <K>`
@@ -56,8 +56,26 @@ def fold_of(overrides: str) -> str:
 
 
 def _record(row: dict[str, str]) -> dict[str, Any] | None:
+    """The job's fold.json (None: it has none); a malformed one is a ValueError naming it."""
     path = Path(row.get("dir") or "") / FOLD_FILE
-    return json.loads(path.read_text()) if row.get("dir") and path.exists() else None
+    return asdict(read_fold_file(path)) if row.get("dir") and path.exists() else None
+
+
+def _records(
+    members: list[dict[str, str]], labels: list[str]
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """The fold.json of each finished job, and what is wrong with each malformed one, both
+    by label: a hand-edited file makes its group a mismatch, never the summary fail."""
+    records, malformed = {}, {}
+    for label, row in zip(labels, members, strict=True):
+        try:
+            record = _record(row) if row["status"] == "ok" else None
+        except ValueError as err:
+            malformed[label] = f"{label}: {err}"
+            continue
+        if record is not None:
+            records[label] = record
+    return records, malformed
 
 
 def _checked(records: dict[str, dict[str, Any]]) -> list[str]:
@@ -125,17 +143,14 @@ def fold_groups(
         # replaces its earlier row; job numbers repeat when several sweeps share the dir
         members = list({fold_of(r["overrides"]): r for r in members}.values())
         labels = _labels(members)
-        records = {
-            labels[i]: rec
-            for i, r in enumerate(members)
-            if r["status"] == "ok" and (rec := _record(r))
-        }
+        records, malformed = _records(members, labels)
         ok = [r for i, r in enumerate(members) if labels[i] in records]
         problems = _checked(records) if records else []
+        problems += malformed.values()
         problems += [
             f"{labels[i]} finished without fold.json (dataset.folds unset?)"
             for i, r in enumerate(members)
-            if r["status"] == "ok" and labels[i] not in records
+            if r["status"] == "ok" and labels[i] not in records | malformed
         ]
         k = next(iter(records.values()))["folds"] if records else folds
         row = {"job": "", "overrides": group, "dir": "", "runs_as": group, "error": ""}

@@ -67,10 +67,31 @@ def runs_as(config: DictConfig, overrides: list[str]) -> str:
     return " ".join(normalised)
 
 
+def read_metrics(path: Path) -> dict[str, Any]:
+    """A job's metrics.json, read as hostile input (a hand edit): a JSON object whose
+    `same_as`, where there, is a job number; else one ValueError line naming the file."""
+    try:
+        metrics = json.loads(path.read_bytes())
+    except ValueError as err:  # not JSON, or not UTF-8
+        problem = f"is not JSON ({err})"
+    else:
+        reused = metrics.get(SAME_AS, 0) if isinstance(metrics, dict) else None
+        if not isinstance(metrics, dict):
+            problem = f"holds {type(metrics).__name__}, not an object of metrics"
+        elif isinstance(reused, bool) or not isinstance(reused, int) or reused < 0:
+            problem = f"has {SAME_AS}={reused!r}, not a job number"
+        else:
+            return metrics
+    raise ValueError(
+        f"{path} {problem}: this file is the job's own record of its result; delete it and "
+        "run the job again (a sweep with summary.skip_completed reruns it then)."
+    )
+
+
 def same_as(job_dir: Path) -> int | None:
     """The earlier job whose result this job reused (summary.skip_same), if it did."""
     metrics = job_dir / METRICS
-    return json.loads(metrics.read_text()).get(SAME_AS) if metrics.is_file() else None
+    return read_metrics(metrics).get(SAME_AS) if metrics.is_file() else None
 
 
 def _finished(rows: list[dict[str, str]], column: str, value: str) -> tuple[str, Path] | None:
@@ -99,7 +120,7 @@ def previous_result(config: DictConfig) -> dict[str, Any] | None:
             hydra_cfg.job.num,
             mine[1],
         )
-        return json.loads(mine[1].read_text())
+        return read_metrics(mine[1])
     key = runs_as(config, overrides)
     others = [r for r in rows if r["overrides"] != " ".join(overrides)]  # not a rerun of it
     same = _finished(others, "runs_as", key)
@@ -110,7 +131,7 @@ def previous_result(config: DictConfig) -> dict[str, Any] | None:
             same[0],
             key,
         )
-        metrics = json.loads(same[1].read_text()) | {SAME_AS: int(same[0])}
+        metrics = read_metrics(same[1]) | {SAME_AS: int(same[0])}
         write_json(Path(hydra_cfg.runtime.output_dir) / METRICS, metrics)
         return metrics
     return None

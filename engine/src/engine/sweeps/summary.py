@@ -12,7 +12,6 @@ written too: the HParams columns that tell its jobs apart (engine/sweeps/board.p
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -37,7 +36,7 @@ from engine.sweeps.folds import (
 )
 from engine.sweeps.plot import plot_folds, plot_sweep
 from engine.sweeps.recommend import recommendation
-from engine.sweeps.reuse import SUMMARY_CSV, kept_overrides, runs_as, same_as
+from engine.sweeps.reuse import SUMMARY_CSV, kept_overrides, read_metrics, runs_as, same_as
 from engine.sweeps.table import (
     BASE_COLUMNS,
     LOWER_IS_BETTER,
@@ -206,7 +205,7 @@ class SweepSummary(Callback):
         if ran and earlier is not None:
             row |= {"status": f"same as job {earlier}", "error": ""}  # its metrics: job N's
         elif ran:
-            metrics = json.loads((out / "metrics.json").read_text())
+            metrics = read_metrics(out / "metrics.json")
             row |= {"status": "ok", "error": ""} | {k: metrics.get(k, "") for k in metric_keys}
         else:
             # the exception; Hydra re-raises it after the sweep

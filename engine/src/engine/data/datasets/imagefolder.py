@@ -29,76 +29,47 @@ REPORT_EVERY_S = 5.0  # seconds between progress lines while a large folder is l
 
 
 class FolderWalk:
-    """Files below one split folder, sorted. Symlinks are followed only when they resolve
-    inside the split folder, and each real file and folder is visited once (no loops).
-
-    Each real folder is visited once, so only a linked file can reach a real file twice: the
-    walk keeps the real paths of the linked files alone (no Python object per file beyond
-    its listed path), and tells whether a link's target was listed already from the folders
-    visited so far."""
+    """Files below one split folder, sorted, as torchvision's ImageFolder lists them
+    (os.walk(followlinks=True)): symlinked folders and files are followed wherever they lead,
+    so a class folder linked in from elsewhere, a split of links (a symlink farm) and a file
+    linked to another class's file are all listed. Only a loop differs: a link back to a
+    folder the walk is inside is not entered, so each file of a loop is listed once (torchvision
+    lists it again at every level, until the path is too long)."""
 
     def __init__(self, split_dir: Path, report_every_s: float = REPORT_EVERY_S) -> None:
         self.root = os.path.realpath(split_dir)
         self.listed = self.folders = 0  # for the progress line of a long listing
         self.started = self.reported = time.monotonic()
         self.report_every_s = report_every_s
-        self.outside: list[str] = []  # links not followed: "link -> target"
+        self.links = 0  # symlinks met (files can be listed twice only through them)
+        self.loops: list[str] = []  # links not entered: "link -> the folder above it"
         self.ignored = 0  # files that are not images by suffix
         self.first_ignored = ""
-        self._dirs: set[str] = set()
-        self._targets: set[str] = set()  # real paths of the linked files listed
-
-    def inside(self, path: str) -> bool:
-        """Whether `path` resolves inside the split folder (recorded as skipped if not)."""
-        real = os.path.realpath(path)
-        if os.path.commonpath([self.root, real]) == self.root:
-            return True
-        self.outside.append(f"{path} -> {real}")
-        return False
+        self._inside: set[str] = set()  # real paths of the folders now being walked
 
     def images(self, directory: str, real: str | None = None) -> list[str]:
         """Image files under `directory` (recursively; `real`: its real path, when known);
         the other files are counted."""
         images: list[str] = []
-        self._visit(directory, images, real)
+        self._visit(directory, images, real or os.path.realpath(directory))
         return images
 
-    def _listed_before(self, real: str, real_dir: str, name: str) -> bool:
-        """Whether the real file `real` was listed already, as a link's target or as a file of
-        a folder visited before (or earlier in `real_dir`, the folder now at entry `name`)."""
-        if real in self._targets:
-            return True
-        folder, base = os.path.split(real)
-        if folder not in self._dirs or (folder == real_dir and base >= name):
-            return False
-        return os.path.lexists(real) and not os.path.isdir(real)
-
-    def _visit(self, directory: str, images: list[str], real_dir: str | None = None) -> None:
-        real_dir = real_dir or os.path.realpath(directory)
-        if real_dir in self._dirs:  # a loop, or a second link to the same folder
-            return
-        self._dirs.add(real_dir)
+    def _visit(self, directory: str, images: list[str], real_dir: str) -> None:
         entries = sorted(os.scandir(directory), key=lambda e: e.name)
         subdirs = []
         for entry in entries:
             linked = entry.is_symlink()
-            if linked and not self.inside(entry.path):
-                continue
+            self.links += linked
             try:
                 is_dir = entry.is_dir()
             except OSError:  # a symlink loop: kept as a file, reported unreadable when read
                 is_dir = False
             if is_dir:  # a real sub-folder's real path is known: no realpath() per folder
-                subdirs.append((entry.path, None if linked else f"{real_dir}{os.sep}{entry.name}"))
-                continue
-            if linked:
-                real = os.path.realpath(entry.path)
-                if self._listed_before(real, real_dir, entry.name):
-                    continue  # the same file reached twice, through a link
-                self._targets.add(real)
-            elif self._targets and os.path.join(real_dir, entry.name) in self._targets:
-                continue  # listed already, through a link
-            if entry.name.lower().endswith(IMAGE_SUFFIXES):
+                real = (
+                    os.path.realpath(entry.path) if linked else os.path.join(real_dir, entry.name)
+                )
+                subdirs.append((entry.path, real))
+            elif entry.name.lower().endswith(IMAGE_SUFFIXES):
                 images.append(entry.path)
             else:
                 self.ignored += 1
@@ -115,8 +86,54 @@ class FolderWalk:
                 f"{self.folders:,}",
                 now - self.started,
             )
+        self._inside.add(real_dir)
         for subdir, real in subdirs:
-            self._visit(subdir, images, real)
+            if real in self._inside:  # a link back up: the loop ends here
+                self.loops.append(f"{subdir} -> {real}")
+            else:
+                self._visit(subdir, images, real)
+        self._inside.discard(real_dir)
+
+
+def _same_files(paths: Sequence[str]) -> np.ndarray:
+    """One id per distinct real file (-1: none, a dangling link), so that one file listed
+    under two names (through symlinks) shares its id."""
+    found: dict[tuple[int, int], int] = {}
+    ids = np.full(len(paths), -1, dtype=np.int64)
+    for i, path in enumerate(paths):
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        ids[i] = found.setdefault((info.st_dev, info.st_ino), len(found))
+    return ids
+
+
+def warn_repeats(split_dir: Path, paths: Sequence[str], targets: np.ndarray) -> None:
+    """One warning for files listed more than once through symlinks: as in torchvision each
+    listing is a sample (how people upsample), but one file under two classes gets two labels,
+    and that is rarely meant."""
+    ids = _same_files(paths)
+    known = ids >= 0
+    order = np.lexsort((targets[known], ids[known]))
+    sample_ids, labels = ids[known][order], targets[known][order]
+    where = np.flatnonzero(known)[order]
+    repeat = np.flatnonzero(sample_ids[1:] == sample_ids[:-1]) + 1
+    if not len(repeat):
+        return
+    other = repeat[labels[repeat] != labels[repeat - 1]]
+    first = other[0] if len(other) else repeat[0]
+    a, b = paths[where[first - 1]], paths[where[first]]
+    log.warning(
+        "%s: %d listings are a file listed before through a symlink (%d of them under another "
+        "class), e.g. %s and %s: as in torchvision each is a sample of its folder's class; "
+        "remove the link if one file should not train twice or under two classes",
+        split_dir,
+        len(repeat),
+        len(other),
+        shown(a),
+        shown(b),
+    )
 
 
 def _holds_splits(folder: Path) -> bool:
@@ -198,7 +215,7 @@ def class_folders(split_dir: Path, walk: FolderWalk) -> dict[str, list[tuple[str
     are one class, said in a warning; each is read as it is spelled."""
     folders: dict[str, list[tuple[str, str | None]]] = {}
     for entry in sorted(os.scandir(split_dir), key=lambda e: e.name):
-        if entry.is_dir() and (not entry.is_symlink() or walk.inside(entry.path)):
+        if entry.is_dir():  # a link to a folder anywhere too, as in torchvision
             where = f"{shown(entry.path)} (a class folder under dataset.root)"
             name = class_name(entry.name, lambda where=where: where, "rename the folder")
             real = None if entry.is_symlink() else os.path.join(walk.root, entry.name)
@@ -275,14 +292,17 @@ def list_classes(
             walk.ignored,
             walk.first_ignored,
         )
-    if walk.outside:
+    if walk.loops:
         log.warning(
-            "%s: did not follow %d symlinks that lead outside it, e.g. %s",
+            "%s: did not enter %d symlinks back to a folder they are in (a loop), e.g. %s",
             split_dir,
-            len(walk.outside),
-            walk.outside[0],
+            len(walk.loops),
+            walk.loops[0],
         )
-    return np.concatenate(chunks), np.frombuffer(targets, dtype=np.int64), list(classes)
+    paths, labels = np.concatenate(chunks), np.frombuffer(targets, dtype=np.int64)
+    if walk.links:  # only a link lists a file twice: no stat() per file of a plain tree
+        warn_repeats(split_dir, [os.fsdecode(p) for p in paths], labels)
+    return paths, labels, list(classes)
 
 
 class ImageFolderDataset(LabelledImageFiles):

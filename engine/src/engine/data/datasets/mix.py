@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -15,16 +16,20 @@ import numpy as np
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from engine.core.bounds import Positive
 from engine.core.text import closest
 from engine.data.bad_samples import BadSample
 from engine.data.datasets.base import MapDataset, StreamDataset, Transform
 from engine.data.folds import without_fold_keys
 from engine.data.listing import unique_classes
-from engine.data.mix import Stratum
+from engine.data.mix import MAX_EPOCH_SAMPLES, EpochSamples, Stratum
+from engine.data.targets import is_multi_hot
 
-SOURCE_KEYS = ["dataset", "weight"]
+SOURCE_KEYS = ["dataset", "weight", "demo"]
 EXAMPLE = "e.g. +dataset@dataset.sources.extra.dataset=imagefolder +dataset.sources.extra.weight=1"
+# a source's name goes into metric keys (val/<name>/acc): `/` nests them in metrics.json, and
+# MLflow refuses `,` (after the first epoch); Hydra reads `.` as a nested key
+MULTI_LABEL = "a mix maps each sample's one class into the union of the sources' classes"
+SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
 
 def _plain(node: Any) -> Any:
@@ -42,6 +47,15 @@ def checked_sources(sources: Any) -> dict[str, tuple[Any, float]]:
     checked = {}
     for name, source in plain.items():
         key = f"dataset.sources.{name}"
+        if source is None:  # how an experiment drops a source: Hydra merges, never deletes
+            continue
+        if not isinstance(name, str) or not SOURCE_NAME.fullmatch(name):
+            raise ValueError(
+                f"{key}: source name {name!r} goes into metric keys (val/<name>/acc), which "
+                "loggers split or refuse at other characters: name it with 1 to 64 letters, "
+                "digits, `_` or `-`, starting with a letter or digit (e.g. "
+                f"{re.sub(r'[^A-Za-z0-9_-]+', '_', str(name)).strip('_-')[:64] or 'extra'!r})."
+            )
         if not isinstance(source, Mapping):
             raise ValueError(
                 f"{key}={source!r}: expected a mapping with `dataset` (a dataset node) and "
@@ -51,8 +65,9 @@ def checked_sources(sources: Any) -> dict[str, tuple[Any, float]]:
             near = closest(unknown, SOURCE_KEYS)
             hint = f" (did you mean {key}.{near}?)" if near else ""
             raise ValueError(
-                f"{key}.{unknown}: unknown key{hint}; a source has `dataset` (a dataset node) "
-                f"and `weight` (its share of an epoch) only: remove it (~{key}.{unknown})."
+                f"{key}.{unknown}: unknown key{hint}; a source has `dataset` (a dataset node), "
+                "`weight` (its share of an epoch) and `demo` (true: the demo's own) only: "
+                f"remove it (~{key}.{unknown})."
             )
         node, weight = source.get("dataset"), source.get("weight")
         if not isinstance(node, Mapping) or "_target_" not in node:
@@ -64,14 +79,45 @@ def checked_sources(sources: Any) -> dict[str, tuple[Any, float]]:
             raise ValueError(
                 f"{key}.dataset is itself a mix: list its sources in dataset.sources instead."
             )
+        if node.get("multi_label"):  # before any source reads a file
+            raise ValueError(
+                f"{key}.dataset.multi_label={node['multi_label']}: {MULTI_LABEL}, so a "
+                "multi-label source cannot be mixed: train on it alone (dataset=<its kind>)."
+            )
         number = isinstance(weight, (int, float)) and not isinstance(weight, bool)
         if not number or not 0 < weight < float("inf"):
             raise ValueError(
                 f"{key}.weight={weight!r}: expected a number > 0 (the source's share of an "
                 f"epoch, relative to the other sources' weights), e.g. {key}.weight=0.5."
             )
-        checked[str(name)] = (node, float(weight))
+        if not isinstance(source.get("demo", False), bool):
+            raise ValueError(
+                f"{key}.demo={source['demo']!r}: expected true or false (true marks the demo's "
+                "own sources, conf/dataset/mix.yaml)."
+            )
+        checked[name] = (node, float(weight))
+    if not checked:
+        raise ValueError(
+            f"dataset.sources: every source is null (dropped); name one or more, {EXAMPLE}."
+        )
+    _refuse_unnamed_demo(plain)
     return checked
+
+
+def _refuse_unnamed_demo(sources: Mapping[str, Any]) -> None:
+    """The demo's sources (`demo: true`, conf/dataset/mix.yaml) next to sources the user added:
+    Hydra merges an experiment's (or the command line's) `dataset.sources` into the demo's
+    instead of replacing them, so the demo's would train though nobody named them."""
+    kept = {k: v for k, v in sources.items() if v is not None}
+    demo = [name for name, source in kept.items() if source.get("demo", False)]
+    added = [name for name in kept if name not in demo]
+    if demo and added:
+        raise ValueError(
+            f"dataset.sources: the demo's sources {demo} (conf/dataset/mix.yaml) would train "
+            f"beside yours {added}, as Hydra merges sources instead of replacing them: drop "
+            f"each (`{demo[0]}: null` in an experiment, '~dataset.sources.{demo[0]}' on the "
+            f"command line), or keep it with dataset.sources.{demo[0]}.demo=false."
+        )
 
 
 def _built(
@@ -97,6 +143,11 @@ def _built(
             f"{key}._target_={node['_target_']}: it has no class names (`classes`), and a mix "
             "matches classes by name across sources: use a labelled dataset kind."
         )
+    if dataset.multi_label or (dataset.targets is not None and is_multi_hot(dataset.targets)):
+        raise ValueError(
+            f"{key}._target_={node['_target_']}: its samples are multi-label, and "
+            f"{MULTI_LABEL}: train on it alone (dataset=<its kind>)."
+        )
     if len(dataset) == 0:
         raise ValueError(f"{key}: its {split} split has no samples; point it at data or drop it.")
     return dataset
@@ -113,8 +164,13 @@ class MixDataset(MapDataset):
         sources: dict[str, Any],
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
-        epoch_samples: Positive | None = None,
+        epoch_samples: EpochSamples | None = None,
     ) -> None:
+        if epoch_samples is not None and not 1 <= epoch_samples <= MAX_EPOCH_SAMPLES:
+            raise ValueError(  # the config check says so first; this holds for the API too
+                f"dataset.epoch_samples={epoch_samples}: expected 1 to {MAX_EPOCH_SAMPLES:,} "
+                "(each epoch's draw is built up front); train more epochs instead."
+            )
         nodes = checked_sources(sources)
         if classes is not None:  # dataset.classes, or the train split's: before any source
             classes = unique_classes(classes)

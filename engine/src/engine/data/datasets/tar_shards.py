@@ -4,10 +4,11 @@ Shards come from paths, globs, brace patterns, URLs, `pipe:` commands or fsspec
 (engine/data/shards/sources.py), their samples follow WebDataset's member rules
 (engine/data/shards/members.py), and their sample counts and labels come from the manifest
 (engine/data/shards/manifest.py), so start-up reads no remote shard; `http(s)://` shards with
-no manifest are counted once instead, cached in `manifest_cache` (engine/data/shards/tally.py;
-None: counted at every start). With `on_error=skip`, samples that cannot be read (and with
-`skip_bad_shards`, the rest of a shard that cannot) become `BadSample` records the loader lists
-in bad_samples.csv (engine/data/bad_samples.py).
+no manifest are counted once instead, and local shards it does not list (under these member
+rules) read once, each kept in `manifest_cache` (engine/data/shards/tally.py, counts.py; None:
+read at every start), never written beside the shards. With `on_error=skip`, samples that
+cannot be read (and with `skip_bad_shards`, the rest of a shard that cannot) become
+`BadSample` records the loader lists in bad_samples.csv (engine/data/bad_samples.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ shards.format=parquet): `train-00000-of-00004.parquet`, ..., `validation-...` (t
 the `huggingface` features that name the classes (engine/data/parquet/layout.py). So
 `datasets.load_dataset("parquet", data_dir=...)` reads them with their class names, and
 dataset=parquet trains on them. A file is written under a temporary name and renamed when
-complete: a reader never sees half a file."""
+complete: a reader never sees half a file. Each file's metadata marks it this writer's
+(`written_by`), so a later write replaces it, and never a set of the same names it did not
+write (engine/data/shards/writer.py `writing`)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,31 @@ from engine.data.parquet.layout import schema_for
 
 FILE_NAME = re.compile(r"\.?(train|validation)-\d{5}-of-\d{5}\.parquet(\.partial)?")  # ours
 SPLIT_NAMES = {"train": "train", "val": "validation"}
+MARK = (b"written_by", b"mode=shards")  # in each file's key-value metadata: the writer's own
 ELSEWHERE = "the files elsewhere (another shards.dir)"
+
+
+def file_names(split: str, count: int, max_rows: int) -> list[str]:
+    """The files ParquetSplitWriter writes for `count` samples of `split`, and their
+    temporary names."""
+    files, name = max(1, math.ceil(count / max_rows)), SPLIT_NAMES[split]
+    final = [f"{name}-{i:05d}-of-{files:05d}.parquet" for i in range(files)]
+    return final + [f".{f}.partial" for f in final]
+
+
+def recorded_files(folder: Path) -> set[str]:
+    """The Parquet files in `folder` this writer wrote, as the mark in each one's metadata
+    records it: a Hugging Face set of the same names (downloaded, or someone else's) is not."""
+    own = set()
+    for path in folder.iterdir():
+        if FILE_NAME.fullmatch(path.name) and path.suffix == ".parquet":
+            try:
+                metadata = pq.read_schema(path).metadata or {}
+            except (OSError, pa.ArrowException):
+                continue
+            if metadata.get(MARK[0]) == MARK[1]:
+                own.add(path.name)
+    return own
 
 
 class ParquetSplitWriter:
@@ -41,7 +67,8 @@ class ParquetSplitWriter:
         self.folder, self.split = folder, SPLIT_NAMES[split]
         self.files = max(1, math.ceil(count / max_rows))
         self.max_rows, self.group_rows = max_rows, group_rows
-        self.schema = schema_for(classes, multi_label)
+        schema = schema_for(classes, multi_label)
+        self.schema = schema.with_metadata({**(schema.metadata or {}), MARK[0]: MARK[1]})
         self.entries: dict[str, dict] = {}
         self.writer: pq.ParquetWriter | None = None
         self.rows: list[dict] = []  # the open row group

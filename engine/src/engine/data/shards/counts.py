@@ -1,6 +1,7 @@
 """What a split knows of its shards before reading them: each one's sample count, labels and
 known faults, from the manifest (engine/data/shards/manifest.py); local shards whose entry is
-stale are read again, remote ones must be listed, except `http(s)://` shards without a manifest:
+stale are read again (their entries kept under dataset.manifest_cache, not beside them),
+remote ones must be listed, except `http(s)://` shards without a manifest:
 those are counted and the result cached (engine/data/shards/tally.py). While streaming,
 `counted` holds each shard to the count its manifest gives.
 """
@@ -26,7 +27,7 @@ from engine.data.shards.manifest import (
 from engine.data.shards.members import Record, Rules, read_records
 from engine.data.shards.remote import Network
 from engine.data.shards.sources import kind
-from engine.data.shards.tally import tallied
+from engine.data.shards.tally import AGAIN, CACHE_KEY, cache_location, cached_record, tallied
 from engine.data.shards.writer import unfinished_write
 
 log = logging.getLogger(__name__)
@@ -60,12 +61,49 @@ def counted(
 
 
 def _fresh(entry: dict | None, shard: str, rules: Rules) -> bool:
-    if entry is None or entry.get("label_from") != rules.label_from:
+    if entry is None or rules.mismatch(entry) is not None:
         return False
     if kind(shard) != "local":
         return True
     stat = os.stat(shard)
     return (entry.get("size"), entry.get("mtime_ns")) == (stat.st_size, stat.st_mtime_ns)
+
+
+def _reread(
+    shards: list[str],
+    stale: list[int],
+    beside: str,
+    rules: Rules,
+    network: Network,
+    cache_dir: str | None,
+) -> dict[int, dict]:
+    """The entries of the local `shards` (by position) that the manifest at `beside` does not
+    hold fresh: from the reader's own record of that folder under `cache_dir`
+    (dataset.manifest_cache), those not fresh there read again and the record rewritten. A
+    reader never writes into the shards' folder: that is the data's, and mode=shards'."""
+    cached = cache_location(cache_dir, os.path.abspath(beside)) if cache_dir else None
+    record = Manifest(cached or "", None, {})
+    if cached is not None:
+        record = cached_record(cached, network, "reading again") or record
+    found, read = {}, 0
+    for i in stale:
+        name = os.path.abspath(shards[i])  # outside the record's folder: named in full
+        entry = record.entries.get(name)
+        if not _fresh(entry, shards[i], rules):
+            entry = record.entries[name] = scan(shards[i], rules, network)
+            read += 1
+        found[i] = entry
+    if read:
+        saved = cached is not None and save_or_warn(record, AGAIN, CACHE_KEY)
+        if saved:
+            where = f"kept in {shown(cached)}; next start reads it"
+        else:
+            where = f"not kept{' (dataset.manifest_cache is null)' * (cached is None)}: {AGAIN}"
+        log.info(
+            "read %d local shards (labels only) that %s does not list under these rules; %s",
+            *(read, shown(beside), where),
+        )
+    return found
 
 
 def shard_entries(
@@ -78,10 +116,10 @@ def shard_entries(
     keep_going: bool = False,
 ) -> tuple[list[dict], Manifest]:
     """The manifest entry of every shard, and the manifest: `given` (dataset.manifest), else
-    the one beside the first shard; local shards read again when stale (the manifest rewritten
-    when local), remote ones must be listed, unless they are `http(s)://` shards with no
-    manifest beside them: those are counted (`tallied`; a shard that cannot be read stops
-    the count unless `keep_going`)."""
+    the one beside the first shard; local shards it does not hold fresh come from the reader's
+    own record under `cache_dir` (`_reread`), remote ones must be listed, unless they are
+    `http(s)://` shards with no manifest beside them: those are counted (`tallied`; a shard
+    that cannot be read stops the count unless `keep_going`)."""
     for folder in dict.fromkeys(Path(s).parent for s in shards if kind(s) == "local"):
         unfinished = unfinished_write(folder)
         if unfinished is not None:
@@ -93,18 +131,15 @@ def shard_entries(
         )
     else:
         manifest = load(location, network)
-    entries, changed = [], False
-    for shard in shards:
-        entry = manifest.entry(shard)
-        if not _fresh(entry, shard, rules):
-            if kind(shard) != "local":
-                raise ValueError(_unlisted(shard, key, manifest, entry, rules))
-            entry = manifest.entries[manifest.name_of(shard)] = scan(shard, rules, network)
-            changed = True
-        entries.append(entry)
-    if changed and kind(manifest.location) == "local":
-        save_or_warn(manifest, "the shards are read again at every start", "dataset.manifest")
-    return entries, manifest
+    entries = [manifest.entry(shard) for shard in shards]
+    stale = [i for i, entry in enumerate(entries) if not _fresh(entry, shards[i], rules)]
+    for i in stale:
+        if kind(shards[i]) != "local":
+            raise ValueError(_unlisted(shards[i], key, manifest, entries[i], rules))
+    if stale:
+        for i, entry in _reread(shards, stale, location, rules, network, cache_dir).items():
+            entries[i] = entry
+    return entries, manifest  # type: ignore[return-value]
 
 
 def _unlisted(shard: str, key: str, manifest: Manifest, entry: dict | None, rules: Rules) -> str:
@@ -112,10 +147,7 @@ def _unlisted(shard: str, key: str, manifest: Manifest, entry: dict | None, rule
     if entry is None:
         problem = f"the manifest {where} does not list {shown(shard)}"
     else:
-        problem = (
-            f"the manifest {where} has labels from {entry.get('label_from')} for {shown(shard)}, "
-            f"dataset.label_field asks for {rules.label_from}"
-        )
+        problem = f"the manifest {where} does not hold for {shown(shard)}: {rules.mismatch(entry)}"
     return (
         f"{key}: {problem}; remote shards with a manifest are not read at start-up: write the "
         f"manifest with {BUILD_HINT} (or mode=shards) beside them, or set dataset.manifest."

@@ -8,15 +8,21 @@
          "samples": 256,                   # samples (keys) in the shard, in stored order
          "labels": [3, 0, -1, ...],        # their class indices; -1: a sample that breaks the rules
          "label_from": "cls",              # where labels were read: cls, or json:FIELD
+         "rules": {"image_exts": ["jpg", ...], "ignore_exts": [], "max_member_bytes": null},
+                                           # the other member rules it was read under
          "errors": [[2, "SHARD::MEMBER: why"]],  # those samples: position in the shard, reason
          "error": "SHARD: why",            # optional: the shard is not readable past `samples`
          "size": 1290240, "mtime_ns": 1764514000000000000,  # local shards: file size, mtime
          "etag": "\"5f3-1290240\"", "last_modified": "..."}}}  # counted URLs: the server's
 
-An entry of a local shard whose size or mtime differs from the file's now, or that was read
-with another `label_from`, is stale: the shard is read again (labels only, no image decoded)
-and the manifest rewritten (atomically; a read-only folder only costs the re-read at the next
-start). Remote shards (URLs, `pipe:`, fsspec) take their entries from the manifest beside them,
+A manifest `mode=shards` writes says so (`"written_by": "mode=shards"`): the files it lists,
+itself and classes.txt are that writer's own, the only ones a later write there may replace.
+
+An entry of a local shard whose size or mtime differs from the file's now, or that does not
+hold under the member rules of this read (engine/data/shards/members.py `Rules.mismatch`), is
+stale: the shard is read again (labels only, no image decoded) and its entry kept in the
+reader's own record under `dataset.manifest_cache` (engine/data/shards/counts.py), never
+written into the shards' folder. Remote shards (URLs, `pipe:`, fsspec) take their entries from the manifest beside them,
 which `mode=shards` writes, or `python -m engine.data.shards.manifest PATTERN... --out
 shards.json` for shards written elsewhere (it reads each once). `http(s)://` shards whose server
 has no manifest (404) are counted once instead and their manifest cached locally
@@ -53,6 +59,7 @@ class Manifest:
     location: str
     classes: list[str] | None
     entries: dict[str, dict]
+    written_by: str | None = None  # "mode=shards" for the manifest that writer writes
 
     @property
     def base(self) -> str:
@@ -74,6 +81,7 @@ class Manifest:
         head = {"format": FORMAT, "version": VERSION} | (
             {"classes": self.classes} if self.classes else {}
         )
+        head |= {"written_by": self.written_by} if self.written_by else {}
         shards = ",\n".join(
             f"  {json.dumps(name)}: {json.dumps(entry, sort_keys=True)}"
             for name, entry in sorted(self.entries.items())
@@ -179,7 +187,7 @@ def _parse(location: str, text: bytes) -> Manifest:
             f"dataset.manifest: {shown(location)}: {problem}; it was not written by this "
             f"project or was changed: write it again with {BUILD_HINT} (or mode=shards)."
         )
-    return Manifest(location, data.get("classes"), data["shards"])
+    return Manifest(location, data.get("classes"), data["shards"], data.get("written_by"))
 
 
 def _count(value: object, least: int = 0) -> bool:
@@ -213,11 +221,28 @@ def _entry_problem(entry: object) -> str | None:
         return "has a 'size' or 'mtime_ns' that is not an int >= 0"
     if not all(isinstance(entry.get(key, ""), str) for key in ("etag", "last_modified")):
         return "has an 'etag' or 'last_modified' that is not a string"
+    if "rules" in entry and not _rules(entry["rules"]):
+        return "has 'rules' that are not image_exts and ignore_exts lists and a max_member_bytes"
     return None
+
+
+def _rules(rules: object) -> bool:
+    """Whether `rules` has the shape `Rules.stored` gives."""
+    return (
+        isinstance(rules, dict)
+        and set(rules) == {"image_exts", "ignore_exts", "max_member_bytes"}
+        and all(
+            isinstance(exts, list) and all(isinstance(e, str) for e in exts)
+            for exts in (rules["image_exts"], rules["ignore_exts"])
+        )
+        and (rules["max_member_bytes"] is None or _count(rules["max_member_bytes"]))
+    )
 
 
 def _problem(data: dict) -> str | None:
     """What is wrong with a manifest's shape, naming the entry, or None."""
+    if not isinstance(data.get("written_by", ""), str):
+        return "its 'written_by' is not a string"
     classes = data.get("classes")
     if classes is not None and not (
         isinstance(classes, list) and all(isinstance(c, str) for c in classes)
@@ -236,6 +261,7 @@ def scan(shard: str, rules: Rules, network: Network, limit: int | None = None) -
     """A manifest entry for `shard`, read from end to end (labels only, no image decoded); a
     remote one may not be longer than `limit` bytes."""
     entry: dict = {"samples": 0, "labels": [], "label_from": rules.label_from, "errors": []}
+    entry["rules"] = rules.stored()
     if kind(shard) == "local":
         stat = os.stat(shard)
         entry |= {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}

@@ -3,8 +3,9 @@
 A member's key is its name up to the first dot of its base name and its extension the rest,
 lower-cased (webdataset's `base_plus_ext`, the same regular expression: `dir/sub_000123.jpg` is
 key `dir/sub_000123` + `jpg`, `img.v2.000123.jpg` is key `img` + `v2.000123.jpg`); members in a
-row with one key are one sample (its `group_by_keys`); names like `__meta__` are passed over as
-webdataset does. A sample's image is the first of `image_exts` it has, its label the class
+row with one key are one sample (its `group_by_keys`); names like `__meta__`, and names with no
+key and extension (`README`, macOS `._x.png`), are passed over as webdataset does: not samples,
+so neither errors nor counted against `max_bad_fraction`. A sample's image is the first of `image_exts` it has, its label the class
 index in its `.cls` member or in field `label_field` of its `.json` member.
 A sample without an image or a label, or with a member whose extension no rule knows (nor
 `ignore_exts` lists), is a `Record` with an `error` naming the shard and member; a shard that
@@ -45,6 +46,45 @@ class Rules:
     def label_from(self) -> str:
         """`cls`, or `json:FIELD`: where labels come from (stored with them in a manifest)."""
         return f"json:{self.label_field}" if self.label_field else "cls"
+
+    def stored(self) -> dict:
+        """The rules, beside `label_from`, that shape a shard's record (which members make a
+        sample, which are errors, where the shard stops being read): what a manifest entry
+        stores of the rules it was read under."""
+        return {
+            "image_exts": list(self.image_exts),
+            "ignore_exts": list(self.ignore_exts),
+            "max_member_bytes": self.max_member_bytes,
+        }
+
+    def mismatch(self, entry: dict) -> str | None:
+        """Why a manifest `entry` does not hold under these rules, or None. It holds when read
+        under the same extension rules (and, if a shard's read broke off, the same member size
+        limit), or, having no fault, under rules these only widen (more image or passed-over
+        extensions): each of its samples keeps its image and label. An entry storing no rules
+        (older writers) counts as read under the default ones."""
+        if entry.get("label_from") != self.label_from:
+            return f"labels from {entry.get('label_from')} were read, not {self.label_from}"
+        stored, now = entry.get("rules") or Rules().stored(), self.stored()
+        exts = ("image_exts", "ignore_exts")
+        limits = stored["max_member_bytes"], now["max_member_bytes"]
+        if all(stored[key] == now[key] for key in exts):
+            if "error" not in entry or limits[0] == limits[1]:
+                return None
+            return (
+                f"its read broke off under a member size limit of {limits[0]} bytes "
+                f"(dataset.max_image_pixels), now {limits[1]}"
+            )
+        images, ignored = set(stored["image_exts"]), set(stored["ignore_exts"])
+        faulty = entry.get("errors") or "error" in entry
+        if not faulty and images <= set(self.image_exts) and ignored <= self.known:
+            return None
+        changed = ", ".join(
+            f"dataset.{key}={';'.join(stored[key]) or 'null'} (now {';'.join(now[key]) or 'null'})"
+            for key in exts
+            if stored[key] != now[key]
+        )
+        return f"it was read under other member rules: {changed}"
 
     @cached_property
     def read(self) -> frozenset[str]:
@@ -157,10 +197,8 @@ def read_records(stream: BinaryIO, shard: str, rules: Rules) -> Iterator[Record]
         if _is_meta(name):
             continue
         split = KEY_EXT.match(name)
-        if split is None:
-            reason = "a member without an extension (WebDataset names members KEY.EXT)"
-            yield _bad(shard, name, f"{reason}; rename it or leave it out.")
-            continue
+        if split is None:  # `README`, macOS `._x.png`: no sample's member, as webdataset
+            continue  # passes them over (group_by_keys), not a sample, so no bad one either
         member_key, ext = split.group(1), split.group(2).lower()
         if member_key != key:
             if fields:

@@ -42,9 +42,11 @@ AGAIN = "every start counts them again"
 
 
 def cache_location(cache_dir: str, beside: str) -> str:
-    """The cached manifest of shards whose own manifest would be at the URL `beside`: a file
-    in `cache_dir` named by the server and a hash of that URL."""
-    host = re.sub(r"[^A-Za-z0-9.-]+", "_", urllib.parse.urlsplit(beside).netloc)[:64]
+    """The cached manifest of shards whose own manifest would be at `beside` (a URL, or a
+    local path: engine/data/shards/counts.py): a file in `cache_dir` named by the server
+    (`local`) and a hash of that location."""
+    server = urllib.parse.urlsplit(beside).netloc if kind(beside) != "local" else "local"
+    host = re.sub(r"[^A-Za-z0-9.-]+", "_", server)[:64]
     digest = hashlib.sha256(beside.encode()).hexdigest()[:16]
     return os.path.join(cache_dir, f"{host}-{digest}.json")
 
@@ -64,8 +66,9 @@ def change(entry: dict | None, version: dict, rules: Rules) -> str | None:
     `version`), or None when it does."""
     if entry is None:
         return NEW
-    if entry.get("label_from") != rules.label_from:
-        return f"labels from {entry.get('label_from')} were counted, not {rules.label_from}"
+    mismatch = rules.mismatch(entry)
+    if mismatch is not None:
+        return mismatch
     for key in VERSION_KEYS:
         if entry.get(key) != version.get(key):
             return f"its {key} was {entry.get(key)!r}, now {version.get(key)!r}"
@@ -116,6 +119,26 @@ def count(
     return entries
 
 
+def cached_record(cached: str, network: Network, again: str) -> Manifest | None:
+    """The reader's own record at `cached` (under dataset.manifest_cache), read as hostile
+    input: unreadable, or holding class names (which no count writes: not this project's
+    file, and they would rename the model's classes), it is None with a warning."""
+    try:
+        record = load(cached, network)
+    except ValueError as err:
+        log.warning("the manifest cache %s is unreadable (%s): %s", cached, err, again)
+        return None
+    if record.classes is not None:
+        log.warning(
+            "the manifest cache %s holds class names, which a count never writes (it is not "
+            "this project's record): %s",
+            cached,
+            again,
+        )
+        return None
+    return record
+
+
 def tallied(
     shards: list[str],
     beside: str,
@@ -133,10 +156,7 @@ def tallied(
     cached = cache_location(cache_dir, beside) if cache_dir else None
     manifest = Manifest(cached or beside, None, {})
     if cached is not None:
-        try:
-            manifest = load(cached, network)
-        except ValueError as err:
-            log.warning("the manifest cache %s is unreadable (%s): counting again", cached, err)
+        manifest = cached_record(cached, network, "counting again") or manifest
     urls = [shard for shard in shards if kind(shard) == "http"]
     found = versions(urls, network)
     why = {url: change(manifest.entry(url), v, rules) for url, v in found.items()}

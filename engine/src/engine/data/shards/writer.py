@@ -3,7 +3,9 @@
 `KEY.<image ext>`, `KEY.cls` and `KEY.json` members, with the manifest entry of each shard.
 
 A folder being written holds `shards.writing` from the first shard until the manifest is in
-place: a lock (one writer at a time) and a mark that the set is unfinished. A write cut short
+place: a lock (one writer at a time), the record of the files the write makes, and a mark that
+the set is unfinished; the manifest says it is mode=shards' (`written_by`). A later write
+replaces only the files one of these records as its own. A write cut short
 (kill -9, a full disk) leaves it behind, so neither a training (engine/data/shards/counts.py)
 nor a rerun takes a half-written set for a whole one."""
 
@@ -13,16 +15,19 @@ import io
 import json
 import re
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from engine.core import folder_lock
 from engine.core.io import write_error
-from engine.data.shards.manifest import NAME
+from engine.data.shards.manifest import NAME, load
+from engine.data.shards.remote import Network
 
 WRITING = "shards.writing"
 SHARD_NAME = re.compile(r"(train|val)-\d{6}\.tar(\.gz)?")  # the names SplitWriter writes
+EXTRA = (NAME, "classes.txt")  # what mode=shards writes beside the tar shards
+WRITTEN_BY = "mode=shards"  # the mark in the manifest mode=shards writes
 ELSEWHERE = "the shards elsewhere (another shards.dir)"
 
 
@@ -81,43 +86,88 @@ class SplitWriter:
         self.tar, self.labels = None, []
 
 
+def shard_names(split: str, count: int, max_samples: int, compress: bool) -> list[str]:
+    """The shards SplitWriter writes for `count` samples of `split`."""
+    suffix = ".tar.gz" if compress else ".tar"
+    return [f"{split}-{i:06d}{suffix}" for i in range(-(-count // max_samples))]
+
+
+def recorded_files(folder: Path) -> set[str]:
+    """The files a finished mode=shards write left in `folder`, as its manifest records them:
+    the shards it lists (of the names SplitWriter writes), the manifest and classes.txt. A
+    manifest another writer wrote (webdataset users', the CLI's) records none."""
+    try:
+        manifest = load(str(folder / NAME), Network())
+    except ValueError:  # not a manifest of this project: someone else's file
+        return set()
+    if manifest.written_by != WRITTEN_BY:
+        return set()
+    return {name for name in manifest.entries if SHARD_NAME.fullmatch(name)} | set(EXTRA)
+
+
+def _recorded_writes(marker: Path, names: re.Pattern[str], extra: tuple[str, ...]) -> set[str]:
+    """The files the write whose lock file `marker` is had planned (a write cut short)."""
+    if not marker.exists():
+        return set()
+    writes = folder_lock.read_record(marker).get("writes")
+    if not isinstance(writes, list):
+        return set()
+    return {w for w in writes if isinstance(w, str) and (names.fullmatch(w) or w in extra)}
+
+
 @contextmanager
 def writing(
     folder: Path,
     overwrite: bool,
+    planned: list[str],
     names: re.Pattern[str] = SHARD_NAME,
-    extra: tuple[str, ...] = (NAME, "classes.txt"),
+    extra: tuple[str, ...] = EXTRA,
+    recorded: Callable[[Path], set[str]] = recorded_files,
 ) -> Iterator[None]:
-    """Around a mode=shards write into `folder`: lock it (shards.writing), refuse (or with
-    shards.overwrite, remove) the files an earlier run left there, finished or not; at the
-    end remove the mark, or keep it when the write failed (the set is unfinished). Only the
-    files this writer makes are touched: those `names` matches (`train-NNNNNN.tar[.gz]`,
-    `val-...`; the Parquet writer's own) and `extra` (the manifest, classes.txt); anything
-    else in the folder stays."""
+    """Around a mode=shards write of the files `planned` into `folder`: lock it
+    (shards.writing, which records `planned`), refuse (or with shards.overwrite, remove) the
+    files an earlier write left there, finished or not; at the end remove the mark, or keep it
+    when the write failed (the set is unfinished). A writer's own files are those its lock
+    recorded, or a finished set's record (`recorded`: the manifest of tar shards, the mark in
+    each Parquet file) lists; another file of its names there (`names`: train-NNNNNN.tar;
+    `extra`: shards.json, classes.txt) is someone else's: refused, never replaced."""
     marker = folder / WRITING
     unfinished = marker.exists()
+    earlier = _recorded_writes(marker, names, extra)
+    ours = earlier | recorded(folder)
+    present = sorted(
+        path.name
+        for path in folder.iterdir()
+        if names.fullmatch(path.name) or path.name in (*extra, *planned)
+    )
+    foreign = [name for name in present if name not in ours]
+    if foreign:
+        raise FileExistsError(
+            f"shards.dir: {folder} holds {foreign[0]}, which no mode=shards run recorded as its "
+            f"own ({NAME}, {WRITING}): mode=shards replaces only files it wrote itself; move "
+            "it, or choose another shards.dir."
+        )
     try:
-        before = folder_lock.hold(marker)
+        before = folder_lock.hold(marker, writes=sorted(earlier | set(planned)))
     except folder_lock.FolderBusy as busy:
         raise FileExistsError(
             f"shards.dir: {folder} is being written by another mode=shards run ({busy.holder}): "
             "wait for it to end, or set shards.dir to another folder."
         ) from None
-    ours = sorted(p for p in folder.iterdir() if names.fullmatch(p.name))
-    ours += [folder / name for name in extra if (folder / name).exists()]
-    if ours and not overwrite:
+    mine = [folder / name for name in present]
+    if mine and not overwrite:
         folder_lock.release(marker, remove=not unfinished)
         held = (
             f"an unfinished set of shards (the write of {folder_lock.describe(before or {})} "
             "was cut short)"
             if unfinished
-            else f"shards ({ours[0].name}, ...)"
+            else f"shards ({mine[0].name}, ...)"
         )
         raise FileExistsError(
             f"shards.dir: {folder} already holds {held}; set shards.overwrite=true to replace "
             "them, or choose another shards.dir."
         )
-    for path in ours:
+    for path in mine:
         path.unlink()
     try:
         yield

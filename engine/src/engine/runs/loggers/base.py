@@ -40,6 +40,12 @@ class Logger(ABC):
     # (module, how to install it): the package the logger imports, checked before any work
     requires: ClassVar[tuple[str, str] | None] = None
 
+    @classmethod
+    def start_problem(cls, key: str, node: DictConfig) -> str | None:
+        """What stops this logger of config node `key` (`logger.<name>`) before any work, in
+        one line naming the key and the fix (an unreachable server); None: nothing."""
+        return None
+
     @abstractmethod
     def scalars(self, values: dict[str, float], step: int) -> None:
         """One point per key at optimizer step `step`."""

@@ -16,8 +16,9 @@ GROUP = "logger"
 
 
 def logger_problems(cfg: DictConfig) -> list[str]:
-    """One line per `logger.<name>` node that is not a Logger's `_target_`, or whose logger
-    needs a package this environment lacks (validate_config has checked that targets import)."""
+    """One line per `logger.<name>` node that is not a Logger's `_target_`, whose logger
+    needs a package this environment lacks (validate_config has checked that targets import),
+    or that its logger's `start_problem` stops (an unreachable tracking server)."""
     problems = []
     for name, node in (cfg.get(GROUP) or {}).items():
         if not isinstance(node, DictConfig) or "_target_" not in node:
@@ -35,6 +36,8 @@ def logger_problems(cfg: DictConfig) -> list[str]:
         elif target.requires and importlib.util.find_spec(target.requires[0]) is None:
             module, install = target.requires
             problems.append(f"{GROUP}={name} needs {module}: {install}")
+        elif (problem := target.start_problem(f"{GROUP}.{name}", node)) is not None:
+            problems.append(problem)
     return problems
 
 

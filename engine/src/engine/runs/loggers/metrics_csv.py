@@ -7,12 +7,11 @@ A resumed training keeps one table, as TensorBoard's purge keeps one board
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from engine.core.csv_cells import escape_cell
 from engine.runs.loggers.base import Logger, RunContext
-from engine.runs.step_rows import start_with_rows_before
+from engine.runs.step_rows import RowWriter, start_with_rows_before
 
 FILE = "metrics.csv"
 COLUMNS = ["step", "key", "value"]
@@ -27,14 +26,13 @@ class CsvLogger(Logger):
 
     def _start_with(self, sources: list[Path]) -> None:
         """Rewrite the file as the rows of `sources` before the start step, then append."""
-        start_with_rows_before(self.path, sources, COLUMNS, self.start, column=0)
+        start_with_rows_before(self.path, sources, COLUMNS, self.start, numbers=(0,))
         self.file = self.path.open("a", encoding="utf-8", newline="")
-        self.writer = csv.writer(self.file, lineterminator="\n")
+        self.writer = RowWriter(self.file)
 
     def scalars(self, values: dict[str, float], step: int) -> None:
-        self.writer.writerows(
-            [step, escape_cell(key), float(value)] for key, value in values.items()
-        )
+        for key, value in values.items():
+            self.writer.writerow([step, escape_cell(key), float(value)])
 
     def flush(self) -> None:
         self.file.flush()

@@ -14,7 +14,10 @@ import os
 import time
 from pathlib import Path
 
+from omegaconf import DictConfig
+
 from engine.runs.loggers.base import Logger, RunContext
+from engine.runs.loggers.reachable import no_answer
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +39,18 @@ class MLflowLogger(Logger):
     named `run_name` (null: the run dir's name)."""
 
     requires = ("mlflow", INSTALL)
+
+    @classmethod
+    def start_problem(cls, key: str, node: DictConfig) -> str | None:
+        """An http(s) tracking server that does not answer (engine/runs/loggers/reachable.py)."""
+        uri = str(node.get("tracking_uri"))
+        why = no_answer(uri)
+        if why is None:
+            return None
+        return (
+            f"{key}.tracking_uri={uri}: the tracking server does not answer ({why}); start it, "
+            f"correct the URI, or log to a folder ({key}.tracking_uri=${{paths.log_dir}}/mlruns)."
+        )
 
     def __init__(
         self,

@@ -1,0 +1,66 @@
+"""A JPEG of thousands of scans (a 466 KB one of 10,000 took 98 s to decode) is refused from
+its bytes before any decoding, in one line naming the file; real progressive JPEGs (~10
+scans) decode as before."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from engine.data.decode import SampleError, decode_image_bytes, load_sample
+from engine.data.image_header import MAX_JPEG_SCANS, jpeg_scans
+
+
+def _progressive(channels: int, comment: bytes = b"") -> bytes:
+    pixels = np.random.default_rng(channels).integers(0, 256, (48, 64, channels), np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels.squeeze()).save(buffer, "JPEG", progressive=True, comment=comment)
+    return buffer.getvalue()
+
+
+def _with_scans(data: bytes, scans: int) -> bytes:
+    """`data` with its last scan (SOS segment and entropy-coded data) repeated up to `scans`
+    scans: structurally sound, as the hostile files are."""
+    last = data.rfind(b"\xff\xda")
+    return data[:-2] + data[last:-2] * (scans - jpeg_scans(data, scans)) + b"\xff\xd9"
+
+
+@pytest.mark.parametrize(("channels", "scans"), [(3, 10), (1, 6)])
+def test_a_real_progressive_jpeg_counts_its_scans_and_decodes(channels, scans) -> None:
+    data = _progressive(channels)
+    assert jpeg_scans(data, MAX_JPEG_SCANS) == scans  # libjpeg's progression script
+    assert decode_image_bytes(data, "p.jpg").shape == (3, 48, 64)
+    buffer = io.BytesIO()
+    Image.open(io.BytesIO(data)).save(buffer, "JPEG")  # baseline: one scan
+    assert jpeg_scans(buffer.getvalue(), MAX_JPEG_SCANS) == 1
+
+
+@pytest.mark.parametrize("min_side", [None, 8])  # full decode (TorchCodec), reduced (Pillow)
+def test_a_jpeg_of_10000_scans_is_refused_before_decoding_naming_the_file(
+    tmp_path, min_side
+) -> None:
+    path = tmp_path / "scans.jpg"
+    path.write_bytes(_with_scans(_progressive(3), 10_000))
+    start = time.perf_counter()
+    with pytest.raises(SampleError) as refused:
+        load_sample(str(path), 7, "cat", min_side)
+    assert time.perf_counter() - start < 1
+    message = str(refused.value)
+    assert (
+        f"sample 7 (class 'cat') from {path}: it holds more than {MAX_JPEG_SCANS} scans" in message
+    )
+    assert "\n" not in message and "dataset.on_error=skip" in message
+
+
+def test_the_count_walks_segments_and_stops_past_the_limit() -> None:
+    hostile = _with_scans(_progressive(3), 10_000)
+    assert jpeg_scans(hostile, 10**6) == 10_000
+    assert jpeg_scans(hostile, MAX_JPEG_SCANS) == MAX_JPEG_SCANS + 1
+    assert jpeg_scans(_with_scans(_progressive(3), MAX_JPEG_SCANS), 10**6) == MAX_JPEG_SCANS
+    commented = _progressive(3, comment=b"\xff\xda" * 500)  # SOS bytes inside a segment
+    assert jpeg_scans(commented, 10**6) == 10
+    assert decode_image_bytes(commented, "c.jpg").shape == (3, 48, 64)

@@ -1,0 +1,68 @@
+"""`model.preprocess` (engine/inference/preprocess.py) takes what a notebook holds: the same
+image gives the same batch as a file, a PIL image or an array, 16-bit grey included, and an
+input that is no image (object, float, empty, 5-channel) is refused in one line naming its
+index and what to give."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torchvision.transforms import v2
+
+from engine.data.transforms import Pipelines
+from engine.inference.preprocess import Preprocess
+
+PREPROCESS = Preprocess(Pipelines([], [v2.Resize(8)], mean=[0.5] * 3, std=[0.25] * 3))
+PIXELS = torch.randint(
+    0, 256, (3, 12, 10), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)
+)
+
+
+def test_a_16_bit_png_gives_one_batch_by_path_by_pil_image_and_by_array(tmp_path) -> None:
+    grey16 = np.random.default_rng(0).integers(0, 2**16, (12, 10), dtype=np.uint16)
+    Image.fromarray(grey16).save(tmp_path / "deep.png")
+    by_path = PREPROCESS(tmp_path / "deep.png")
+    with Image.open(tmp_path / "deep.png") as picture:
+        assert picture.mode == "I;16"
+        assert torch.equal(PREPROCESS(picture), by_path)  # convert("RGB") clipped it to 255
+    assert torch.equal(PREPROCESS(grey16), by_path)
+    high_byte = torch.from_numpy((grey16 >> 8).astype(np.uint8)).expand(3, -1, -1)
+    assert torch.equal(PREPROCESS(high_byte), by_path)
+
+
+def test_grey_and_rgba_tensors_give_what_their_arrays_give() -> None:
+    hwc = PIXELS.permute(1, 2, 0).numpy()
+    rgba = np.dstack([hwc, np.full(hwc.shape[:2], 9, np.uint8)])
+    assert torch.equal(PREPROCESS(torch.from_numpy(rgba)), PREPROCESS(rgba))
+    grey = hwc[..., :1]
+    assert torch.equal(PREPROCESS(torch.from_numpy(grey)), PREPROCESS(grey[..., 0]))
+
+
+@pytest.mark.parametrize(
+    ("image", "says"),
+    [
+        (np.empty((12, 10, 3), dtype=object), r"numpy object array .* np\.asarray\(x, dtype="),
+        (np.array([[1, "a"], [2, 3]], dtype=object), "numpy object array of shape"),
+        (np.zeros((0, 10, 3), np.uint8), r"shape \(0, 10, 3\), which holds no pixels"),
+        (np.zeros((0, 0), np.uint8), "which holds no pixels; give an image at least 1 x 1"),
+        (torch.zeros((3, 12, 0), dtype=torch.uint8), "tensor of shape .* holds no pixels"),
+        (Image.new("RGB", (0, 5)), r"a PIL image of size \(0, 5\), which holds no pixels"),
+        (np.zeros((12, 10, 5), np.uint8), r"\(12, 10, 5\).* 1 \(grey\), 3 \(RGB\) or 4 \(RGBA\)"),
+        (np.zeros((5, 12, 10), np.uint8), "first and last axes are no channel count"),
+        (torch.zeros((5, 12, 10), dtype=torch.uint8), r"torch\.uint8 tensor .* channels"),
+        (np.zeros((12, 10, 3), np.float32), r"float32 array .* scale it to 0-255"),
+        (np.zeros((12, 10, 3), np.uint16), r"uint16 array of shape \(12, 10, 3\)"),
+    ],
+)
+def test_what_is_no_image_is_refused_in_one_line_naming_its_index(image, says) -> None:
+    with pytest.raises(TypeError, match=r"^model\.preprocess: image 1 is ") as refused:
+        PREPROCESS([PIXELS, image])
+    assert "\n" not in str(refused.value)
+    assert refused.match(says)
+
+
+def test_no_images_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match=r"^model\.preprocess: no images given; give file"):
+        PREPROCESS([])

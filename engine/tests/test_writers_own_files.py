@@ -1,0 +1,125 @@
+"""The writers (mode=cache, mode=shards in both formats) remove and replace only files they
+wrote themselves, as their own lock, manifest or mark records them, wherever the data came
+from: a folder a CSV dataset reads from is refused as an output, and a user's files of the
+writers' names (manifest.json, classes.txt, train-000000.tar, a Hugging Face Parquet set) are
+never replaced, with or without cache.rebuild / shards.overwrite."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from engine.data.cache_store import CacheWriter
+from engine.modes.cache import cache
+from engine.modes.shards import shards
+
+USERS = "the user's own"
+
+
+@pytest.fixture
+def csv_data(demo_dir: Path, tmp_path: Path) -> Path:
+    """A CSV dataset whose listings sit beside its images' folders (data/train/*.png), with
+    the user's own train/manifest.json and classes.txt among them."""
+    data = tmp_path / "data"
+    for split in ("train", "val"):
+        (data / split).mkdir(parents=True)
+        rows = ["path,label"]
+        classes = sorted((demo_dir / "imagefolder" / split).iterdir())
+        sources = [sorted(folder.iterdir())[0] for folder in classes]
+        for i, source in enumerate(sources):
+            shutil.copy(source, data / split / f"{i}{source.suffix}")
+            rows.append(f"{split}/{i}{source.suffix},{source.parent.name}")
+        (data / f"{split}.csv").write_text("\n".join(rows) + "\n")
+    (data / "train" / "manifest.json").write_text(USERS)
+    (data / "classes.txt").write_text(USERS)
+    return data
+
+
+def _csv(data: Path) -> tuple[str, ...]:
+    return ("dataset=csv", f"dataset.train_csv={data}/train.csv", f"dataset.val_csv={data}/val.csv")
+
+
+@pytest.mark.parametrize("mode", ["cache", "shards"])
+def test_an_output_folder_a_csv_dataset_reads_from_is_refused(reference_cfg, csv_data, mode):
+    """dataset.root is null for a CSV: the CSV files' folder and the images' are the data."""
+    write = cache if mode == "cache" else shards
+    extra = ("cache.rebuild=true",) if mode == "cache" else ("shards.overwrite=true",)
+    for inside, named in ((csv_data, "the folder of dataset.train_csv"), (csv_data / "val", "")):
+        cfg = reference_cfg(mode, f"mode={mode}", *_csv(csv_data), f"{mode}.dir={inside}", *extra)
+        with pytest.raises(ValueError, match=rf"{mode}\.dir={inside} is inside .*{named}"):
+            write(cfg)
+    assert (csv_data / "train" / "manifest.json").read_text() == USERS
+    assert (csv_data / "classes.txt").read_text() == USERS
+    assert not (csv_data / "train" / "progress.json").exists()
+    assert all(p.suffix in (".png", ".jpg") for p in (csv_data / "val").iterdir())
+
+
+@pytest.mark.parametrize("rebuild", [False, True])
+def test_a_cache_never_replaces_a_file_it_did_not_write(tmp_path, rebuild) -> None:
+    """A manifest.json that is not a cache's, or a cache's file name with no cache manifest
+    beside it, is someone else's: refused naming it, also with cache.rebuild."""
+    for name in ("manifest.json", "index.i64"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / name).write_text(USERS)
+        with pytest.raises(FileExistsError, match=rf"cache\.dir: {folder} holds a {name}"):
+            CacheWriter(folder, [], {"encoding": "raw"}, ["a"], rebuild)
+        assert [p.read_text() for p in folder.iterdir()] == [USERS]
+
+
+def test_rebuild_and_resume_still_replace_the_caches_own_files(tmp_path) -> None:
+    settings = {"encoding": "raw", "short_side": 4, "jpeg_quality": None}
+    image = tmp_path / "a.png"
+    image.write_bytes(b"x")
+    writer = CacheWriter(tmp_path / "c", [str(image)], settings, ["a"], rebuild=False)
+    writer.close()  # cut before its first image: a rerun resumes it
+    CacheWriter(tmp_path / "c", [str(image)], settings, ["a"], rebuild=False).close()
+    CacheWriter(tmp_path / "c", [str(image)], settings, ["a"], rebuild=True).close()
+    assert (tmp_path / "c" / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("taken", ["classes.txt", "train-000000.tar", "shards.json"])
+def test_shards_never_replace_a_file_no_shard_write_recorded(
+    reference_cfg, csv_data, tmp_path, taken
+):
+    """A folder holding a user's classes.txt (or tar, or a manifest another writer made) is
+    refused in one line that does not offer shards.overwrite, which would replace it."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / taken).write_text(USERS)
+    for extra in ((), ("shards.overwrite=true",)):
+        cfg = reference_cfg("s", "mode=shards", *_csv(csv_data), f"shards.dir={out}", *extra)
+        with pytest.raises(FileExistsError, match=rf"{out} holds {taken}, which no mode=shards"):
+            shards(cfg)
+    assert [p.name for p in out.iterdir()] == [taken] and (out / taken).read_text() == USERS
+
+
+@pytest.mark.parametrize("fmt", ["tar", "parquet"])
+def test_shards_overwrite_replaces_their_own_set(reference_cfg, csv_data, tmp_path, fmt) -> None:
+    out = tmp_path / "out"
+    args = ("mode=shards", *_csv(csv_data), f"shards.dir={out}", f"shards.format={fmt}")
+    shards(reference_cfg("a", *args))
+    written = sorted(p.name for p in out.iterdir())
+    with pytest.raises(FileExistsError, match=r"already holds shards .*shards\.overwrite=true"):
+        shards(reference_cfg("b", *args))
+    shards(reference_cfg("c", *args, "shards.overwrite=true"))
+    assert sorted(p.name for p in out.iterdir()) == written
+
+
+def test_a_hugging_face_parquet_set_of_the_same_names_is_not_replaced(
+    reference_cfg, csv_data, tmp_path
+) -> None:
+    """A downloaded set named train-00000-of-00001.parquet has no mark of this writer."""
+    out = tmp_path / "hub"
+    out.mkdir()
+    name = "train-00000-of-00001.parquet"
+    pq.write_table(pa.table({"image": [b"x"], "label": [0]}), out / name)
+    held = (out / name).read_bytes()
+    args = ("mode=shards", *_csv(csv_data), "shards.format=parquet", "shards.overwrite=true")
+    with pytest.raises(FileExistsError, match=rf"{out} holds {name}, which no mode=shards"):
+        shards(reference_cfg("b", *args, f"shards.dir={out}"))
+    assert (out / name).read_bytes() == held
