@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate cache shards bench bench-growth bench-ab bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate pipeline-report cache shards bench bench-growth bench-ab bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -43,6 +43,9 @@ inspect: data  ## report shapes, ranges, labels and pitfalls of the first batche
 validate: data  ## decode every train/val file once, list unreadable ones in bad_samples.csv (no training)
 	$(BIN)/python train.py mode=validate $(ARGS)
 
+pipeline-report: $(STAMP)  ## one PNG of a training's input pipeline over time, per worker and the main process: RUN=<run dir> (default outputs/latest_train) -> RUN/pipeline.png
+	$(BIN)/python -m engine.modes.pipeline_report $(RUN)
+
 cache: data  ## pre-resize every train/val image once into data/cache (resumable); train with dataset=cache
 	$(BIN)/python train.py mode=cache $(ARGS)
 
@@ -67,7 +70,7 @@ gpu-check: $(STAMP)  ## on CUDA: data wait feeding ResNet-50 (prefetch x pinning
 bench-parquet: $(STAMP)  ## dataset=parquet beside tar shards and the image folder, the same 500x375 JPEGs, train and val; into BENCHMARKS.md
 	$(BIN)/python -m bench --only parquet $(ARGS)
 
-bench-sampling: data  ## dataset=mix and trainer.record_samples=true against the plain loader in the training loop, side by side; into BENCHMARKS.md
+bench-sampling: data  ## dataset=mix, trainer.record_samples=true and trainer.pipeline_timing=false against the plain loader in the training loop, side by side; into BENCHMARKS.md
 	$(BIN)/python -m bench.sampling $(ARGS)
 
 bench-start: $(STAMP)  ## loader workers started by forkserver (the default under torchrun) against fork: first batch, epoch, re-entry; into BENCHMARKS.md

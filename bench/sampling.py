@@ -1,5 +1,7 @@
-"""`make bench-sampling` (also a section of `make bench`): what `dataset=mix` and
-`trainer.record_samples=true` cost against the plain loader, in the real training loop.
+"""`make bench-sampling` (also a section of `make bench`): what `dataset=mix`,
+`trainer.record_samples=true` and the per-stage timings (`trainer.pipeline_timing`, on by
+default, so the plain row has them and a row turns them off) cost against the plain loader,
+in the real training loop.
 
 Each measurement is a fresh `train.py` training of one epoch on the demo data (its 1900 train
 images; the mix draws its two demo sources, the image folders and the CSV listing of the
@@ -30,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BLOCK = "make bench-sampling"
 ROWS = {
     "plain loader (dataset=imagefolder)": [],
+    "trainer.pipeline_timing=false": ["trainer.pipeline_timing=false"],
     "trainer.record_samples=true": ["trainer.record_samples=true"],
     "dataset=mix (2 sources, 0.75 / 0.25)": ["dataset=mix"],
 }
@@ -81,7 +84,8 @@ def section(rounds: int, say) -> str:
     wall = time.perf_counter() - start
     return "\n\n".join(
         [
-            f"## dataset=mix and trainer.record_samples against the plain loader: "
+            f"## dataset=mix, trainer.record_samples and trainer.pipeline_timing against the "
+            f"plain loader: "
             f"`make bench-sampling` ({date.today().isoformat()})",
             f"`make bench-sampling` (= `python -m bench.sampling --rounds {rounds}`; also part "
             f"of `make bench`), {wall:.0f} s wall. Machine: {report.machine()}.",

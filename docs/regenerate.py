@@ -139,7 +139,12 @@ OUTPUTS = {
     "starvation": Output(
         "python train.py model=mlp loader.num_workers=0 trainer.max_epochs=2",
         f"{TRAIN} model=mlp loader.num_workers=0 trainer.max_epochs=2",
-        r"the loader is the bottleneck",
+        r"epoch 2/2 |limits it",
+    ),
+    "slow-stage": Output(
+        "python train.py model=mlp loader.num_workers=0 trainer.max_epochs=2",
+        f"{TRAIN} model=mlp loader.num_workers=0 trainer.max_epochs=2",
+        r"epoch 2/2 ",
     ),
     "sweep": Output("make sweep", f"{TRAIN} +sweep=loader", r"Sweep summary|^\|"),
     "shards-write": Output(

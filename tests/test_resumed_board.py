@@ -56,7 +56,8 @@ def _assert_one_series(board: dict[str, dict[str, list[tuple[int, object]]]]) ->
     scalars = board["scalars"]
     assert {"train/loss", "val/acc", "epoch"} <= scalars.keys()
     for tag, series in scalars.items():
-        assert _steps(series) == (PER_STEP if tag in ("train/loss", "train/lr") else EPOCH_ENDS)
+        per_step = tag in ("train/loss", "train/lr") or tag.startswith("pipeline/")
+        assert _steps(series) == (PER_STEP if per_step else EPOCH_ENDS)
     assert [value for _, value in scalars["epoch"]] == [1, 2]
     assert len(board["images"]["train/first_batch"]) == 1
     assert len(board["hparams"]["_hparams_/session_start_info"]) == 1

@@ -8,6 +8,12 @@ importing the modes themselves.
 EVAL_SPLITS = ("val", "test")  # the labelled splits mode=eval measures (eval.split)
 MULTI_LABEL_EVAL = ("map", "f1", "subset_acc")  # what mode=eval adds for a multi-label model
 
+# The input pipeline's stages (trainer.pipeline_timing, engine/measure/stages.py): in the
+# loader workers per sample, in the main process per batch; each one's key pipeline/<stage>_ms
+WORKER_STAGES = ("read", "decode", "transform", "collate")
+MAIN_STAGES = ("wait", "h2d", "step")
+PIPELINE_KEYS = tuple(f"pipeline/{stage}_ms" for stage in WORKER_STAGES + MAIN_STAGES)
+
 # a training's keys besides each metric's val/<name> and val/best_<name> (train_keys)
 TRAIN_KEYS = (
     "train/loss",
@@ -16,6 +22,7 @@ TRAIN_KEYS = (
     "train/first_batch_s",
     "epochs",
     "wall_s",
+    *PIPELINE_KEYS,
 )
 
 
@@ -43,6 +50,7 @@ METRICS_BY_MODE: dict[str, tuple[str, ...]] = {
         "loader/data_wait_frac",
         "loader/cpu_ms_per_sample",
         "loader/peak_rss_mb",
+        *PIPELINE_KEYS,
     ),
     "inspect": ("inspect/warnings",),
     "validate": ("validate/samples", "validate/bad", "validate/bad_frac", "wall_s"),

@@ -31,6 +31,7 @@ from engine.data.decode import SampleError, decode_image_bytes, describe_error
 from engine.data.image_header import JPEG_MAGIC, check_pixels, jpeg_size, open_image
 from engine.data.sample_ids import SampleIds, split_ids
 from engine.data.targets import label_text
+from engine.measure.stages import split_times
 
 DECODE_DEVICES = ("cpu", "main", "cuda")  # cpu = each worker decodes its samples (default)
 EXIF_ORIENTATION = 0x0112
@@ -225,7 +226,9 @@ class BatchDecoder:
 
     def batch(self, batch: Any) -> tuple[Any, list[BadSample]]:
         """`batch` ((EncodedBatch, labels[, SampleIds])) with its images decoded and
-        transformed into one uint8 tensor on the device; the samples left out (skip)."""
+        transformed into one uint8 tensor on the device; the samples left out (skip). The
+        workers' stage times go on with it (the decode here counts in the main's `wait`)."""
+        batch, times = split_times(batch)
         fields, ids = split_ids(batch)
         encoded, labels = fields[0], fields[1]
         images, reasons = self._decoded(encoded)
@@ -245,6 +248,8 @@ class BatchDecoder:
         stacked = self._stacked([images[i] for i in keep], [encoded.seeds[i] for i in keep])
         rows = torch.tensor(keep)
         out: tuple[Any, ...] = (stacked, labels[rows], *fields[2:])
+        if times is not None:
+            out = (*out, times)
         if ids is not None:
             out = (*out, SampleIds([ids.indices[i] for i in keep]))
         return out, bad

@@ -41,6 +41,7 @@ from engine.data.sample_ids import TagsCollate, tag_samples
 from engine.data.samplers import EpochSampler, RandomOrder, SequentialOrder
 from engine.data.sharding import share_train, val_order
 from engine.data.source_view import SourceView
+from engine.measure.stages import SUMS, StageCollate
 
 RANDOM_ORDERS = (RandomOrder, RandomSampler)
 SEQUENTIAL_ORDERS = (SequentialOrder, SequentialSampler)
@@ -90,12 +91,14 @@ def build_loaders(
     world_size: int = 1,
     val_limit: int | None = None,
     tag_train: bool = False,
+    time_train: bool = False,
 ) -> tuple[DataLoader, DataLoader]:
     """Train loader from resolved `settings` and the sampler group's order; val loader: same
     knobs, in order, no drop (with `val_limit`, that many samples spread over the classes).
     With dataset.on_error=skip, unreadable samples are listed in `report_dir`/bad_samples.csv.
     In a distributed job both yield only rank `rank`'s share (engine/data/sharding.py).
-    `tag_train`: train batches carry their samples' ids (engine/data/sample_ids.py)."""
+    `tag_train`: train batches carry their samples' ids (engine/data/sample_ids.py);
+    `time_train`: their stage times (engine/measure/stages.py)."""
     if tag_train:
         tag_samples(train_set)
     notes: list[str] = []
@@ -119,7 +122,9 @@ def build_loaders(
         for stratum in getattr(val_set, "sources", ())
     }
     return (
-        make_loader(train_set, settings, sampler, settings.drop_last, "train", report_dir),
+        make_loader(
+            train_set, settings, sampler, settings.drop_last, "train", report_dir, time_train
+        ),
         val_loader,
     )
 
@@ -179,6 +184,7 @@ class WorkerStart:
     main_pid: int
 
     def __call__(self, worker_id: int) -> None:
+        SUMS.reset()  # a forked worker starts with its parent's stage sums
         torch_mp.set_sharing_strategy(self.sharing_strategy)
         exit_with(self.main_pid)
         gc.freeze()
@@ -203,8 +209,10 @@ def make_loader(
     drop_last: bool,
     split: str = "train",
     report_dir: Path | None = None,
+    time_stages: bool = False,
 ) -> DataLoader:
-    """One DataLoader from resolved `settings`; batched datasets skip collation.
+    """One DataLoader from resolved `settings`; batched datasets skip collation. With
+    `time_stages` each batch carries its `StageTimes` (engine/measure/stages.py).
 
     A dataset with on_error=skip gets a `SkippingLoader`: clean batches only, the bad samples
     go to its `bad_samples` ledger (reported in `report_dir`/bad_samples.csv).
@@ -225,6 +233,8 @@ def make_loader(
         while isinstance(getattr(inner, "dataset", None), Dataset):  # SeededSamples, folds
             inner = inner.dataset  # type: ignore[attr-defined]
         inner.sends_encoded = True  # type: ignore[attr-defined]
+    if time_stages:
+        collate = StageCollate(collate)
     if getattr(dataset, "tags_samples", False) or isinstance(dataset, IterableDataset):
         collate = TagsCollate(collate)  # a stream may be told to tag later (a training's)
     skip = dataset.on_error == "skip"

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import stat
 
+from engine.measure.stages import timed_stage
+
 BYTES_PER_PIXEL = 8  # the most an uncompressed pixel takes (16-bit RGBA)
 SLACK_BYTES = 16 * 2**20  # metadata, thumbnails, ICC profiles, poor compression
 
@@ -33,6 +35,7 @@ def _kind(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
+@timed_stage("read")  # the pipeline's read stage (engine/measure/stages.py)
 def read_regular_file(path: str | os.PathLike[str], max_bytes: int | None) -> bytes:
     """The bytes of the regular file `path`; anything else (FIFO, device, socket, folder) or a
     file over `max_bytes` raises `ValueError` before a blocking open or a large read."""

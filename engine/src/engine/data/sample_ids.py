@@ -14,6 +14,8 @@ from typing import Any
 
 from torch.utils.data import Dataset, default_collate
 
+from engine.measure.stages import split_times
+
 
 class Tagged:
     """One sample with its index in the dataset (a stream: in its split)."""
@@ -59,7 +61,10 @@ class TagsCollate:
 
 
 def split_ids(batch: Any) -> tuple[Any, SampleIds | None]:
-    """The batch's fields without its trailing `SampleIds`, and the ids (None: untagged)."""
+    """The batch's fields without its trailing `SampleIds` and stage times (a training's
+    pipeline timing takes those first: engine/training/pipeline_timing.py), and the ids
+    (None: untagged)."""
+    batch = split_times(batch)[0]
     if isinstance(batch, tuple | list) and batch and isinstance(batch[-1], SampleIds):
         return batch[:-1], batch[-1]
     return batch, None

@@ -18,6 +18,7 @@ from engine.data.in_flight import ReadingSlots
 from engine.data.sample_ids import SampleIds, Tagged
 from engine.data.samplers import Draw
 from engine.data.wrapper import DatasetWrapper
+from engine.measure.stages import SUMS
 
 
 class SeededSamples(DatasetWrapper):
@@ -41,7 +42,8 @@ class SeededSamples(DatasetWrapper):
     def _fetch(self, key: Any, fetch: Any, first_index: int, *seed_parts: int) -> Any:
         slot = self.reading.start(first_index)
         if not self.dataset.draws_random:  # nothing to seed: skip the swap
-            item = fetch(key)
+            with SUMS.timed("fetch"):  # the pipeline's stages (engine/measure/stages.py)
+                item = fetch(key)
         else:
             with torch.random.fork_rng(devices=[]):
                 # the CPU generator only (what transforms draw from): torch.manual_seed would
@@ -49,7 +51,8 @@ class SeededSamples(DatasetWrapper):
                 torch.default_generator.manual_seed(
                     derive_seed(self.seed, int(self._epoch), *seed_parts)
                 )
-                item = fetch(key)
+                with SUMS.timed("fetch"):
+                    item = fetch(key)
         self.reading.done(slot)
         return item
 

@@ -179,17 +179,21 @@ def time_window(
     batches: int,
     consume: Callable[[Iterator[Any]], Iterator[Any]] | None = None,
     step: Callable[[Any], Any] | None = None,
+    opened: Callable[[], Any] | None = None,
 ) -> Window:
     """Start `meter`, build the batches (`open_batches`, counted in first_batch_s), take
     `warmup` untimed and `batches` timed ones through `consume` (e.g. a device lookahead,
     which asks the loader one batch ahead) into `step`; the window closes after the last
-    step (CUDA work included), then the batches are closed (their workers stop)."""
+    step (CUDA work included), then the batches are closed (their workers stop). `opened`
+    is called as the window opens (a stage log drops the warm-up)."""
     meter.start()
     delivered = meter.timed(open_batches())
     consumed = consume(delivered) if consume is not None else delivered
     for i in range(warmup + batches):
         if i == warmup:
             meter.open_window()
+            if opened is not None:
+                opened()
         batch = next(consumed)
         if step is not None:
             step(batch)

@@ -28,6 +28,7 @@ from engine.runs.tensorboard import TensorBoardLogger
 from engine.runs.tensorboard_index import link_run
 from engine.training.assemble import Components, assemble
 from engine.training.batches import DeviceBatch, mover_for
+from engine.training.pipeline_timing import PipelineTimes, stage_table
 from engine.training.prefetch import device_batches, side_stream_for
 
 log = logging.getLogger(__name__)
@@ -60,24 +61,37 @@ def time_loader(
     move: Callable[[Iterator[Any]], Iterator[Any]] | None = None,
     step: Callable[[Any], Any] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    pipeline: PipelineTimes | None = None,
 ) -> dict[str, float]:
     """`settings.repeats` windows of `settings.batches` batches after `settings.warmup`, each
     from a new iterator over `loader`: `move` turns the loader's batches into what `step` (if
     any) consumes; waits count the loader's own deliveries (engine/measure/timing.py). Reports the
     median of each rate over the repeats, the range of samples/s, the first repeat's
-    first batch (cold start-up) and the largest memory peak."""
-    windows = [
-        time_window(
-            BatchMeter(clock, ProcessTreeMonitor),
-            lambda: endless(loader),
-            settings.warmup,
-            settings.batches,
-            move,
-            step,
+    first batch (cold start-up) and the largest memory peak; with `pipeline` (the stage times
+    the loader's batches carry, `move` timed by it), the median of each pipeline/<stage>_ms
+    over the windows."""
+
+    def batches() -> Iterator[Any]:
+        delivered = endless(loader)
+        return delivered if pipeline is None else pipeline.arrivals(delivered)
+
+    def consume(delivered: Iterator[Any]) -> Iterator[Any]:
+        moved = move(delivered) if move is not None else delivered
+        return moved if pipeline is None else pipeline.stepping(moved, 0)
+
+    windows, stages = [], []
+    for _ in range(settings.repeats):
+        meter = BatchMeter(clock, ProcessTreeMonitor)
+        opened = pipeline.take if pipeline is not None else None  # the warm-up left out
+        windows.append(
+            time_window(meter, batches, settings.warmup, settings.batches, consume, step, opened)
         )
-        for _ in range(settings.repeats)
-    ]
+        if pipeline is not None:
+            stages.append(pipeline.take().metrics())
     rates = Spread.of(w.samples_per_s for w in windows)
+    medians = (
+        {key: statistics.median(s[key] for s in stages) for key in stages[0]} if stages else {}
+    )
     return {
         "loader/samples_per_s": rates.median,
         "loader/samples_per_s_min": rates.low,
@@ -87,13 +101,15 @@ def time_loader(
         "loader/data_wait_frac": statistics.median(w.data_wait_frac for w in windows),
         "loader/cpu_ms_per_sample": statistics.median(w.cpu_ms_per_sample for w in windows),
         "loader/peak_rss_mb": max(w.peak_rss_bytes for w in windows) / 2**20,
-    }
+    } | medians
 
 
-def device_batches_of(parts: Components) -> Callable[[Iterator[Any]], Iterator[DeviceBatch]]:
+def device_batches_of(
+    parts: Components, pipeline: PipelineTimes | None = None
+) -> Callable[[Iterator[Any]], Iterator[DeviceBatch]]:
     """Batches -> model-ready device batches, as the training loop moves them (side-stream
-    lookahead on CUDA with trainer.device_prefetch)."""
-    mover = mover_for(parts)
+    lookahead on CUDA with trainer.device_prefetch); each move timed by `pipeline`."""
+    mover = mover_for(parts) if pipeline is None else pipeline.mover(mover_for(parts))
     side = side_stream_for(parts.device, parts.settings.device_prefetch)
     return lambda batches: device_batches(batches, mover, side)
 
@@ -115,12 +131,20 @@ def benchmark(cfg: DictConfig, step: type) -> dict[str, float]:
     parts = assemble(cfg)
     record_data_values(resolved, parts)
     write_resolved_config(resolved, out)  # now with the data's values
-    move = None if settings.compute == "none" else device_batches_of(parts)
+    pipeline = PipelineTimes(parts.device) if parts.settings.pipeline_timing else None
+    move = None if settings.compute == "none" else device_batches_of(parts, pipeline)
     consume = None
     if settings.compute == "model":
         optimizer = instantiate(cfg.optimizer)(parts.model.parameters())
         consume = train_step(parts, optimizer, step)
-    metrics = time_loader(parts.train_loader, settings, move, consume)
+    metrics = time_loader(parts.train_loader, settings, move, consume, pipeline=pipeline)
+    if pipeline is not None:
+        log.info(
+            "Where each batch's time went (medians over benchmark.repeats; the step is "
+            "benchmark.compute=%s):\n%s",
+            settings.compute,
+            stage_table(metrics, pipeline.epoch().transform_steps()),
+        )
     with TensorBoardLogger(out / "tensorboard") as tb:
         link_run(cfg, tb.log_dir)
         tb.scalars(metrics, 0)

@@ -32,13 +32,15 @@ from engine.training.distributed import reduce_totals, share_bad_samples
 from engine.training.early_stopping import EarlyStopping
 from engine.training.evaluate import evaluate
 from engine.training.interrupts import StopRequest
+from engine.training.limiting_stage import limiting_stage
 from engine.training.loader_failures import loader_failures_named
 from engine.training.nonfinite import NonFiniteGuard
 from engine.training.oversubscription import SlowComputeHint
+from engine.training.pipeline_timing import CSV_NAME, PipelineTimes, append_rows, stage_table
 from engine.training.prefetch import device_batches, side_stream_for
 from engine.training.profiling import batch_profiler
 from engine.training.progress import LossWindow, epoch_line
-from engine.training.starvation import StarvationHint
+from engine.training.starvation import StarvationHint, starved
 from engine.training.totals import PassTotals
 from engine.training.uneven import UnevenRanks
 
@@ -100,6 +102,9 @@ class Epoch:
         self.fit, self.number, self.resumed = fit, number, resumed
         loader = fit.parts.train_loader
         self.timer, self.totals = BatchMeter(), PassTotals(fit.move.device, fit.parts.metrics)
+        # each batch's stages: read ... collate in its worker, wait, h2d and step here
+        self.pipeline = PipelineTimes(fit.move.device) if fit.s.pipeline_timing else None
+        self.transform_steps: dict[str, float] = {}  # the epoch's, ms per sample by step
         self.start = resumed.batch if resumed is not None else 0
         if resumed is not None and resumed.totals is not None:
             self.totals.load_state_dict(resumed.totals)
@@ -152,9 +157,16 @@ class Epoch:
     def batches(self) -> Iterator[DeviceBatch]:
         """The pass over the train loader (or the rest of it, where a resumed checkpoint left
         off), each batch on the device, normalised, timed."""
-        fit = self.fit
+        fit, pipeline = self.fit, self.pipeline
         timed = self.timer.timed(self._batches, self.limit)
-        for i, batch in enumerate(device_batches(timed, fit.move, fit.side), self.start):
+        if pipeline is None:
+            moved = device_batches(timed, fit.move, fit.side)
+        else:  # the stage times taken off each batch, the copy and the step timed
+            arrived = pipeline.arrivals(timed)
+            moved = pipeline.stepping(
+                device_batches(arrived, pipeline.mover(fit.move), fit.side), self.start
+            )
+        for i, batch in enumerate(moved, self.start):
             self.index, self.at_boundary = i, False
             if self.number == 1 and i == 0:
                 fit.run.show_batch("train/first_batch", batch)  # as the model sees it
@@ -184,6 +196,8 @@ class Epoch:
         """After an optimizer step: train/loss and train/lr when due, and a checkpoint when
         due (trainer.checkpoint.*) or when a stop signal came (then exit)."""
         fit, loader = self.fit, self.fit.parts.train_loader
+        if self.pipeline is not None:
+            self.pipeline.step_ended()  # the step's time ends here, before logging and saving
         if fit.step.steps % fit.s.log_every_n_steps == 0:
             self._log_window()
         # on_error=skip leaves entirely bad batches out: they count as done
@@ -198,7 +212,10 @@ class Epoch:
         """train/loss (the mean since the last point) and train/lr at this optimizer step."""
         fit = self.fit
         mean_loss, lr = fit.window.take(), fit.step.optimizer.param_groups[0]["lr"]
-        fit.run.loggers.scalars({"train/loss": mean_loss, "train/lr": lr}, fit.step.steps)
+        points = {"train/loss": mean_loss, "train/lr": lr}
+        if self.pipeline is not None:  # pipeline/<stage>_ms since the last point
+            points |= self.pipeline.take().metrics()
+        fit.run.loggers.scalars(points, fit.step.steps)
         self.bar.postfix(loss=mean_loss)
 
     def train_metrics(self) -> dict[str, float]:
@@ -217,7 +234,14 @@ class Epoch:
         means = self.totals.means(
             "train", "check the data, loader.batch_size and loader.drop_last."
         )
-        return means | self.timer.stop(self.totals.samples - self.base).pass_metrics("train")
+        means |= self.timer.stop(self.totals.samples - self.base).pass_metrics("train")
+        if self.pipeline is None:
+            return means
+        whole = self.pipeline.epoch()
+        stages, self.transform_steps = whole.metrics(), whole.transform_steps()
+        if fit.run.ranks.is_main:  # one row per batch: the report's picture
+            append_rows(fit.run.out / CSV_NAME, self.pipeline.rows(self.number))
+        return means | stages
 
     def evaluate(self, model: torch.nn.Module | None = None) -> dict[str, float]:
         """val/* of `model` (default: the trained one; e.g. an EMA of it) over the val loader."""
@@ -251,9 +275,22 @@ class Epoch:
         and the hints when the model waited for data or computed far too slowly."""
         fit, parts = self.fit, self.fit.parts
         # train/loss is the per-step curve; the epoch's mean gets its own tag
-        per_epoch = {k: v for k, v in metrics.items() if k not in ("train/samples", "train/loss")}
+        # (and pipeline/<stage>_ms has its per-step points: the epoch's go in a table)
+        per_epoch = {
+            k: v
+            for k, v in metrics.items()
+            if k not in ("train/samples", "train/loss") and not k.startswith("pipeline/")
+        }
         per_epoch |= {"train/epoch_loss": metrics["train/loss"], "epoch": self.number}
         fit.run.loggers.scalars(per_epoch, fit.step.steps)
-        log.info("%s", epoch_line(self.number, fit.s.max_epochs, metrics))
-        fit.hint.check(self.number, metrics["train/data_wait_frac"])
+        limit = limiting_stage(metrics, self.transform_steps, parts.train_loader)
+        if limit is not None:
+            table = stage_table(metrics, self.transform_steps)
+            fit.run.loggers.text("pipeline/epoch", f"epoch {self.number}\n{table}", fit.step.steps)
+        wait = metrics["train/data_wait_frac"]
+        line = epoch_line(self.number, fit.s.max_epochs, metrics)
+        if limit is not None and starved(wait, fit.s.starvation_threshold, limit):
+            line += f" | {limit.line}"  # the stage that kept the model waiting
+        log.info("%s", line)
+        fit.hint.check(self.number, wait, limit)
         fit.slow.check(self.number, metrics, parts.model, parts.criterion, parts.precision)

@@ -32,6 +32,7 @@ RESULT_NEUTRAL_KEYS = (
     "trainer.num_threads",  # a requeued job on other cores: the same run up to float rounding
     "trainer.starvation_threshold",  # when a hint is logged
     "trainer.record_samples",  # samples.csv: which samples, not what is learned from them
+    "trainer.pipeline_timing",  # pipeline/<stage>_ms: how long each stage took, not its result
     "trainer.resume_granularity",  # how a resume goes on, checked against the checkpoint
     "loader.num_workers",
     "loader.pin_memory",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from engine.metric_keys import PIPELINE_KEYS
+
 # The per-epoch curves, besides each metric's val/<name>, whose last points sum a training up in
 # TensorBoard's HParams tab (train/epoch_loss is metrics.json's train/loss: the last epoch's mean)
 BOARD_TAGS = ("val/loss", "train/epoch_loss", "train/samples_per_s")
@@ -23,7 +25,8 @@ def summarize(
 
     Throughput and data-wait are totals over every epoch (time-weighted), so worker
     start-up in epoch 1 counts against them as it does against the user's wall clock.
-    A mix's last-epoch val/<source>/* metrics come along.
+    A mix's last-epoch val/<source>/* metrics come along, and with trainer.pipeline_timing
+    each pipeline/<stage>_ms over every epoch, weighted by the epoch's samples.
     """
     last = history[-1]
     train_s = sum(h["train/epoch_s"] for h in history)
@@ -32,6 +35,12 @@ def summarize(
     for name in metrics:
         measured[f"val/{name}"] = last[f"val/{name}"]
         measured[f"val/best_{name}"] = max(h[f"val/{name}"] for h in history)
+    samples = sum(h["train/samples"] for h in history)
+    stages = {
+        key: sum(h[key] * h["train/samples"] for h in history) / samples
+        for key in PIPELINE_KEYS
+        if samples and all(key in h for h in history)
+    }
     return (
         per_source
         | measured
@@ -47,4 +56,5 @@ def summarize(
             "epochs": len(history),
             "wall_s": wall_s,
         }
+        | stages
     )

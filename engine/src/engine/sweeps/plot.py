@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.metric_keys import MAIN_STAGES, PIPELINE_KEYS, WORKER_STAGES
 from engine.sweeps.table import LOWER_IS_BETTER, spread_of
 
 if TYPE_CHECKING:
@@ -58,17 +59,59 @@ def title_counts(rows: list[dict[str, str]], ok: list[dict[str, str]]) -> str:
 def _figure() -> tuple[Figure, Axes]:
     """A 700 x 450 px figure drawn by Agg, never a window (no pyplot). matplotlib is imported
     here, not with the module: it costs 0.2 s of every run's start, and only sweeps draw."""
+    figure = _blank_figure((7, 4.5))
+    return figure, figure.subplots()
+
+
+def _blank_figure(inches: tuple[float, float], layout: str | None = None) -> Figure:
+    """An empty Agg figure of `inches` at 100 dpi (see `_figure`)."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(7, 4.5), dpi=100)
-    return figure, figure.subplots()
+    return Figure(figsize=inches, dpi=100, layout=layout)
+
+
+def _stage_bars(ax: Axes, rows: list[dict[str, str]], stages: tuple[str, ...], unit: str) -> None:
+    """One stacked bar per job: its pipeline/<stage>_ms of each of `stages`."""
+    keys = swept_keys(rows)
+    labels = [
+        f"#{r['job']} "
+        + " ".join(
+            f"{k.rsplit('.', 1)[-1]}={parse_overrides(r['overrides']).get(k, '')}" for k in keys
+        )
+        for r in rows
+    ]
+    left = [0.0] * len(rows)
+    for stage in stages:
+        widths = [float(r.get(f"pipeline/{stage}_ms") or 0) for r in rows]
+        ax.barh(labels, widths, left=left, label=stage)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.set_xlabel(unit)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+
+
+def plot_stages(rows: list[dict[str, str]], figure: Figure) -> None:
+    """Where each job's time went, beside the metric: the main process's ms per batch
+    (wait, h2d, step) and the workers' ms per sample (read, decode, transform, collate)."""
+    main, workers = figure.subplots(1, 2, sharey=True)
+    _stage_bars(main, rows, MAIN_STAGES, "main process: ms per batch")
+    _stage_bars(workers, rows, WORKER_STAGES, "loader workers: ms per sample")
+    main.set_title(f"where the time went ({', '.join(swept_keys(rows)) or 'per job'})")
 
 
 def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
     """Lines of `metric` over loader.num_workers when swept, else one bar per job; ranges
-    [min-max] as error bars where the rows have them."""
+    [min-max] as error bars where the rows have them. With the jobs' pipeline/<stage>_ms
+    (trainer.pipeline_timing), a stacked bar per job of where the time went, below."""
     ok = [r for r in rows if r["status"] == "ok" and r.get(metric)]
-    fig, ax = _figure()
+    timed = [r for r in ok if r.get(PIPELINE_KEYS[0])]
+    if timed:
+        fig = _blank_figure((10, 8), layout="constrained")
+        top, bottom = fig.subfigures(2, 1)
+        ax = top.subplots()
+        plot_stages(timed, bottom)
+    else:
+        fig, ax = _figure()
     swept = [parse_overrides(r["overrides"]) for r in ok]
     if ok and all(X_KEY in s for s in swept):
         # numbers in numeric order, anything else (e.g. "auto") after them, as categories
@@ -110,7 +153,8 @@ def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
     ax.set_title(f"{metric}: {title_counts(rows, ok)}")
     ax.set_xlabel(ax.get_xlabel() + ranges)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
+    if not timed:  # a constrained layout places itself
+        fig.tight_layout()
     fig.savefig(path)
 
 

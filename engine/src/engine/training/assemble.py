@@ -111,6 +111,7 @@ def assemble(cfg: DictConfig) -> Components:
         world_size=ranks.world_size,
         val_limit=val_limit,
         tag_train=settings.record_samples,
+        time_train=settings.pipeline_timing,
     )
     per_step = loader_settings.batch_size * settings.grad_accum * ranks.world_size
     log.info(

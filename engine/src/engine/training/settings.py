@@ -80,6 +80,7 @@ class TrainerSettings:
     log_every_n_seconds: Seconds = 30.0
     record_samples: bool = False
     resume_granularity: str = "step"
+    pipeline_timing: bool = True
 
     def __post_init__(self) -> None:
         if str(self.precision) not in PRECISIONS:

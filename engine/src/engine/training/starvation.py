@@ -1,4 +1,6 @@
-"""Is it data or compute? The hint an epoch ends with when the model waited for its batches."""
+"""Is it data or compute? The hint an epoch ends with when the model waited for its batches:
+with the pipeline's stage times (trainer.pipeline_timing), the stage that limits and what
+lifts it (engine/training/limiting_stage.py); without them, the usual next steps."""
 
 from __future__ import annotations
 
@@ -7,12 +9,32 @@ import logging
 from torch.utils.data import DataLoader
 
 from engine.core.cpus import available_cpus
+from engine.training.limiting_stage import Limit
 
 log = logging.getLogger(__name__)
 
 
+def starved(wait_frac: float, threshold: float, limit: Limit | None) -> bool:
+    """Whether the model was kept from stepping more than `threshold` of the epoch: waiting
+    for batches, or (when the copy limits) waiting and copying."""
+    copying = limit is not None and limit.stage == "h2d"
+    return max(wait_frac, limit.idle_frac if copying else 0.0) > threshold  # type: ignore[union-attr]
+
+
+def limit_hint(limit: Limit, wait_frac: float, threshold: float) -> str:
+    """The hint naming the limiting stage and, numbered, what would lift it."""
+    numbered = "; ".join(f"{i}) {fix}" for i, fix in enumerate(limit.fixes, 1))
+    idle = max(wait_frac, limit.idle_frac if limit.stage == "h2d" else 0.0)
+    return (
+        f"the model was kept waiting {100 * idle:.0f}% of the epoch (trainer.starvation_"
+        f"threshold={threshold}), and {limit.stage} limits it: {limit.line}. To lift it: "
+        f"{numbered}."
+    )
+
+
 def starvation_hint(wait_frac: float, threshold: float, loader: DataLoader) -> str | None:
-    """Concrete next steps, in the order that usually pays most, when `wait_frac` > threshold."""
+    """Concrete next steps, in the order that usually pays most, when `wait_frac` > threshold
+    (without stage times: trainer.pipeline_timing=false)."""
     if wait_frac <= threshold:
         return None
     cores = available_cpus()
@@ -45,11 +67,19 @@ class StarvationHint:
         self.threshold, self.max_epochs, self.loader = threshold, max_epochs, loader
         self.given = False
 
-    def check(self, epoch: int, wait_frac: float) -> None:
-        """Judge `epoch`, whose train pass waited `wait_frac` of its time for data."""
+    def check(self, epoch: int, wait_frac: float, limit: Limit | None = None) -> None:
+        """Judge `epoch`, whose train pass waited `wait_frac` of its time for data and whose
+        stage times name `limit` (None: no stage times)."""
         if self.given or (epoch == 1 and self.max_epochs > 1):
             return
-        hint = starvation_hint(wait_frac, self.threshold, self.loader)
+        if limit is not None:
+            hint = (
+                limit_hint(limit, wait_frac, self.threshold)
+                if starved(wait_frac, self.threshold, limit)
+                else None
+            )
+        else:
+            hint = starvation_hint(wait_frac, self.threshold, self.loader)
         if hint is not None:
             log.warning("epoch %d: %s", epoch, hint)
             self.given = True

@@ -39,6 +39,7 @@ from engine.data.safe_read import max_file_bytes, read_regular_file
 from engine.data.shards.writer import unfinished_write
 from engine.data.targets import label_text
 from engine.data.transforms import decode_min_side
+from engine.measure.stages import SUMS
 
 log = logging.getLogger(__name__)
 
@@ -175,8 +176,9 @@ class ParquetDataset(MapDataset):
         if block not in self._groups:
             file, group = int(self._block_file[block]), int(self._block_group[block])
             try:
-                table = self._file(file).read_row_group(group, columns=[self.image_column])
-                self._groups[block] = table.column(0).combine_chunks()
+                with SUMS.timed("read"):  # the pipeline's read stage (engine/measure/stages.py)
+                    table = self._file(file).read_row_group(group, columns=[self.image_column])
+                    self._groups[block] = table.column(0).combine_chunks()
             except (pa.ArrowException, OSError) as err:
                 self._groups[block] = err
             if len(self._groups) > self._keep:

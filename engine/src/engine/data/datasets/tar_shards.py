@@ -17,6 +17,7 @@ import logging
 import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -36,6 +37,7 @@ from engine.data.shards.counts import counted, shard_entries
 from engine.data.shards.members import Record, Rules, split_exts
 from engine.data.shards.remote import Network
 from engine.data.shards.sources import expand_shards, kind, open_shard
+from engine.measure.stages import SUMS
 
 __all__ = ["ShardError", "TarShardDataset", "shuffle_buffer"]
 
@@ -245,7 +247,7 @@ class TarShardDataset(StreamDataset):
         if self.shuffle and self.shuffle_buffer > 1:
             rng = random.Random(f"{self.seed}-{epoch}-{self.rank}-{worker}")
             items = shuffle_buffer(items, self.shuffle_buffer, rng)
-        for item in items:
+        for item in _timed_reads(items):
             if isinstance(item, BadSample):
                 yield item
                 continue
@@ -274,7 +276,8 @@ class TarShardDataset(StreamDataset):
                 return BadSample(index, name, "", error.removeprefix(f"{name}: "))
             raise ShardError(error)
         try:
-            image = decode_image_bytes(data, name, max_pixels=self.max_image_pixels)  # type: ignore[arg-type]
+            with SUMS.timed("decode"):  # the pipeline's stages (engine/measure/stages.py)
+                image = decode_image_bytes(data, name, max_pixels=self.max_image_pixels)  # type: ignore[arg-type]
         except Exception as err:
             if self.on_error == "skip":
                 return BadSample(index, name, self.classes[label], describe_error(err))
@@ -284,3 +287,19 @@ class TarShardDataset(StreamDataset):
                 "and write the shard again, or set dataset.on_error=skip to leave it out."
             ) from err
         return self._transformed(image, index, epoch), label
+
+
+T = TypeVar("T")
+_END = object()  # the end of a stream of items
+
+
+def _timed_reads(items: Iterator[T]) -> Iterator[T]:
+    """`items`, the time each takes to come (the shard's bytes, through the shuffle buffer)
+    counted as the pipeline's `read` stage."""
+    it = iter(items)
+    while True:
+        with SUMS.timed("read"):
+            item = next(it, _END)
+        if item is _END:
+            return
+        yield item  # type: ignore[misc]

@@ -4,7 +4,7 @@ A logger is a `Logger` subclass named by a `logger/<name>.yaml` `_target_`. It i
 rank 0 only, once the run dir is claimed, as `Target(run=RunContext, **its YAML keys)`, and
 then hears: `scalars` (train/loss and train/lr at logged optimizer steps, the per-epoch
 metrics at the step that ended their epoch: one x-axis, the optimizer step), `image` (the
-first batch's labelled grid), `flush` (before every checkpoint, so what the checkpoint covers
+first batch's labelled grid), `text` (each epoch's table of pipeline stages), `flush` (before every checkpoint, so what the checkpoint covers
 is on disk), `resumed` (the training went on from another run dir's checkpoint), `finish`
 (the final metrics, one step past the last) and `close` (always, last). Only `scalars` must
 be written; the others do nothing unless overridden.
@@ -52,6 +52,9 @@ class Logger(ABC):
 
     def image(self, tag: str, image: torch.Tensor, step: int = 0) -> None:  # noqa: B027 (a hook: nothing unless overridden)
         """An image in [0, 1], shape (C, H, W); ignored by loggers without images."""
+
+    def text(self, tag: str, text: str, step: int) -> None:  # noqa: B027 (a hook: nothing unless overridden)
+        """A markdown text (a table) at optimizer step `step`; ignored by loggers without text."""
 
     def flush(self) -> None:  # noqa: B027 (a hook: nothing unless overridden)
         """Put what was logged so far on disk (a checkpoint is about to be written)."""

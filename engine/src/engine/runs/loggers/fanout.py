@@ -25,6 +25,10 @@ class Loggers:
         for logger in self.loggers.values():
             logger.image(tag, image, step)
 
+    def text(self, tag: str, text: str, step: int) -> None:
+        for logger in self.loggers.values():
+            logger.text(tag, text, step)
+
     def flush(self) -> None:
         for logger in self.loggers.values():
             logger.flush()

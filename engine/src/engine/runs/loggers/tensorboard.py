@@ -34,6 +34,9 @@ class TensorBoard(Logger):
     def image(self, tag: str, image: torch.Tensor, step: int = 0) -> None:
         self.board.image(tag, image, step)
 
+    def text(self, tag: str, text: str, step: int) -> None:
+        self.board.text(tag, text, step)
+
     def flush(self) -> None:
         self.board.flush()
 
