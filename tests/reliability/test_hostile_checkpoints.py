@@ -16,9 +16,11 @@ import pytest
 import torch
 import torchvision
 from hydra.errors import InstantiationException
+from omegaconf import OmegaConf
 
 from engine.data.decode import SampleError
 from engine.inference import load_model
+from engine.inference.checkpoint import run_config
 from engine.modes.evaluation import evaluate_checkpoint
 from engine.runs.checkpoint_files import CheckpointError, load_checkpoint, save_checkpoint
 from src.loop import train
@@ -248,6 +250,22 @@ def test_a_checkpoint_cannot_lift_the_pixel_limit(
     assert len(noted) == 1 and str(file) in noted[0] and "=None" in noted[0], noted
     lifted = _evaluate(demo_dir, tmp_path, monkeypatch, file, "dataset.max_image_pixels=null")
     assert "val/acc" in lifted
+
+
+def test_a_checkpoint_cannot_lift_the_scan_limit(make_cfg, caplog) -> None:
+    """A saved dataset.max_jpeg_scans=null (or a larger limit) is not taken either: the limit
+    is this run's (its config's 100, or the command line's)."""
+    saved = OmegaConf.to_container(make_cfg(), resolve=True)
+    saved["dataset"]["max_jpeg_scans"] = None  # type: ignore[index]
+    saved["data"] = {"classes": ["a", "b"]}  # type: ignore[index]
+    cfg = make_cfg("mode=eval")
+    merged = run_config(cfg, saved, ["mode=eval"], "hostile.pt")  # type: ignore[arg-type]
+    assert merged.dataset.max_jpeg_scans == 100
+    noted = [r.getMessage() for r in caplog.records if "max_jpeg_scans" in r.getMessage()]
+    assert len(noted) == 1 and "hostile.pt" in noted[0] and "=None" in noted[0], noted
+    given = ["mode=eval", "dataset.max_jpeg_scans=500"]
+    merged = run_config(make_cfg(*given), saved, given)  # type: ignore[arg-type]
+    assert merged.dataset.max_jpeg_scans == 500
 
 
 @pytest.mark.parametrize(

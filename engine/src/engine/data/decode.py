@@ -14,8 +14,8 @@ header declares (torchvision's crashed the process with SIGSEGV, Pillow filled t
 black; engine/tests/test_fuzz.py reads such a file in a child process), so PNG needs no
 pre-check. Every path checks the declared size against the pixel limit
 (`dataset.max_image_pixels`) before it decodes, and a JPEG's scan count against
-MAX_JPEG_SCANS (engine/data/image_header.py). A failure is one line with the decoder's own
-cause, the warnings it gave on the way appended.
+`dataset.max_jpeg_scans` (engine/data/image_header.py). A failure is one line with the
+decoder's own cause, the warnings it gave on the way appended.
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ from torchvision.transforms.v2.functional import resize
 from engine.core.text import shown
 from engine.data.image_header import (
     JPEG_MAGIC,
+    MAX_JPEG_SCANS,
     PILLOW_MAX_PIXELS,
     ImageTooLarge,
+    TooManyScans,
     UnknownFormat,
     check_pixels,
     check_scans,
@@ -131,10 +133,12 @@ def decode_image_bytes(
     name: str,
     min_side: int | None = None,
     max_pixels: int | None = PILLOW_MAX_PIXELS,
+    max_scans: int | None = MAX_JPEG_SCANS,
 ) -> torch.Tensor:
     """Decode encoded image bytes to a uint8 RGB tensor (3, H, W); `name` is for messages.
 
-    The declared size must be within `max_pixels` (None: no limit), checked before decoding.
+    The declared size must be within `max_pixels` and a JPEG's scans within `max_scans` (None:
+    no limit), checked before decoding.
     With `min_side` (the shorter side the next resize needs), a JPEG at least twice that size
     is decoded at reduced scale and returned as Resize(min_side) of the full image would be.
     """
@@ -142,15 +146,18 @@ def decode_image_bytes(
     if len(data) == 0:
         raise ValueError("the file is empty (0 bytes)")
     with _warnings_in_error():
-        return _decode(bytes(data) if isinstance(data, np.ndarray) else data, min_side, max_pixels)
+        data = bytes(data) if isinstance(data, np.ndarray) else data
+        return _decode(data, min_side, max_pixels, max_scans)
 
 
-def _decode(data: bytes, min_side: int | None, max_pixels: int | None) -> torch.Tensor:
+def _decode(
+    data: bytes, min_side: int | None, max_pixels: int | None, max_scans: int | None
+) -> torch.Tensor:
     """decode_image_bytes of non-empty `data`."""
     if data[:2] == JPEG_MAGIC:
         width, height = jpeg_size(data)
         check_pixels(width, height, max_pixels)
-        check_scans(data)  # before libjpeg walks thousands of them (image_header.py)
+        check_scans(data, max_scans)  # before libjpeg walks thousands of them (image_header.py)
         if min_side is None or min(width, height) < 2 * min_side:
             return _full_jpeg(data)
     try:
@@ -180,11 +187,12 @@ def read_image(
     path: str | os.PathLike[str],
     min_side: int | None = None,
     max_pixels: int | None = PILLOW_MAX_PIXELS,
+    max_scans: int | None = MAX_JPEG_SCANS,
 ) -> torch.Tensor:
     """Read and decode one image file to a uint8 RGB tensor (3, H, W) (see decode_image_bytes);
     only a regular file of a size such an image can have is read (engine/data/safe_read.py)."""
     data = read_regular_file(path, max_file_bytes(max_pixels))
-    return decode_image_bytes(data, os.fspath(path), min_side, max_pixels)
+    return decode_image_bytes(data, os.fspath(path), min_side, max_pixels, max_scans)
 
 
 @contextmanager
@@ -194,7 +202,7 @@ def sample_errors(path: str, index: int, label: str | None) -> Iterator[None]:
     try:
         yield
     except Exception as err:  # re-raised with the context the user needs
-        too_large = isinstance(err, ImageTooLarge)
+        too_large = isinstance(err, ImageTooLarge | TooManyScans)
         lead = "Otherwise drop" if too_large else "Fix or remove the file, drop"
         raise SampleError(
             f"cannot decode sample {index}{'' if label is None else f' (class {label!r})'} from "
@@ -211,10 +219,11 @@ def load_sample(
     label: str | None,
     min_side: int | None = None,
     max_pixels: int | None = PILLOW_MAX_PIXELS,
+    max_scans: int | None = MAX_JPEG_SCANS,
 ) -> torch.Tensor:
     """`read_image` that turns any failure into a `SampleError` (sample_errors). The datasets
     read their files here: dataset.root -> a listed path -> this -> the safe open
     (docs/engine.md)."""
     with sample_errors(path, index, label):
         data = read_regular_file(path, max_file_bytes(max_pixels))
-        return decode_image_bytes(data, path, min_side, max_pixels)
+        return decode_image_bytes(data, path, min_side, max_pixels, max_scans)

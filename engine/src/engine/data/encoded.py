@@ -4,8 +4,9 @@ the device (batched nvJPEG on a GPU), then runs the split's transforms there, ea
 its own random draws, and stacks the batch. A GPU then decodes what would cost the CPUs most,
 and the workers only read files.
 
-A worker checks the image's declared size against `dataset.max_image_pixels` before it sends
-anything, and draws the sample's transform seed from the run's per-sample RNG
+A worker checks the image's declared size against `dataset.max_image_pixels` and a JPEG's scans
+against `dataset.max_jpeg_scans` before it sends anything (the batched decode has no such
+guard), and draws the sample's transform seed from the run's per-sample RNG
 (engine/data/seeded.py), so augmentations repeat under the same seed whatever the workers.
 JPEGs go in one batched call; other formats through the engine's per-sample decoder on the
 CPU (engine/data/decode.py: its guards, Pillow's formats). When the batched call fails, each
@@ -28,7 +29,14 @@ from torch.utils.data import DataLoader, default_collate
 from engine.core.text import shown
 from engine.data.bad_samples import BadSample, Delivery, SkippingLoader, filtered
 from engine.data.decode import SampleError, decode_image_bytes, describe_error
-from engine.data.image_header import JPEG_MAGIC, check_pixels, jpeg_size, open_image
+from engine.data.image_header import (
+    JPEG_MAGIC,
+    MAX_JPEG_SCANS,
+    check_pixels,
+    check_scans,
+    jpeg_size,
+    open_image,
+)
 from engine.data.sample_ids import SampleIds, split_ids
 from engine.data.targets import label_text
 from engine.measure.stages import split_times
@@ -74,15 +82,22 @@ def check_decode_device(value: str) -> str:
     return value
 
 
-def encode_sample(data: bytes, name: str, index: int, max_pixels: int | None) -> Encoded:
+def encode_sample(
+    data: bytes,
+    name: str,
+    index: int,
+    max_pixels: int | None,
+    max_scans: int | None = MAX_JPEG_SCANS,
+) -> Encoded:
     """What a worker sends for one image: its bytes, once their declared size is within
-    `max_pixels`, with its orientation and a transform seed drawn from the current (seeded)
-    RNG."""
+    `max_pixels` (and a JPEG's scans within `max_scans`), with its orientation and a transform
+    seed drawn from the current (seeded) RNG."""
     if not data:
         raise ValueError("the file is empty (0 bytes)")
     orientation = 1
     if data[:2] == JPEG_MAGIC:
         check_pixels(*jpeg_size(data), max_pixels)  # the size libjpeg will decode
+        check_scans(data, max_scans)  # nvJPEG and libjpeg decode every scan
     # the header only (no pixels), opened under the user's limit, not Pillow's own
     with open_image(data, max_pixels) as img:
         if data[:2] == JPEG_MAGIC:
@@ -142,13 +157,15 @@ def decoder_turns_upright(device: torch.device) -> bool:
 class BatchDecoder:
     """Decodes `EncodedBatch`es on `device` and applies `transform` to each sample under its
     own seed; `skip` (dataset.on_error=skip) leaves unreadable samples out, named by their
-    `classes` in bad_samples.csv."""
+    `classes` in bad_samples.csv; `max_pixels` and `max_scans` are the limits of a sample
+    decoded alone (dataset.max_image_pixels, dataset.max_jpeg_scans)."""
 
     device: torch.device
     transform: Callable[[torch.Tensor], torch.Tensor] | None
     max_pixels: int | None
     skip: bool
     classes: list[str]
+    max_scans: int | None = MAX_JPEG_SCANS
 
     def __post_init__(self) -> None:
         self._turned = decoder_turns_upright(self.device)
@@ -176,7 +193,8 @@ class BatchDecoder:
         """Sample `i` decoded alone (the engine's decoder, on the CPU); SampleError if not."""
         try:
             data = bytes(batch.data[i].numpy())
-            return decode_image_bytes(data, batch.names[i], None, self.max_pixels).to(self.device)
+            image = decode_image_bytes(data, batch.names[i], None, self.max_pixels, self.max_scans)
+            return image.to(self.device)
         except Exception as err:  # re-raised naming the file and the fix
             raise SampleError(
                 f"cannot decode sample {batch.indices[i]} from {shown(batch.names[i])}: "

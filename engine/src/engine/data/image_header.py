@@ -12,7 +12,8 @@ progressive file of thousands of near-empty scans takes minutes ("Two Issues wit
 Standard", libjpeg-turbo.org). libjpeg-turbo leaves the guard to the application
 (TurboJPEG's TJPARAM_SCANLIMIT, djpeg -maxscans: no limit by default) and its own decompress
 fuzzer sets it to 100 (fuzz/decompress.cc); encoders write ~10 (jpegtran's progressive
-script: 10 for colour, 6 for grey), so past MAX_JPEG_SCANS a JPEG is refused before decoding.
+script: 10 for colour, 6 for grey), so past `dataset.max_jpeg_scans` (default MAX_JPEG_SCANS)
+a JPEG is refused before decoding.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ _NO_LENGTH = {0x01, *range(0xD0, 0xD8)}  # TEM and RST0-7: markers without a seg
 _SOS, _EOI = 0xDA, 0xD9
 # The marker that ends a scan's entropy-coded data (stuffed 0xFF00 and RST0-7 lie within it)
 _SCAN_END = re.compile(rb"\xff+[^\x00\xd0-\xd7\xff]")
-MAX_JPEG_SCANS = 100  # libjpeg-turbo's fuzzer's TJPARAM_SCANLIMIT; real files have ~10
+# The default of dataset.max_jpeg_scans: libjpeg-turbo's fuzzer's TJPARAM_SCANLIMIT; real files
+# have ~10
+MAX_JPEG_SCANS = 100
 
 _PILLOW_PIXELS = re.compile(r"Image size \((\d+) pixels\)")  # in DecompressionBombError
 
@@ -51,7 +54,8 @@ class ImageTooLarge(ValueError):
 
 
 class TooManyScans(ValueError):
-    """A JPEG holds more scans than MAX_JPEG_SCANS: a decode would take minutes."""
+    """A JPEG holds more scans than `dataset.max_jpeg_scans` allows: a decode would take
+    minutes."""
 
 
 class UnknownFormat(ValueError):
@@ -126,12 +130,14 @@ def jpeg_scans(data: bytes, stop_after: int) -> int:
     return scans
 
 
-def check_scans(data: bytes) -> None:
-    """Raise `TooManyScans` when the JPEG `data` holds more than MAX_JPEG_SCANS scans."""
-    if jpeg_scans(data, MAX_JPEG_SCANS) > MAX_JPEG_SCANS:
+def check_scans(data: bytes, max_scans: int | None = MAX_JPEG_SCANS) -> None:
+    """Raise `TooManyScans` when the JPEG `data` holds more than `max_scans` scans (None: no
+    limit)."""
+    if max_scans is not None and jpeg_scans(data, max_scans) > max_scans:
         raise TooManyScans(
-            f"it holds more than {MAX_JPEG_SCANS} scans (a progressive JPEG has about 10; "
-            "this many make the decoder run for minutes, a decompression bomb)"
+            f"it holds more than {max_scans:,} scans (dataset.max_jpeg_scans={max_scans:,}; a "
+            "progressive JPEG has about 10): this many make the decoder run for minutes, a "
+            "decompression bomb; raise dataset.max_jpeg_scans if this file is genuine"
         )
 
 

@@ -36,6 +36,7 @@ from engine.data.encoded import (
     DecodingSkippingLoader,
     encoded_collate,
 )
+from engine.data.image_header import MAX_JPEG_SCANS
 from engine.data.loader_settings import LoaderSettings
 from engine.data.sample_ids import TagsCollate, tag_samples
 from engine.data.samplers import EpochSampler, RandomOrder, SequentialOrder
@@ -270,6 +271,7 @@ def make_loader(
             dataset.max_image_pixels,  # type: ignore[attr-defined]
             skip,
             list(dataset.classes),  # type: ignore[attr-defined]
+            getattr(dataset, "max_jpeg_scans", MAX_JPEG_SCANS),
         )
     if skip:
         report = report_dir / REPORT_NAME if report_dir is not None else None

@@ -6,7 +6,8 @@ A checkpoint may come from elsewhere: `read_checkpoint`, which all three go thro
 as hostile input. Its config may not run a command nor reach the network (`pipe:` sources and
 URLs are refused, downloads turned off with a note) unless the command line sets that key;
 its counts and weights must be ones train.py writes; and `run_config` takes the limits
-(`dataset.max_image_pixels`) from this run's config, never from the checkpoint's."""
+(`dataset.max_image_pixels`, `dataset.max_jpeg_scans`) from this run's config, never from the
+checkpoint's."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ OFFLINE: dict[str, tuple[str, Any]] = {
 }
 # A dataset's limits: a run on a checkpoint takes them from its own config (or the dataset
 # kind's default), never from the checkpoint's, whose `null` would lift them.
-LIMITS = ("max_image_pixels", "max_row_group_bytes")
+LIMITS = ("max_image_pixels", "max_jpeg_scans", "max_row_group_bytes")
 # Settings of a transform that make an image side (torchvision.transforms.v2's Resize and
 # crops, Pad, ...): a saved one past the pixel limit would ask the allocator for terabytes.
 SIDES = ("size", "max_size", "min_size", "target_size", "crop_size", "resize_size", "padding")

@@ -13,7 +13,7 @@ from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.datasets.imagefolder import FolderWalk
 from engine.data.decode import IMAGE_SUFFIXES
-from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
 from engine.data.listing import read_csv_rows
 
 
@@ -51,7 +51,8 @@ def list_inputs(given: str | None, path_column: str) -> list[str]:
 
 class InputImages(LabelledImageFiles):
     """Unlabelled image files (every label reads 0), decoded like a dataset's: the same
-    reduced decoding, pixel limit and `on_error` policy (skip: listed in bad_samples.csv)."""
+    reduced decoding, pixel and scan limits and `on_error` policy (skip: listed in
+    bad_samples.csv)."""
 
     def __init__(
         self,
@@ -61,6 +62,7 @@ class InputImages(LabelledImageFiles):
         max_bad_fraction: float = 0.01,
         reduced_decode: bool = True,
         max_image_pixels: int | None = PILLOW_MAX_PIXELS,
+        max_jpeg_scans: int | None = MAX_JPEG_SCANS,
     ) -> None:
         super().__init__(
             paths,
@@ -71,6 +73,7 @@ class InputImages(LabelledImageFiles):
             max_bad_fraction,
             reduced_decode,
             max_image_pixels,
+            max_jpeg_scans=max_jpeg_scans,
         )
 
     def label_name(self, index: int) -> str | None:

@@ -91,8 +91,8 @@ def load_shrunk(files: Dataset, index: int, short_side: int) -> torch.Tensor:
     label = int(files.targets[index])  # type: ignore[attr-defined]
     path = files.get_filename(index)  # type: ignore[attr-defined]
     name = files.classes[label]  # type: ignore[attr-defined]
-    limit = files.max_image_pixels  # type: ignore[attr-defined]
-    return shrink(load_sample(path, index, name, short_side, limit), short_side)
+    limits = files.max_image_pixels, files.max_jpeg_scans  # type: ignore[attr-defined]
+    return shrink(load_sample(path, index, name, short_side, *limits), short_side)
 
 
 class _Shrunk(Dataset):

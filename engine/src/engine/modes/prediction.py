@@ -34,7 +34,8 @@ from engine.inference.session import open_checkpoint
 
 log = logging.getLogger(__name__)
 
-DECODING = ("on_error", "max_bad_fraction", "reduced_decode", "max_image_pixels")  # dataset.*
+# dataset.* keys a prediction's decode takes
+DECODING = ("on_error", "max_bad_fraction", "reduced_decode", "max_image_pixels", "max_jpeg_scans")
 # The sections of a checkpoint's config a prediction builds: mode=eval's but the dataset, of
 # which it reads only the DECODING values (a saved shard URL or pipe: is never opened).
 BUILT = tuple(section for section in EVAL_BUILT if section != "dataset")

@@ -115,7 +115,8 @@ class _Encoded(Dataset):
             image = load_shrunk(files, index, side)
         else:
             name = files.label_name(index)
-            image = load_sample(source, index, name, None, files.max_image_pixels)
+            limits = files.max_image_pixels, files.max_jpeg_scans
+            image = load_sample(source, index, name, None, *limits)
         if self.settings.encoding == "keep":
             data = Path(source).read_bytes()
             ext = next((e for magic, e in KEPT.items() if data.startswith(magic)), None)

@@ -11,12 +11,19 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.core.bounds import Fraction, Pixels
+from engine.core.bounds import Fraction, Pixels, Positive
 from engine.data.bad_samples import BadSample, check_policy
 from engine.data.cache_store import DATA_FILES, data_file, is_jpeg_quality, open_cache
 from engine.data.datasets.base import MapDataset, Transform
 from engine.data.decode import SampleError, decode_jpeg_rgb, describe_error
-from engine.data.image_header import JPEG_MAGIC, PILLOW_MAX_PIXELS, check_pixels, jpeg_size
+from engine.data.image_header import (
+    JPEG_MAGIC,
+    MAX_JPEG_SCANS,
+    PILLOW_MAX_PIXELS,
+    check_pixels,
+    check_scans,
+    jpeg_size,
+)
 
 
 def check_entry(data: np.ndarray, nbytes: int, height: int, width: int, jpeg: bool) -> None:
@@ -49,10 +56,11 @@ class CachedImages(MapDataset):
     Each sample of a raw cache is a (3, H, W) uint8 view of the mapped file (HWC in memory,
     which resizes fastest), so nothing is decoded and forked workers share the pages through the
     page cache; a jpeg cache's entry is decoded from its mapped bytes, once its header declares
-    the size its index row records, within `max_image_pixels`. Random crops and flips apply as
-    on decoded files; `get_filename` names the source image. A damaged entry is a `SampleError`
-    naming it, or with `on_error="skip"` a `BadSample`. With `encoding` or `jpeg_quality` set,
-    a cache built with other values is refused (StaleCacheError).
+    the size its index row records, within `max_image_pixels`, in at most `max_jpeg_scans`
+    scans. Random crops and flips apply as on decoded files; `get_filename` names the source
+    image. A damaged entry is a `SampleError` naming it, or with `on_error="skip"` a
+    `BadSample`. With `encoding` or `jpeg_quality` set, a cache built with other values is
+    refused (StaleCacheError).
     """
 
     def __init__(
@@ -67,10 +75,11 @@ class CachedImages(MapDataset):
         on_error: str = "raise",
         max_bad_fraction: Fraction = 0.01,
         max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
+        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
     ) -> None:
         check_policy(on_error, max_bad_fraction)
         self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
-        self.max_image_pixels = max_image_pixels
+        self.max_image_pixels, self.max_jpeg_scans = max_image_pixels, max_jpeg_scans
         if encoding not in (None, *DATA_FILES):
             raise ValueError(
                 f"dataset.encoding={encoding!r}: expected null (any) or one of "
@@ -118,6 +127,7 @@ class CachedImages(MapDataset):
         if self.encoding != "jpeg":
             return torch.from_numpy(data).view(height, width, 3).permute(2, 0, 1)
         check_pixels(width, height, self.max_image_pixels)
+        check_scans(bytes(data), self.max_jpeg_scans)
         return decode_jpeg_rgb(torch.from_numpy(data))
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int] | BadSample:

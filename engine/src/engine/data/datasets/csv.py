@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.bounds import Fraction, Pixels
+from engine.core.bounds import Fraction, Pixels, Positive
 from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
-from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
 from engine.data.listing import (
     RootGuard,
     class_list,
@@ -65,6 +65,7 @@ class CsvDataset(LabelledImageFiles):
         label_separator: str = "|",
         label_columns: Sequence[str] | None = None,
         allow_empty_labels: bool = True,
+        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
     ) -> None:
         if classes is not None:  # fixed (dataset.classes), or the train split's (val, test)
             classes = unique_classes(classes, multi_label=multi_label)
@@ -175,6 +176,7 @@ class CsvDataset(LabelledImageFiles):
             reduced_decode,
             max_image_pixels,
             decode_device,
+            max_jpeg_scans,
         )
 
     @staticmethod

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from engine.core.bounds import Fraction, Pixels
+from engine.core.bounds import Fraction, Pixels, Positive
 from engine.data.bad_samples import BadSample, check_policy
 from engine.data.datasets.base import MapDataset, Transform
 from engine.data.decode import SampleError, describe_error, load_sample, sample_errors
 from engine.data.encoded import Encoded, check_decode_device, encode_sample
-from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
 from engine.data.listing import unique_classes
 from engine.data.safe_read import max_file_bytes, read_regular_file
 from engine.data.targets import is_multi_hot, label_text
@@ -31,7 +31,8 @@ class LabelledImageFiles(MapDataset):
     (see engine/data/bad_samples.py); `max_bad_fraction` bounds how many a split may have.
     With `reduced_decode`, JPEGs at least twice the size the transform's first Resize asks for
     are decoded at 1/2, 1/4 or 1/8 scale (engine/data/decode.py). An image declaring more than
-    `max_image_pixels` pixels (None: no limit) is unreadable, refused before it is decoded.
+    `max_image_pixels` pixels, or a JPEG of more than `max_jpeg_scans` scans (None: no limit),
+    is unreadable, refused before it is decoded.
     With `decode_device` main or cuda, a loader's workers send each file's bytes undecoded
     (`sends_encoded`, set by the loader: engine/data/encoded.py).
     """
@@ -49,10 +50,11 @@ class LabelledImageFiles(MapDataset):
         reduced_decode: bool = True,
         max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
         decode_device: str = "cpu",
+        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
     ) -> None:
         check_policy(on_error, max_bad_fraction)
         self.decode_device = check_decode_device(decode_device)
-        self.max_image_pixels = max_image_pixels
+        self.max_image_pixels, self.max_jpeg_scans = max_image_pixels, max_jpeg_scans
         self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
         self._paths = (
             paths  # already encoded by the listing (no Python object per path on the way)
@@ -94,13 +96,14 @@ class LabelledImageFiles(MapDataset):
         path = self.get_filename(index)
         with sample_errors(path, index, self.label_name(index)):
             data = read_regular_file(path, max_file_bytes(self.max_image_pixels))
-            return encode_sample(data, path, index, self.max_image_pixels)
+            return encode_sample(data, path, index, self.max_image_pixels, self.max_jpeg_scans)
 
     def check_sample(self, index: int) -> BadSample | None:
         """Decode sample `index` (no transform): None if it reads, else its `BadSample`."""
         try:
             label = self.label_name(index)
-            load_sample(self.get_filename(index), index, label, None, self.max_image_pixels)
+            path = self.get_filename(index)
+            load_sample(path, index, label, None, self.max_image_pixels, self.max_jpeg_scans)
         except SampleError as err:
             return self._bad(index, err)
         return None
@@ -121,6 +124,7 @@ class LabelledImageFiles(MapDataset):
                 self.label_name(index),
                 self.decode_min_side,
                 self.max_image_pixels,
+                self.max_jpeg_scans,
             )
         except SampleError as err:
             if self.on_error != "skip":

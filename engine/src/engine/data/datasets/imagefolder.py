@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.bounds import Fraction, Pixels, Seed, Split
+from engine.core.bounds import Fraction, Pixels, Positive, Seed, Split
 from engine.core.text import shown
 from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode import IMAGE_SUFFIXES
 from engine.data.holdout import held_out
-from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
 from engine.data.listing import class_name, listed, unique_classes
 
 log = logging.getLogger(__name__)
@@ -327,6 +327,7 @@ class ImageFolderDataset(LabelledImageFiles):
         decode_device: str = "cpu",
         val_fraction: Split | None = None,
         split_seed: Seed = 0,
+        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
     ) -> None:
         if classes is not None:  # dataset.classes, or the train split's (val, test)
             classes = unique_classes(classes)
@@ -348,4 +349,5 @@ class ImageFolderDataset(LabelledImageFiles):
             reduced_decode,
             max_image_pixels,
             decode_device,
+            max_jpeg_scans,
         )

@@ -31,7 +31,7 @@ from engine.data.bad_samples import BadSample, check_policy
 from engine.data.datasets.base import MapDataset, Transform
 from engine.data.decode import SampleError, decode_image_bytes, describe_error
 from engine.data.encoded import Encoded, check_decode_device, encode_sample
-from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
 from engine.data.listing import unique_classes
 from engine.data.parquet.files import Folder, Layout, ParquetFileError, read_layout, split_files
 from engine.data.parquet.labels import SplitLabels
@@ -72,11 +72,13 @@ class ParquetDataset(MapDataset):
         max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
         max_row_group_bytes: Bytes = MAX_ROW_GROUP_BYTES,
         decode_device: str = "cpu",
+        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
     ) -> None:
         check_policy(on_error, max_bad_fraction)
         self.decode_device = check_decode_device(decode_device)
         self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
         self.max_image_pixels, self.shuffle_window = max_image_pixels, int(shuffle_window)
+        self.max_jpeg_scans = max_jpeg_scans
         self.image_column, self.transform = image_column, transform
         self.decode_min_side = decode_min_side(transform) if reduced_decode else None
         fixed = unique_classes(classes) if classes is not None else None
@@ -223,9 +225,10 @@ class ParquetDataset(MapDataset):
         main process; a `SampleError` naming its file and row."""
         try:
             data, name = self._encoded(index), self.get_filename(index)
+            limits = self.max_image_pixels, self.max_jpeg_scans
             if encoded:
-                return encode_sample(data, name, index, self.max_image_pixels)
-            return decode_image_bytes(data, name, self.decode_min_side, self.max_image_pixels)
+                return encode_sample(data, name, index, *limits)
+            return decode_image_bytes(data, name, self.decode_min_side, *limits)
         except Exception as err:  # re-raised with the file, the row and the fix
             raise SampleError(
                 f"cannot decode sample {index} (class {self.label_name(index)!r}) from "

@@ -23,13 +23,13 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
-from engine.core.bounds import Count, Fraction, Pixels, Seconds, Timeout
+from engine.core.bounds import Count, Fraction, Pixels, Positive, Seconds, Timeout
 from engine.core.seeding import derive_seed
 from engine.core.text import shown
 from engine.data.bad_samples import BadSample, check_policy
 from engine.data.datasets.base import StreamDataset, Transform
 from engine.data.decode import SampleError, decode_image_bytes, describe_error
-from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
 from engine.data.safe_read import max_file_bytes
 from engine.data.sample_ids import Tagged
 from engine.data.shards import ShardError
@@ -93,6 +93,7 @@ class TarShardDataset(StreamDataset):
         on_error: str = "raise",
         max_bad_fraction: Fraction = 0.01,
         skip_bad_shards: bool = False,
+        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
     ) -> None:
         check_policy(on_error, max_bad_fraction)
         self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
@@ -104,7 +105,7 @@ class TarShardDataset(StreamDataset):
         self.shuffle_buffer = shuffle_buffer
         self.seed = seed
         self.transform = transform
-        self.max_image_pixels = max_image_pixels
+        self.max_image_pixels, self.max_jpeg_scans = max_image_pixels, max_jpeg_scans
         self.network = Network(retries, backoff, read_timeout)
         self.rules = Rules(
             split_exts(image_exts, "dataset.image_exts"),
@@ -277,7 +278,8 @@ class TarShardDataset(StreamDataset):
             raise ShardError(error)
         try:
             with SUMS.timed("decode"):  # the pipeline's stages (engine/measure/stages.py)
-                image = decode_image_bytes(data, name, max_pixels=self.max_image_pixels)  # type: ignore[arg-type]
+                limits = self.max_image_pixels, self.max_jpeg_scans
+                image = decode_image_bytes(data, name, None, *limits)  # type: ignore[arg-type]
         except Exception as err:
             if self.on_error == "skip":
                 return BadSample(index, name, self.classes[label], describe_error(err))
