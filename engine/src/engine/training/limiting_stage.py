@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch.utils.data import DataLoader
 
 from engine.core.cpus import available_cpus
@@ -83,7 +84,8 @@ def limiting_stage(
     batch_ms = wait + h2d + stages[stage_key("step")]
     idle = (wait + h2d) / batch_ms if batch_ms > 0 else 0.0
     if h2d > wait:
-        pinned = "" if loader.pin_memory else "set loader.pin_memory=true (asynchronous copies "
+        unpinned = not loader.pin_memory and torch.cuda.is_available()  # pinning helps CUDA
+        pinned = "set loader.pin_memory=true (asynchronous copies " if unpinned else ""
         return Limit(
             "h2d",
             f"h2d {_ms(h2d)} ms of {_ms(batch_ms)} per batch in the main process",
