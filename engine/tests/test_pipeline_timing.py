@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +24,7 @@ from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.seeded import seeded
 from engine.data.transforms import TimedCompose
-from engine.measure.stages import StageTimes, split_times, timed_stage
+from engine.measure.stages import SUMS, StageTimes, split_times, timed_stage
 from engine.metric_keys import PIPELINE_KEYS
 from engine.modes import pipeline_report
 from engine.modes.benchmark import BenchmarkSettings, time_loader
@@ -32,6 +33,7 @@ from engine.training.limiting_stage import limiting_stage
 from engine.training.pipeline_timing import PipelineTimes
 from engine.training.starvation import limit_hint
 from reference.loop import train
+from reference.step import EmaStep
 
 SLOW_S = 0.004  # the slow stage's sleep per sample (per batch for collate and the copy)
 
@@ -85,8 +87,16 @@ def _run_pass(loader, move: Callable[[Any], Any] = lambda batch: batch) -> Pipel
     return times
 
 
+@pytest.fixture
+def main_process_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process times its stages, as a training's pass does with loader.num_workers=0."""
+    monkeypatch.setattr(SUMS, "enabled", True)
+
+
 @pytest.mark.parametrize("workers", [0, 2])
-def test_each_batch_carries_its_stage_times_from_its_worker(workers: int) -> None:
+def test_each_batch_carries_its_stage_times_from_its_worker(
+    workers: int, main_process_timed: None
+) -> None:
     loader = _loader(Slowed(read_s=SLOW_S, transform=TimedCompose([Heavy()])), workers)
     seen = []
     for batch in loader:
@@ -117,19 +127,82 @@ def test_each_batch_carries_its_stage_times_from_its_worker(workers: int) -> Non
 )
 def test_a_pipeline_slow_at_one_stage_is_named_with_its_fix(stage, build, move, fix) -> None:
     loader = build()
-    whole = _run_pass(loader, move or (lambda batch: batch)).epoch()
-    limit = limiting_stage(whole.metrics(), whole.transform_steps(), loader)
+    times = _run_pass(loader, move or (lambda batch: batch))
+    limit = limiting_stage(times.epoch(), loader, False, times.uint8)
     assert limit is not None and limit.stage == stage
     hint = limit_hint(limit, 0.9, 0.2)
     assert f"and {stage} limits it" in hint and fix in hint
 
 
+def test_a_stage_marked_inside_itself_or_inside_a_fetch_counts_once(
+    main_process_timed: None,
+) -> None:
+    """A marked reader calling another marked reader, and a decode marked inside a fetch:
+    each sleep is counted once, where it belongs."""
+
+    @timed_stage("read")
+    def outer() -> bytes:
+        return _slow_read(SLOW_S)  # itself marked as read
+
+    @timed_stage("decode")
+    def decode() -> None:
+        time.sleep(SLOW_S)
+
+    class Marked(Slowed):
+        def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+            outer()
+            decode()
+            return torch.zeros(3, 8, 8, dtype=torch.uint8), 0
+
+    for batch in _loader(Marked()):
+        seconds = split_times(batch)[1].seconds
+        assert 4 * SLOW_S <= seconds["read"] < 4 * 1.5 * SLOW_S
+        assert 4 * SLOW_S <= seconds["decode"] < 4 * 1.5 * SLOW_S
+
+
+def test_only_the_samples_stages_can_be_marked() -> None:
+    with pytest.raises(ValueError, match=r"timed_stage\('collate'\): a sample's code marks"):
+        timed_stage("collate")
+
+
+def test_a_wait_the_timed_stages_cannot_explain_is_said_as_such() -> None:
+    """Two workers starting up for two tiny batches: the wait is their start-up, which no
+    stage times; the hint says so instead of blaming the fastest stage."""
+    loader = _loader(Slowed(), workers=2)
+    times = _run_pass(loader)
+    limit = limiting_stage(times.epoch(), loader, False, times.uint8)
+    assert limit is not None and limit.stage == "untimed"
+    assert "persistent_workers=true" in limit_hint(limit, 0.9, 0.2)
+
+
+def test_a_decode_in_the_main_process_is_no_workers_stage(
+    tmp_path: Path, main_process_timed: None
+) -> None:
+    """dataset.decode_device=main with no workers: the transform the main process runs on
+    the sent bytes counts in its wait, never in the next batch's stages."""
+    from PIL import Image
+
+    from engine.data.datasets.image_files import LabelledImageFiles
+
+    paths = []
+    for i in range(8):
+        Image.new("RGB", (8, 8), (i, 0, 0)).save(tmp_path / f"{i}.png")
+        paths.append(str(tmp_path / f"{i}.png"))
+    files = LabelledImageFiles(
+        paths, [0] * 8, ["a"], transform=TimedCompose([Heavy()]), decode_device="main"
+    )
+    for batch in _loader(files):
+        times = split_times(batch)[1]
+        assert times.seconds["transform"] == 0 and "Heavy" not in times.steps
+
+
 def test_a_training_logs_its_stages_and_draws_them(
     reference_cfg, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog
 ) -> None:
-    """A training whose reads are slow: pipeline/<stage>_ms at every logged step and in its
-    metrics, one pipeline.csv row per batch, the epoch line naming read, and the report's
-    picture drawn from those rows."""
+    """A training whose reads are slow, stopped mid-epoch 2 and resumed: pipeline/<stage>_ms
+    at every logged step and in its metrics, one pipeline.csv row per batch (the stopped
+    run's kept once), the epoch line and the hint naming read, and the report's picture
+    drawn from those rows."""
     import engine.data.decode as decode
 
     real = decode.read_regular_file.__wrapped__
@@ -140,26 +213,39 @@ def test_a_training_logs_its_stages_and_draws_them(
         return real(path, max_bytes)
 
     monkeypatch.setattr(decode, "read_regular_file", slow)
-    cfg = reference_cfg(
-        "timed", "trainer.max_epochs=1", "trainer.limit_train_batches=3", "logger=tensorboard"
-    )
+    knobs = ("trainer.max_epochs=2", "trainer.limit_train_batches=3", "logger=tensorboard")
+    original = EmaStep.optimizer_step
+
+    def stopping(step: EmaStep) -> None:  # SIGTERM after optimizer step 4, in epoch 2
+        original(step)
+        if step.steps == 4:
+            signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(EmaStep, "optimizer_step", stopping)
+    with pytest.raises(SystemExit), caplog.at_level(logging.INFO):
+        train(reference_cfg("timed", *knobs))
+    monkeypatch.setattr(EmaStep, "optimizer_step", original)
     with caplog.at_level(logging.INFO):
-        metrics = train(cfg)
+        metrics = train(reference_cfg("timed", *knobs, "trainer.resume=auto"))
     run = tmp_path / "timed"
     assert set(PIPELINE_KEYS) <= set(metrics) and metrics["pipeline/read_ms"] >= 10
     board = EventAccumulator(str(run / "tensorboard")).Reload()
-    assert len(board.Scalars("pipeline/read_ms")) == 3  # log_every_n_steps=1
-    line = next(r.message for r in caplog.records if r.message.startswith("epoch 1/1"))
-    assert "| read " in line and "ms/img" in line
+    assert [e.step for e in board.Scalars("pipeline/read_ms")] == [1, 2, 3, 4, 5, 6]
+    for epoch in ("epoch 1/2", "epoch 2/2"):
+        line = next(r.message for r in caplog.records if r.message.startswith(epoch))
+        assert "| read " in line and "ms/img" in line
     assert any("read limits it" in r.message for r in caplog.records)
     with open(run / "pipeline.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [row["batch"] for row in rows] == ["0", "1", "2"]
+    assert [(r["epoch"], r["step"], r["batch"]) for r in rows] == [
+        ("1", "1", "0"), ("1", "2", "1"), ("1", "3", "2"),
+        ("2", "4", "0"), ("2", "5", "1"), ("2", "6", "2"),
+    ]  # fmt: skip
     spans = pipeline_report.read_spans(run / "pipeline.csv")
     waits = [s.width for s in spans if s.stage == "wait"]
     assert waits == pytest.approx([float(r["arrived"]) - float(r["asked"]) for r in rows])
     reads = sum(s.width for s in spans if s.stage == "read")
-    assert reads >= 3 * 16 * 0.01 * 0.9  # the reads' share of each batch's span, drawn
+    assert reads >= 6 * 16 * 0.01 * 0.9  # the reads' share of each batch's span, drawn
     png = pipeline_report.report(run)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -167,8 +253,22 @@ def test_a_training_logs_its_stages_and_draws_them(
 def test_the_report_names_a_run_without_timings_and_a_forged_row(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"trainer\.pipeline_timing=true"):
         pipeline_report.report(tmp_path)
-    (tmp_path / "pipeline.csv").write_text("epoch,batch,worker,asked,arrived\n1,0,0,x,2\n")
-    with pytest.raises(ValueError, match=r"pipeline.csv line 2: column 'asked'"):
+    header = "epoch,step,batch,worker,asked,arrived,h2d_ms,step_from,step_to\n"
+    forged = {
+        "1,1,0,0,x,2,0,2,3": r"line 2: column 'asked' is 'x', not a finite number",
+        "1,1,0,0,1,inf,0,2,3": r"line 2: column 'arrived' is 'inf', not a finite number",
+        "1,1,0,0,1,nan,0,2,3": r"line 2: column 'arrived' is 'nan'",
+        "1,1,0,0,1,2,0,2," + "9" * 200_000: r"line 2: not CSV as a training writes it",
+        "1,1,0,\xff,1,2,0,2,3": r"byte \d+ is not UTF-8",
+    }
+    for row, message in forged.items():
+        (tmp_path / "pipeline.csv").write_bytes((header + row + "\n").encode("latin-1"))
+        with pytest.raises(ValueError, match=message):
+            pipeline_report.report(tmp_path)
+    lanes = header.replace(",asked", ",built_from,built_to,read_ms,decode_ms,transform_ms,"
+                           "collate_ms,asked")  # fmt: skip
+    (tmp_path / "pipeline.csv").write_text(lanes + "1,1,0,3000,0,1,1,1,1,1,1,2,0,2,3\n")
+    with pytest.raises(ValueError, match=r"column 'worker' is '3000', not a loader worker"):
         pipeline_report.report(tmp_path)
 
 

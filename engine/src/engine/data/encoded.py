@@ -39,7 +39,7 @@ from engine.data.image_header import (
 )
 from engine.data.sample_ids import SampleIds, split_ids
 from engine.data.targets import label_text
-from engine.measure.stages import split_times
+from engine.measure.stages import SUMS, split_times
 
 DECODE_DEVICES = ("cpu", "main", "cuda")  # cpu = each worker decodes its samples (default)
 EXIF_ORIENTATION = 0x0112
@@ -249,7 +249,8 @@ class BatchDecoder:
         batch, times = split_times(batch)
         fields, ids = split_ids(batch)
         encoded, labels = fields[0], fields[1]
-        images, reasons = self._decoded(encoded)
+        with SUMS.paused():  # the main process's work: its wait, not a worker's stages
+            images, reasons = self._decoded(encoded)
         keep = [i for i, image in enumerate(images) if image is not None]
         bad = [
             BadSample(
@@ -263,7 +264,8 @@ class BatchDecoder:
         ]
         if not keep:
             return None, bad
-        stacked = self._stacked([images[i] for i in keep], [encoded.seeds[i] for i in keep])
+        with SUMS.paused():
+            stacked = self._stacked([images[i] for i in keep], [encoded.seeds[i] for i in keep])
         rows = torch.tensor(keep)
         out: tuple[Any, ...] = (stacked, labels[rows], *fields[2:])
         if times is not None:

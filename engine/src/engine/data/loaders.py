@@ -178,14 +178,17 @@ class WorkerStart:
     process out of the garbage collector's reach: its passes would write to them and so copy
     their shared pages into each worker (40-80 MB a worker, whatever the dataset;
     BENCHMARKS.md). It sets the main process's `sharing_strategy`, which a forked worker
-    inherits but a forkserver or spawn one would not (they start from a fresh torch). And it
-    ends the worker with the main process `main_pid` (`exit_with`)."""
+    inherits but a forkserver or spawn one would not (they start from a fresh torch). It ends
+    the worker with the main process `main_pid` (`exit_with`), and times its batches' stages
+    when the loader's do (`time_stages`)."""
 
     sharing_strategy: str
     main_pid: int
+    time_stages: bool = False  # time the batch's stages (engine/measure/stages.py)
 
     def __call__(self, worker_id: int) -> None:
         SUMS.reset()  # a forked worker starts with its parent's stage sums
+        SUMS.enabled = self.time_stages
         torch_mp.set_sharing_strategy(self.sharing_strategy)
         exit_with(self.main_pid)
         gc.freeze()
@@ -240,7 +243,7 @@ def make_loader(
         collate = TagsCollate(collate)  # a stream may be told to tag later (a training's)
     skip = dataset.on_error == "skip"
     strategy = torch_mp.get_sharing_strategy()
-    start = WorkerStart(strategy, os.getpid()) if settings.num_workers else None
+    start = WorkerStart(strategy, os.getpid(), time_stages) if settings.num_workers else None
     if settings.num_workers and settings.multiprocessing_context == "forkserver":
         start_forkserver(dataset)
     kind = {(False, False): DataLoader, (True, False): SkippingLoader}.get(

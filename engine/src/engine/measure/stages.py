@@ -30,6 +30,15 @@ from engine.measure.timing import labelled_batch_size
 from engine.metric_keys import MAIN_STAGES, WORKER_STAGES
 
 STAGES = WORKER_STAGES + MAIN_STAGES
+COLOURS = {  # one per stage, the same in every picture (the pipeline report, a sweep's)
+    "read": "#4c72b0",
+    "decode": "#dd8452",
+    "transform": "#55a868",
+    "collate": "#c44e52",
+    "wait": "#bbbbbb",
+    "h2d": "#8172b3",
+    "step": "#64b5cd",
+}
 
 
 def stage_key(stage: str) -> str:
@@ -60,41 +69,67 @@ class StageTimes:
         return (StageTimes, args)
 
 
+TIMED = ("read", "decode", "transform")  # what a sample's code marks (timed_stage, SUMS.timed)
+FETCH = "fetch"  # a whole map-style fetch: its time outside read and transform is the decode
+
+
 class StageSums:
-    """This process's running sums for the batch being built; `take` hands them over."""
+    """This process's running sums for the batch being built; `take` hands them over. Off
+    (`enabled` false: a loader without stage times, a val loader's workers) it times nothing.
+    A stage timed inside the same stage (a marked reader calling another) counts once."""
 
     def __init__(self) -> None:
+        self.enabled = False
         self.reset()
 
     def reset(self) -> None:
         """Start empty (a forked worker inherits its parent's sums)."""
-        self.read = self.fetch = self.transform = self.decode = 0.0
+        self.seconds = dict.fromkeys((*TIMED, FETCH), 0.0)
+        self.depth = dict.fromkeys((*TIMED, FETCH), 0)
         self.steps: dict[str, float] = {}
         self.began: float | None = None
 
     @contextmanager
     def timed(self, stage: str) -> Iterator[None]:
-        """Add the time spent inside to `stage` (read, decode, transform or fetch: a whole
-        map-style fetch, whose time outside read and transform is the decode)."""
+        """Add the time spent inside to `stage` (read, decode, transform or fetch)."""
+        if not self.enabled or self.depth[stage]:
+            yield
+            return
         start = time.perf_counter()
         if self.began is None:
             self.began = start
+        self.depth[stage] += 1
         try:
             yield
         finally:
-            setattr(self, stage, getattr(self, stage) + time.perf_counter() - start)
+            self.depth[stage] -= 1
+            self.seconds[stage] += time.perf_counter() - start
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """Time nothing inside (the main process decoding and transforming a batch the
+        workers sent encoded: that counts in its `wait`, not in a worker's stages)."""
+        enabled, self.enabled = self.enabled, False
+        try:
+            yield
+        finally:
+            self.enabled = enabled
 
     def add_step(self, name: str, seconds: float) -> None:
         """One transform step's time, under its class name."""
         self.steps[name] = self.steps.get(name, 0.0) + seconds
 
     def take(self, samples: int, collate_s: float, ended: float) -> StageTimes:
-        """The sums of the batch just collated, as its `StageTimes`, and start anew."""
-        decode = self.decode + max(0.0, self.fetch - self.read - self.transform)
+        """The sums of the batch just collated, as its `StageTimes`, and start anew. With a
+        timed fetch, the decode is its time outside read and transform (a decode marked
+        inside it is part of that); without (a stream), what was marked as decode."""
+        sums = self.seconds
+        outside = sums[FETCH] - sums["read"] - sums["transform"]
+        decode = max(0.0, outside) if sums[FETCH] > 0 else sums["decode"]
         seconds = {
-            "read": self.read,
+            "read": sums["read"],
             "decode": decode,
-            "transform": self.transform,
+            "transform": sums["transform"],
             "collate": collate_s,
         }
         info = get_worker_info()
@@ -111,7 +146,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def timed_stage(stage: str) -> Callable[[F], F]:
-    """Decorate a function whose every call is `stage` (read: a reader of bytes)."""
+    """Decorate a function whose every call is `stage`: read (a reader of bytes), decode or
+    transform; anything else is refused here, when the code is imported, not mid-run."""
+    if stage not in TIMED:
+        raise ValueError(
+            f"timed_stage({stage!r}): a sample's code marks one of {list(TIMED)}; collate is "
+            "timed around loader.collate_fn, and wait, h2d and step in the main process."
+        )
 
     def decorate(function: F) -> F:
         @functools.wraps(function)

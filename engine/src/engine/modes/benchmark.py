@@ -143,7 +143,9 @@ def benchmark(cfg: DictConfig, step: type) -> dict[str, float]:
             "Where each batch's time went (medians over benchmark.repeats; the step is "
             "benchmark.compute=%s):\n%s",
             settings.compute,
-            stage_table(metrics, pipeline.epoch().transform_steps()),
+            stage_table(
+                metrics, pipeline.epoch().transform_steps(), parts.train_loader.num_workers
+            ),
         )
     with TensorBoardLogger(out / "tensorboard") as tb:
         link_run(cfg, tb.log_dir)

@@ -13,23 +13,17 @@ epoch is a long first wait, a stalled queue is wait bars while the workers' stri
 from __future__ import annotations
 
 import csv
+import math
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.measure.stages import COLOURS
 from engine.metric_keys import WORKER_STAGES
 from engine.training.pipeline_timing import CSV_NAME
 
 PNG_NAME = "pipeline.png"  # in the run dir
-COLOURS = {  # one per stage, the same in every report
-    "read": "#4c72b0",
-    "decode": "#dd8452",
-    "transform": "#55a868",
-    "collate": "#c44e52",
-    "wait": "#bbbbbb",
-    "h2d": "#8172b3",
-    "step": "#64b5cd",
-}
 MAIN = "main"
 
 
@@ -43,40 +37,83 @@ class Span:
     width: float
 
 
+MAX_LANES = 256  # strips a picture holds: loader workers of one run, and the main process
+
+
 def _float(row: dict[str, str], key: str, path: Path, line: int) -> float:
+    """The finite number in column `key`, or one ValueError line naming file, line, column."""
     try:
-        return float(row[key])
+        value = float(row[key])
     except (KeyError, TypeError, ValueError):
+        value = None
+    if value is None or not math.isfinite(value):
         raise ValueError(
-            f"{path} line {line}: column {key!r} is {row.get(key)!r}, not a number; the file "
-            "is not as a training wrote it: train again (trainer.pipeline_timing=true) to "
+            f"{path} line {line}: column {key!r} is {row.get(key)!r}, not a finite number; the "
+            "file is not as a training wrote it: train again (trainer.pipeline_timing=true) to "
             "write it anew."
-        ) from None
+        )
+    return value
 
 
-def read_spans(path: Path) -> list[Span]:
-    """The bars of pipeline.csv at `path`, times in seconds from its first moment."""
-    spans: list[tuple[str, str, float, float]] = []
+def _lane(row: dict[str, str], path: Path, line: int) -> str:
+    worker = _float(row, "worker", path, line)
+    if worker != int(worker) or not -1 <= worker < MAX_LANES:
+        raise ValueError(
+            f"{path} line {line}: column 'worker' is {row['worker']!r}, not a loader worker "
+            f"(-1 for the main process, 0 to {MAX_LANES - 1}); the file is not as a training "
+            "wrote it: train again to write it anew."
+        )
+    return f"worker {int(worker)}" if worker >= 0 else MAIN
+
+
+def _rows(reader: csv.DictReader, path: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """(line, row) of `reader`; a record csv cannot read is one ValueError line naming it."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise ValueError(
+                f"{path} line {reader.line_num + 1}: not CSV as a training writes it ({err}); train "
+                "again to write it anew."
+            ) from None
+        yield reader.line_num, row
+
+
+def _spans(path: Path) -> Iterator[tuple[str, str, float, float]]:
+    """(lane, stage, start, width) of each bar of pipeline.csv, unix seconds."""
     with open(path, newline="", encoding="utf-8") as f:
-        for line, row in enumerate(csv.DictReader(f), start=2):
+        for line, row in _rows(csv.DictReader(f), path):
             if row.get("built_from"):  # the batch came with its worker's times
                 began = _float(row, "built_from", path, line)
                 built = _float(row, "built_to", path, line) - began
                 costs = [_float(row, f"{s}_ms", path, line) for s in WORKER_STAGES]
                 total = sum(costs)
-                worker = int(_float(row, "worker", path, line))
-                lane = f"worker {worker}" if worker >= 0 else MAIN
+                lane = _lane(row, path, line)
                 for stage, cost in zip(WORKER_STAGES, costs, strict=True):
                     if total > 0:
-                        spans.append((lane, stage, began, built * cost / total))
+                        yield lane, stage, began, built * cost / total
                         began += built * cost / total
             asked = _float(row, "asked", path, line)
             arrived = _float(row, "arrived", path, line)
-            spans.append((MAIN, "wait", asked, arrived - asked))
-            step_from = _float(row, "step_from", path, line)
+            yield MAIN, "wait", asked, arrived - asked
             h2d = _float(row, "h2d_ms", path, line) / 1000
-            spans.append((MAIN, "h2d", arrived, h2d))
-            spans.append((MAIN, "step", step_from, _float(row, "step_to", path, line) - step_from))
+            yield MAIN, "h2d", arrived, h2d
+            step_from = _float(row, "step_from", path, line)
+            yield MAIN, "step", step_from, _float(row, "step_to", path, line) - step_from
+
+
+def read_spans(path: Path) -> list[Span]:
+    """The bars of pipeline.csv at `path`, times in seconds from its first moment; a file
+    that is not as a training wrote it is one ValueError line naming it (and the line)."""
+    try:
+        spans = list(_spans(path))
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"{path}: byte {err.start} is not UTF-8; the file is not as a training wrote it: "
+            "train again to write it anew."
+        ) from None
     if not spans:
         raise ValueError(f"{path} holds no batches: a training writes one row per train batch.")
     origin = min(start for _, _, start, _ in spans)

@@ -36,7 +36,13 @@ from engine.training.limiting_stage import limiting_stage
 from engine.training.loader_failures import loader_failures_named
 from engine.training.nonfinite import NonFiniteGuard
 from engine.training.oversubscription import SlowComputeHint
-from engine.training.pipeline_timing import CSV_NAME, PipelineTimes, append_rows, stage_table
+from engine.training.pipeline_timing import (
+    CSV_NAME,
+    PipelineTimes,
+    StageMeans,
+    append_rows,
+    stage_table,
+)
 from engine.training.prefetch import device_batches, side_stream_for
 from engine.training.profiling import batch_profiler
 from engine.training.progress import LossWindow, epoch_line
@@ -104,7 +110,7 @@ class Epoch:
         self.timer, self.totals = BatchMeter(), PassTotals(fit.move.device, fit.parts.metrics)
         # each batch's stages: read ... collate in its worker, wait, h2d and step here
         self.pipeline = PipelineTimes(fit.move.device) if fit.s.pipeline_timing else None
-        self.transform_steps: dict[str, float] = {}  # the epoch's, ms per sample by step
+        self.stages: StageMeans | None = None  # the pass's, once it ended
         self.start = resumed.batch if resumed is not None else 0
         if resumed is not None and resumed.totals is not None:
             self.totals.load_state_dict(resumed.totals)
@@ -172,6 +178,8 @@ class Epoch:
                 fit.run.show_batch("train/first_batch", batch)  # as the model sees it
             fit.slow.keep(batch)  # the run's first: a single-thread step is timed on it
             fit.run.record_samples(self.number, fit.step.steps + 1, batch)  # samples.csv
+            if pipeline is not None:
+                pipeline.step_began(fit.step.steps + 1)
             yield batch
             if self._profiler is not None:
                 self._profiler.step()
@@ -215,6 +223,7 @@ class Epoch:
         points = {"train/loss": mean_loss, "train/lr": lr}
         if self.pipeline is not None:  # pipeline/<stage>_ms since the last point
             points |= self.pipeline.take().metrics()
+            self._write_pipeline_rows()
         fit.run.loggers.scalars(points, fit.step.steps)
         self.bar.postfix(loss=mean_loss)
 
@@ -237,11 +246,15 @@ class Epoch:
         means |= self.timer.stop(self.totals.samples - self.base).pass_metrics("train")
         if self.pipeline is None:
             return means
-        whole = self.pipeline.epoch()
-        stages, self.transform_steps = whole.metrics(), whole.transform_steps()
-        if fit.run.ranks.is_main:  # one row per batch: the report's picture
-            append_rows(fit.run.out / CSV_NAME, self.pipeline.rows(self.number))
-        return means | stages
+        self.stages = self.pipeline.epoch()
+        self._write_pipeline_rows()
+        return means | self.stages.metrics()
+
+    def _write_pipeline_rows(self) -> None:
+        """pipeline.csv's rows of the batches known since the last write (rank 0 writes)."""
+        rows = self.pipeline.rows(self.number)  # type: ignore[union-attr]
+        if self.fit.run.ranks.is_main and rows:
+            append_rows(self.fit.run.out / CSV_NAME, rows)
 
     def evaluate(self, model: torch.nn.Module | None = None) -> dict[str, float]:
         """val/* of `model` (default: the trained one; e.g. an EMA of it) over the val loader."""
@@ -283,9 +296,12 @@ class Epoch:
         }
         per_epoch |= {"train/epoch_loss": metrics["train/loss"], "epoch": self.number}
         fit.run.loggers.scalars(per_epoch, fit.step.steps)
-        limit = limiting_stage(metrics, self.transform_steps, parts.train_loader)
-        if limit is not None:
-            table = stage_table(metrics, self.transform_steps)
+        limit = None
+        if self.stages is not None:
+            loader, pipeline = parts.train_loader, self.pipeline
+            limit = limiting_stage(self.stages, loader, fit.side is not None, pipeline.uint8)  # type: ignore[union-attr]
+            steps = self.stages.transform_steps()
+            table = stage_table(self.stages.metrics(), steps, loader.num_workers)
             fit.run.loggers.text("pipeline/epoch", f"epoch {self.number}\n{table}", fit.step.steps)
         wait = metrics["train/data_wait_frac"]
         line = epoch_line(self.number, fit.s.max_epochs, metrics)

@@ -34,12 +34,15 @@ from engine.runs.resume import KEY_FILE, config_key, find_resume_state
 from engine.runs.run_dir import claim_run_dir
 from engine.runs.run_state import Checkpointer, Progress, StepState
 from engine.runs.sample_log import SampleLog
+from engine.runs.step_rows import start_with_rows_before
 from engine.runs.stream_resume import TrainedSamples, check_stream_resume, left_out
 from engine.training.assemble import Components
 from engine.training.batches import DeviceBatch, batch_grid
 from engine.training.distributed import init_distributed
 from engine.training.interrupts import StopRequest
 from engine.training.nonfinite import NonFiniteGuard
+from engine.training.pipeline_timing import CSV_COLUMNS, CSV_NUMBERS
+from engine.training.pipeline_timing import CSV_NAME as PIPELINE_CSV
 from engine.training.progress import LossWindow
 
 log = logging.getLogger(__name__)
@@ -112,6 +115,9 @@ class TrainingRun:
         params = hparams_of(self.config, *run_choices())
         context = RunContext(self.out, start, cfg, self.config, params)
         self.loggers = build_loggers(cfg, context, enabled=ranks.is_main)
+        if parts.settings.pipeline_timing and ranks.is_main:  # pipeline.csv, as samples.csv
+            timings = self.out / PIPELINE_CSV
+            start_with_rows_before(timings, [timings], list(CSV_COLUMNS), start, CSV_NUMBERS)
         self.samples = None  # trainer.record_samples: samples.csv (off: costs nothing)
         if parts.settings.record_samples:
             self.samples = SampleLog(self.out, parts.train_set, start, ranks.is_main)

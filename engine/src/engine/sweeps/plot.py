@@ -8,6 +8,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from engine.measure.stages import COLOURS
 from engine.metric_keys import MAIN_STAGES, PIPELINE_KEYS, WORKER_STAGES
 from engine.sweeps.table import LOWER_IS_BETTER, spread_of
 
@@ -83,10 +84,12 @@ def _stage_bars(ax: Axes, rows: list[dict[str, str]], stages: tuple[str, ...], u
     left = [0.0] * len(rows)
     for stage in stages:
         widths = [float(r.get(f"pipeline/{stage}_ms") or 0) for r in rows]
-        ax.barh(labels, widths, left=left, label=stage)
+        ax.barh(labels, widths, left=left, label=stage, color=COLOURS[stage])
         left = [a + b for a, b in zip(left, widths, strict=True)]
     ax.set_xlabel(unit)
-    ax.legend(fontsize="small")
+    ax.legend(  # below the axis: never over a bar
+        loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=len(stages), fontsize="small"
+    )
     ax.grid(alpha=0.3)
 
 

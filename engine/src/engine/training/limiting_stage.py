@@ -1,8 +1,11 @@
 """Which stage of the input pipeline keeps the model waiting, and what would lift it: read from
-an epoch's pipeline/<stage>_ms (engine/training/pipeline_timing.py). The rules, in SPDL's
-terms (per-stage time against the headroom): the main process waits for a batch (`wait`) or
-copies it (`h2d`) instead of stepping; when the copy dominates, the copy is the limit, else
-the workers' slowest stage per sample is."""
+an epoch's stage times (engine/training/pipeline_timing.py). The rules, in SPDL's terms
+(per-stage time against the headroom): the main process waits for a batch (`wait`) or copies
+it (`h2d`) instead of stepping. When the copy takes longer than the wait (or, copied beside
+the step on a side stream, longer than the step) it is the limit. When the wait is far more
+than the workers' timed stages can explain, the time goes to something untimed (start-up,
+a read the dataset does not mark, the queue), said as such. Else the workers' slowest stage
+per sample is."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from torch.utils.data import DataLoader
 
 from engine.core.cpus import available_cpus
 from engine.measure.stages import WORKER_STAGES, stage_key
+from engine.training.pipeline_timing import StageMeans
 
 
 @dataclass(frozen=True)
@@ -73,38 +77,86 @@ def _fixes(stage: str, loader: DataLoader, steps: dict[str, float], per_sample: 
     ]
 
 
-def limiting_stage(
-    stages: dict[str, float], steps: dict[str, float], loader: DataLoader
-) -> Limit | None:
-    """The stage that keeps the model from stepping, from an epoch's pipeline/<stage>_ms and
-    its transform steps' ms per sample (slowest first); None without stage times."""
-    wait, h2d = stages.get(stage_key("wait")), stages.get(stage_key("h2d"))
-    if wait is None or h2d is None:
-        return None
-    batch_ms = wait + h2d + stages[stage_key("step")]
-    idle = (wait + h2d) / batch_ms if batch_ms > 0 else 0.0
-    if h2d > wait:
-        unpinned = not loader.pin_memory and torch.cuda.is_available()  # pinning helps CUDA
-        pinned = "set loader.pin_memory=true (asynchronous copies " if unpinned else ""
-        return Limit(
-            "h2d",
-            f"h2d {_ms(h2d)} ms of {_ms(batch_ms)} per batch in the main process",
-            [
-                *([pinned + "from page-locked memory)"] if pinned else []),
-                "send uint8 batches (no float conversion in the transforms): 4x fewer bytes "
-                "to copy, normalised on the device (transforms.mean/std)",
-            ],
-            idle,
+def _copy_fixes(loader: DataLoader, overlapped: bool, uint8: bool) -> list[str]:
+    """What lifts a copy to the device (with the normalisation there) that limits."""
+    fixes = []
+    if not loader.pin_memory and torch.cuda.is_available():  # pinning helps CUDA copies only
+        fixes.append("set loader.pin_memory=true (asynchronous copies from page-locked memory)")
+    if torch.cuda.is_available() and not overlapped:
+        fixes.append("set trainer.device_prefetch=true (the next batch's copy beside the step)")
+    if uint8:
+        fixes.append(
+            "the batches already come as uint8: the time is their normalisation into float "
+            "inputs, in the main process; it shrinks with the input size (the transforms' "
+            "size), and on a GPU it runs on the device"
         )
+    else:
+        fixes.append(
+            "send uint8 batches (no float conversion in the transforms): 4x fewer bytes "
+            "to copy, normalised on the device (transforms.mean/std)"
+        )
+    return fixes
+
+
+def _untimed_fixes(loader: DataLoader) -> list[str]:
+    """Where a wait the timed stages do not explain usually goes."""
+    fixes = []
+    if loader.num_workers and not loader.persistent_workers:
+        fixes.append(
+            "worker start-up, every epoch: set loader.persistent_workers=true (a short epoch "
+            "is mostly start-up: judge a longer one)"
+        )
+    elif loader.num_workers:
+        fixes.append("worker start-up: the first epoch pays it; judge a longer run")
+    return [
+        *fixes,
+        "a read the dataset does not time: mark its reader with engine.measure.stages."
+        "timed_stage('read') (a stream of your own times only its transforms)",
+        "the queue from the workers: fewer bytes a batch (uint8, images pre-resized)",
+        "processes beside the training on the same cores (loader.num_workers plus "
+        "trainer.num_threads past the usable cores)",
+    ]
+
+
+def limiting_stage(
+    means: StageMeans, loader: DataLoader, overlapped: bool, uint8: bool
+) -> Limit | None:
+    """The stage that keeps the model from stepping, from an epoch's stage `means`; None
+    without stage times. `overlapped`: the copy runs on a side stream beside the step
+    (CUDA, trainer.device_prefetch), so it limits only when longer than the step; else the
+    main process copies between steps. `uint8`: the batches came as uint8."""
+    stages = means.metrics()
+    keys = [stage_key(s) for s in ("wait", "h2d", "step")]
+    if not all(key in stages for key in keys):
+        return None
+    wait, h2d, step = (stages[key] for key in keys)
+    serial = 0.0 if overlapped else h2d  # the copy's share of the main process's time
+    batch_ms = wait + serial + step
+    idle = (wait + serial) / batch_ms if batch_ms > 0 else 0.0
+    if (h2d > step) if overlapped else (h2d > wait):
+        line = (
+            f"h2d {_ms(h2d)} ms of {_ms(batch_ms)} per batch in the main process, "
+            f"{100 * idle:.0f}% of it not stepping"
+        )
+        return Limit("h2d", line, _copy_fixes(loader, overlapped, uint8), idle)
     per_stage = {s: stages[stage_key(s)] for s in WORKER_STAGES if stage_key(s) in stages}
     if not per_stage:
         return None
-    stage = max(per_stage, key=per_stage.__getitem__)
     per_sample = sum(per_stage.values())
-    where = "per worker" if loader.num_workers else "in the main process (loader.num_workers=0)"
+    workers = loader.num_workers
+    # the timed work of one batch, shared by the workers: the wait it can explain
+    explained = per_sample * means.samples / max(1, means.worker_batches) / max(1, workers)
+    if wait > 2 * explained + 1.0:
+        line = (
+            f"waited {_ms(wait)} ms a batch, and the timed stages take {_ms(explained)} ms a "
+            "batch " + ("per worker" if workers else "in the main process")
+        )
+        return Limit("untimed", line, _untimed_fixes(loader), idle)
+    stage = max(per_stage, key=per_stage.__getitem__)
+    where = "per worker" if workers else "in the main process (loader.num_workers=0)"
     return Limit(
         stage,
         f"{stage} {_ms(per_stage[stage])} ms/img of {_ms(per_sample)} {where}",
-        _fixes(stage, loader, steps, per_sample),
+        _fixes(stage, loader, means.transform_steps(), per_sample),
         idle,
     )

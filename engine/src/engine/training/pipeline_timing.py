@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ from engine.measure.stages import (
 CSV_NAME = "pipeline.csv"  # in the run dir: one row per train batch
 CSV_COLUMNS = (
     "epoch",
+    "step",  # the optimizer step the batch counts toward (a resume drops the rows past it)
     "batch",
     "worker",  # the loader worker that built the batch; -1: the main process
     "samples",
@@ -43,6 +45,7 @@ CSV_COLUMNS = (
     "step_from",  # unix seconds: the step on the batch (CPU side)
     "step_to",
 )
+CSV_NUMBERS = (1, 0, 2)  # the whole-number columns: step (what a resume keeps rows before) first
 
 
 class _Span:
@@ -85,6 +88,7 @@ class BatchTimes:
     h2d: _Span | None = None
     step: _Span | None = None
     stepped: tuple[float, float] = (0.0, 0.0)  # perf_counter around the step
+    optimizer_step: int | None = None  # the optimizer step it counts toward, when known
 
     def device_seconds(self) -> dict[str, float] | None:
         """h2d and step in seconds; None while the step (or a CUDA span) is still running.
@@ -106,10 +110,12 @@ class StageMeans:
     main: dict[str, float] = field(default_factory=lambda: dict.fromkeys(MAIN_STAGES, 0.0))
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(MAIN_STAGES, 0))
     steps: dict[str, float] = field(default_factory=dict)
+    worker_batches: int = 0  # batches that came with their worker stages
 
     def arrived(self, batch: BatchTimes) -> None:
         """What is known as a batch arrives: its worker stages and the wait for it."""
         if batch.worker is not None:
+            self.worker_batches += 1
             self.samples += batch.worker.samples
             for stage in WORKER_STAGES:
                 self.worker[stage] += batch.worker.seconds[stage]
@@ -140,22 +146,28 @@ class StageMeans:
 
 
 class PipelineTimes:
-    """The stage times of one pass over the train loader, batch by batch, on `device`."""
+    """The stage times of one pass over the train loader, batch by batch, on `device`. It
+    holds only the batches whose copy or step is not known yet and the rows not yet taken
+    (`rows()`), so an epoch of a million batches costs no more memory than one of ten."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.batches: list[BatchTimes] = []
-        self._logged = 0  # batches already in a logged point
+        self.arrived: deque[BatchTimes] = deque()  # arrived, not handed to a step yet
+        self.stepped: deque[BatchTimes] = deque()  # handed to a step, copy or step unknown
+        self._rows: list[BatchTimes] = []  # known, not yet taken for pipeline.csv
         self._pending = StageMeans()  # what became known since the last logged point
         self._epoch = StageMeans()
-        self._resolved = 0  # batches[:_resolved] are summed
-        self._open: tuple[BatchTimes | None, _Span, float, int] | None = None  # being stepped
+        # the batch being stepped on: its times, span, start, index and optimizer step
+        self._open: tuple[BatchTimes | None, _Span, float, int, int | None] | None = None
+        self.uint8 = False  # the inputs came as uint8 (the copy's normalisation is all there is)
         # perf_counter -> unix seconds, for pipeline.csv's time line across restarts
         self._to_unix = time.time() - time.perf_counter()
 
     def arrivals(self, batches: Iterator[Any]) -> Iterator[Any]:
-        """`batches` without their stage times, each one's wait and times kept."""
-        SUMS.reset()  # loader.num_workers=0: what the main process did since (evaluation)
+        """`batches` without their stage times, each one's wait and times kept. With
+        loader.num_workers=0 this process builds the batches: its own stages are timed."""
+        SUMS.reset()
+        SUMS.enabled = True
         it = iter(batches)
         try:
             while True:
@@ -165,12 +177,13 @@ class PipelineTimes:
                 except StopIteration:
                     return
                 batch, worker = split_times(batch)
-                times = BatchTimes(len(self.batches), asked, time.perf_counter(), worker)
-                self.batches.append(times)
+                times = BatchTimes(-1, asked, time.perf_counter(), worker)
+                self.arrived.append(times)
                 self._pending.arrived(times)
                 self._epoch.arrived(times)
                 yield batch
         finally:
+            SUMS.enabled = False
             getattr(it, "close", lambda: None)()  # a generator over a loader: workers stop
 
     def mover(self, move: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -181,51 +194,56 @@ class PipelineTimes:
             span = _Span(self.device)
             moved = move(batch)
             span.close()
-            if self.batches:
-                self.batches[-1].h2d = span
+            if self.arrived:
+                self.arrived[-1].h2d = span
+            self.uint8 = isinstance(batch[0], torch.Tensor) and batch[0].dtype == torch.uint8
             return moved
 
         return timed
 
     def stepping(self, batches: Iterator[Any], first: int) -> Iterator[Any]:
         """`batches` (the pass's device batches, numbered from `first`), the time from handing
-        each out to `step_ended()` (or to being asked for the next) counted as its step."""
-        # batches a consumer took no step on (a lookahead at a benchmark window's end) are
-        # left out; this pass's arrivals come after the rest
-        self.batches = [b for b in self.batches[: self._resolved]] + [
-            b for b in self.batches[self._resolved :] if b.step is not None
-        ]
-        base = len(self.batches)
+        each out (or `step_began()`) to `step_ended()` (or being asked for the next) counted
+        as its step."""
+        self.arrived.clear()  # a benchmark window's lookahead, never stepped on: left out
         for i, batch in enumerate(batches):
-            times = self.batches[base + i] if base + i < len(self.batches) else None
-            self._open = (times, _Span(self.device), time.perf_counter(), first + i)
+            times = self.arrived.popleft() if self.arrived else None
+            self._open = (times, _Span(self.device), time.perf_counter(), first + i, None)
             try:
                 yield batch
             finally:  # also when the consumer stops here: its step ended
                 self.step_ended()
+
+    def step_began(self, step: int) -> None:
+        """The step on the batch handed out last begins now, toward optimizer step `step`
+        (the loop's own work before it, such as the first batch's picture, is not the step's)."""
+        if self._open is not None:
+            times, _, _, index, _ = self._open
+            self._open = (times, _Span(self.device), time.perf_counter(), index, step)
 
     def step_ended(self) -> None:
         """The step on the batch handed out last is done (the loop's optimizer step: what
         follows, logging and checkpoints, is not the step's); later calls change nothing."""
         if self._open is None:
             return
-        times, span, began, index = self._open
+        times, span, began, index, step = self._open
         span.close()
         self._open = None
         if times is not None:
-            times.index, times.step = index, span
+            times.index, times.step, times.optimizer_step = index, span, step
             times.stepped = (began, time.perf_counter())
+            self.stepped.append(times)
 
     def _resolve(self) -> None:
         """Add the copies and steps now known, in order (a CUDA span once it completed)."""
-        while self._resolved < len(self.batches):
-            known = self.batches[self._resolved].device_seconds()
+        while self.stepped:
+            known = self.stepped[0].device_seconds()
             if known is None:
                 return
             for stage, seconds in known.items():
                 self._pending.add(stage, seconds)
                 self._epoch.add(stage, seconds)
-            self._resolved += 1
+            self._rows.append(self.stepped.popleft())
 
     def take(self) -> StageMeans:
         """The batches since the last take (TensorBoard's points, a benchmark's window)."""
@@ -239,15 +257,17 @@ class PipelineTimes:
         return self._epoch
 
     def rows(self, epoch: int) -> list[dict[str, Any]]:
-        """pipeline.csv's rows of the pass's resolved batches."""
-        unix = self._to_unix
+        """pipeline.csv's rows of the batches known since the last call."""
+        self._resolve()
+        unix, done, self._rows = self._to_unix, self._rows, []
         out = []
-        for batch in self.batches[: self._resolved]:
+        for batch in done:
             main = {"wait": batch.arrived - batch.asked} | (batch.device_seconds() or {})
             worker = batch.worker
             seconds = worker.seconds if worker is not None else {}
             row: dict[str, Any] = {
                 "epoch": epoch,
+                "step": batch.optimizer_step if batch.optimizer_step is not None else "",
                 "batch": batch.index,
                 "worker": worker.worker if worker is not None else "",
                 "samples": worker.samples if worker is not None else "",
@@ -278,14 +298,16 @@ def append_rows(path: Path, rows: list[dict[str, Any]]) -> None:
         writer.writerows(rows)  # numbers only: no cell a spreadsheet could run
 
 
-def stage_table(stages: dict[str, float], steps: dict[str, float]) -> str:
-    """The stages as an aligned text table: ms per sample in the workers, per batch in the
-    main process, and the transform's steps, slowest first (for the log and TensorBoard)."""
+def stage_table(stages: dict[str, float], steps: dict[str, float], workers: int) -> str:
+    """pipeline/<stage>_ms `stages` as an aligned text table: ms per sample where the batches
+    were built (the workers, or the main process with `workers` 0), per batch in the main
+    process, and the transform's `steps`, slowest first (for the log and TensorBoard)."""
+    built = "workers" if workers else "main"
     lines = [f"{'stage':<10} {'ms':>9}  per     in"]
     for stage in (*WORKER_STAGES, *MAIN_STAGES):
         key = stage_key(stage)
         if key in stages:
-            per, where = ("sample", "workers") if stage in WORKER_STAGES else ("batch", "main")
+            per, where = ("sample", built) if stage in WORKER_STAGES else ("batch", "main")
             lines.append(f"{stage:<10} {stages[key]:>9.3f}  {per:<7} {where}")
     lines += [f"  {name:<24} {ms:>9.3f}  sample  transform step" for name, ms in steps.items()]
     return "\n".join(lines)
