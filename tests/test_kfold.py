@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -288,6 +289,7 @@ TAMPERED = {
     "indices out of range": (lambda r: r | {"val_indices": [0, 99]}, "val_indices are not"),
     "folds a string": (lambda r: r | {"folds": "3"}, "its folds is '3', not an int"),
     "fingerprints too short": (lambda r: r | {"fingerprints": []}, "fingerprints is not a list"),
+    "nested deeply": (lambda r: "[" * 200_000 + "]" * 200_000, "is not JSON (nested too deeply)"),
 }
 
 
@@ -305,3 +307,17 @@ def test_a_tampered_fold_json_makes_its_group_a_mismatch_naming_the_file(tmp_pat
     (line,) = lines
     assert f"job 1: {path} " in line and says in line and "rerun that job" in line
     assert "\n" not in line
+
+
+@pytest.mark.timeout(20)  # each once blocked the summary forever
+@pytest.mark.parametrize("kind", ["a FIFO", "a link to /dev/zero"])
+def test_a_fold_json_that_is_no_regular_file_is_a_mismatch_not_a_hang(tmp_path, kind) -> None:
+    rows = _fold_jobs(tmp_path, [0, 0, 0])
+    path = tmp_path / "1" / FOLD_FILE
+    path.unlink()
+    if kind == "a FIFO":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    (group,), (line,) = fold_groups(rows, ["val/acc"], 3)
+    assert group["status"] == MISMATCH and f"job 1: {path} is not a regular file" in line

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import re
+import tarfile
 import unicodedata
 from pathlib import Path
 
@@ -20,8 +21,9 @@ from engine.data.datasets.csv import CsvDataset
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.datasets.mix import MixDataset
 from engine.data.datasets.parquet import ParquetDataset
+from engine.data.datasets.tar_shards import TarShardDataset
 from engine.data.datasets.tensor import TensorFileDataset
-from engine.data.listing import class_list, unique_classes
+from engine.data.listing import class_list, class_name, unique_classes
 from engine.data.multi_hot import MultiLabelColumns
 
 NFC = unicodedata.normalize("NFC", "café")  # é: one code point, as keyboards type it
@@ -124,6 +126,10 @@ def test_a_name_listed_in_both_spellings_is_refused_showing_both(tmp_path) -> No
         (["a.png,cat", "b.png,c\0t"], {}, 3, "0000"),
         (["a.png,cat|d\tg"], {"multi_label": True}, 2, "0009"),
         (["a.png,cat\u2028dog"], {}, 2, "2028"),
+        (["a.png,cat", "b.png,cat\u200b"], {}, 3, "200B"),  # zero-width space: prints as cat
+        (["a.png,\u202etac"], {}, 2, "202E"),  # right-to-left override: prints as cat
+        (["a.png,TAB", "b.png,\tTAB"], {}, 3, "0009"),  # at the edge: refused, not stripped
+        (["a.png,cat|\tdog"], {"multi_label": True}, 2, "0009"),
     ],
 )
 def test_a_control_character_in_a_csv_label_names_the_line_and_key(
@@ -133,6 +139,50 @@ def test_a_control_character_in_a_csv_label_names_the_line_and_key(
         _csv(tmp_path, rows, **keys)
     where = f"{tmp_path / 'list.csv'}:{line}: column 'label' (dataset.label_column): class name"
     _one_line(err, where, f"U+{code}", "fix the row")
+
+
+def test_a_label_with_a_carriage_return_is_refused_and_spaces_at_its_ends_still_go(tmp_path):
+    with pytest.raises(ValueError) as err:
+        _csv(tmp_path, ["a.png,CR", 'b.png,"\rCR"'])  # quoted: one field, as csv writes it
+    _one_line(err, f"{tmp_path / 'list.csv'}:", "class name '\\rCR' holds", "U+000D")
+    assert _csv(tmp_path, ["a.png,cat", "b.png, cat "]).classes == ["cat"]
+
+
+def test_an_empty_name_in_a_given_class_list_is_refused_naming_the_item(tmp_path) -> None:
+    with pytest.raises(ValueError) as err:
+        _csv(tmp_path, ["a.png,cat"], classes=["cat", ""])
+    _one_line(err, "dataset.classes[1]: an empty class name", "fix the name in dataset.classes")
+
+
+def _shard_classes(tmp_path: Path, text: bytes) -> list[str]:
+    """The classes of a two-sample tar shard (labels 0 and 1) with `text` as its classes file."""
+    members = {"a.jpg": b"J", "a.cls": b"0", "b.jpg": b"J", "b.cls": b"1"}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    shard, names = tmp_path / "d.tar", tmp_path / "names.txt"
+    shard.write_bytes(buf.getvalue())
+    names.write_bytes(text)
+    return TarShardDataset("train", str(shard), str(shard), classes_file=str(names)).classes
+
+
+def test_a_classes_file_is_checked_as_every_class_list_naming_its_line(tmp_path) -> None:
+    names = tmp_path / "names.txt"
+    listed = f"\ufeff{NFD}\r\n\n x \n".encode()  # a BOM, CRLF, a blank line, spaces at the ends
+    assert _shard_classes(tmp_path, listed) == [NFC, "x"]
+    with pytest.raises(ValueError) as err:
+        _shard_classes(tmp_path, f"x\n{NFD}\n{NFC}\n".encode())
+    _one_line(err, f"{names}:3:", "listed twice in dataset.classes_file", "Unicode NFC")
+    for text, code in [(b"cat\nsqu\tare\n", "0009"), ("cat\ncat\u200b\n".encode(), "200B")]:
+        with pytest.raises(ValueError) as err:
+            _shard_classes(tmp_path, text)
+        _one_line(err, f"{names}:2: class name", f"U+{code}", "dataset.classes_file")
+    with pytest.raises(ValueError) as err:
+        _shard_classes(tmp_path, b"\n  \n")
+    _one_line(err, f"dataset.classes_file: {names} lists no class names", "set it to null")
 
 
 def test_a_control_character_in_a_folder_parquet_label_or_given_list_is_refused(tmp_path):
@@ -210,3 +260,12 @@ def test_100000_classes_build_in_linear_time() -> None:
     assert columns.column_classes == names
     with pytest.raises(ValueError, match=re.escape("(100,001 in all)")):  # a one-line message
         unique_classes([*names, "class_000007"])
+
+
+def test_joiners_that_spell_words_are_kept() -> None:
+    """ZWNJ and ZWJ part or join letters in Persian and Indic names: a format character a name
+    may need, unlike the invisible ones that only make two names print alike."""
+    persian = "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"  # "mi-khaham", with a ZWNJ
+    assert class_name(persian, lambda: "x", "fix") == persian
+    with pytest.raises(ValueError, match="U\\+200B"):
+        class_name("cat\u200b", lambda: "x", "fix")

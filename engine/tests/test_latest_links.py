@@ -1,11 +1,14 @@
 """outputs/latest_<mode>: a failed run gives the link back to the run before it, unless a
-newer run took it meanwhile (that newer run keeps it)."""
+newer run took it meanwhile (that newer run keeps it); a user's file of that name is kept, and
+a paths.log_dir that is a symlink loop is a warning, as any log_dir that cannot be made."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from engine.runs.bookends import point_latest, restore_latest
+from engine.runs.tensorboard_index import link_sweep
 
 
 def _runs(tmp_path: Path) -> tuple[Path, Path, Path, Path]:
@@ -39,3 +42,26 @@ def test_the_first_run_failing_removes_latest_mode(tmp_path: Path) -> None:
     before = point_latest(log_dir, a, "train")
     restore_latest(log_dir, "train", before, a)
     assert not (log_dir / "latest_train").is_symlink()
+
+
+def test_a_users_file_named_latest_mode_is_kept_with_a_warning(tmp_path: Path, caplog) -> None:
+    log_dir, a, _, _ = _runs(tmp_path)
+    (log_dir / "latest_train").write_text("my notes")  # was silently replaced by the link
+    with caplog.at_level(logging.WARNING):
+        point_latest(log_dir, a, "train")
+    assert (log_dir / "latest_train").read_text() == "my notes"
+    assert f"{log_dir / 'latest_train'} is a file, not a link: kept" in caplog.text
+    assert (log_dir / "latest").resolve() == a.resolve()
+
+
+def test_a_log_dir_in_a_symlink_loop_is_a_warning_naming_it(tmp_path: Path, caplog) -> None:
+    loop, other = tmp_path / "loopA", tmp_path / "loopB"
+    loop.symlink_to(other)
+    other.symlink_to(loop)
+    run = tmp_path / "run"
+    (run / "tensorboard").mkdir(parents=True)
+    with caplog.at_level(logging.WARNING):
+        assert point_latest(loop, run, "train") is None
+    assert f"paths.log_dir={loop} cannot be made (a link to nothing, or in a loop)" in caplog.text
+    # the TensorBoard index link raised RuntimeError('Symlink loop') and stopped the run
+    assert link_sweep(loop, "train", run, run / "tensorboard") is None

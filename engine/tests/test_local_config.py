@@ -1,5 +1,6 @@
-"""This machine's conf/local/default.yaml is checked before Hydra composes: a YAML error names
-the file, line and column; a near-miss of a `paths` key is refused with the key it meant; a
+"""This machine's conf/local/default.yaml is checked before Hydra composes: a YAML error (a
+duplicate key too) names the file, line and column; a file without its `# @package _global_`
+header is refused; a near-miss of a `paths` key is refused with the key it meant; a
 path key of the user's own is kept."""
 
 from __future__ import annotations
@@ -40,5 +41,35 @@ def test_a_yaml_error_names_the_file_line_and_column(tmp_path: Path) -> None:
 
 
 def test_right_keys_and_keys_of_ones_own_pass(tmp_path: Path) -> None:
-    check_local_config(_conf(tmp_path, "paths:\n  data_dir: /mnt/d\n  pretrained: /mnt/w\n"))
+    local = "# @package _global_\npaths:\n  data_dir: /mnt/d\n  pretrained: /mnt/w\n"
+    check_local_config(_conf(tmp_path, local))
     check_local_config(tmp_path / "nowhere")  # no local file: nothing to check
+
+
+@pytest.mark.parametrize(
+    ("header", "said"),
+    [
+        ("", "header, so Hydra"),
+        ("\ufeff# @package _global_\n", "byte-order mark"),
+        ("# my paths\n# @package _global_\n", "header, so Hydra"),
+    ],
+)
+def test_a_file_without_the_global_package_header_is_refused(tmp_path, header, said) -> None:
+    """Without the header (or with a BOM or a comment before it) Hydra puts the keys under
+    local.: paths.data_dir would be ignored without a word."""
+    conf = _conf(tmp_path, header + "paths:\n  data_dir: /mnt/d\n")
+    with pytest.raises(ConfigError) as err:
+        check_local_config(conf)
+    message = str(err.value)
+    assert message.startswith(f"{conf / 'local' / 'default.yaml'}: no `# @package _global_`")
+    assert said in message and "local.paths.data_dir" in message and "\n" not in message
+
+
+def test_a_duplicate_key_names_the_file_line_and_column(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, "# @package _global_\npaths:\n  data_dir: /a\n  data_dir: /b\n")
+    with pytest.raises(
+        ConfigError,
+        match=r"local/default\.yaml line 4, column 3: not valid YAML \(duplicate key 'data_dir', "
+        r"also on line 3\)",
+    ):
+        check_local_config(conf)

@@ -1,7 +1,7 @@
 """`model.preprocess` (engine/inference/preprocess.py) takes what a notebook holds: the same
 image gives the same batch as a file, a PIL image or an array, 16-bit grey included, and an
-input that is no image (object, float, empty, 5-channel) is refused in one line naming its
-index and what to give."""
+input that is no image (object, float, empty, 5-channel, meta, bytes, None) is refused, and a
+file that cannot be read reported, in one line naming its index and what to give."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import torch
 from PIL import Image
 from torchvision.transforms import v2
 
+from engine.data.decode import SampleError
 from engine.data.transforms import Pipelines
 from engine.inference.preprocess import Preprocess
 
@@ -54,6 +55,11 @@ def test_grey_and_rgba_tensors_give_what_their_arrays_give() -> None:
         (torch.zeros((5, 12, 10), dtype=torch.uint8), r"torch\.uint8 tensor .* channels"),
         (np.zeros((12, 10, 3), np.float32), r"float32 array .* scale it to 0-255"),
         (np.zeros((12, 10, 3), np.uint16), r"uint16 array of shape \(12, 10, 3\)"),
+        (torch.zeros((3, 12, 10), dtype=torch.uint8, device="meta"), "on the meta device"),
+        (Image.new("F", (10, 12), 0.5), r"float mode 'F'; scale it to 0-255"),  # was near black
+        (Image.new("I", (10, 12), 300), r"mode 'I' .* image\.convert\('I;16'\)"),  # clipped
+        (b"\xff\xd8\xff", r"encoded bytes \(give the file's path, or PIL\.Image\.open"),
+        ({"a": 1}, "a dict; give file paths"),
     ],
 )
 def test_what_is_no_image_is_refused_in_one_line_naming_its_index(image, says) -> None:
@@ -66,3 +72,35 @@ def test_what_is_no_image_is_refused_in_one_line_naming_its_index(image, says) -
 def test_no_images_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match=r"^model\.preprocess: no images given; give file"):
         PREPROCESS([])
+
+
+@pytest.mark.parametrize(
+    ("images", "says"),
+    [
+        (None, "a NoneType"),  # was: 'NoneType' object is not iterable
+        ({"a": 1}, "a dict"),  # was: FileNotFoundError 'a' (its key read as a path)
+        (b"\xff\xd8", "encoded bytes"),  # was: image 0 is a int
+        (torch.tensor(5, dtype=torch.uint8), r"a Tensor of shape \(\)"),
+    ],
+)
+def test_an_input_that_holds_no_images_is_refused_in_one_line(images, says) -> None:
+    with pytest.raises(TypeError, match=rf"^model\.preprocess: the input is {says}.*; give file"):
+        PREPROCESS(images)
+
+
+def test_a_file_that_cannot_be_read_is_one_line_naming_its_index_and_path(tmp_path) -> None:
+    progressive = tmp_path / "scans.jpg"
+    Image.fromarray(PIXELS.permute(1, 2, 0).numpy()).save(progressive, progressive=True)
+    for index, (path, says) in enumerate(
+        [
+            (tmp_path, "it is a directory, not an image file"),
+            (tmp_path / "missing.png", "No such file or directory"),
+            (progressive, r"it holds more than 1 scans \(load_model's max_jpeg_scans=1;"),
+        ]
+    ):
+        with pytest.raises(
+            SampleError, match=rf"^model\.preprocess: cannot read image {index + 1}"
+        ):
+            Preprocess(PREPROCESS.pipelines, max_scans=1)([PIXELS] * (index + 1) + [path])
+        with pytest.raises(SampleError, match=rf"from {path}: {says}"):
+            Preprocess(PREPROCESS.pipelines, max_scans=1)([path])

@@ -68,6 +68,11 @@ def test_names_with_line_breaks_survive_a_resume_byte_for_byte(tmp_path: Path) -
         (lambda text: text.replace("1,2,0,,4,", "1,x,0,,4,"), "line 7: .*its step not a whole"),
         (lambda text: text.replace("1,2,0,,5,", "1,2,0,5,"), "line 8: .*5 cells, not the 6 of"),
         (lambda text: text.replace('a,b.png"', "a,b.png"), "line 7: .*',' expected after '\"'"),
+        # past int()'s 4,300-digit limit: once a raw ValueError naming no file
+        (
+            lambda text: text.replace("\n1,2,", "\n1," + "9" * 5000 + ",", 1),
+            "line 7: .*its step not a whole number of at most 18 digits",
+        ),
     ],
 )
 def test_a_hand_edited_samples_row_is_refused_naming_file_and_line(tmp_path, edit, says):
@@ -85,6 +90,9 @@ def test_a_hand_edited_metrics_row_is_refused_naming_file_and_line(tmp_path: Pat
     (tmp_path / "metrics.csv").write_text("step,key,value\n0,train/loss,1.0\nzero,a,1\n")
     run = RunContext(tmp_path, 1, None, {}, {})  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"metrics\.csv, line 3: 'zero,a,1' is no row"):
+        CsvLogger(run)
+    (tmp_path / "metrics.csv").write_text("step,key,value\n" + "9" * 5000 + ",a,1\n")
+    with pytest.raises(ValueError, match=r"metrics\.csv, line 2: '9{57}\.\.\.' is no row"):
         CsvLogger(run)
 
 

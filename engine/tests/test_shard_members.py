@@ -100,6 +100,17 @@ def test_a_member_without_key_and_extension_is_passed_over_as_webdataset_does(na
     assert [s["__key__"] for s in theirs] == ["a", "b"]
 
 
+def test_appledouble_files_in_folders_are_passed_over() -> None:
+    """A tar macOS made of a folder holds `d/._x.jpg` before each `d/x.jpg`: it stopped the run
+    ("extension '_a.jpg' fits no sample rule"). webdataset makes bogus samples of them (key
+    `d/`, extension `_a.jpg`); they are no sample's member, as a top-level `._x` is not."""
+    members = {"d/._a.jpg": b"mac", "d/a.jpg": b"J", "d/._a.cls": b"mac", "d/a.cls": b"1"}
+    data = _tar({**members, "d/._b.png": b"mac", "d/b.png": b"P", "d/b.cls": b"0"})
+    assert _records(data) == [Record("s.tar::d/a.jpg", b"J", 1), Record("s.tar::d/b.png", b"P", 0)]
+    theirs = list(group_by_keys(tar_file_expander([{"url": "s", "stream": io.BytesIO(data)}])))
+    assert "d/" in [s["__key__"] for s in theirs]
+
+
 def test_members_without_extension_are_no_samples_of_a_split(tmp_path: Path) -> None:
     """With on_error=skip they were counted as bad samples against max_bad_fraction."""
     shard = tmp_path / "d.tar"
@@ -263,6 +274,36 @@ def test_a_poisoned_record_cannot_rename_the_classes(tmp_path, caplog) -> None:
             again = TarShardDataset("train", f"{url}/d.tar", "u", manifest_cache=str(cache))
     assert again.classes == ["0", "1"]
     assert any("holds class names, which a count never writes" in m for m in caplog.messages)
+
+
+@pytest.mark.parametrize(
+    ("poison", "says"),
+    [  # a label of 99 made a 100-class model, then a ShardError mid-read naming the shard
+        (lambda entry: entry["labels"].__setitem__(0, 99), "holds 1 entries that changed"),
+        (lambda entry: entry.update(labels=[0, 0]), "holds 1 entries that changed"),
+        (lambda entry: entry.update(labels=[-1, -1]), "at other positions than its labels of -1"),
+        (lambda entry: entry.pop("errors"), "has 'errors' that are not a list"),  # a KeyError
+    ],
+    ids=["label_99", "labels_0", "labels_-1", "no_errors"],
+)
+def test_an_edited_entry_of_the_readers_record_is_read_again_with_a_warning(
+    tmp_path, caplog, poison, says
+) -> None:
+    data, cache = tmp_path / "data", tmp_path / "cache"
+    data.mkdir()
+    members = {"a.png": _png(), "a.cls": b"1", "b.png": _png(), "b.cls": b"0"}
+    (data / "d.tar").write_bytes(_tar(members))
+    TarShardDataset("train", f"{data}/*.tar", "u", manifest_cache=str(cache))
+    (record,) = cache.iterdir()
+    content = json.loads(record.read_text())
+    poison(next(iter(content["shards"].values())))
+    record.write_text(json.dumps(content))
+    with caplog.at_level(logging.WARNING):
+        again = TarShardDataset("train", f"{data}/*.tar", "u", manifest_cache=str(cache))
+    assert again.classes == ["0", "1"] and _stream(again) == [1, 0]
+    assert f"the manifest cache {record} " in caplog.text and says in caplog.text
+    (first,) = json.loads(record.read_text())["shards"].values()
+    assert first["labels"] == [1, 0]  # written again as read
 
 
 def test_a_manifest_beside_the_shards_is_read_and_never_rewritten(tmp_path, caplog) -> None:

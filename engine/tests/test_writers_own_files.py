@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from omegaconf import DictConfig, OmegaConf
 
 from engine.data.cache_store import CacheWriter
 from engine.modes.cache import cache
@@ -123,3 +124,86 @@ def test_a_hugging_face_parquet_set_of_the_same_names_is_not_replaced(
     with pytest.raises(FileExistsError, match=rf"{out} holds {name}, which no mode=shards"):
         shards(reference_cfg("b", *args, f"shards.dir={out}"))
     assert (out / name).read_bytes() == held
+
+
+def _stream(cfg: DictConfig, shards_dir: Path, train: str, val: str) -> DictConfig:
+    """`cfg` reading the tar shards in `shards_dir` as a stream (dataset=iterable's dataset,
+    which the reference project has no config for)."""
+    cfg.dataset = OmegaConf.create(
+        {
+            "_target_": "engine.data.datasets.tar_shards.TarShardDataset",
+            "train_shards": f"{shards_dir}/{train}",
+            "val_shards": f"{shards_dir}/{val}",
+        }
+    )
+    return cfg
+
+
+@pytest.mark.parametrize(
+    "train, val",
+    [("train-*.tar", "val-*.tar"), ("train-{000000..000002}.tar", "val-000000.tar")],
+)
+def test_shards_dir_the_stream_reads_from_is_refused_before_anything_is_removed(
+    reference_cfg, demo_dir, tmp_path, train, val
+) -> None:
+    """mode=shards shards.overwrite=true over the shards dataset.train_shards names (a glob or
+    a brace range) would delete them before reading them: refused, every file left as it was."""
+    source = tmp_path / "s"
+    shutil.copytree(demo_dir / "shards", source)
+    before = {p.name: p.read_bytes() for p in source.iterdir()}
+    args = ("mode=shards", f"shards.dir={source}", "shards.overwrite=true")
+    cfg = _stream(reference_cfg("run", *args), source, train, val)
+    with pytest.raises(
+        ValueError, match=rf"shards\.dir={source} is inside .*dataset\.train_shards"
+    ):
+        shards(cfg)
+    assert {p.name: p.read_bytes() for p in source.iterdir()} == before
+
+
+@pytest.mark.parametrize("mode", ["cache", "shards"])
+def test_a_stream_is_refused_by_the_writers_in_one_line_before_writing(
+    reference_cfg, demo_dir, tmp_path, mode
+) -> None:
+    """A stream (dataset=iterable) has no samples by index: mode=cache / mode=shards say so
+    and what to do instead, and write nothing."""
+    write = cache if mode == "cache" else shards
+    out = tmp_path / "out"
+    cfg = reference_cfg(mode, f"mode={mode}", f"{mode}.dir={out}")
+    cfg = _stream(cfg, demo_dir / "shards", "train-*.tar", "val-*.tar")
+    with pytest.raises(ValueError, match=rf"mode={mode}: the train split .* is a stream") as err:
+        write(cfg)
+    assert "dataset=imagefolder" in str(err.value) and "\n" not in str(err.value)
+    assert not out.exists()
+
+
+def _class_folders(demo_dir: Path, into: Path) -> Path:
+    """The demo's train class folders copied into `into` (a root read with val_fraction)."""
+    shutil.copytree(demo_dir / "imagefolder" / "train", into)
+    return into
+
+
+@pytest.mark.parametrize("below", ["train", "train/sub"])
+def test_a_cache_dir_whose_split_folder_is_or_holds_the_data_is_refused(
+    reference_cfg, demo_dir, tmp_path, below
+) -> None:
+    """cache.dir=X writes X/train and X/val: with dataset.root=X/train (or deeper) the cache's
+    files would land among the user's class folders."""
+    root = _class_folders(demo_dir, tmp_path / "x" / below)
+    before = sorted(p.name for p in root.iterdir())
+    args = (f"dataset.root={root}", "dataset.val_fraction=0.25", f"cache.dir={tmp_path / 'x'}")
+    where = "is inside" if below == "train" else "holds"
+    with pytest.raises(ValueError, match=rf"\(its train/ folder\) {where} dataset\.root={root}"):
+        cache(reference_cfg("c", "mode=cache", *args))
+    assert sorted(p.name for p in root.iterdir()) == before
+
+
+def test_a_folder_above_the_data_but_outside_what_the_writer_fills_is_allowed(
+    reference_cfg, demo_dir, tmp_path
+) -> None:
+    """cache.dir=/data with the images in /data/raw/imgs: the cache's train/ and val/ are
+    beside them, nothing mixes."""
+    root = _class_folders(demo_dir, tmp_path / "data" / "raw" / "imgs")
+    args = (f"dataset.root={root}", "dataset.val_fraction=0.25", "cache.short_side=8")
+    cache(reference_cfg("c", "mode=cache", *args, f"cache.dir={tmp_path / 'data'}"))
+    assert (tmp_path / "data" / "train" / "manifest.json").exists()
+    assert (tmp_path / "data" / "raw" / "imgs").is_dir()

@@ -97,6 +97,7 @@ def _config_with(checkpoint: dict, **model: object) -> dict:
         ("classes_one_per_output", r"its saved data.classes must be distinct names, one per"),
         ("integer_weights", r"its weight .* is torch.int64, the model's is torch.float32"),
         ("partial_model", r"its saved model config is not a model's node"),
+        ("unknown_key", r"its saved config is refused: model.note: unknown key; \S+ takes "),
     ],
 )
 def test_a_hostile_saved_config_or_weights_are_one_line_and_nothing_runs(
@@ -118,6 +119,8 @@ def test_a_hostile_saved_config_or_weights_are_one_line_and_nothing_runs(
         state["config"] = {**checkpoint["config"], "data": {"classes": [str(i) for i in range(50)]}}
     elif case == "integer_weights":
         state["model"] = {k: v.long() for k, v in checkpoint["model"].items()}
+    elif case == "unknown_key":  # was Hydra's two-line InstantiationException, no file named
+        state["config"] = _config_with(checkpoint, note="x")
     else:
         state["config"] = _config_with(checkpoint, _partial_=True)
     save_checkpoint(tmp_path / "hostile.pt", state)

@@ -1,15 +1,19 @@
 """This machine's config file, `conf/local/default.yaml` (git-ignored; conf/config.yaml loads it
 when it exists), checked before Hydra composes: a YAML error is named with the file, line and
-column (Hydra's own message names neither the file nor the group), and a key under `paths`
+column (Hydra's own message names neither the file nor the group), a key given twice is refused
+there too, a file without the `# @package _global_` header (or with a byte-order mark hiding
+it) is refused (Hydra would put its keys under `local.` without a word), and a key under `paths`
 spelt like one of conf/config.yaml's `paths` keys but not quite (`paths.dta_dir`) is refused:
 Hydra would add it beside `paths.data_dir` without a word, and the run would train on the
 template's default data."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
+from yaml.constructor import ConstructorError
 
 from engine.config.errors import ConfigError
 from engine.core.text import closest, shown
@@ -17,9 +21,44 @@ from engine.core.text import closest, shown
 LOCAL = Path("local") / "default.yaml"
 
 
+# a header line as Hydra reads it (hydra/plugins/config_source.py): the file's leading lines,
+# blank or `# @key value`, up to the first other line
+HEADER = re.compile(r"#\s*@(\S+)\s+(\S+)")
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """yaml.SafeLoader refusing a key twice in one mapping (PyYAML keeps the last without a
+    word; Hydra's loader refuses it naming neither the file nor the line)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first: dict[str, int] = {}
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                line = first.setdefault(key.value, key.start_mark.line + 1)
+                if line != key.start_mark.line + 1:
+                    raise ConstructorError(
+                        problem=f"duplicate key {key.value!r}, also on line {line}",
+                        problem_mark=key.start_mark,
+                    )
+        return super().construct_mapping(node, deep)
+
+
+def _package(text: str) -> str | None:
+    """The `# @package` of the header of `text`, as Hydra reads it (None: none)."""
+    for line in map(str.strip, text.splitlines()):
+        if not line:
+            continue
+        header = HEADER.fullmatch(line)
+        if header is None:
+            return None
+        if header[1] == "package":
+            return header[2]
+    return None
+
+
 def _read(path: Path) -> object:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), _UniqueKeys)  # a SafeLoader
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -35,13 +74,24 @@ def _read(path: Path) -> object:
 
 
 def check_local_config(conf_dir: Path) -> None:
-    """Refuse `conf_dir`/local/default.yaml when it is not valid YAML, or when a key under its
+    """Refuse `conf_dir`/local/default.yaml when it is not valid YAML (a duplicate key
+    included), has keys but no `# @package _global_` header, or when a key under its
     `paths` is a near-miss of a key of conf/config.yaml's `paths` (a key of your own that is
     no near-miss is kept: the file may add paths)."""
     path = conf_dir / LOCAL
     if not path.is_file():
         return
     local = _read(path)
+    text = path.read_text(encoding="utf-8")
+    if local is not None and _package(text) is None:
+        bom = " (it starts with a UTF-8 byte-order mark, which hides the header: save it without)"
+        raise ConfigError(
+            f"{shown(path)}: no `# @package _global_` header"
+            f"{bom if text.startswith(chr(0xFEFF)) else ''}, so Hydra would put its keys under "
+            "local (local.paths.data_dir) and the run would use the default paths: make "
+            "`# @package _global_` its first line (Hydra reads it only before any other line), "
+            "as in conf/local/example.yaml."
+        )
     paths = local.get("paths") if isinstance(local, dict) else None
     main = conf_dir / "config.yaml"
     known_paths = _read(main).get("paths") if main.is_file() else None  # type: ignore[union-attr]

@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from itertools import pairwise
@@ -37,6 +39,7 @@ from engine.data.wrapper import DatasetWrapper
 log = logging.getLogger(__name__)
 
 FOLD_FILE = "fold.json"  # in the run dir: this job's fold (FoldRecord)
+MAX_FOLD_BYTES = 2**30  # a fold.json of ~80 million val indices; past it, no fold.json
 MIX = "engine.data.datasets.mix.MixDataset"
 
 
@@ -287,17 +290,41 @@ def _fold_problem(record: object) -> str | None:
     return None if wrong is None else f"its {wrong} is not a string"
 
 
+def _regular_file_bytes(path: Path) -> bytes:
+    """The bytes of `path` if it is a regular file of at most MAX_FOLD_BYTES, else ValueError
+    (why, without the path): a FIFO would block open() or read() forever and /dev/zero never
+    end, hanging the job or the sweep's summary (as engine/data/safe_read.py does for images)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("is not a regular file (a FIFO, a device, a folder?)")
+        if info.st_size > MAX_FOLD_BYTES:
+            raise ValueError(f"is {info.st_size:,} bytes, more than a fold.json ever holds")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_FOLD_BYTES)
+    finally:
+        os.close(fd)
+
+
 def read_fold_file(path: Path) -> FoldRecord:
     """A job's fold.json, read as hostile input (a hand edit, a copy from elsewhere): one
     ValueError line naming the file, the field and the fix unless every FoldRecord field is
     there with its type and range."""
+    problem: str | None = None
     try:
-        record = json.loads(path.read_bytes())
-    except OSError as err:  # a folder, unreadable
-        problem: str | None = f"cannot be read ({err.strerror})"
+        data = _regular_file_bytes(path)
+    except OSError as err:  # unreadable, a dangling link
+        problem = f"cannot be read ({err.strerror})"
+    except ValueError as err:  # not a regular file, too large
+        problem = str(err)
+    try:
+        record = None if problem else json.loads(data)
+    except RecursionError:  # [[[[...]]]]: json recurses once per level
+        problem = "is not JSON (nested too deeply)"
     except ValueError as err:  # not JSON, or not UTF-8
         problem = f"is not JSON ({err})"
-    else:
+    if problem is None:
         problem = _fold_problem(record)
     if problem is not None:
         raise ValueError(

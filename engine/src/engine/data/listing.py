@@ -23,9 +23,19 @@ from engine.data.targets import LABEL_SEPARATOR
 
 INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits only: '²'.isdigit() is True, int('²') fails
 MIN_USED_IDS = 0.5  # integer labels using fewer of the ids 0..max than this are refused
-# characters no class name may hold (by Unicode category): invisible in print, they break the
-# line of every log, report and CSV cell the name goes into
-REFUSED_CHARACTERS = {"Cc": "a control character", "Zl": "a line break", "Zp": "a line break"}
+# characters no class name may hold (by Unicode category): control characters and line breaks
+# break the line of every log, report and CSV cell the name goes into; format characters (a
+# zero-width space, a right-to-left override) print as nothing, so `cat` and `cat` + U+200B
+# would be two classes that read alike, and U+202E shows `tac` as `cat`
+REFUSED_CHARACTERS = {
+    "Cc": "a control character",
+    "Zl": "a line break",
+    "Zp": "a line break",
+    "Cf": "an invisible format character",
+}
+# format characters that spell words: ZWNJ and ZWJ join or part letters in Persian, Arabic and
+# Indic scripts (and emoji), so a name that needs them keeps them
+JOINERS = {"\u200c", "\u200d"}
 SHOWN_CLASSES = 10  # class names a message lists before "..."
 
 log = logging.getLogger(__name__)
@@ -174,8 +184,9 @@ def listed(names: Sequence[str]) -> str:
 
 def class_name(raw: str, where: Callable[[], str], fix: str) -> str:
     """`raw` (a label, a class folder's name or a listed class) as a class name: in Unicode NFC;
-    refused if it holds a control character or a line break, in one line naming `where()` (the
-    file and line, or the folder, or the item, with the config key) and `fix`.
+    refused if it is empty (or only spaces) or holds a control character (anywhere: a tab at
+    the edge is refused, not stripped), a line break or a format character, in one line naming
+    `where()` (the file and line, or the folder, or the item, with the config key) and `fix`.
 
     Why NFC and not a refusal: `café` typed with one code point for `é` (as keyboards give it)
     and with `e` and a combining accent (as macOS names files, and some exports write) print
@@ -186,11 +197,13 @@ def class_name(raw: str, where: Callable[[], str], fix: str) -> str:
     if not raw.isprintable():  # the fast path: most names are printable
         for char in raw:
             what = REFUSED_CHARACTERS.get(unicodedata.category(char))
-            if what is not None:
+            if what is not None and char not in JOINERS:
                 raise ValueError(
                     f"{where()}: class name {raw!r} holds {what} (U+{ord(char):04X}), which no "
                     f"log or report can show; {fix}."
                 )
+    if not raw.strip():  # "" or spaces: a class no report can name
+        raise ValueError(f"{where()}: an empty class name ({raw!r}); {fix}.")
     return unicodedata.normalize("NFC", raw)
 
 

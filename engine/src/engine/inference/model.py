@@ -14,8 +14,10 @@ from torch import nn
 
 from engine.config.allowlist import shipped_entries
 from engine.config.errors import ConfigError
+from engine.config.schema import node_problems
+from engine.config.tree import target_nodes
 from engine.config.validate import check_targets
-from engine.data.image_header import PILLOW_MAX_PIXELS
+from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
 from engine.inference.checkpoint import image_sides, read_checkpoint
 from engine.inference.labeller import Labeller
 from engine.inference.preprocess import Preprocess
@@ -94,6 +96,19 @@ def _targets(node: Any) -> list[str]:
     return own + [found for value in node.values() for found in _targets(value)]
 
 
+def _check_keys(tree: dict[str, Any]) -> None:
+    """Raise one ConfigError when a node of `tree` (targets admitted) has a key its `_target_`
+    does not take, or a value of the wrong type: as mode=eval's validate_config says it, not
+    Hydra's two-line TypeError from the build."""
+    problems = [
+        problem
+        for key, node in target_nodes(tree)
+        for problem in node_problems(key, node, node["_target_"], _locate(node["_target_"]))
+    ]
+    if problems:
+        raise ConfigError("; ".join(dict.fromkeys(problems)))
+
+
 def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> nn.Module:
     """The model `config` describes (its `_target_`s already admitted) with the weights of
     checkpoint `state`, in eval mode on the CPU; a mismatch is an error naming `file`. The
@@ -154,6 +169,8 @@ def load_model(
     allowed_targets: list[str] | None = None,
     project_root: str | Path | None = None,
     threshold: float | None = None,
+    max_image_pixels: int | None = PILLOW_MAX_PIXELS,
+    max_jpeg_scans: int | None = MAX_JPEG_SCANS,
 ) -> nn.Module:
     """The model of a checkpoint, ready for inference, from the checkpoint alone::
 
@@ -169,7 +186,9 @@ def load_model(
     the top class, or sigmoid and every class above the threshold) and `model.predict(*inputs)`
     (the same from inputs), so `model.predict(model.preprocess("cat.jpg"))[0]` names the
     classes. `threshold` (multi-label only) replaces the saved metrics.threshold (0.5 when it
-    has none); `model.labeller.threshold = 0.3` changes it later. Works from any working
+    has none); `model.labeller.threshold = 0.3` changes it later. `max_image_pixels` and
+    `max_jpeg_scans` (None: no limit) bound the files `model.preprocess` reads, as
+    dataset.max_image_pixels and dataset.max_jpeg_scans bound a training's. Works from any working
     directory: the project (`project_root`; by default $PROJECT_ROOT, else the working
     directory or a folder above it holding conf/config.yaml, else the checkout this engine is
     imported from) is put on sys.path for the template's `src.*` targets. The code always
@@ -188,10 +207,10 @@ def load_model(
         allowed_targets = shipped_entries(root / PROJECT_CONFIG)
     if root is not None:
         importable(root)
+    built = {"model": config["model"], "transforms": config["transforms"]}
     try:
-        check_targets(
-            {"model": config["model"], "transforms": config["transforms"]}, allowed_targets
-        )
+        check_targets(built, allowed_targets)
+        _check_keys(built)
     except ConfigError as err:
         raise CheckpointError(f"{file}: its saved config is refused: {err}") from None
     model = rebuild_model(config, state, file)
@@ -203,6 +222,7 @@ def load_model(
     model.multi_label = labeller.multi_label
     model.labeller = labeller
     model.predict = Predict(model)
-    image_sides(config["transforms"], PILLOW_MAX_PIXELS, file)
-    model.preprocess = Preprocess(build(config["transforms"], "transforms", file))
+    image_sides(config["transforms"], max_image_pixels, file)
+    pipelines = build(config["transforms"], "transforms", file)
+    model.preprocess = Preprocess(pipelines, max_image_pixels, max_jpeg_scans)
     return model

@@ -33,12 +33,14 @@ from engine.data.targets import refuse_multi_label
 from engine.data.transforms import Pipelines
 from engine.modes.cache_plan import log_plan, side_from_transforms
 from engine.modes.inside_data import refuse_inside_the_data
+from engine.modes.no_streams import refuse_a_stream
 from engine.runs.outputs import save_resolved_config
 
 log = logging.getLogger(__name__)
 
 READ_BATCH = 16  # images per worker task
 LOCK = ".cache.lock"  # in cache.dir, held while a run writes there
+SPLITS = ("train", "val")  # the folders of cache.dir a build writes, one per split
 ELSEWHERE = "the cache elsewhere (another cache.dir); a rerun resumes from its last commit"
 # what a write of the cache's own files fails with when the disk, not the data, is the cause
 WRITE_ERRORS = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC), errno.EFBIG, errno.EROFS}
@@ -192,7 +194,8 @@ def cache(cfg: DictConfig) -> dict[str, float]:
             settings.jpeg_quality,
         )
     splits = build_splits(cfg.dataset, Pipelines([], []), folds=False)  # whole, as stored
-    refuse_inside_the_data(Path(settings.dir), "cache.dir", cfg.dataset, splits)
+    refuse_inside_the_data(Path(settings.dir), "cache.dir", cfg.dataset, splits, SPLITS)
+    refuse_a_stream(splits, "cache")
     root = output_folder(settings.dir, "cache.dir")
     refuse_multi_label(splits[0], "mode=cache")
     source = "cache.short_side"
@@ -205,7 +208,7 @@ def cache(cfg: DictConfig) -> dict[str, float]:
     )
     written = images = 0
     with writing(root):
-        for split, files in zip(("train", "val"), splits, strict=True):
+        for split, files in zip(SPLITS, splits, strict=True):
             written += write_split(
                 files,
                 output_folder(root / split, f"cache.dir ({split}/)"),
@@ -218,7 +221,7 @@ def cache(cfg: DictConfig) -> dict[str, float]:
             images += len(files)
     wall = time.perf_counter() - start
     data = DATA_FILES[settings.encoding]
-    size = sum((Path(settings.dir) / split / data).stat().st_size for split in ("train", "val"))
+    size = sum((Path(settings.dir) / split / data).stat().st_size for split in SPLITS)
     metrics = {
         "cache/images_per_s": written / wall,
         "cache/images": float(images),

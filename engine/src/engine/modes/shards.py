@@ -49,6 +49,7 @@ from engine.data.targets import refuse_multi_label
 from engine.data.transforms import Pipelines
 from engine.modes.cache import READ_BATCH, load_shrunk, shrink
 from engine.modes.inside_data import refuse_inside_the_data
+from engine.modes.no_streams import refuse_a_stream
 from engine.runs.outputs import save_resolved_config
 
 log = logging.getLogger(__name__)
@@ -206,6 +207,7 @@ def shards(cfg: DictConfig) -> dict[str, float]:
     settings: ShardSettings = instantiate(cfg.shards)
     train, val = build_splits(cfg.dataset, Pipelines([], []), folds=False)  # whole, as stored
     refuse_inside_the_data(Path(settings.dir), "shards.dir", cfg.dataset, (train, val))
+    refuse_a_stream((train, val), "shards")
     folder = output_folder(settings.dir, "shards.dir")
     tar = settings.format == "tar"
     if tar:

@@ -35,8 +35,18 @@ def relative(path: Path) -> str:
 
 
 def _link(log_dir: Path, name: str, target: str) -> None:
-    """`log_dir`/`name` -> `target`, replaced in one rename."""
+    """`log_dir`/`name` -> `target`, replaced in one rename; a file or folder of that name
+    that is no link is the user's: kept, with a warning."""
     link, staged = log_dir / name, log_dir / f".{name}.{os.getpid()}"
+    if link.exists() and not link.is_symlink():
+        log.warning(
+            "%s is a %s, not a link: kept, and no %s link points at this run; move it away "
+            "to have one.",
+            link,
+            "folder" if link.is_dir() else "file",
+            name,
+        )
+        return
     staged.unlink(missing_ok=True)
     try:
         staged.symlink_to(target, target_is_directory=True)
@@ -54,11 +64,12 @@ def point_latest(log_dir: Path, run_dir: Path, mode: str) -> str | None:
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
+        dangling = log_dir.is_symlink() and not log_dir.exists()  # mkdir says "File exists"
         log.warning(
             "paths.log_dir=%s cannot be made (%s): no %s links point at this run; make its "
             "parent writable, or set paths.log_dir to a folder you can write.",
             log_dir,
-            err.strerror or err,
+            "a link to nothing, or in a loop" if dangling else err.strerror or err,
             LATEST,
         )
         return None

@@ -17,6 +17,8 @@ from typing import IO, Any
 
 from engine.core.io import atomic_writer
 
+MAX_DIGITS = 18  # a step, epoch or index below 10**18; never near int()'s 4,300-digit limit
+
 
 class RowWriter:
     """csv.writer for a step table (lines end in \n): Python's csv (3.11) leaves a text cell
@@ -62,6 +64,11 @@ def _cells(record: str) -> list[str] | str:
     return rows[0] if len(rows) == 1 else "a line break outside quotes"
 
 
+def _whole(cell: str) -> bool:
+    """Whether `cell` is a whole number a run writes: ASCII digits, at most MAX_DIGITS."""
+    return 0 < len(cell) <= MAX_DIGITS and cell.isascii() and cell.isdigit()
+
+
 def _step(record: str, path: Path, line: int, header: list[str], numbers: tuple[int, ...]) -> int:
     """The step of `record` (its first `numbers` column), or one ValueError line naming the
     file, the line and the fix when it is no row of `header` with ints in `numbers`."""
@@ -71,10 +78,10 @@ def _step(record: str, path: Path, line: int, header: list[str], numbers: tuple[
     elif len(cells) != len(header):
         why = f"{len(cells)} cells, not the {len(header)} of {','.join(header)}"
     else:
-        bad = [header[i] for i in numbers if not (cells[i].isascii() and cells[i].isdigit())]
+        bad = [header[i] for i in numbers if not _whole(cells[i])]
         if not bad:
             return int(cells[numbers[0]])
-        why = f"its {', '.join(bad)} not a whole number"
+        why = f"its {', '.join(bad)} not a whole number of at most {MAX_DIGITS} digits"
     shown = record if len(record) <= 60 else record[:57] + "..."
     raise ValueError(
         f"{path}, line {line}: {shown.rstrip()!r} is no row of this table ({why}); the run "

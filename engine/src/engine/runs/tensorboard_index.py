@@ -62,7 +62,10 @@ def link_run(cfg: DictConfig, board_dir: Path) -> Path | None:
     if not HydraConfig.initialized():
         return None
     hydra_cfg = HydraConfig.get()
-    log_dir, run_dir = Path(cfg.paths.log_dir).resolve(), Path(cfg.paths.output_dir).resolve()
+    resolved = _resolved(Path(cfg.paths.log_dir), Path(cfg.paths.output_dir))
+    if resolved is None:
+        return None
+    log_dir, run_dir = resolved
     if log_dir not in run_dir.parents:
         return None
     sweep = Path(hydra_cfg.sweep.dir).resolve() if hydra_cfg.mode == RunMode.MULTIRUN else None
@@ -75,10 +78,24 @@ def link_run(cfg: DictConfig, board_dir: Path) -> Path | None:
 def link_sweep(log_dir: Path, mode: str, sweep_dir: Path, board_dir: Path) -> Path | None:
     """Link the sweep's own `board_dir` into the index beside its jobs, as `sweep/summary`
     (None outside `log_dir`, or without symlinks)."""
-    log_dir, sweep_dir = log_dir.resolve(), sweep_dir.resolve()
+    resolved = _resolved(log_dir, sweep_dir)
+    if resolved is None:
+        return None
+    log_dir, sweep_dir = resolved
     if log_dir not in sweep_dir.parents:
         return None
     return _link(log_dir / INDEX / sweep_folder(mode, sweep_dir) / "summary", board_dir)
+
+
+def _resolved(log_dir: Path, run_dir: Path) -> tuple[Path, Path] | None:
+    """Both paths resolved, or None where one cannot be (a symlink loop: RuntimeError before
+    Python 3.13, OSError after): no index link then, as where the file system has no symlinks;
+    the run dir still has it all (the latest links warn about paths.log_dir)."""
+    try:
+        return log_dir.resolve(), run_dir.resolve()
+    except (OSError, RuntimeError) as err:
+        log.info("no TensorBoard index link for this run (paths.log_dir=%s: %s)", log_dir, err)
+        return None
 
 
 def _link(link: Path, board_dir: Path) -> Path | None:

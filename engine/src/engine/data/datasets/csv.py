@@ -106,30 +106,36 @@ class CsvDataset(LabelledImageFiles):
         lines = array("q")
         seen: set[bytes] = set()
         # each distinct label as written -> its class name (listing.class_name: NFC, checked
-        # once), one string object per name however many rows and spellings
+        # once, then spaces at its ends taken off), one string object per name however many
+        # rows and spellings
         names: dict[str, str] = {}
         spelled: dict[str, str] = {}
 
         def named(raw: str, where: str) -> str:
             name = names.get(raw)
             if name is None:
-                name = class_name(raw, lambda: f"{where}: {tags.source}", "fix the row")
+                name = class_name(raw, lambda: f"{where}: {tags.source}", "fix the row").strip()
                 name = names[raw] = spelled.setdefault(name, name)
             return name
 
         for line, (raw_path, *raw_labels) in rows:
             where = f"{csv_path}:{line}"
             if multi_label:
+                if tags.label_columns is None and raw_labels[0].strip():
+                    # the field as written, before parse strips its labels' ends: a control
+                    # or format character is refused wherever it is, never stripped
+                    class_name(
+                        raw_labels[0], lambda where=where: f"{where}: {tags.source}", "fix the row"
+                    )
                 found = tags.parse(raw_labels, where, allow_empty_labels)
                 # two spellings of one name (NFC) in a row count once, as a name twice does
                 label: str | tuple[str, ...] = tuple(
                     dict.fromkeys(named(tag, where) for tag in found)
                 )
             else:
-                label = raw_labels[0].strip()
-                if not label:
+                if not raw_labels[0].strip(" "):
                     raise ValueError(f"{where}: empty {label_column!r} (dataset.label_column).")
-                label = named(label, where)
+                label = named(raw_labels[0], where)  # a tab at its end is refused, not stripped
             raw = raw_path.strip()
             if not raw:
                 raise ValueError(f"{where}: empty {path_column!r} (dataset.path_column).")

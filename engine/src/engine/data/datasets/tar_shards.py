@@ -30,6 +30,7 @@ from engine.data.bad_samples import BadSample, check_policy
 from engine.data.datasets.base import StreamDataset, Transform
 from engine.data.decode import SampleError, decode_image_bytes, describe_error
 from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
+from engine.data.listing import unique_classes
 from engine.data.safe_read import max_file_bytes
 from engine.data.sample_ids import Tagged
 from engine.data.shards import ShardError
@@ -160,6 +161,11 @@ class TarShardDataset(StreamDataset):
         self._left_out: tuple[int, np.ndarray] | None = None  # (epoch, its trained samples)
 
     def _read_classes(self, classes_file: str | None) -> list[str] | None:
+        """The class list of `classes_file`, or of classes.txt beside local shards (None:
+        neither): one name per line, blank lines skipped, spaces at a name's ends taken off;
+        each name checked as every class list is (listing.unique_classes: NFC, no control or
+        format character, each once) in one line naming the file and line. An empty file is
+        refused: it would number the classes '0'..'K-1' without a word."""
         first = self.shards[0]
         beside = Path(first).parent / "classes.txt" if kind(first) == "local" else None
         path = Path(classes_file) if classes_file else beside
@@ -167,7 +173,28 @@ class TarShardDataset(StreamDataset):
             if classes_file:
                 raise FileNotFoundError(f"dataset.classes_file: {path} does not exist.")
             return None
-        return [line.strip() for line in path.read_text().splitlines() if line.strip()]
+        key = "dataset.classes_file" if classes_file else "classes.txt beside the shards"
+        try:
+            text = path.read_text(encoding="utf-8-sig")  # -sig: a BOM is no part of a name
+        except UnicodeDecodeError as err:
+            raise ValueError(
+                f"{key}: {path} is not UTF-8 text ({err.reason}); save it as UTF-8."
+            ) from None
+        # split on \n only: str.splitlines also splits on \x1c, \x85, U+2028, ..., which would
+        # make one name two rather than refuse it
+        lines = [
+            (number, line.removesuffix("\r")) for number, line in enumerate(text.split("\n"), 1)
+        ]
+        named = [(number, line) for number, line in lines if line.strip(" ")]
+        if not named:
+            instead = "set it to null" if classes_file else "delete it"
+            raise ValueError(
+                f"{key}: {path} lists no class names: write one name per line, in the order of "
+                f"the shards' integer labels, or {instead} to take the names from the shards."
+            )
+        return unique_classes(
+            [line.strip(" ") for _, line in named], key, at=lambda i: f"{path}:{named[i][0]}"
+        )
 
     def distribute(self, rank: int, world_size: int) -> None:
         """Read only this rank's shards: every `world_size`-th one from `rank`."""

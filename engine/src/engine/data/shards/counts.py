@@ -27,7 +27,14 @@ from engine.data.shards.manifest import (
 from engine.data.shards.members import Record, Rules, read_records
 from engine.data.shards.remote import Network
 from engine.data.shards.sources import kind
-from engine.data.shards.tally import AGAIN, CACHE_KEY, cache_location, cached_record, tallied
+from engine.data.shards.tally import (
+    AGAIN,
+    CACHE_KEY,
+    cache_location,
+    cached_record,
+    sealed,
+    tallied,
+)
 from engine.data.shards.writer import unfinished_write
 
 log = logging.getLogger(__name__)
@@ -90,7 +97,7 @@ def _reread(
         name = os.path.abspath(shards[i])  # outside the record's folder: named in full
         entry = record.entries.get(name)
         if not _fresh(entry, shards[i], rules):
-            entry = record.entries[name] = scan(shards[i], rules, network)
+            entry = record.entries[name] = sealed(scan(shards[i], rules, network))
             read += 1
         found[i] = entry
     if read:

@@ -209,12 +209,14 @@ def _entry_problem(entry: object) -> str | None:
         return f"has {len(labels)} labels for {entry['samples']} samples"
     if not isinstance(entry.get("label_from"), str):
         return "has a 'label_from' that is not a string"
-    errors = entry.get("errors", [])
+    errors = entry.get("errors")
     if not isinstance(errors, list) or not all(
         isinstance(e, list) and len(e) == 2 and _count(e[0]) and isinstance(e[1], str)
         for e in errors
     ):
         return "has 'errors' that are not a list of [position, reason] pairs"
+    if {e[0] for e in errors} != {i for i, label in enumerate(labels) if label == -1}:
+        return "has 'errors' at other positions than its labels of -1 (a sample with an error)"
     if not isinstance(entry.get("error", ""), str):
         return "has an 'error' that is not a string"
     if not all(_count(entry.get(key, 0)) for key in ("size", "mtime_ns")):

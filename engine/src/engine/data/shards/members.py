@@ -4,8 +4,9 @@ A member's key is its name up to the first dot of its base name and its extensio
 lower-cased (webdataset's `base_plus_ext`, the same regular expression: `dir/sub_000123.jpg` is
 key `dir/sub_000123` + `jpg`, `img.v2.000123.jpg` is key `img` + `v2.000123.jpg`); members in a
 row with one key are one sample (its `group_by_keys`); names like `__meta__`, and names with no
-key and extension (`README`, macOS `._x.png`), are passed over as webdataset does: not samples,
-so neither errors nor counted against `max_bad_fraction`. A sample's image is the first of `image_exts` it has, its label the class
+key and extension (`README`, macOS `._x.png`), are passed over as webdataset does, and macOS
+AppleDouble files in folders (`dir/._x.png`, which webdataset makes a bogus sample of) too: not
+samples, so neither errors nor counted against `max_bad_fraction`. A sample's image is the first of `image_exts` it has, its label the class
 index in its `.cls` member or in field `label_field` of its `.json` member.
 A sample without an image or a label, or with a member whose extension no rule knows (nor
 `ignore_exts` lists), is a `Record` with an `error` naming the shard and member; a shard that
@@ -184,9 +185,11 @@ def _record(shard: str, fields: dict[str, tuple[str, bytes | None]], rules: Rule
 
 
 def _is_meta(name: str) -> bool:
-    """webdataset's tar_file_iterator passes these over (`__key__`-like names)."""
+    """Passed over: what webdataset's tar_file_iterator passes over (`__key__`-like names),
+    and a macOS AppleDouble file (`._x.jpg`, at any depth: macOS tar writes `dir/._x.jpg`
+    for each `dir/x.jpg`, which webdataset reads as key `dir/` + extension `_x.jpg`)."""
     top = "/" not in name and name.startswith("__") and name.endswith("__")
-    return top or META.match(name) is not None
+    return top or META.match(name) is not None or name.rpartition("/")[2].startswith("._")
 
 
 def read_records(stream: BinaryIO, shard: str, rules: Rules) -> Iterator[Record]:

@@ -15,6 +15,7 @@ or version changed.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -39,6 +40,7 @@ VERSION_KEYS = ("size", "etag", "last_modified")  # what a changed shard changes
 NEW = "not counted yet"
 CACHE_KEY = "dataset.manifest_cache"
 AGAIN = "every start counts them again"
+DIGEST = "digest"  # the key of an entry's digest in the reader's own record
 
 
 def cache_location(cache_dir: str, beside: str) -> str:
@@ -119,10 +121,24 @@ def count(
     return entries
 
 
+def _digest(entry: dict) -> str:
+    """The digest of a counted entry (its DIGEST key aside)."""
+    body = {key: value for key, value in entry.items() if key != DIGEST}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def sealed(entry: dict) -> dict:
+    """`entry` as the reader's own record keeps it: with its digest, so `cached_record` can
+    tell an entry changed since it was counted."""
+    return {**entry, DIGEST: _digest(entry)}
+
+
 def cached_record(cached: str, network: Network, again: str) -> Manifest | None:
     """The reader's own record at `cached` (under dataset.manifest_cache), read as hostile
     input: unreadable, or holding class names (which no count writes: not this project's
-    file, and they would rename the model's classes), it is None with a warning."""
+    file, and they would rename the model's classes), it is None with a warning. An entry
+    whose digest does not fit (edited: a label of 99 made a 100-class model that failed
+    mid-read, naming only the shard) is dropped with a warning, so its shard is read again."""
     try:
         record = load(cached, network)
     except ValueError as err:
@@ -136,6 +152,20 @@ def cached_record(cached: str, network: Network, again: str) -> Manifest | None:
             again,
         )
         return None
+    changed = [
+        name for name, entry in record.entries.items() if entry.get(DIGEST) != _digest(entry)
+    ]
+    if changed:
+        log.warning(
+            "the manifest cache %s holds %d entries that changed since they were counted "
+            "(%s, ...: edited, or written by an older engine): %s",
+            cached,
+            len(changed),
+            shown(changed[0]),
+            again,
+        )
+        for name in changed:
+            del record.entries[name]
     return record
 
 
@@ -188,7 +218,7 @@ def tallied(
     counted = count(stale, rules, network, not keep_going, where)
     good = {url: entry for url, entry in counted.items() if "error" not in entry}
     for url, entry in good.items():
-        manifest.entries[manifest.name_of(url)] = entry
+        manifest.entries[manifest.name_of(url)] = sealed(entry)
     saved = bool(good) and cached is not None and save_or_warn(manifest, AGAIN, CACHE_KEY)
     failed = [entry["error"] for entry in counted.values() if "error" in entry]
     if failed and not keep_going:
