@@ -10,6 +10,11 @@ same files, 0.75 / 0.25, 3800 samples an epoch), with the default model and with
 round. train/samples_per_s is the epoch's own rate; wall_s adds start-up, validation and the
 checkpoint (where samples.csv is written). Ratios are medians of per-round ratios.
 
+The timings' own cost shows best without a model: the train loader alone (`mode=benchmark
+benchmark.compute=none benchmark.batches=100`, its loader/samples_per_s, the median of 3
+windows), with the timings on and off, alternating, in three times as many rounds: a run is
+short, and three rounds left the ratio inside the noise (0.958x over 3 rounds, 1.023x over 8).
+
     python -m bench.sampling [--rounds 3] [--no-write]
 """
 
@@ -37,20 +42,50 @@ ROWS = {
     "dataset=mix (2 sources, 0.75 / 0.25)": ["dataset=mix"],
 }
 MODELS = {"default model (small_cnn)": [], "light model (mlp)": ["model=mlp"]}
+LOADER = ["mode=benchmark", "benchmark.compute=none", "benchmark.batches=100"]
+LOADER_ROWS = {
+    "train loader, timings on (the default)": [],
+    "train loader, trainer.pipeline_timing=false": ["trainer.pipeline_timing=false"],
+}
+
+
+def run_metrics(overrides: list[str]) -> dict[str, float]:
+    """metrics.json of one `train.py` run with `overrides`, in a throwaway run dir."""
+    with tempfile.TemporaryDirectory() as run:
+        command = [sys.executable, "train.py", "logger=csv", f"hydra.run.dir={run}", *overrides]
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+        return json.loads((Path(run) / "metrics.json").read_text())
 
 
 def measure(overrides: list[str]) -> tuple[float, float]:
     """(train/samples_per_s, wall_s) of one epoch of `train.py` with `overrides`."""
-    with tempfile.TemporaryDirectory() as run:
-        command = [
-            sys.executable, "train.py", "trainer.max_epochs=1", "logger=csv",
-            f"hydra.run.dir={run}", *overrides,
-        ]  # fmt: skip
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
-        metrics = json.loads((Path(run) / "metrics.json").read_text())
+    metrics = run_metrics(["trainer.max_epochs=1", *overrides])
     return metrics["train/samples_per_s"], metrics["wall_s"]
+
+
+def loader_table(rounds: int, say) -> str:
+    """The train loader alone with the timings on and off, in `rounds` alternating rounds."""
+    names = list(LOADER_ROWS)
+    rates: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names[r % 2 :] + names[: r % 2]:
+            rates[name].append(run_metrics([*LOADER, *LOADER_ROWS[name]])["loader/samples_per_s"])
+            say(f"  loader alone, round {r + 1}: {name}: {rates[name][-1]:.1f} samples/s")
+    on, off = rates[names[0]], rates[names[1]]
+    ratio = statistics.median(a / b for a, b in zip(on, off, strict=True))
+    return "\n".join(
+        [
+            "**the train loader alone (mode=benchmark, no model)**",
+            "",
+            "| row | loader samples/s |",
+            "|---|---|",
+            *(f"| {name} | {spread(rates[name])} |" for name in names),
+            "",
+            f"Timings on / off: {ratio:.3f}x (median of per-round ratios; below 1 = their cost).",
+        ]
+    )
 
 
 def table(model: str, extra: list[str], rounds: int, say) -> str:
@@ -81,6 +116,7 @@ def section(rounds: int, say) -> str:
     """The block's text: both models' tables."""
     start = time.perf_counter()
     tables = [table(model, extra, rounds, say) for model, extra in MODELS.items()]
+    tables.append(loader_table(3 * rounds, say))
     wall = time.perf_counter() - start
     return "\n\n".join(
         [
@@ -89,7 +125,7 @@ def section(rounds: int, say) -> str:
             f"`make bench-sampling` ({date.today().isoformat()})",
             f"`make bench-sampling` (= `python -m bench.sampling --rounds {rounds}`; also part "
             f"of `make bench`), {wall:.0f} s wall. Machine: {report.machine()}.",
-            __doc__.split("\n\n")[1].replace("\n", " "),
+            *(part.replace("\n", " ") for part in __doc__.split("\n\n")[1:3]),
             *tables,
         ]
     )
