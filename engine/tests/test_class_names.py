@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import re
-import tarfile
 import unicodedata
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from engine.data.datasets.tar_shards import TarShardDataset
 from engine.data.datasets.tensor import TensorFileDataset
 from engine.data.listing import class_list, class_name, unique_classes
 from engine.data.multi_hot import MultiLabelColumns
+from engine_dev.hostile import tar_of
 
 NFC = unicodedata.normalize("NFC", "café")  # é: one code point, as keyboards type it
 NFD = unicodedata.normalize("NFD", "café")  # e and a combining accent, as macOS names files
@@ -157,14 +157,8 @@ def test_an_empty_name_in_a_given_class_list_is_refused_naming_the_item(tmp_path
 def _shard_classes(tmp_path: Path, text: bytes) -> list[str]:
     """The classes of a two-sample tar shard (labels 0 and 1) with `text` as its classes file."""
     members = {"a.jpg": b"J", "a.cls": b"0", "b.jpg": b"J", "b.cls": b"1"}
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
     shard, names = tmp_path / "d.tar", tmp_path / "names.txt"
-    shard.write_bytes(buf.getvalue())
+    shard.write_bytes(tar_of(members))
     names.write_bytes(text)
     return TarShardDataset("train", str(shard), str(shard), classes_file=str(names)).classes
 

@@ -3,13 +3,11 @@ labels from .cls or .json, gzip; every member that fits no rule is a named error
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import logging
 import re
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from engine.data.shards import ShardError
 from engine.data.shards.manifest import main as write_manifest
 from engine.data.shards.members import KEY_EXT, Record, Rules, read_records
 from engine.data.shards.sources import expand_shards
+from engine_dev.hostile import tar_of
 from engine_dev.shard_server import serving
 
 NAMES = [
@@ -52,16 +51,6 @@ def test_key_and_extension_split_as_webdataset_does(name: str) -> None:
     assert ours == base_plus_ext(name)
 
 
-def _tar(members: dict[str, bytes], gz: bool = False) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return gzip.compress(buf.getvalue()) if gz else buf.getvalue()
-
-
 def _records(data: bytes, rules: Rules | None = None) -> list[Record]:
     return list(read_records(io.BytesIO(data), "s.tar", rules or Rules()))
 
@@ -78,7 +67,7 @@ def test_samples_group_like_webdataset_plain_and_gzip(gz: bool) -> None:
         "b/x.webp": b"W3",
         "b/x.cls": b" 4\n",
     }
-    data = _tar(members, gz)
+    data = tar_of(members, gz)
     records = _records(data)
     ours = [(r.name.split("::")[1], r.image, r.label) for r in records]
     assert ours == [
@@ -94,7 +83,7 @@ def test_samples_group_like_webdataset_plain_and_gzip(gz: bool) -> None:
 def test_a_member_without_key_and_extension_is_passed_over_as_webdataset_does(name: str) -> None:
     """macOS `._x.png` and a `README` are no sample's member: webdataset passes them over, also
     in the middle of a sample's members."""
-    data = _tar({"a.jpg": b"J", name: b"x", "a.cls": b"1", "b.png": b"P", "b.cls": b"0"})
+    data = tar_of({"a.jpg": b"J", name: b"x", "a.cls": b"1", "b.png": b"P", "b.cls": b"0"})
     assert _records(data) == [Record("s.tar::a.jpg", b"J", 1), Record("s.tar::b.png", b"P", 0)]
     theirs = list(group_by_keys(tar_file_expander([{"url": "s", "stream": io.BytesIO(data)}])))
     assert [s["__key__"] for s in theirs] == ["a", "b"]
@@ -105,7 +94,7 @@ def test_appledouble_files_in_folders_are_passed_over() -> None:
     ("extension '_a.jpg' fits no sample rule"). webdataset makes bogus samples of them (key
     `d/`, extension `_a.jpg`); they are no sample's member, as a top-level `._x` is not."""
     members = {"d/._a.jpg": b"mac", "d/a.jpg": b"J", "d/._a.cls": b"mac", "d/a.cls": b"1"}
-    data = _tar({**members, "d/._b.png": b"mac", "d/b.png": b"P", "d/b.cls": b"0"})
+    data = tar_of({**members, "d/._b.png": b"mac", "d/b.png": b"P", "d/b.cls": b"0"})
     assert _records(data) == [Record("s.tar::d/a.jpg", b"J", 1), Record("s.tar::d/b.png", b"P", 0)]
     theirs = list(group_by_keys(tar_file_expander([{"url": "s", "stream": io.BytesIO(data)}])))
     assert "d/" in [s["__key__"] for s in theirs]
@@ -115,13 +104,13 @@ def test_members_without_extension_are_no_samples_of_a_split(tmp_path: Path) -> 
     """With on_error=skip they were counted as bad samples against max_bad_fraction."""
     shard = tmp_path / "d.tar"
     members = {"README": b"r", "a.jpg": b"J", "a.cls": b"0", "._a.jpg": b"mac", "b.jpg": b"J"}
-    shard.write_bytes(_tar({**members, "b.cls": b"1"}))
+    shard.write_bytes(tar_of({**members, "b.cls": b"1"}))
     split = TarShardDataset("train", str(shard), str(shard), on_error="skip", max_bad_fraction=0.0)
     assert split.shard_sizes == [2]
 
 
 def test_image_extensions_are_tried_in_order_and_labels_come_from_json() -> None:
-    data = _tar({"k.png": b"P", "k.jpg": b"J", "k.json": json.dumps({"y": 2}).encode()})
+    data = tar_of({"k.png": b"P", "k.jpg": b"J", "k.json": json.dumps({"y": 2}).encode()})
     rules = Rules(image_exts=("png", "jpg"), label_field="y")
     assert _records(data, rules) == [Record("s.tar::k.png", b"P", 2)]
 
@@ -153,26 +142,26 @@ def test_image_extensions_are_tried_in_order_and_labels_come_from_json() -> None
 def test_a_member_that_fits_no_rule_is_one_error_naming_shard_and_member(
     members: dict[str, bytes], rules: Rules, message: str
 ) -> None:
-    bad = [r for r in _records(_tar(members), rules) if r.error]
+    bad = [r for r in _records(tar_of(members), rules) if r.error]
     assert bad and bad[0].label == -1 and "\n" not in bad[0].error
     assert re.search(message, bad[0].error), bad[0].error
 
 
 def test_ignored_extensions_are_passed_over() -> None:
-    data = _tar({"k.jpg": b"J", "k.txt": b"caption", "k.cls": b"3"})
+    data = tar_of({"k.jpg": b"J", "k.txt": b"caption", "k.cls": b"3"})
     assert _records(data, Rules(ignore_exts=("txt",))) == [Record("s.tar::k.jpg", b"J", 3)]
 
 
 def test_a_dataset_stops_at_the_first_rule_error_naming_it(tmp_path: Path) -> None:
     shard = tmp_path / "d.tar"
-    shard.write_bytes(_tar({"a.jpg": b"J", "a.cls": b"0", "img.v2.0001.jpg": b"J"}))
+    shard.write_bytes(tar_of({"a.jpg": b"J", "a.cls": b"0", "img.v2.0001.jpg": b"J"}))
     with pytest.raises(ShardError, match=r"d\.tar::img\.v2\.0001\.jpg: extension 'v2\.0001\.jpg'"):
         TarShardDataset("train", str(shard), str(shard))
 
 
 @pytest.mark.parametrize("cut", ["boundary", "garbage_after_end"])
 def test_data_stopping_on_a_block_boundary_or_after_the_end_is_an_error(cut: str) -> None:
-    data = _tar({"a.jpg": b"J" * 600, "a.cls": b"0", "b.jpg": b"J", "b.cls": b"1"})
+    data = tar_of({"a.jpg": b"J" * 600, "a.cls": b"0", "b.jpg": b"J", "b.cls": b"1"})
     damaged = data[:2048] if cut == "boundary" else data + b"\x01" * 512
     with pytest.raises(ShardError, match=r"s\.tar: (not a readable tar shard|a damaged tar)"):
         _records(damaged)
@@ -225,7 +214,7 @@ def test_a_fix_of_the_member_rules_takes_effect_and_switching_back_reads_again(t
     shard, cache = tmp_path / "d.tar", tmp_path / "cache"
     png = _png()
     shard.write_bytes(
-        _tar({"a.png": png, "a.seg.png": png, "a.cls": b"0", "b.png": png, "b.cls": b"1"})
+        tar_of({"a.png": png, "a.seg.png": png, "a.cls": b"0", "b.png": png, "b.cls": b"1"})
     )
 
     def split(**rules: object) -> TarShardDataset:
@@ -245,7 +234,7 @@ def test_a_reader_writes_nothing_beside_the_shards_and_keeps_its_record(tmp_path
     to dataset.manifest_cache, and the next start reads it instead of the shard."""
     data, cache = tmp_path / "data", tmp_path / "cache"
     data.mkdir()
-    (data / "d.tar").write_bytes(_tar({"a.png": _png(), "a.cls": b"0"}))
+    (data / "d.tar").write_bytes(tar_of({"a.png": _png(), "a.cls": b"0"}))
     with caplog.at_level(logging.INFO):
         TarShardDataset("train", f"{data}/*.tar", "unused", manifest_cache=str(cache))
         read = [m for m in caplog.messages if m.startswith("read 1 local shards")]
@@ -263,7 +252,7 @@ def test_a_poisoned_record_cannot_rename_the_classes(tmp_path, caplog) -> None:
     are not taken: the shards are counted again and the classes come from their labels."""
     data, cache = tmp_path / "data", tmp_path / "cache"
     data.mkdir()
-    (data / "d.tar").write_bytes(_tar({"a.png": _png(), "a.cls": b"1"}))
+    (data / "d.tar").write_bytes(tar_of({"a.png": _png(), "a.cls": b"1"}))
     with serving(data) as url:
         first = TarShardDataset("train", f"{url}/d.tar", "u", manifest_cache=str(cache))
         assert first.classes == ["0", "1"]
@@ -292,7 +281,7 @@ def test_an_edited_entry_of_the_readers_record_is_read_again_with_a_warning(
     data, cache = tmp_path / "data", tmp_path / "cache"
     data.mkdir()
     members = {"a.png": _png(), "a.cls": b"1", "b.png": _png(), "b.cls": b"0"}
-    (data / "d.tar").write_bytes(_tar(members))
+    (data / "d.tar").write_bytes(tar_of(members))
     TarShardDataset("train", f"{data}/*.tar", "u", manifest_cache=str(cache))
     (record,) = cache.iterdir()
     content = json.loads(record.read_text())
@@ -310,7 +299,7 @@ def test_a_manifest_beside_the_shards_is_read_and_never_rewritten(tmp_path, capl
     """The manifest a writer left (here the CLI's) holds under rules that only widen its own;
     under narrower ones the shard is read again into the reader's record, the manifest kept."""
     shard, cache = tmp_path / "d.tar", tmp_path / "cache"
-    shard.write_bytes(_tar({"a.png": _png(), "a.cls": b"0", "b.jpg": b"J", "b.cls": b"1"}))
+    shard.write_bytes(tar_of({"a.png": _png(), "a.cls": b"0", "b.jpg": b"J", "b.cls": b"1"}))
     write_manifest([str(shard), "--out", str(tmp_path / "shards.json")])
     written = (tmp_path / "shards.json").read_bytes()
     with caplog.at_level(logging.INFO):

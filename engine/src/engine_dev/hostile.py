@@ -4,11 +4,13 @@ reproduces; written to disk by the tests that use them."""
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import random
 import shutil
 import struct
+import tarfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,6 +229,18 @@ def hostile_csvs(rows: list[tuple[str, str]], rng: random.Random) -> dict[str, b
         "missing_file": listing([*good[:1], "nope/nothing.jpg,circle"]),
     }
     return cases
+
+
+def tar_of(members: dict[str, bytes], gz: bool = False) -> bytes:
+    """A tar shard holding `members` (name: bytes) in order, gzipped when `gz`: the shape the
+    shard tests twist (odd member names, classes files, repeated keys)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(buf.getvalue()) if gz else buf.getvalue()
 
 
 def damaged_shards(shard: bytes, rng: random.Random, count: int) -> dict[str, bytes]:
