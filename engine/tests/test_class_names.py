@@ -117,6 +117,16 @@ def test_a_name_listed_in_both_spellings_is_refused_showing_both(tmp_path) -> No
     _one_line(err, "dataset.classes[2]:", "listed twice", ascii(NFC), ascii(NFD), "Unicode NFC")
 
 
+def test_names_apart_only_in_spaces_at_their_ends_are_refused_showing_both(tmp_path) -> None:
+    root = _folders(tmp_path, ["cat", "cat ", "x"])
+    with pytest.raises(ValueError) as err:
+        ImageFolderDataset(str(root), "train")
+    _one_line(err, ascii("cat"), ascii("cat "), "spaces at their ends", "rename or merge")
+    with pytest.raises(ValueError) as err:
+        _csv(tmp_path, ["a.png,cat"], classes=["cat", " cat"])
+    _one_line(err, "dataset.classes[1]:", "listed twice", ascii(" cat"), "spaces at their ends")
+
+
 # 2. Control characters
 
 

@@ -1,7 +1,7 @@
 """This machine's conf/local/default.yaml is checked before Hydra composes: a YAML error (a
 duplicate key too) names the file, line and column; a file without its `# @package _global_`
-header is refused; a near-miss of a `paths` key is refused with the key it meant; a
-path key of the user's own is kept."""
+header is refused; a near-miss of a `paths` key or of a top-level key is refused with the key
+it meant; a key of the user's own is kept."""
 
 from __future__ import annotations
 
@@ -32,6 +32,19 @@ def test_a_misspelt_path_key_is_refused_with_the_key_it_meant(tmp_path: Path) ->
     assert "(did you mean paths.data_dir?)" in said and "\n" not in said
 
 
+@pytest.mark.parametrize(
+    ("key", "meant"), [("pathz", "paths"), ("dataste", "dataset"), ("mdoe", "mode")]
+)
+def test_a_misspelt_top_level_key_is_refused_with_the_key_it_meant(tmp_path, key, meant) -> None:
+    (tmp_path / "conf" / "dataset").mkdir(parents=True)  # a group of the template's conf/
+    conf = _conf(tmp_path, f"# @package _global_\n{key}:\n  data_dir: /mnt/data\n")
+    with pytest.raises(ConfigError) as err:
+        check_local_config(conf)
+    said = str(err.value)
+    assert said.startswith(f"{conf / 'local' / 'default.yaml'}: {key} is not a key")
+    assert f"(did you mean {meant}?)" in said and "\n" not in said
+
+
 def test_a_yaml_error_names_the_file_line_and_column(tmp_path: Path) -> None:
     conf = _conf(tmp_path, "paths:\n  data_dir: /mnt/data\n   log_dir: [oops\n")
     with pytest.raises(
@@ -41,7 +54,9 @@ def test_a_yaml_error_names_the_file_line_and_column(tmp_path: Path) -> None:
 
 
 def test_right_keys_and_keys_of_ones_own_pass(tmp_path: Path) -> None:
-    local = "# @package _global_\npaths:\n  data_dir: /mnt/d\n  pretrained: /mnt/w\n"
+    local = (
+        "# @package _global_\npaths:\n  data_dir: /mnt/d\n  pretrained: /mnt/w\nmodel_dir: /mnt/m\n"
+    )
     check_local_config(_conf(tmp_path, local))
     check_local_config(tmp_path / "nowhere")  # no local file: nothing to check
 

@@ -197,6 +197,19 @@ def test_a_shard_named_twice_is_refused_in_one_line(tmp_path: Path) -> None:
         expand_shards(patterns, "dataset.train_shards")
 
 
+def test_a_shard_named_twice_in_two_spellings_is_refused_showing_both(tmp_path: Path) -> None:
+    """`..` and a link name the same file: compared by real path, not by the text."""
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "t-000000.tar").write_bytes(b"")
+    (tmp_path / "link.tar").symlink_to(tmp_path / "s" / "t-000000.tar")
+    for other in [f"{tmp_path}/s/../s/t-000000.tar", f"{tmp_path}/link.tar"]:
+        with pytest.raises(ValueError) as err:
+            expand_shards([f"{tmp_path}/s/t-000000.tar", other], "dataset.val_shards")
+        message = str(err.value)
+        assert message.startswith("dataset.val_shards: shard ") and "named twice" in message
+        assert f"and {other}," in message and "\n" not in message
+
+
 def _png() -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", (4, 4), (200, 10, 10)).save(buf, "PNG")

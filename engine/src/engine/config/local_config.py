@@ -5,7 +5,9 @@ there too, a file without the `# @package _global_` header (or with a byte-order
 it) is refused (Hydra would put its keys under `local.` without a word), and a key under `paths`
 spelt like one of conf/config.yaml's `paths` keys but not quite (`paths.dta_dir`) is refused:
 Hydra would add it beside `paths.data_dir` without a word, and the run would train on the
-template's default data."""
+template's default data. A top-level key spelt like one of the config's (`pathz`, `dataste`:
+a key of conf/config.yaml or engine.yaml, or a group of conf/ or the engine's) is refused
+alike."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pathlib import Path
 import yaml
 from yaml.constructor import ConstructorError
 
+import engine.conf
 from engine.config.errors import ConfigError
 from engine.core.text import closest, shown
 
@@ -92,17 +95,43 @@ def check_local_config(conf_dir: Path) -> None:
             "`# @package _global_` its first line (Hydra reads it only before any other line), "
             "as in conf/local/example.yaml."
         )
+    main = _read(conf_dir / "config.yaml") if (conf_dir / "config.yaml").is_file() else None
+    if isinstance(local, dict):
+        _refuse_near_misses(path, list(map(str, local)), _top_level(conf_dir, main), cutoff=0.75)
     paths = local.get("paths") if isinstance(local, dict) else None
-    main = conf_dir / "config.yaml"
-    known_paths = _read(main).get("paths") if main.is_file() else None  # type: ignore[union-attr]
+    known_paths = main.get("paths") if isinstance(main, dict) else None
     if not isinstance(paths, dict) or not isinstance(known_paths, dict):
         return
-    known = [str(key) for key in known_paths]
-    for key in map(str, paths):
-        meant = None if key in known else closest(key, known)
+    _refuse_near_misses(
+        path, [str(key) for key in paths], [str(key) for key in known_paths], "paths."
+    )
+
+
+def _top_level(conf_dir: Path, main: object) -> list[str]:
+    """The config's top-level names: conf/config.yaml's and engine.yaml's keys, and the groups
+    of conf/ and of the engine's config package."""
+    engine_dir = Path(engine.conf.__file__).parent
+    engine_yaml = _read(engine_dir / "engine.yaml")
+    names = {
+        *(main if isinstance(main, dict) else {}),
+        *(engine_yaml if isinstance(engine_yaml, dict) else {}),
+        *(d.name for folder in (conf_dir, engine_dir) for d in folder.iterdir() if d.is_dir()),
+    }
+    return sorted(str(name) for name in names if not str(name).startswith(("_", "defaults")))
+
+
+def _refuse_near_misses(
+    path: Path, keys: list[str], known: list[str], prefix: str = "", cutoff: float = 0.6
+) -> None:
+    """Refuse a key of `keys` that is not in `known` but spelt like one of them (difflib's ratio
+    >= `cutoff`; Hydra would add it beside the one meant without a word); a key of one's own
+    that is no near-miss is kept. Top-level keys take 0.75: `mdoe` (0.75) is a typo of `mode`,
+    `model_dir` (0.71) a key of one's own."""
+    for key in keys:
+        meant = None if key in known else closest(key, known, cutoff)
         if meant is not None:
             raise ConfigError(
-                f"{shown(path)}: paths.{key} is not a key of paths (did you mean "
-                f"paths.{meant}?): Hydra would add it beside paths.{meant}, and the run would "
-                f"use paths.{meant}'s default. Fix the key's name."
+                f"{shown(path)}: {prefix}{key} is not a key of the config (did you mean "
+                f"{prefix}{meant}?): Hydra would add it beside {prefix}{meant}, and the run "
+                f"would use {prefix}{meant}'s default. Fix the key's name."
             )

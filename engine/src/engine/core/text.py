@@ -27,7 +27,7 @@ def shown(path: str | os.PathLike[str]) -> str:
     return "".join(out)
 
 
-def closest(word: str, choices: list[str]) -> str | None:
-    """The choice `word` was most likely meant to be (difflib's ratio >= 0.6), else None."""
-    found = difflib.get_close_matches(word, choices, n=1)
+def closest(word: str, choices: list[str], cutoff: float = 0.6) -> str | None:
+    """The choice `word` was most likely meant to be (difflib's ratio >= `cutoff`), else None."""
+    found = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
     return found[0] if found else None

@@ -306,10 +306,12 @@ def unique_classes(
         )
     first: dict[str, int] = {}
     for i, name in enumerate(names):
-        j = first.setdefault(name, i)
+        j = first.setdefault(name.strip(), i)  # `cat` and `cat ` print alike: one name
         if j != i:
             alike = (
-                f" ({raw[j]!a} and {raw[i]!a} are one name in Unicode NFC)"
+                f" ({raw[j]!a} and {raw[i]!a} differ only in spaces at their ends)"
+                if names[j] != name
+                else f" ({raw[j]!a} and {raw[i]!a} are one name in Unicode NFC)"
                 if raw[j] != raw[i]
                 else ""
             )

@@ -212,7 +212,8 @@ def class_folders(split_dir: Path, walk: FolderWalk) -> dict[str, list[tuple[str
     """Class name -> its folders in `split_dir`, each (its name as spelled on disk, its real
     path or None: a link, resolved by the walk). A folder's class is its name as a class name
     (listing.class_name: NFC), so two folders spelling one name apart (NFC and NFD `café`)
-    are one class, said in a warning; each is read as it is spelled."""
+    are one class, said in a warning; each is read as it is spelled. Two that differ only in
+    spaces at their ends (`cat`, `cat `) are refused: reports would show two classes alike."""
     folders: dict[str, list[tuple[str, str | None]]] = {}
     for entry in sorted(os.scandir(split_dir), key=lambda e: e.name):
         if entry.is_dir():  # a link to a folder anywhere too, as in torchvision
@@ -220,6 +221,15 @@ def class_folders(split_dir: Path, walk: FolderWalk) -> dict[str, list[tuple[str
             name = class_name(entry.name, lambda where=where: where, "rename the folder")
             real = None if entry.is_symlink() else os.path.join(walk.root, entry.name)
             folders.setdefault(name, []).append((entry.name, real))
+    by_ends: dict[str, str] = {}
+    for name in folders:  # `cat` and `cat ` print alike in every report: refused, not merged
+        other = by_ends.setdefault(name.strip(), name)
+        if other != name:
+            raise ValueError(
+                f"{shown(split_dir)}: the class folders {other!a} and {name!a} differ only in "
+                "spaces at their ends, so every report would show two classes alike; rename "
+                "or merge them (dataset.root)."
+            )
     for name, spellings in folders.items():
         if len(spellings) > 1:
             log.warning(

@@ -94,15 +94,17 @@ def expand_shards(patterns: str | Sequence[str], key: str) -> list[str]:
                     "the brace range."
                 )
             shards += found
-    seen: dict[str, None] = {}
-    for name in shards:
-        if name in seen:
+    seen: dict[str, int] = {}  # a local shard by its real path: `..` and links name one file
+    for i, name in enumerate(shards):
+        j = seen.setdefault(os.path.realpath(name) if kind(name) == "local" else name, i)
+        if j != i:
+            first = shards[j]
+            spelled = f"as {shown(first)} and {shown(name)}, " if first != name else ""
             raise ValueError(
-                f"{key}: shard {shown(name)} is named twice (patterns {patterns}); an epoch "
-                "reads each shard once, so list it once, or draw a set more often with "
-                "dataset=mix and a larger weight."
+                f"{key}: shard {shown(name)} is named twice ({spelled}patterns {patterns}); "
+                "an epoch reads each shard once, so list it once, or draw a set more often "
+                "with dataset=mix and a larger weight."
             )
-        seen[name] = None
     return shards
 
 

@@ -9,20 +9,26 @@ run, tagged with the checkpoint's run dir.
 
 from __future__ import annotations
 
+import http.client
 import logging
 import os
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 from omegaconf import DictConfig
 
+from engine.runs.loggers import reachable
 from engine.runs.loggers.base import Logger, RunContext
-from engine.runs.loggers.reachable import no_answer
 
 log = logging.getLogger(__name__)
 
 INSTALL = "pip install -e '.[loggers]'"
 BATCH = 1000  # metrics per log_batch call (MLflow's limit)
+# what the start asks a tracking server: the call MLflow's client makes first for a named
+# experiment; a tracking server answers it in JSON (200, or 404 with an error_code)
+API_PROBE = "/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default"
 
 
 def store_uri(tracking_uri: str) -> str:
@@ -34,6 +40,23 @@ def store_uri(tracking_uri: str) -> str:
     return Path(tracking_uri.removeprefix("file:")).resolve().as_uri()
 
 
+def not_mlflow(uri: str) -> str | None:
+    """What the server at `uri` answered to API_PROBE when no MLflow tracking server could have
+    (`HTTP 404 text/html`); None when it answered as one, or asks for a token (401, 403)."""
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + API_PROBE, timeout=reachable.PROBE_S) as got:
+            status, kind, body = got.status, got.headers.get_content_type(), got.read(4096)
+    except urllib.error.HTTPError as err:
+        status, kind, body = err.code, err.headers.get_content_type(), err.read(4096)
+    except (OSError, http.client.HTTPException, ValueError) as err:
+        return f"no answer ({err})"
+    if status in (401, 403) or (
+        kind == "application/json" and (status < 300 or b"error_code" in body)
+    ):
+        return None
+    return f"HTTP {status} {kind}"
+
+
 class MLflowLogger(Logger):
     """An MLflow run in `experiment` (null: MLflow's Default) of the store at `tracking_uri`,
     named `run_name` (null: the run dir's name)."""
@@ -42,14 +65,24 @@ class MLflowLogger(Logger):
 
     @classmethod
     def start_problem(cls, key: str, node: DictConfig) -> str | None:
-        """An http(s) tracking server that does not answer (engine/runs/loggers/reachable.py)."""
+        """An http(s) tracking server that does not answer (engine/runs/loggers/reachable.py),
+        or a server there that is no MLflow tracking server (a web page, another service):
+        MLflow's client would fail on it only once the data and model were built."""
         uri = str(node.get("tracking_uri"))
-        why = no_answer(uri)
-        if why is None:
+        folder = f"log to a folder ({key}.tracking_uri=${{paths.log_dir}}/mlruns)"
+        why = reachable.no_answer(uri)
+        if why is not None:
+            return (
+                f"{key}.tracking_uri={uri}: the tracking server does not answer ({why}); start "
+                f"it, correct the URI, or {folder}."
+            )
+        answer = not_mlflow(uri) if uri.startswith(("http://", "https://")) else None
+        if answer is None:
             return None
         return (
-            f"{key}.tracking_uri={uri}: the tracking server does not answer ({why}); start it, "
-            f"correct the URI, or log to a folder ({key}.tracking_uri=${{paths.log_dir}}/mlruns)."
+            f"{key}.tracking_uri={uri}: the server there answers, but not as an MLflow tracking "
+            f"server ({answer} for {API_PROBE.split('?')[0]}); give the tracking server's "
+            f"address (the one `mlflow server` prints, without /api), or {folder}."
         )
 
     def __init__(

@@ -2,7 +2,8 @@
 unreachable http(s) tracking URI for minutes without a word, so the run would fail (or hang)
 only after its data and model were built. One GET with a short timeout, in a thread, so a
 name that does not resolve cannot hold the start longer either; any HTTP answer (404, 401 of
-a server that wants a token) counts as reachable."""
+a server that wants a token) counts as reachable. Whether the server that answers is the one
+meant is the logger's question (mlflow_logger.not_mlflow)."""
 
 from __future__ import annotations
 
