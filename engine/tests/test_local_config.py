@@ -1,7 +1,8 @@
 """This machine's conf/local/default.yaml is checked before Hydra composes: a YAML error (a
 duplicate key too) names the file, line and column; a file without its `# @package _global_`
 header is refused; a near-miss of a `paths` key or of a top-level key is refused with the key
-it meant; a key of the user's own is kept."""
+it meant; a key of the user's own is kept; a file Hydra would pass over (a broken link, a
+default.yml) is refused."""
 
 from __future__ import annotations
 
@@ -87,4 +88,15 @@ def test_a_duplicate_key_names_the_file_line_and_column(tmp_path: Path) -> None:
         match=r"local/default\.yaml line 4, column 3: not valid YAML \(duplicate key 'data_dir', "
         r"also on line 3\)",
     ):
+        check_local_config(conf)
+
+
+def test_a_local_file_hydra_would_pass_over_is_refused(tmp_path: Path) -> None:
+    conf = _conf(tmp_path, "# @package _global_\npaths:\n  data_dir: /mnt/data\n")
+    local = conf / "local" / "default.yaml"
+    local.rename(local.with_suffix(".yml"))
+    with pytest.raises(ConfigError, match=r"default\.yml: Hydra reads only \.yaml.*rename it"):
+        check_local_config(conf)
+    local.symlink_to(tmp_path / "gone.yaml")
+    with pytest.raises(ConfigError, match=r"default\.yaml: a broken link or no regular file"):
         check_local_config(conf)

@@ -80,9 +80,20 @@ def check_local_config(conf_dir: Path) -> None:
     """Refuse `conf_dir`/local/default.yaml when it is not valid YAML (a duplicate key
     included), has keys but no `# @package _global_` header, or when a key under its
     `paths` is a near-miss of a key of conf/config.yaml's `paths` (a key of your own that is
-    no near-miss is kept: the file may add paths)."""
+    no near-miss is kept: the file may add paths). A file Hydra would pass over without a word
+    is refused too: a default.yaml that is a broken link or no file, or only a default.yml."""
     path = conf_dir / LOCAL
     if not path.is_file():
+        if path.is_symlink() or path.exists():
+            raise ConfigError(
+                f"{shown(path)}: a broken link or no regular file, so this machine's settings "
+                "would be passed over: point it at the file, or remove it."
+            )
+        if path.with_suffix(".yml").exists():
+            raise ConfigError(
+                f"{shown(path.with_suffix('.yml'))}: Hydra reads only .yaml, so this machine's "
+                f"settings would be passed over: rename it to {path.name}."
+            )
         return
     local = _read(path)
     text = path.read_text(encoding="utf-8")
