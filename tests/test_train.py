@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import csv
 import json
 import warnings
 from pathlib import Path
@@ -144,7 +145,9 @@ def test_mixed_precision_and_grad_accum_run(make_cfg, precision: str, grad_accum
     assert not [w for w in caught if "lr_scheduler.step()" in str(w.message)]
 
 
-def test_multirun_over_loader_knobs_gives_one_dir_per_job(demo_dir: Path, tmp_path: Path) -> None:
+def test_multirun_over_loader_knobs_gives_one_dir_per_job_ranked_by_speed(
+    demo_dir: Path, tmp_path: Path
+) -> None:
     result = run_cli(
         "-m",
         f"paths.demo_dir={demo_dir}",
@@ -162,6 +165,15 @@ def test_multirun_over_loader_knobs_gives_one_dir_per_job(demo_dir: Path, tmp_pa
     # and its dir holds the other's metrics, marked
     assert len(written) == 4 and sorted(m.get("same_as", -1) for m in written) == [-1, -1, -1, 0]
     assert all(m["epochs"] == 1 for m in written)
+    # the jobs learn alike (val/acc apart by float rounding): the summary ranks them by speed
+    (sweep_dir,) = tmp_path.glob("multiruns/*/*")
+    with open(sweep_dir / "summary.csv", newline="") as f:
+        ok = [r for r in csv.DictReader(f) if r["status"] == "ok"]
+    fastest = max(ok, key=lambda r: float(r["train/samples_per_s"]))
+    summary = (sweep_dir / "summary.md").read_text()
+    assert "Ranked by `train/samples_per_s`" in summary
+    assert f"Recommended: job {fastest['job']}: " in summary
+    assert "; the best by train/samples_per_s." in summary
 
 
 def test_unsized_stream_asks_for_a_length(make_cfg) -> None:

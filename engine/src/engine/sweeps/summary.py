@@ -37,6 +37,7 @@ from engine.sweeps.folds import (
 from engine.sweeps.plot import plot_folds, plot_sweep
 from engine.sweeps.recommend import recommendation
 from engine.sweeps.reuse import SUMMARY_CSV, kept_overrides, read_metrics, runs_as, same_as
+from engine.sweeps.speed_knobs import SPEED_METRIC, speed_only
 from engine.sweeps.table import (
     BASE_COLUMNS,
     LOWER_IS_BETTER,
@@ -91,6 +92,15 @@ def rank_metric(config: DictConfig) -> str:
     return next((k for k in keys if split is not None and k.startswith(f"{split}/")), keys[0])
 
 
+def table_metric(config: DictConfig, rows: list[dict[str, str]]) -> str:
+    """The metric ranking the summary's `rows`: `rank_metric`, but train/samples_per_s for a
+    training sweep whose jobs vary speed knobs only, with summary.rank_by null
+    (engine/sweeps/speed_knobs.py). The sweeper's objective (`headline`) stays `rank_metric`."""
+    if config.summary.rank_by or config.mode != "train" or not speed_only(rows):
+        return rank_metric(config)
+    return SPEED_METRIC
+
+
 def headline(config: DictConfig, metrics: dict[str, Any]) -> Any:
     """What train.py returns (a sweeper's objective): `rank_metric`'s value. With summary.rank_by
     null and that metric not measured (mode=eval of a multi-label model has no acc), the mode's
@@ -133,6 +143,13 @@ def tie_columns(config: DictConfig) -> list[str]:
 def notes(rows: list[dict[str, str]], metric: str) -> list[str]:
     """What the ranked, tie-marked `rows` do not say by themselves."""
     lines = []
+    if metric == SPEED_METRIC and (knobs := speed_only(rows)):
+        lines.append(
+            f"Ranked by {metric}: the jobs differ only in loader speed knobs "
+            f"({', '.join(knobs)}), which change how fast batches come, not what the model "
+            "learns (their val metrics agree up to float rounding). One training measures its speed once: to tell close jobs apart, time "
+            "them with repeats (+sweep=loader); summary.rank_by=<metric> ranks by another."
+        )
     tied = [r["job"] for r in rows if r.get(TIED) == "yes"]
     if len(tied) > 1:
         lines.append(
@@ -215,8 +232,8 @@ class SweepSummary(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        metric = rank_metric(config)
         written = read_rows(sweep_dir / SUMMARY_CSV)
+        metric = table_metric(config, job_rows(written))
         rows = mark_tied(rank(job_rows(written), metric), metric)  # sets `tied` in the rows read
         if rows and tie_columns(config):
             write_rows(sweep_dir / SUMMARY_CSV, list(written[0]), written)  # in their order
@@ -253,8 +270,8 @@ class SweepSummary(Callback):
                 self._said.add(line)
 
     def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
-        metric = rank_metric(config)
         jobs = job_rows(read_rows(sweep_dir / SUMMARY_CSV))
+        metric = table_metric(config, jobs)
         groups, fold_lines = fold_groups(jobs, mode_metrics(config), folds_of(config))
         self._say(fold_lines)
         if groups:  # the groups' rows follow the jobs', recomputed as each job ends
