@@ -1,7 +1,7 @@
 """What one loader sweep (`python train.py -m loader.num_workers=0,2 loader.batch_size=...
 loader.persistent_workers=true,false`, mode=benchmark) leaves for the scripts and people that
 read it: a metrics.json in every job dir, the HParams table TensorBoard shows, the plot's title
-and the recommended setting."""
+and the recommended setting, and nothing beside them that a user's folder is not kept from."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from google.protobuf.json_format import MessageToDict
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from engine.runs.run_lock import SWEEP_FILES, SWEEP_LOCK_NAME
 from engine.sweeps.board import columns
 from engine.sweeps.plot import parse_overrides, swept_keys, title_counts
 from engine.sweeps.recommend import recommendation, recommended
@@ -70,6 +71,14 @@ def test_every_job_dir_holds_its_metrics_json(sweep: Sweep) -> None:
         assert sweep.rows[job]["status"] == f"same as job {earlier}"
         assert metrics[job] == metrics[str(earlier)] | {"same_as": earlier}
     assert all(metrics[j][METRIC] > 0 for j in sweep.jobs)
+
+
+def test_every_file_the_sweep_leaves_beside_its_jobs_is_protected(sweep: Sweep) -> None:
+    """A sweep dir no multirun has held is refused when it holds one of these (the engine's
+    test_run_dir_owner.py): the list must name all that a multirun writes there."""
+    beside = {p.name for p in sweep.dir.iterdir()} - {p.name for p in sweep.jobs.values()}
+    assert {"summary.csv", "summary.md", "multirun.yaml"} <= beside
+    assert beside - SWEEP_FILES == {SWEEP_LOCK_NAME}
 
 
 @pytest.mark.parametrize("served", ["sweep dir", "tensorboard index"])

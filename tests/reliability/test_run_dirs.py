@@ -279,6 +279,7 @@ def test_a_run_cleans_its_own_leftovers_and_shares_its_files(demo_dir: Path, tmp
     this run's checkpoints/ only, and under umask 002 every file is group-writable."""
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
+    (run / ".run.lock").touch()  # the killed run's: it held this folder
     (run / "checkpoints" / ".step00000004.pt.a1b2c3d4.tmp").write_bytes(b"\0" * (2 << 20))
     (run / "checkpoints" / ".step00000005.pt.e5f6g7h8.tmp").write_bytes(b"")
     elsewhere = tmp_path / "other" / "checkpoints" / ".step00000004.pt.a1b2c3d4.tmp"

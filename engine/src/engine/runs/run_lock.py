@@ -30,12 +30,51 @@ from engine.core.launch import launch_rank
 
 LOCK_NAME = ".run.lock"
 SWEEP_LOCK_NAME = ".sweep.lock"
+# What a run of any mode writes at the top of its run dir (its log file aside: appended to).
+# In a folder no run has held, one of these is the user's own: refused, never written over.
+RUN_FILES = frozenset(
+    {
+        ".hydra", "checkpoints", "tensorboard", "FAILED", "config_resolved.yaml",
+        "metrics.json", "metrics.csv", "history.csv", "pipeline.csv", "pipeline.png",
+        "samples.csv", "bad_samples.csv", "split.csv", "fold.json", "predictions.csv",
+        "per_class.csv", "hardest.csv", "confusion.csv", "confusion.png", "inspect.json",
+        "inspect_train.png", "inspect_val.png", "inspect_test.png",
+    }
+)  # fmt: skip
+# what a multirun writes at the top of its sweep dir, besides its jobs' folders
+SWEEP_FILES = frozenset(
+    {"multirun.yaml", "summary.csv", "summary.md", "summary.png", "tensorboard"}
+)
 # the raw hydra.sweep.subdir of a multirun must name the job, or every job gets one folder
 JOB_FIELDS = ("hydra.job.num", "hydra.job.id", "hydra.job.override_dirname")
 
 
 class RunDirInUse(CompactHydraException):
     """The run dir belongs to another run now: one line naming it, that run and the fix."""
+
+
+class UsersFolder(RunDirInUse):
+    """The run dir is a folder no run has held, and holds files a run would write over."""
+
+
+def refuse_users_files(folder: Path, key: str, sweep: bool = False) -> None:
+    """Refuse `folder` (placed by config key `key`) when no run (multirun: `sweep`) has held it,
+    as its lock file says, and it holds entries named as that run's files: those are the
+    user's, and a run replaces its own files only (a requeued run's folder has its lock file,
+    and goes on)."""
+    lock, names, run = (SWEEP_LOCK_NAME, SWEEP_FILES, "multirun") if sweep else (
+        LOCK_NAME, RUN_FILES, "run"
+    )  # fmt: skip
+    if (folder / lock).exists() or not folder.is_dir():
+        return
+    theirs = sorted(names.intersection(entry.name for entry in folder.iterdir()))
+    if theirs:
+        raise UsersFolder(
+            f"{key}: {folder} already holds {', '.join(theirs)}, which no {run} wrote (no "
+            f"{run} has used this folder: it has no {lock}), and this {run} would write over "
+            f"them; move them, or give this {run} another {key} (if it is a {run}'s folder "
+            f"whose {lock} was deleted: touch {folder / lock})."
+        )
 
 
 def _lock(run_dir: str | Path) -> Path:
@@ -109,18 +148,20 @@ def writable(folder: str | Path, key: str) -> None:
 def claim_job_dir() -> None:
     """Claim the run dir of the Hydra job running now (rank 0 only: the ranks of a torchrun
     job share one dir), with its multirun and job number when it is a multirun's job; a run
-    dir that cannot be written exits in one line naming the key that placed it."""
+    dir that cannot be written, or a user's folder holding files of a run's names, exits in
+    one line naming the key that placed it."""
     if launch_rank() != 0 or not HydraConfig.initialized():
         return
     hydra = HydraConfig.get()
     multirun = hydra.mode == RunMode.MULTIRUN
+    key = dir_key(hydra, "sweep" if multirun else "run")
     try:
+        refuse_users_files(Path(os.path.abspath(hydra.runtime.output_dir)), key)
         if multirun:
             claim(hydra.runtime.output_dir, str(Path(hydra.sweep.dir).absolute()), hydra.job.num)
         else:
             claim(hydra.runtime.output_dir)
     except OSError as err:
-        key = dir_key(hydra, "sweep" if multirun else "run")
         raise SystemExit(unwritable(key, hydra.runtime.output_dir, err)) from None
 
 
@@ -167,7 +208,14 @@ class MultirunDirs(Callback):
                 "where they would write over each other's files: keep ${hydra.job.num} in it."
             )
         sweep = Path(os.path.abspath(config.hydra.sweep.dir))
-        writable(sweep, dir_key(config.hydra, "sweep"))
+        key = dir_key(config.hydra, "sweep")
+        try:
+            refuse_users_files(sweep, key, sweep=True)
+        except UsersFolder as err:
+            raise SystemExit(str(err)) from None
+        except OSError as err:
+            raise SystemExit(unwritable(key, sweep, err)) from None
+        writable(sweep, key)
         try:
             folder_lock.hold(sweep / SWEEP_LOCK_NAME)
         except folder_lock.FolderBusy as busy:

@@ -1,0 +1,106 @@
+"""A run replaces its own files only: a fixed hydra.run.dir that no run has held (no .run.lock)
+and that holds files of a run's names (a user's metrics.json, predictions.csv) is refused in one
+line before anything is written; following its advice lets the run go on. Every entry a run
+leaves at the top of its dir is a name that rule protects (engine.runs.run_lock.RUN_FILES).
+A sweep dir alike, by its .sweep.lock (what a multirun leaves there: tests/test_sweep_reports.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from engine.runs.run_lock import LOCK_NAME, RUN_FILES, SWEEP_LOCK_NAME, MultirunDirs
+from engine_dev.cli import run_script
+from tests.conftest import TRAIN, reference_args
+
+TINY = ("trainer.max_epochs=1", "loader.num_workers=0")
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_a_folder_of_the_users_files_is_refused_then_trains_when_claimed(demo_dir, tmp_path):
+    mine = tmp_path / "results"
+    (mine / "checkpoints").mkdir(parents=True)
+    (mine / "checkpoints" / "notes.md").write_text("my checkpoints, from another tool\n")
+    (mine / "metrics.json").write_text('{"mine": 1}\n')
+    (mine / "predictions.csv").write_text("path,label\nx.jpg,cat\n")
+    (mine / "README.md").write_text("a file no run writes\n")
+    before = _tree(mine)
+    args = reference_args(demo_dir, tmp_path, *TINY, f"hydra.run.dir={mine}")
+    refused = run_script(TRAIN, *args, cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"hydra.run.dir: {mine} already holds checkpoints, metrics.json, predictions.csv, which "
+        f"no run wrote (no run has used this folder: it has no {LOCK_NAME}), and this run "
+        "would write over them; move them, or give this run another hydra.run.dir (if it is a "
+        f"run's folder whose {LOCK_NAME} was deleted: touch {mine / LOCK_NAME})."
+    )
+    assert _tree(mine) == before and sorted(p.name for p in mine.iterdir()) == sorted(
+        ["checkpoints", "metrics.json", "predictions.csv", "README.md"]
+    )  # not even a log file or .hydra/
+    (mine / "metrics.json").rename(tmp_path / "metrics.json")
+    (mine / "predictions.csv").rename(tmp_path / "predictions.csv")
+    (mine / "checkpoints").rename(tmp_path / "checkpoints")
+    trained = run_script(TRAIN, *args, cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert (mine / "README.md").read_text() == "a file no run writes\n"
+    assert (mine / "metrics.json").read_text() != '{"mine": 1}\n'
+
+
+def test_the_lock_file_the_message_asks_for_lets_a_runs_folder_go_on(demo_dir, tmp_path):
+    run = tmp_path / "run"
+    args = reference_args(demo_dir, tmp_path, *TINY, f"hydra.run.dir={run}")
+    assert run_script(TRAIN, *args, cwd=tmp_path).returncode == 0
+    (run / LOCK_NAME).unlink()  # a clean-up script that removed dot files
+    assert run_script(TRAIN, *args, cwd=tmp_path).returncode == 1
+    (run / LOCK_NAME).touch()
+    resumed = run_script(TRAIN, *args, "trainer.resume=auto", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+
+def test_every_entry_a_run_writes_at_the_top_of_its_dir_is_protected(demo_dir, tmp_path):
+    trained = run_script(TRAIN, *reference_args(demo_dir, tmp_path, *TINY), cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    evaluated = run_script(
+        TRAIN, *reference_args(demo_dir, tmp_path, "mode=eval", "eval.checkpoint=latest"),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    runs = list(tmp_path.glob("runs/*/*"))
+    assert len(runs) == 2
+    written = {p.name for run in runs for p in run.iterdir()}
+    assert {"checkpoints", "metrics.json", "config_resolved.yaml"} <= written
+    assert written - RUN_FILES == {LOCK_NAME, "train.log"}  # the log: appended, never replaced
+
+
+def _multirun(sweep_dir: Path) -> object:
+    return OmegaConf.create(
+        {
+            "hydra": {
+                "run": {"dir": "x"},
+                "sweep": {"dir": str(sweep_dir), "subdir": "${hydra.job.num}"},
+            }
+        }
+    )
+
+
+def test_a_sweep_dir_of_the_users_files_is_refused_before_the_first_job(tmp_path):
+    mine = tmp_path / "study"
+    mine.mkdir()
+    (mine / "summary.csv").write_text("my,own\n1,2\n")
+    with pytest.raises(SystemExit) as stopped:
+        MultirunDirs().on_multirun_start(_multirun(mine))
+    assert str(stopped.value) == (
+        f"hydra.sweep.dir: {mine} already holds summary.csv, which no multirun wrote (no "
+        f"multirun has used this folder: it has no {SWEEP_LOCK_NAME}), and this multirun would "
+        "write over them; move them, or give this multirun another hydra.sweep.dir (if it is a "
+        f"multirun's folder whose {SWEEP_LOCK_NAME} was deleted: touch {mine / SWEEP_LOCK_NAME})."
+    )
+    assert sorted(p.name for p in mine.iterdir()) == ["summary.csv"]
+    (mine / SWEEP_LOCK_NAME).touch()  # a sweep's own folder, rerun into (summary.skip_completed)
+    MultirunDirs().on_multirun_start(_multirun(mine))
+    MultirunDirs().on_multirun_end(_multirun(mine))
