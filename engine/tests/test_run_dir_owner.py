@@ -22,29 +22,33 @@ def _tree(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
-def test_a_folder_of_the_users_files_is_refused_then_trains_when_claimed(demo_dir, tmp_path):
+@pytest.mark.parametrize("logging", [(), ("hydra/job_logging=disabled",)])  # no log file
+def test_a_folder_of_the_users_files_is_refused_then_trains_when_claimed(
+    demo_dir, tmp_path, logging
+):
     mine = tmp_path / "results"
-    (mine / "checkpoints").mkdir(parents=True)
-    (mine / "checkpoints" / "notes.md").write_text("my checkpoints, from another tool\n")
+    (mine / ".hydra").mkdir(parents=True)
+    (mine / ".hydra" / "config.yaml").write_text("my: own experiment's config\n")
     (mine / "metrics.json").write_text('{"mine": 1}\n')
     (mine / "predictions.csv").write_text("path,label\nx.jpg,cat\n")
+    (mine / "history.csv").symlink_to(tmp_path / "elsewhere.csv")  # a link to nothing
     (mine / "README.md").write_text("a file no run writes\n")
     before = _tree(mine)
-    args = reference_args(demo_dir, tmp_path, *TINY, f"hydra.run.dir={mine}")
+    args = reference_args(demo_dir, tmp_path, *TINY, f"hydra.run.dir={mine}", *logging)
     refused = run_script(TRAIN, *args, cwd=tmp_path)
     assert refused.returncode == 1
-    assert refused.stderr.strip().splitlines()[-1] == (
-        f"hydra.run.dir: {mine} already holds checkpoints, metrics.json, predictions.csv, which "
-        f"no run wrote (no run has used this folder: it has no {LOCK_NAME}), and this run "
-        "would write over them; move them, or give this run another hydra.run.dir (if it is a "
-        f"run's folder whose {LOCK_NAME} was deleted: touch {mine / LOCK_NAME})."
-    )
+    assert refused.stderr.strip().splitlines() == [
+        f"hydra.run.dir: {mine} already holds .hydra, history.csv, metrics.json, "
+        f"predictions.csv, which no run wrote (no run has used this folder: it has no "
+        f"{LOCK_NAME}), and this run would write over them; move them, or give this run "
+        f"another hydra.run.dir (if it is a run's folder whose {LOCK_NAME} was deleted: touch "
+        f"{mine / LOCK_NAME})."
+    ]
     assert _tree(mine) == before and sorted(p.name for p in mine.iterdir()) == sorted(
-        ["checkpoints", "metrics.json", "predictions.csv", "README.md"]
-    )  # not even a log file or .hydra/
-    (mine / "metrics.json").rename(tmp_path / "metrics.json")
-    (mine / "predictions.csv").rename(tmp_path / "predictions.csv")
-    (mine / "checkpoints").rename(tmp_path / "checkpoints")
+        [".hydra", "history.csv", "metrics.json", "predictions.csv", "README.md"]
+    )  # not even a log file
+    for name in (".hydra", "history.csv", "metrics.json", "predictions.csv"):
+        (mine / name).rename(tmp_path / name)
     trained = run_script(TRAIN, *args, cwd=tmp_path)
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert (mine / "README.md").read_text() == "a file no run writes\n"
@@ -77,6 +81,26 @@ def test_every_entry_a_run_writes_at_the_top_of_its_dir_is_protected(demo_dir, t
     assert written - RUN_FILES == {LOCK_NAME, "train.log"}  # the log: appended, never replaced
 
 
+def _run(run_dir: Path) -> object:
+    return OmegaConf.create({"hydra": {"run": {"dir": str(run_dir)}}})
+
+
+@pytest.mark.parametrize("kind", ["a folder", "a link to nothing"])
+def test_a_lock_path_that_is_no_file_is_refused_naming_it(tmp_path, kind):
+    run = tmp_path / "run"
+    run.mkdir()
+    if kind == "a folder":
+        (run / LOCK_NAME).mkdir()
+    else:
+        (run / LOCK_NAME).symlink_to(tmp_path / "gone" / "lock")
+    with pytest.raises(SystemExit) as stopped:
+        MultirunDirs().on_run_start(_run(run))
+    assert str(stopped.value) == (
+        f"hydra.run.dir: {run / LOCK_NAME} is {kind}, where a run keeps its lock file; remove "
+        "it, or give this run another hydra.run.dir."
+    )
+
+
 def _multirun(sweep_dir: Path) -> object:
     return OmegaConf.create(
         {
@@ -92,15 +116,17 @@ def test_a_sweep_dir_of_the_users_files_is_refused_before_the_first_job(tmp_path
     mine = tmp_path / "study"
     mine.mkdir()
     (mine / "summary.csv").write_text("my,own\n1,2\n")
+    (mine / "optimization_results.yaml").write_text("best: mine\n")  # the Optuna sweeper's
     with pytest.raises(SystemExit) as stopped:
         MultirunDirs().on_multirun_start(_multirun(mine))
     assert str(stopped.value) == (
-        f"hydra.sweep.dir: {mine} already holds summary.csv, which no multirun wrote (no "
+        f"hydra.sweep.dir: {mine} already holds optimization_results.yaml, summary.csv, which "
+        "no multirun wrote (no "
         f"multirun has used this folder: it has no {SWEEP_LOCK_NAME}), and this multirun would "
         "write over them; move them, or give this multirun another hydra.sweep.dir (if it is a "
         f"multirun's folder whose {SWEEP_LOCK_NAME} was deleted: touch {mine / SWEEP_LOCK_NAME})."
     )
-    assert sorted(p.name for p in mine.iterdir()) == ["summary.csv"]
+    assert sorted(p.name for p in mine.iterdir()) == ["optimization_results.yaml", "summary.csv"]
     (mine / SWEEP_LOCK_NAME).touch()  # a sweep's own folder, rerun into (summary.skip_completed)
     MultirunDirs().on_multirun_start(_multirun(mine))
     MultirunDirs().on_multirun_end(_multirun(mine))

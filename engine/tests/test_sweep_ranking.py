@@ -1,20 +1,35 @@
 """A training sweep over loader speed knobs only ranks its jobs by speed, and says why; any
-other sweep keeps summary.rank_by's metric (engine/sweeps/speed_knobs.py)."""
+other sweep keeps summary.rank_by's metric (engine/sweeps/speed_knobs.py). What the sweep
+varies is read from its plan (multirun.yaml), keys the summary's overrides leave out included,
+and from its rows."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from omegaconf import OmegaConf
 
 from engine.sweeps.recommend import recommendation
+from engine.sweeps.speed_knobs import BASIC_SWEEPER, speed_only
 from engine.sweeps.summary import notes, table_metric
 from engine.sweeps.table import rank
+
+OPTUNA = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
 
 
 def _config(mode: str = "train", rank_by: str | None = None):
     # a metrics group as the template's (its first entry, acc, ranks a training: val/acc)
     metrics = {"acc": {"_target_": "my.metrics.Accuracy"}}
     return OmegaConf.create({"mode": mode, "summary": {"rank_by": rank_by}, "metrics": metrics})
+
+
+def _plan(folder: Path, task: list[str], params: dict | None = None, sweeper=BASIC_SWEEPER):
+    """A sweep dir whose multirun.yaml holds `task` (the command line) and sweeper `params`."""
+    sweeper_node = {"_target_": sweeper, "params": params}
+    hydra = {"sweeper": sweeper_node, "overrides": {"task": task}, "run": {"dir": "${now:%H}"}}
+    OmegaConf.save(OmegaConf.create({"hydra": hydra}), folder / "multirun.yaml")
+    return folder
 
 
 def _rows(*overrides: str) -> list[dict[str, str]]:
@@ -32,42 +47,65 @@ def _rows(*overrides: str) -> list[dict[str, str]]:
 
 
 WORKERS = _rows("loader.num_workers=0", "loader.num_workers=1", "loader.num_workers=2")
+PERSIST = _rows(
+    "++loader.num_workers=2 loader.persistent_workers=true",
+    "++loader.num_workers=2 loader.persistent_workers=false loader.pin_memory=false",
+)
 
 
 @pytest.mark.parametrize(
-    "rows",
+    ("rows", "task", "params"),
     [
-        WORKERS,
-        _rows(
-            "loader.num_workers=2 loader.persistent_workers=true",
-            "loader.num_workers=2 loader.persistent_workers=false loader.pin_memory=false",
-        ),
+        (WORKERS, ["loader.num_workers=0,1,2", "trainer.max_epochs=1"], None),
+        (WORKERS, ["trainer.max_epochs=1"], {"loader.num_workers": "0,1,2"}),  # a sweep file
+        (PERSIST, ["++loader.num_workers=2", "loader.persistent_workers=true,false"], None),
     ],
 )
-def test_a_training_sweep_over_speed_knobs_ranks_by_samples_per_s(rows) -> None:
-    metric = table_metric(_config(), rows)
+def test_a_training_sweep_over_speed_knobs_ranks_by_samples_per_s(tmp_path, rows, task, params):
+    knobs = speed_only(rows, _plan(tmp_path, task, params))
+    metric = table_metric(_config(), knobs)
     assert metric == "train/samples_per_s"
     ranked = rank(rows, metric)
     assert ranked[0]["job"] == rows[-1]["job"]  # the fastest, not the one rounding favoured
-    (said,) = notes(ranked, metric)
+    (said,) = notes(ranked, metric, knobs)
     assert said.startswith(
         "Ranked by train/samples_per_s: the jobs differ only in loader speed knobs (loader."
     )
     assert "summary.rank_by=<metric>" in said
-    assert recommendation(ranked, metric).endswith("; the best by train/samples_per_s.")
+    line = recommendation(ranked, metric)
+    workers = "2 workers" if rows is WORKERS or "++" in rows[0]["overrides"] else ""
+    assert line.endswith("; the best by train/samples_per_s.") and f"({workers}" in line
 
 
 @pytest.mark.parametrize(
-    ("config", "rows", "metric"),
+    ("config", "rows", "task", "metric"),
     [
         # batch size changes what is learned
-        (_config(), _rows("loader.batch_size=8", "loader.batch_size=16"), "val/acc"),
-        (_config(), _rows("loader.num_workers=0 model=mlp", "loader.num_workers=2"), "val/acc"),
-        (_config(rank_by="val/loss"), WORKERS, "val/loss"),  # the user's choice stands
-        (_config(mode="benchmark"), WORKERS, "loader/samples_per_s"),
-        (_config(), WORKERS[:1], "val/acc"),  # one job so far: nothing is varied yet
+        (_config(), _rows("loader.batch_size=8", "loader.batch_size=16"), [], "val/acc"),
+        (_config(), _rows("loader.num_workers=0 model=mlp", "loader.num_workers=2"), [], "val/acc"),
+        # the data swept beside the workers: a key the summary's overrides leave out
+        (_config(), WORKERS[:2], ["loader.num_workers=0,1", "paths.data_dir=/a,/b"], "val/acc"),
+        # a rerun into the dir of a sweep over batch sizes (summary.skip_completed)
+        (
+            _config(),
+            [*_rows("loader.batch_size=8", "loader.batch_size=16")],
+            ["loader.num_workers=0,1"],
+            "val/acc",
+        ),
+        (_config(rank_by="val/loss"), WORKERS, ["loader.num_workers=0,1,2"], "val/loss"),
+        (_config(mode="benchmark"), WORKERS, ["loader.num_workers=0,1,2"], "loader/samples_per_s"),
     ],
 )
-def test_any_other_sweep_keeps_the_ranking_metric(config, rows, metric) -> None:
-    assert table_metric(config, rows) == metric
-    assert not any(line.startswith("Ranked by") for line in notes(rows, metric))
+def test_any_other_sweep_keeps_the_ranking_metric(tmp_path, config, rows, task, metric) -> None:
+    knobs = speed_only(rows, _plan(tmp_path, task))
+    assert table_metric(config, knobs) == metric
+    assert not any(line.startswith("Ranked by") for line in notes(rows, metric, knobs))
+
+
+def test_an_optimizing_sweeper_or_an_unread_plan_keeps_the_ranking_metric(tmp_path) -> None:
+    """Optuna picks its best trial by summary.rank_by's metric: the summary keeps to it."""
+    optuna = _plan(tmp_path, [], {"loader.num_workers": "choice(0,1,2)"}, sweeper=OPTUNA)
+    assert speed_only(WORKERS, optuna) == []
+    assert speed_only(WORKERS, tmp_path / "no plan") == []
+    (tmp_path / "multirun.yaml").write_text("hydra: [not, a, plan\n")
+    assert speed_only(WORKERS, tmp_path) == []

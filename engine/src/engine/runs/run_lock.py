@@ -34,17 +34,22 @@ SWEEP_LOCK_NAME = ".sweep.lock"
 # In a folder no run has held, one of these is the user's own: refused, never written over.
 RUN_FILES = frozenset(
     {
-        ".hydra", "checkpoints", "tensorboard", "FAILED", "config_resolved.yaml",
+        ".hydra", "checkpoints", "tensorboard", "wandb", "FAILED", "config_resolved.yaml",
         "metrics.json", "metrics.csv", "history.csv", "pipeline.csv", "pipeline.png",
         "samples.csv", "bad_samples.csv", "split.csv", "fold.json", "predictions.csv",
         "per_class.csv", "hardest.csv", "confusion.csv", "confusion.png", "inspect.json",
         "inspect_train.png", "inspect_val.png", "inspect_test.png",
     }
 )  # fmt: skip
-# what a multirun writes at the top of its sweep dir, besides its jobs' folders
+# what a multirun writes at the top of its sweep dir, besides its jobs' folders (the Optuna
+# sweeper: optimization_results.yaml)
 SWEEP_FILES = frozenset(
-    {"multirun.yaml", "summary.csv", "summary.md", "summary.png", "tensorboard"}
-)
+    {
+        "multirun.yaml", "summary.csv", "summary.md", "summary.png", "tensorboard",
+        "optimization_results.yaml",
+    }
+)  # fmt: skip
+HYDRAS = frozenset({".hydra"})  # what Hydra writes into a run dir before the run acts
 # the raw hydra.sweep.subdir of a multirun must name the job, or every job gets one folder
 JOB_FIELDS = ("hydra.job.num", "hydra.job.id", "hydra.job.override_dirname")
 
@@ -57,23 +62,36 @@ class UsersFolder(RunDirInUse):
     """The run dir is a folder no run has held, and holds files a run would write over."""
 
 
-def refuse_users_files(folder: Path, key: str, sweep: bool = False) -> None:
+def refuse_users_files(
+    folder: Path, key: str, sweep: bool = False, ours: frozenset[str] = frozenset()
+) -> None:
     """Refuse `folder` (placed by config key `key`) when no run (multirun: `sweep`) has held it,
     as its lock file says, and it holds entries named as that run's files: those are the
     user's, and a run replaces its own files only (a requeued run's folder has its lock file,
-    and goes on)."""
+    and goes on). Names are looked up as the file system does (a case-insensitive disk finds
+    METRICS.JSON), links to nothing included, but for `ours` (what this run's Hydra wrote
+    already). A lock path that is no file is refused too."""
     lock, names, run = (SWEEP_LOCK_NAME, SWEEP_FILES, "multirun") if sweep else (
         LOCK_NAME, RUN_FILES, "run"
     )  # fmt: skip
-    if (folder / lock).exists() or not folder.is_dir():
+    held = folder / lock
+    if os.path.lexists(held) and not held.is_file():
+        kind = (
+            "a folder" if held.is_dir() else "a link to nothing" if held.is_symlink() else "no file"
+        )
+        raise UsersFolder(
+            f"{key}: {held} is {kind}, where a {run} keeps its lock file; remove it, or give "
+            f"this {run} another {key}."
+        )
+    if held.is_file() or not folder.is_dir():
         return
-    theirs = sorted(names.intersection(entry.name for entry in folder.iterdir()))
+    theirs = sorted(name for name in names - ours if os.path.lexists(folder / name))
     if theirs:
         raise UsersFolder(
             f"{key}: {folder} already holds {', '.join(theirs)}, which no {run} wrote (no "
             f"{run} has used this folder: it has no {lock}), and this {run} would write over "
             f"them; move them, or give this {run} another {key} (if it is a {run}'s folder "
-            f"whose {lock} was deleted: touch {folder / lock})."
+            f"whose {lock} was deleted: touch {held})."
         )
 
 
@@ -156,7 +174,9 @@ def claim_job_dir() -> None:
     multirun = hydra.mode == RunMode.MULTIRUN
     key = dir_key(hydra, "sweep" if multirun else "run")
     try:
-        refuse_users_files(Path(os.path.abspath(hydra.runtime.output_dir)), key)
+        # .hydra/: Hydra wrote it for this run already when no log file claimed the dir first
+        # (a user's was refused before: MultirunDirs.on_run_start)
+        refuse_users_files(Path(os.path.abspath(hydra.runtime.output_dir)), key, ours=HYDRAS)
         if multirun:
             claim(hydra.runtime.output_dir, str(Path(hydra.sweep.dir).absolute()), hydra.job.num)
         else:
@@ -198,7 +218,10 @@ class MultirunDirs(Callback):
     warning and goes on, so a refusal exits (SystemExit: one line, status 1)."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        writable(config.hydra.run.dir, dir_key(config.hydra, "run"))
+        key = dir_key(config.hydra, "run")
+        if launch_rank() == 0:  # before Hydra writes .hydra/, also with no log file to claim
+            self._refuse_users_files(Path(os.path.abspath(config.hydra.run.dir)), key)
+        writable(config.hydra.run.dir, key)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         raw = OmegaConf.to_container(config.hydra.sweep, resolve=False)["subdir"]  # type: ignore[index]
@@ -209,12 +232,7 @@ class MultirunDirs(Callback):
             )
         sweep = Path(os.path.abspath(config.hydra.sweep.dir))
         key = dir_key(config.hydra, "sweep")
-        try:
-            refuse_users_files(sweep, key, sweep=True)
-        except UsersFolder as err:
-            raise SystemExit(str(err)) from None
-        except OSError as err:
-            raise SystemExit(unwritable(key, sweep, err)) from None
+        self._refuse_users_files(sweep, key, sweep=True)
         writable(sweep, key)
         try:
             folder_lock.hold(sweep / SWEEP_LOCK_NAME)
@@ -224,6 +242,15 @@ class MultirunDirs(Callback):
                 "their summary.csv and jobs; give this one its own hydra.sweep.dir, or start it "
                 "again when that one has ended."
             ) from None
+
+    @staticmethod
+    def _refuse_users_files(folder: Path, key: str, sweep: bool = False) -> None:
+        try:
+            refuse_users_files(folder, key, sweep)
+        except UsersFolder as err:
+            raise SystemExit(str(err)) from None
+        except OSError as err:
+            raise SystemExit(unwritable(key, folder, err)) from None
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         folder_lock.release(Path(os.path.abspath(config.hydra.sweep.dir)) / SWEEP_LOCK_NAME)

@@ -21,6 +21,12 @@ def _number(text: str | None) -> float:
         return math.inf
 
 
+def _workers(row: dict[str, str]) -> str | None:
+    """`row`'s loader.num_workers as its overrides give it (`+`, `++` or `~` prefixed too)."""
+    given = {k.lstrip("+~"): v for k, v in parse_overrides(row["overrides"]).items()}
+    return given.get(WORKERS)
+
+
 def recommended(ranked: list[dict[str, str]]) -> dict[str, str] | None:
     """The recommended row of `ranked` (ranked and tie-marked rows), None when none ran ok."""
     ok = [r for r in ranked if r["status"] == "ok"]
@@ -30,7 +36,7 @@ def recommended(ranked: list[dict[str, str]]) -> dict[str, str] | None:
     return min(
         tied,
         key=lambda r: (
-            _number(parse_overrides(r["overrides"]).get(WORKERS)),
+            _number(_workers(r)),
             _number(r.get(MEMORY)),
         ),
     )
@@ -60,7 +66,7 @@ def recommendation(ranked: list[dict[str, str]], metric: str) -> str | None:
         if tied > 1
         else f"the best by {metric}"
     )
-    workers, memory = parse_overrides(row["overrides"]).get(WORKERS), _number(row.get(MEMORY))
+    workers, memory = _workers(row), _number(row.get(MEMORY))
     details = (
         [f"{workers} worker{'' if str(workers) == '1' else 's'}"] if workers is not None else []
     )

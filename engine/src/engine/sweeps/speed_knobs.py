@@ -1,13 +1,27 @@
 """A training sweep over speed knobs only ranks by speed.
 
 The engine gives a training the same samples, order and augmentations whatever the loader's
-workers (engine/data/seeded.py), so jobs that differ only in the knobs below learn the
-same model: their val/acc differs by float rounding alone (the threads left to the step change
-with the workers). Ranking them by it would recommend noise; their real difference is speed.
+workers (engine/data/seeded.py), so jobs that differ only in the knobs below learn the same
+model: their val/acc differs by float rounding alone (the threads left to the step change with
+the workers). Ranking them by it would recommend noise; their real difference is speed.
 batch_size, shuffle, drop_last and collate_fn change what is learned and are not speed knobs.
+What a sweep varies is read from its plan (multirun.yaml: the command line's sweeps and
+hydra.sweeper.params, keys left out of the summary's overrides column such as paths.data_dir
+included) and from the summary's rows (a rerun into the same dir adds its own plan's keys).
+Only Hydra's basic sweeper: an optimizing sweeper (Optuna) picks trials by summary.rank_by's
+metric, and the summary keeps to it.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from engine.sweeps.plot import swept_keys
 
@@ -24,10 +38,49 @@ SPEED_KNOBS = frozenset(
     )
 )
 SPEED_METRIC = "train/samples_per_s"
+PLAN = "multirun.yaml"  # Hydra writes it into the sweep dir before the first job
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 
 
-def speed_only(rows: list[dict[str, str]]) -> list[str]:
-    """The keys the jobs of `rows` vary, when each is a speed knob; [] when any is not (or
-    nothing varies yet)."""
-    keys = swept_keys(rows)
+def planned_sweeps(sweep_dir: Path) -> list[str] | None:
+    """The keys the multirun in `sweep_dir` sweeps, by its plan; None when the plan cannot be
+    read or another sweeper than Hydra's basic one runs it."""
+    try:
+        plan: Any = OmegaConf.to_container(OmegaConf.load(sweep_dir / PLAN).hydra, resolve=False)
+        if plan["sweeper"]["_target_"] != BASIC_SWEEPER:
+            return None
+        params = plan["sweeper"].get("params") or {}
+        given = [*plan["overrides"]["task"], *(f"{k}={v}" for k, v in params.items())]
+        parsed = OverridesParser.create().parse_overrides(given)
+    except (
+        OSError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        yaml.YAMLError,
+        OmegaConfBaseException,
+        HydraException,
+    ):
+        return None  # the configured metric then ranks, as before this rule
+    return [o.key_or_group for o in parsed if o.is_sweep_override()]
+
+
+def speed_only(rows: list[dict[str, str]], sweep_dir: Path) -> list[str]:
+    """The keys the sweep in `sweep_dir` (its summary `rows`) varies, when each is a speed knob;
+    [] when any is not, nothing varies, or its plan says nothing (see `planned_sweeps`)."""
+    planned = planned_sweeps(sweep_dir)
+    if planned is None:
+        return []
+    keys = list(dict.fromkeys([*swept_keys(rows), *planned]))
     return keys if keys and SPEED_KNOBS.issuperset(keys) else []
+
+
+def speed_note(knobs: list[str], metric: str) -> str:
+    """The line saying why a sweep over speed `knobs` ranks by `metric`."""
+    return (
+        f"Ranked by {metric}: the jobs differ only in loader speed knobs ({', '.join(knobs)}), "
+        "which change how fast batches come, not what the model learns (their val metrics "
+        "agree up to float rounding). One training measures its speed once: to tell close "
+        "jobs apart, time them with repeats (+sweep=loader); summary.rank_by=<metric> ranks "
+        "by another."
+    )

@@ -37,7 +37,7 @@ from engine.sweeps.folds import (
 from engine.sweeps.plot import plot_folds, plot_sweep
 from engine.sweeps.recommend import recommendation
 from engine.sweeps.reuse import SUMMARY_CSV, kept_overrides, read_metrics, runs_as, same_as
-from engine.sweeps.speed_knobs import SPEED_METRIC, speed_only
+from engine.sweeps.speed_knobs import SPEED_METRIC, speed_note, speed_only
 from engine.sweeps.table import (
     BASE_COLUMNS,
     LOWER_IS_BETTER,
@@ -92,11 +92,12 @@ def rank_metric(config: DictConfig) -> str:
     return next((k for k in keys if split is not None and k.startswith(f"{split}/")), keys[0])
 
 
-def table_metric(config: DictConfig, rows: list[dict[str, str]]) -> str:
-    """The metric ranking the summary's `rows`: `rank_metric`, but train/samples_per_s for a
-    training sweep whose jobs vary speed knobs only, with summary.rank_by null
-    (engine/sweeps/speed_knobs.py). The sweeper's objective (`headline`) stays `rank_metric`."""
-    if config.summary.rank_by or config.mode != "train" or not speed_only(rows):
+def table_metric(config: DictConfig, knobs: list[str]) -> str:
+    """The metric ranking the summary's rows: `rank_metric`, but train/samples_per_s for a
+    training sweep whose jobs vary speed `knobs` only (`speed_only`), with summary.rank_by
+    null (engine/sweeps/speed_knobs.py). The sweeper's objective (`headline`) stays
+    `rank_metric`."""
+    if config.summary.rank_by or config.mode != "train" or not knobs:
         return rank_metric(config)
     return SPEED_METRIC
 
@@ -140,16 +141,10 @@ def tie_columns(config: DictConfig) -> list[str]:
     return [f"{metric}_min", f"{metric}_max", TIED] if ranged else []
 
 
-def notes(rows: list[dict[str, str]], metric: str) -> list[str]:
-    """What the ranked, tie-marked `rows` do not say by themselves."""
-    lines = []
-    if metric == SPEED_METRIC and (knobs := speed_only(rows)):
-        lines.append(
-            f"Ranked by {metric}: the jobs differ only in loader speed knobs "
-            f"({', '.join(knobs)}), which change how fast batches come, not what the model "
-            "learns (their val metrics agree up to float rounding). One training measures its speed once: to tell close jobs apart, time "
-            "them with repeats (+sweep=loader); summary.rank_by=<metric> ranks by another."
-        )
+def notes(rows: list[dict[str, str]], metric: str, knobs: list[str] | None = None) -> list[str]:
+    """What the ranked, tie-marked `rows` (of a sweep over speed `knobs` only: `speed_only`)
+    do not say by themselves."""
+    lines = [speed_note(knobs, metric)] if knobs and metric == SPEED_METRIC else []
     tied = [r["job"] for r in rows if r.get(TIED) == "yes"]
     if len(tied) > 1:
         lines.append(
@@ -233,7 +228,8 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         written = read_rows(sweep_dir / SUMMARY_CSV)
-        metric = table_metric(config, job_rows(written))
+        knobs = speed_only(job_rows(written), sweep_dir)
+        metric = table_metric(config, knobs)
         rows = mark_tied(rank(job_rows(written), metric), metric)  # sets `tied` in the rows read
         if rows and tie_columns(config):
             write_rows(sweep_dir / SUMMARY_CSV, list(written[0]), written)  # in their order
@@ -245,7 +241,9 @@ class SweepSummary(Callback):
             metric,
             sweep_dir / SUMMARY_MD,
             to_markdown(rows[: config.summary.top], columns),
-            "".join(f"{line}\n" for line in [*notes(rows, metric), *advice(rows, groups, metric)]),
+            "".join(
+                f"{line}\n" for line in [*notes(rows, metric, knobs), *advice(rows, groups, metric)]
+            ),
         )
         if groups:
             log.info(
@@ -271,7 +269,8 @@ class SweepSummary(Callback):
 
     def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
         jobs = job_rows(read_rows(sweep_dir / SUMMARY_CSV))
-        metric = table_metric(config, jobs)
+        knobs = speed_only(jobs, sweep_dir)
+        metric = table_metric(config, knobs)
         groups, fold_lines = fold_groups(jobs, mode_metrics(config), folds_of(config))
         self._say(fold_lines)
         if groups:  # the groups' rows follow the jobs', recomputed as each job ends
@@ -283,7 +282,7 @@ class SweepSummary(Callback):
             f"# Sweep summary\n\nRanked by `{metric}`, then the jobs that did not run (same "
             "as an earlier job) or failed, in job order.\n\n"
         )
-        said = [*notes(rows, metric), *advice(rows, groups, metric)]
+        said = [*notes(rows, metric, knobs), *advice(rows, groups, metric)]
         lines = "".join(f"{line}\n\n" for line in said)
         folds = fold_markdown(groups, fold_lines, mode_metrics(config)) if groups else ""
         text = header + lines + to_markdown(rows, columns) + (f"\n{folds}" if folds else "")
