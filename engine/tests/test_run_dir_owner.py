@@ -13,13 +13,10 @@ from omegaconf import OmegaConf
 
 from engine.runs.run_lock import LOCK_NAME, RUN_FILES, SWEEP_LOCK_NAME, MultirunDirs
 from engine_dev.cli import run_script
+from engine_dev.fixtures import tree_fingerprint
 from tests.conftest import TRAIN, reference_args
 
 TINY = ("trainer.max_epochs=1", "loader.num_workers=0")
-
-
-def _tree(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize("logging", [(), ("hydra/job_logging=disabled",)])  # no log file
@@ -33,7 +30,7 @@ def test_a_folder_of_the_users_files_is_refused_then_trains_when_claimed(
     (mine / "predictions.csv").write_text("path,label\nx.jpg,cat\n")
     (mine / "history.csv").symlink_to(tmp_path / "elsewhere.csv")  # a link to nothing
     (mine / "README.md").write_text("a file no run writes\n")
-    before = _tree(mine)
+    before = tree_fingerprint(mine)
     args = reference_args(demo_dir, tmp_path, *TINY, f"hydra.run.dir={mine}", *logging)
     refused = run_script(TRAIN, *args, cwd=tmp_path)
     assert refused.returncode == 1
@@ -44,7 +41,7 @@ def test_a_folder_of_the_users_files_is_refused_then_trains_when_claimed(
         f"another hydra.run.dir (if it is a run's folder whose {LOCK_NAME} was deleted: touch "
         f"{mine / LOCK_NAME})."
     ]
-    assert _tree(mine) == before and sorted(p.name for p in mine.iterdir()) == sorted(
+    assert tree_fingerprint(mine) == before and sorted(p.name for p in mine.iterdir()) == sorted(
         [".hydra", "history.csv", "metrics.json", "predictions.csv", "README.md"]
     )  # not even a log file
     for name in (".hydra", "history.csv", "metrics.json", "predictions.csv"):

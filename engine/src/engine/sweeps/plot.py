@@ -24,13 +24,16 @@ def parse_overrides(text: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in text.split() if "=" in item)
 
 
+def settings(text: str) -> dict[str, str]:
+    """`parse_overrides` keyed by the setting (`++a.b=1` -> {"a.b": "1"}): a `+`, `++` or `~`
+    prefix says how Hydra applies an override, not which key it sets."""
+    return {key.lstrip("+~"): value for key, value in parse_overrides(text).items()}
+
+
 def swept_keys(rows: list[dict[str, str]]) -> list[str]:
     """The override keys whose value differs between the sweep's jobs (a key some jobs lack
     differs too), in first-seen order."""
-    parsed = [
-        {key.lstrip("+~"): value for key, value in parse_overrides(row["overrides"]).items()}
-        for row in rows
-    ]
+    parsed = [settings(row["overrides"]) for row in rows]
     keys = dict.fromkeys(key for overrides in parsed for key in overrides)
     return [key for key in keys if len({overrides.get(key) for overrides in parsed}) > 1]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from engine.sweeps.plot import parse_overrides, swept_keys
+from engine.sweeps.plot import settings, swept_keys
 from engine.sweeps.table import TIED
 
 WORKERS, MEMORY = "loader.num_workers", "loader/peak_rss_mb"
@@ -21,12 +21,6 @@ def _number(text: str | None) -> float:
         return math.inf
 
 
-def _workers(row: dict[str, str]) -> str | None:
-    """`row`'s loader.num_workers as its overrides give it (`+`, `++` or `~` prefixed too)."""
-    given = {k.lstrip("+~"): v for k, v in parse_overrides(row["overrides"]).items()}
-    return given.get(WORKERS)
-
-
 def recommended(ranked: list[dict[str, str]]) -> dict[str, str] | None:
     """The recommended row of `ranked` (ranked and tie-marked rows), None when none ran ok."""
     ok = [r for r in ranked if r["status"] == "ok"]
@@ -36,7 +30,7 @@ def recommended(ranked: list[dict[str, str]]) -> dict[str, str] | None:
     return min(
         tied,
         key=lambda r: (
-            _number(_workers(r)),
+            _number(settings(r["overrides"]).get(WORKERS)),
             _number(r.get(MEMORY)),
         ),
     )
@@ -45,10 +39,7 @@ def recommended(ranked: list[dict[str, str]]) -> dict[str, str] | None:
 def setting(row: dict[str, str], rows: list[dict[str, str]]) -> str:
     """The keys the sweep varied as `row` sets them, but those that cannot apply to it (its
     `runs_as` changed them: persistent_workers with 0 workers); its overrides if none."""
-    given, runs = (
-        {k.lstrip("+~"): v for k, v in parse_overrides(row.get(column, "")).items()}
-        for column in ("overrides", "runs_as")
-    )
+    given, runs = (settings(row.get(column, "")) for column in ("overrides", "runs_as"))
     applied = [k for k in swept_keys(rows) if k in given and runs.get(k, given[k]) == given[k]]
     shown = [f"{k}={given[k]}" for k in applied]
     return " ".join(shown) or row["overrides"]
@@ -66,7 +57,7 @@ def recommendation(ranked: list[dict[str, str]], metric: str) -> str | None:
         if tied > 1
         else f"the best by {metric}"
     )
-    workers, memory = _workers(row), _number(row.get(MEMORY))
+    workers, memory = settings(row["overrides"]).get(WORKERS), _number(row.get(MEMORY))
     details = (
         [f"{workers} worker{'' if str(workers) == '1' else 's'}"] if workers is not None else []
     )
