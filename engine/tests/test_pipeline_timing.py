@@ -297,3 +297,22 @@ def test_a_sweeps_picture_stacks_each_jobs_stages_from_its_row() -> None:
     for ax, keys in ((main, PIPELINE_KEYS[4:]), (workers, PIPELINE_KEYS[:4])):
         widths = [round(bar.get_width(), 6) for bar in ax.patches]
         assert widths == [float(row[key]) for key in keys for row in rows]
+
+
+def test_a_sweeps_picture_names_each_job_by_its_setting_whatever_the_prefix() -> None:
+    """`++loader.num_workers=0,2` sets loader.num_workers: the bars are labelled with it."""
+    from matplotlib.figure import Figure
+
+    rows = [
+        {"job": str(job), "overrides": f"++loader.num_workers={job} +trainer.seed=1"}
+        | {key: "1" for key in PIPELINE_KEYS}
+        for job in (0, 2)
+    ]
+    figure = Figure()
+    plot_stages(rows, figure)
+    figure.canvas.draw()
+    main, _ = figure.axes
+    assert [t.get_text() for t in main.get_yticklabels()] == [
+        "#0 num_workers=0",
+        "#2 num_workers=2",
+    ]

@@ -80,7 +80,7 @@ def _stage_bars(ax: Axes, rows: list[dict[str, str]], stages: tuple[str, ...], u
     labels = [
         f"#{r['job']} "
         + " ".join(
-            f"{k.rsplit('.', 1)[-1]}={parse_overrides(r['overrides']).get(k, '')}" for k in keys
+            f"{k.rsplit('.', 1)[-1]}={settings(r['overrides']).get(k, '')}" for k in keys
         )
         for r in rows
     ]
@@ -118,7 +118,7 @@ def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
         plot_stages(timed, bottom)
     else:
         fig, ax = _figure()
-    swept = [parse_overrides(r["overrides"]) for r in ok]
+    swept = [settings(r["overrides"]) for r in ok]
     if ok and all(X_KEY in s for s in swept):
         # numbers in numeric order, anything else (e.g. "auto") after them, as categories
         xs = sorted(
@@ -126,9 +126,9 @@ def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
             key=lambda v: (not v.isdigit(), int(v) if v.isdigit() else 0, v),
         )
         lines: dict[str, dict[str, list[dict[str, str]]]] = defaultdict(lambda: defaultdict(list))
-        for row, settings in zip(ok, swept, strict=True):
-            series = f"batch_size={settings[SERIES_KEY]}" if SERIES_KEY in settings else "all"
-            lines[series][settings[X_KEY]].append(row)
+        for row, given in zip(ok, swept, strict=True):
+            series = f"batch_size={given[SERIES_KEY]}" if SERIES_KEY in given else "all"
+            lines[series][given[X_KEY]].append(row)
         best = min if metric in LOWER_IS_BETTER else max
         for series, points in sorted(lines.items()):
             present = [x for x in xs if x in points]
@@ -170,7 +170,7 @@ def plot_folds(groups: list[dict[str, str]], metric: str, path: Path) -> None:
     shown = [g for g in groups if g.get(metric)]
     keys = swept_keys(groups)  # what tells the groups apart: their bars' labels
     labels = [
-        " ".join(f"{k}={parse_overrides(g['overrides']).get(k, '')}" for k in keys) or "all"
+        " ".join(f"{k}={settings(g['overrides']).get(k, '')}" for k in keys) or "all"
         for g in shown
     ]
     fig, ax = _figure()
