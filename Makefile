@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate pipeline-report cache shards bench bench-growth bench-ab bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate pipeline-report cache shards bench bench-growth bench-ab bench-guard bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -58,8 +58,11 @@ bench: $(STAMP)  ## side-by-side input-pipeline benchmark vs the tutorial (and p
 bench-growth: $(STAMP)  ## the `make bench` section on start-up and memory for 10k-1M files alone (minutes; ~100 MB of disk)
 	$(BIN)/python -m bench --only growth $(ARGS)
 
-bench-ab: $(STAMP)  ## this checkout against another commit (REF=...), mode=benchmark rows alternating, ratios into BENCHMARKS.md
+bench-ab: $(STAMP)  ## this checkout against another commit (REF=..., default the engine's last release), mode=benchmark rows alternating, ratios into BENCHMARKS.md
 	$(BIN)/python -m bench.ab --against "$(REF)" $(ARGS)
+
+bench-guard: $(STAMP)  ## before a change to decode, transforms, collate or the loader lands: bench-ab against the last release (or REF), failing on a row under 0.95x
+	$(BIN)/python -m bench.ab --against "$(REF)" --guard 0.95 $(ARGS)
 
 bench-decode: $(STAMP)  ## each image format's decoders on one thread, side by side: torchvision.io, TorchCodec, Pillow, the engine's choice; into BENCHMARKS.md
 	$(BIN)/python -m bench.decode $(ARGS)

@@ -3,6 +3,7 @@ growth section's tables (on tiny trees)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,16 @@ def test_the_training_rows_take_a_step(demo_dir: Path, monkeypatch) -> None:
     )
     candidate.finish(next(candidate.start()))
     assert steps == [1]
+
+
+def test_the_guard_watches_paths_that_exist_and_holds_a_change_to_the_last_release() -> None:
+    """A renamed module would leave `make bench-guard` measuring nothing; the release it holds a
+    change to is a commit that set the engine's version (its parent had another)."""
+    from bench import ab
+
+    assert all((ab.ROOT / path).exists() for path in ab.HOT_PATH), ab.HOT_PATH
+    release = ab.last_release()
+    version = re.compile(r"^__version__ = .*$", re.M)
+    set_there = version.search(ab.git("show", f"{release}:{ab.VERSION_FILE}"))
+    before = version.search(ab.git("show", f"{release}~1:{ab.VERSION_FILE}"))
+    assert set_there is not None and before is not None and set_there[0] != before[0]

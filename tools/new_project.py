@@ -62,6 +62,7 @@ MAKE_TARGETS = (
     "bench-growth",
     "bench-decode",
     "bench-ab",
+    "bench-guard",
     "bench-parquet",
     "bench-sampling",
     "bench-start",

@@ -111,5 +111,7 @@ def test_the_count_walks_segments_and_stops_past_the_limit() -> None:
     assert jpeg_scans(hostile, MAX_JPEG_SCANS) == MAX_JPEG_SCANS + 1
     assert jpeg_scans(_with_scans(_progressive(3), MAX_JPEG_SCANS), 10**6) == MAX_JPEG_SCANS
     commented = _progressive(3, comment=b"\xff\xda" * 500)  # SOS bytes inside a segment
+    assert commented.count(b"\xff\xda") > MAX_JPEG_SCANS  # past the quick bound: walked
     assert jpeg_scans(commented, 10**6) == 10
+    check_scans(commented)
     assert decode_image_bytes(commented, "c.jpg").shape == (3, 48, 64)

@@ -23,6 +23,7 @@ import re
 import struct
 import warnings
 
+import numpy as np
 import pillow_heif
 from PIL import Image
 
@@ -132,8 +133,19 @@ def jpeg_scans(data: bytes, stop_after: int) -> int:
 
 def check_scans(data: bytes, max_scans: int | None = MAX_JPEG_SCANS) -> None:
     """Raise `TooManyScans` when the JPEG `data` holds more than `max_scans` scans (None: no
-    limit)."""
-    if max_scans is not None and jpeg_scans(data, max_scans) > max_scans:
+    limit).
+
+    Every scan starts with the bytes FF DA, and entropy-coded data stuffs each FF byte with 00,
+    so their count bounds the scans from above: only a file whose count passes the limit (FF DA
+    inside a segment, an EXIF thumbnail's scans) is walked exactly. On one thread, per 60 KB
+    500x375 photo whose decode takes 0.74 ms: the walk 0.42 ms, `bytes.count` 0.056 ms, this
+    count in numpy 0.014 ms (issue 52)."""
+    if max_scans is None:
+        return
+    octets = np.frombuffer(data, np.uint8)
+    if np.count_nonzero((octets[:-1] == 0xFF) & (octets[1:] == _SOS)) <= max_scans:
+        return
+    if jpeg_scans(data, max_scans) > max_scans:
         raise TooManyScans(
             f"it holds more than {max_scans:,} scans (dataset.max_jpeg_scans={max_scans:,}; a "
             "progressive JPEG has about 10): this many make the decoder run for minutes, a "
