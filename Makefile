@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate pipeline-report cache shards bench bench-growth bench-ab bench-guard bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate pipeline-report cache shards bench bench-growth bench-ab bench-guard bench-compile bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -63,6 +63,9 @@ bench-ab: $(STAMP)  ## this checkout against another commit (REF=..., default th
 
 bench-guard: $(STAMP)  ## before a change to decode, transforms, collate or the loader lands: bench-ab against the last release (or REF), failing on a row under 0.95x
 	$(BIN)/python -m bench.ab --against "$(REF)" --guard 0.95 $(ARGS)
+
+bench-compile: data  ## trainer.compile=default against eager on this machine (small_cnn, resnet18): step ms, compile s, the checkpoint's keys; into BENCHMARKS.md
+	$(BIN)/python -m bench.compile $(ARGS)
 
 bench-decode: $(STAMP)  ## each image format's decoders on one thread, side by side: torchvision.io, TorchCodec, Pillow, the engine's choice; into BENCHMARKS.md
 	$(BIN)/python -m bench.decode $(ARGS)

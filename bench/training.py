@@ -10,7 +10,6 @@ from typing import Any
 
 import torch
 import torchvision
-from hydra.utils import instantiate
 from torch import nn
 
 from bench.image_rows import tutorial_loader
@@ -19,6 +18,7 @@ from bench.timing import Candidate
 from engine.data.loaders import endless
 from engine.modes.benchmark import train_step
 from engine.training.batches import mover_for
+from engine.training.optimization import build_optimizer
 from src.step import TrainStep
 
 CROP = 64
@@ -66,7 +66,7 @@ def template_training(name: str, *overrides: str) -> Candidate:
 
     def start() -> Iterator[Any]:
         parts = build(cfg)
-        optimizer = instantiate(cfg.optimizer)(parts.model.parameters())
+        optimizer = build_optimizer(cfg.optimizer, parts.model)
         step = train_step(parts, optimizer, TrainStep)
         move = mover_for(parts)  # in `finish`: waiting counts the loader only, as in the loop
         steps[:] = [lambda batch: step(move(batch))]

@@ -20,8 +20,10 @@ from engine.modes.inspect import InspectSettings
 from engine.modes.prediction import PredictSettings
 from engine.modes.shards import ShardSettings
 from engine.runs.loggers.base import Logger
+from engine.training.batches import DeviceBatch
 from engine.training.metric import GatheredMetric, Metric, build_metrics
 from engine.training.models import build_model
+from engine.training.optimization import build_optimizer
 from engine.training.settings import TrainerSettings
 from engine_dev.fixtures import Labels
 from tests.conftest import CONF_DIR, ENGINE_CONF_DIR, group_options
@@ -60,6 +62,11 @@ def _model_inputs(node) -> tuple[torch.Tensor, ...]:
     return (torch.zeros(2, 3, 48, 48),)
 
 
+def _image_batch() -> DeviceBatch:
+    """Four normalised 3x48x48 images of classes 0-3, as the loop hands them to the step."""
+    return DeviceBatch(torch.randn(4, 3, 48, 48), torch.arange(4), ())
+
+
 @pytest.mark.parametrize(("group", "option"), OPTIONS)
 def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> None:
     if group == "sweep":  # presets are appended, not chosen, and set global keys
@@ -70,7 +77,8 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
         collate = instantiate(make_cfg(f"collate={option}").loader).collate_fn
         assert collate is not None and callable(collate)
         return
-    cfg = make_cfg(f"{group}={option}")
+    # transforms=model follows a pretrained model's data config: that of model=timm's
+    cfg = make_cfg(f"{group}={option}", *(["model=timm"] if option == "model" else []))
     if group == "local":  # this machine's global keys (tests/test_local_paths.py)
         assert cfg.paths.data_dir
         return
@@ -94,11 +102,14 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
     elif group == "model":
         model = build_model(node, num_classes=5, input_shape=(3, 48, 48), vocab_size=32).eval()
         assert model(*_model_inputs(node)).shape == (2, 5)  # one logit per class
-    elif group == "optimizer":
-        optimizer = instantiate(node)([nn.Parameter(nn.init.zeros_(nn.Linear(2, 2).weight))])
-        assert optimizer.param_groups[0]["lr"] == node.lr
+    elif group == "optimizer":  # over a model's parameter groups (optimizer.layer_decay, ...)
+        optimizer = build_optimizer(node, nn.Linear(2, 2))
+        assert {group["lr"] for group in optimizer.param_groups} == {node.lr}
+    elif group == "batch_transforms":  # built with the data's class count
+        mixed = instantiate(node)(num_classes=5)(_image_batch(), epoch=1)
+        assert mixed.labels.shape == (4, 5) and torch.allclose(mixed.labels.sum(1), torch.ones(4))
     elif group == "scheduler":
-        optimizer = instantiate(cfg.optimizer)(nn.Linear(2, 2).parameters())
+        optimizer = build_optimizer(cfg.optimizer, nn.Linear(2, 2))
         schedule = instantiate(node)(optimizer, total_steps=10)
         rates = []
         for _ in range(10):

@@ -127,6 +127,7 @@ def test_starved_loop_logs_a_hint(make_cfg, caplog) -> None:
         "trainer.max_epochs=1",
         "trainer.limit_train_batches=4",
         "trainer.limit_val_batches=1",
+        "trainer.pipeline_timing=true",  # a stand-in for a slow decoder: timed as one
     )
     with caplog.at_level(logging.WARNING, logger="engine.training.starvation"):
         train(cfg)

@@ -63,6 +63,7 @@ MAKE_TARGETS = (
     "bench-decode",
     "bench-ab",
     "bench-guard",
+    "bench-compile",
     "bench-parquet",
     "bench-sampling",
     "bench-start",
@@ -110,7 +111,9 @@ make test    # the same set-up, then ruff and the test suite
 ```
 
 `make help` lists the other targets; `make train ARGS="dataset=csv trainer.max_epochs=5"`
-passes config overrides.
+passes config overrides. Fine-tune a pretrained model on a folder of your photos (one
+subfolder per class): `.venv/bin/python train.py experiment=finetune dataset.root=/path/to/photos`
+(docs/walkthrough.md).
 
 ## Layout
 

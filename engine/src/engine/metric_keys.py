@@ -14,6 +14,9 @@ WORKER_STAGES = ("read", "decode", "transform", "collate")
 MAIN_STAGES = ("wait", "h2d", "step")
 PIPELINE_KEYS = tuple(f"pipeline/{stage}_ms" for stage in WORKER_STAGES + MAIN_STAGES)
 
+# trainer.ema.decay: the moving average's val/* are val/ema_* (val/ema_loss, val/ema_acc)
+EMA_PREFIX = "val/ema_"
+
 # a training's keys besides each metric's val/<name> and val/best_<name> (train_keys)
 TRAIN_KEYS = (
     "train/loss",

@@ -40,9 +40,11 @@ def _same(a: dict, b: dict) -> bool:
 
 
 def test_kill_9_mid_epoch_then_a_requeue_ends_as_the_uninterrupted_run(demo_dir, tmp_path):
-    # 3 steps an epoch, a checkpoint every 2 steps (at 2 and 4); killed after step 5
+    # 3 steps an epoch, a checkpoint every 2 steps (at 2 and 4); killed after step 5, in the
+    # frozen epochs (the head alone until epoch 3), with the engine's EMA beside the step's own
     def args(run: str, *more: str) -> list[str]:
-        fixed = ("trainer.max_epochs=2", "trainer.checkpoint.every_n_steps=2")
+        fixed = ("trainer.max_epochs=3", "trainer.checkpoint.every_n_steps=2")
+        fixed += ("trainer.freeze_epochs=2", "trainer.ema.decay=0.5")
         return reference_args(demo_dir, tmp_path, *fixed, f"hydra.run.dir={tmp_path / run}", *more)
 
     whole = run_child(TRAIN, *args("whole"), cwd=tmp_path)
@@ -56,6 +58,8 @@ def test_kill_9_mid_epoch_then_a_requeue_ends_as_the_uninterrupted_run(demo_dir,
     a, b = _last(tmp_path / "whole"), _last(tmp_path / "job")
     assert _same(a["model"], b["model"])
     assert _same(a["train_step"]["ema"], b["train_step"]["ema"]), "EMA weights differ"
+    assert _same(a["ema"]["weights"], b["ema"]["weights"]), "trainer.ema's weights differ"
+    assert a["ema"]["updates"] == b["ema"]["updates"] == 9
 
 
 def test_sigterm_from_outside_checkpoints_and_exits_143(demo_dir, tmp_path):
@@ -85,6 +89,9 @@ def ddp_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[P
     (logs / "val29.csv").write_text("\n".join(rows[:30]) + "\n")
     knobs = ("dataset=csv", f"dataset.val_csv={logs / 'val29.csv'}", f"dataset.root={demo_dir}")
     knobs += ("trainer.max_epochs=2", "loader.batch_size=8")
+    # the fine-tuning keys under DDP: the head alone in epoch 1 (the reducer told to expect
+    # weights without gradients), then everything; an EMA; clipping
+    knobs += ("trainer.freeze_epochs=1", "trainer.ema.decay=0.5", "trainer.clip_grad_norm=0.1")
     result = run_child(TRAIN, *reference_args(demo_dir, logs, *knobs), cwd=logs, nproc=2)
     assert result.returncode == 0, result.stderr[-4000:]
     return logs, knobs
@@ -129,3 +136,4 @@ def test_a_torchrun_job_stopped_and_resumed_ends_as_the_uninterrupted_one(
     (again,) = tmp_path.glob("runs/*/*/metrics.json")
     a, b = _last(whole.parent), _last(again.parent)
     assert _same(a["model"], b["model"]) and _same(a["train_step"]["ema"], b["train_step"]["ema"])
+    assert _same(a["ema"]["weights"], b["ema"]["weights"])

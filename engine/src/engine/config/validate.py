@@ -23,8 +23,9 @@ from engine.config.label_kinds import label_kind_problems
 from engine.config.schema import node_problems
 from engine.config.tree import FILLED_FROM_DATA, child_key, resolve_tree, target_nodes
 from engine.core.dataset_keys import FOLD_KEYS, is_dataset_node
+from engine.core.optimizer_keys import GROUP_KEYS, GROUP_TARGET, group_settings
 from engine.core.text import closest
-from engine.metric_keys import METRICS_BY_MODE, metric_names, train_keys
+from engine.metric_keys import EMA_PREFIX, METRICS_BY_MODE, metric_names, train_keys
 
 # per-epoch values a checkpoint can be ranked by (trainer.checkpoint.monitor), besides every
 # metric of the metrics group as val/<name> and train/<name>
@@ -63,6 +64,9 @@ def validate_config(cfg: DictConfig) -> None:
         else:
             targets[path] = obj
             problems += node_problems(path, _kind_keys(path, node), node["_target_"], obj)
+            if path == "optimizer":  # the parameter groups' keys, the engine's own
+                groups = {k: v for k, v in node.items() if k in GROUP_KEYS}
+                problems += node_problems(path, groups, GROUP_TARGET, group_settings)
     _raise_if(problems)
     _raise_if(_label_kinds(tree, targets))
     _raise_if(monitor_problems(tree))
@@ -73,7 +77,10 @@ def validate_config(cfg: DictConfig) -> None:
 
 
 def _kind_keys(path: str, node: dict[str, Any]) -> dict[str, Any]:
-    """The keys of `node` its `_target_` takes: a dataset node's fold keys are the engine's."""
+    """The keys of `node` its `_target_` takes: a dataset node's fold keys and the optimizer's
+    parameter-group keys are the engine's."""
+    if path == "optimizer":
+        return {k: v for k, v in node.items() if k not in GROUP_KEYS}
     if not is_dataset_node(path):
         return node
     return {k: v for k, v in node.items() if k not in FOLD_KEYS}
@@ -122,9 +129,12 @@ def monitor_problems(tree: dict[str, Any]) -> list[str]:
     """trainer.checkpoint.monitor (which also drives early stopping), when set by hand, must be
     a per-epoch value of this run: a metric of the metrics group (val/map needs
     metrics=multilabel), a loss. Null follows the metrics group (resolve_monitor)."""
-    monitor = tree.get("trainer", {}).get("checkpoint", {}).get("monitor")
+    trainer = tree.get("trainer", {})
+    monitor = trainer.get("checkpoint", {}).get("monitor")
     names = metric_names(tree.get("metrics", {}))
     allowed = [*(f"{s}/{n}" for s in ("val", "train") for n in names), *MONITORED_ALWAYS]
+    if (trainer.get("ema") or {}).get("decay") is not None:  # the EMA's scores (val/ema_acc)
+        allowed += [f"{EMA_PREFIX}{n}" for n in (*names, "loss")]
     if monitor is None or monitor in allowed:
         return []
     close = closest(str(monitor), allowed)

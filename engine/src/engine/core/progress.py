@@ -72,6 +72,11 @@ class LoggedBar:
         if not self.terminal and self.cadence.due():
             log.info("%s", self.line(self.clock() - self.started))
 
+    def leave_out(self, seconds: float) -> None:
+        """`seconds` just spent outside the counted work (a compile): not in the rate or ETA
+        (the terminal bar's own clock, tqdm's, keeps them)."""
+        self.started += seconds
+
     def postfix(self, **values: Any) -> None:
         """Values shown after the counts until replaced (floats with 4 decimals)."""
         self.values |= {

@@ -27,6 +27,7 @@ from engine.data.shards.sources import kind
 from engine.inference.moved_targets import moved_targets
 from engine.runs.checkpoint_checks import malformed, nonfinite_weight
 from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
+from engine.runs.checkpoint_weights import picked_weights
 from engine.runs.outputs import DATA_KEY
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,12 @@ MAX_NAMES = 100_000  # names its brace patterns may expand to, all together (a r
 # Settings that make a build reach the network, and the value that builds offline instead:
 # torchvision's model builders download `weights` (the checkpoint's own weights replace them
 # anyway), torchvision's datasets `download` their files. A key -> (the targets it means,
-# a prefix; "" = any), its offline value.
-OFFLINE: dict[str, tuple[str, Any]] = {
-    "weights": ("torchvision.", None),
+# a prefix or several; "" = any), its offline value.
+OFFLINE: dict[str, tuple[str | tuple[str, ...], Any]] = {
+    "weights": (("torchvision.", "engine.models."), None),
     "weights_backbone": ("torchvision.", None),
+    # model=torchvision and model=timm read a file their weights replace anyway
+    "pretrained_file": ("engine.models.", None),
     "pretrained": ("", False),
     "pretrained_backbone": ("", False),
     "download": ("", False),
@@ -280,7 +283,8 @@ def offline(
                     and target.startswith(prefix)
                     and not _given(key, overrides)
                 ):
-                    log.warning(
+                    # the model's weights are the checkpoint's own: that is news, no warning
+                    (log.info if section == "model" else log.warning)(
                         "%s: its saved %s=%r would reach the network; built with %s=%r instead "
                         "(a checkpoint's config never downloads; its weights are its own). Set "
                         "%s on the command line (mode=eval, mode=predict) if you mean it.",
@@ -306,7 +310,7 @@ def check_state(state: dict[str, Any], file: Path) -> None:
                 f"{file}: {problem}: it was not written by train.py; use a checkpoint of a "
                 "training run."
             )
-    weights = state.get("model")
+    weights, _ = picked_weights(state)  # the ones a run on it uses
     problem = nonfinite_weight(weights) if isinstance(weights, dict) else None
     if problem is not None:
         raise CheckpointError(

@@ -3,6 +3,7 @@ holds the values the training took from its data)."""
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,14 @@ from engine.inference.preprocess import Preprocess
 from engine.inference.project import PROJECT_CONFIG, find_project, importable, missing_project
 from engine.runs.checkpoint_checks import weights_problem
 from engine.runs.checkpoint_files import CheckpointError
+from engine.runs.checkpoint_weights import picked_weights, saved_monitor
 
 # what torch and Python say when a build asks for more memory than there is (or than fits)
 OUT_OF_MEMORY = re.compile(r"allocat|out of memory|overflow", re.IGNORECASE)
 ASKED = re.compile(r"[Tt]ried to allocate ([\d.]+ ?\w+)")  # torch's CPU and CUDA allocators
 BUILT = ("model", "transforms")  # the sections of a saved config load_model builds
+
+log = logging.getLogger(__name__)
 
 
 def _largest(node: Any, path: str) -> tuple[str, int] | None:
@@ -113,14 +117,20 @@ def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> 
     """The model `config` describes (its `_target_`s already admitted) with the weights of
     checkpoint `state`, in eval mode on the CPU; a mismatch is an error naming `file`. The
     model is built on the meta device first and must fit the weights the file holds before
-    anything is allocated: a saved config cannot ask for more memory than its weights take."""
-    if not isinstance(state.get("model"), dict):
+    anything is allocated: a saved config cannot ask for more memory than its weights take.
+    The weights are the ones its run's monitor measured (a training with trainer.ema.decay
+    monitored on val/ema_*: the EMA's; engine/runs/checkpoint_weights.py)."""
+    weights, which = picked_weights(state)
+    if not isinstance(weights, dict):
+        key = "ema']['weights" if which == "EMA" else "model"
         raise CheckpointError(
-            f"{file} holds no model weights (its 'model' is a {type(state.get('model')).__name__}"
+            f"{file} holds no model weights (its '{key}' is a {type(weights).__name__}"
             "): it is not a checkpoint written by train.py (mode=train) of this project."
         )
+    if which == "EMA":
+        log.info("%s: the EMA's weights, which its monitor %s scored", file, saved_monitor(state))
     shapes = _on_meta(config["model"])
-    problem = weights_problem(state["model"], shapes.state_dict()) if shapes else None
+    problem = weights_problem(weights, shapes.state_dict()) if shapes else None
     if problem is not None:
         largest = _largest(config["model"], "model")
         raise CheckpointError(
@@ -134,7 +144,7 @@ def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> 
             f"{file}: its model config builds a {type(model).__name__}, not a torch module."
         )
     ours = model.state_dict()
-    for key, value in state["model"].items():
+    for key, value in weights.items():
         if key in ours and not (isinstance(value, torch.Tensor) and value.dtype == ours[key].dtype):
             kind = value.dtype if isinstance(value, torch.Tensor) else type(value).__name__
             raise CheckpointError(
@@ -142,7 +152,7 @@ def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> 
                 "not written by train.py for this model."
             )
     try:
-        model.load_state_dict(state["model"])
+        model.load_state_dict(weights)
     except RuntimeError as err:
         detail = " ".join(line.strip() for line in str(err).strip().splitlines()[1:3])
         raise CheckpointError(

@@ -115,6 +115,11 @@ class BatchMeter:
         self._opened, self._opened_at_batch = self.clock(), self.batches
         self._wait, self._window_samples = 0.0, 0
 
+    def leave_out(self, seconds: float) -> None:
+        """`seconds` just spent outside the pass (a compile) are not the window's: it opens
+        that much later."""
+        self._opened += seconds
+
     def running_s(self) -> float:
         """Seconds since the window opened."""
         return self.clock() - self._opened

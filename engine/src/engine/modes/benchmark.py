@@ -28,6 +28,7 @@ from engine.runs.tensorboard import TensorBoardLogger
 from engine.runs.tensorboard_index import link_run
 from engine.training.assemble import Components, assemble
 from engine.training.batches import DeviceBatch, mover_for
+from engine.training.optimization import build_optimizer
 from engine.training.pipeline_timing import PipelineTimes, stage_table
 from engine.training.prefetch import device_batches, side_stream_for
 
@@ -135,7 +136,7 @@ def benchmark(cfg: DictConfig, step: type) -> dict[str, float]:
     move = None if settings.compute == "none" else device_batches_of(parts, pipeline)
     consume = None
     if settings.compute == "model":
-        optimizer = instantiate(cfg.optimizer)(parts.model.parameters())
+        optimizer = build_optimizer(cfg.optimizer, parts.model)
         consume = train_step(parts, optimizer, step)
     metrics = time_loader(parts.train_loader, settings, move, consume, pipeline=pipeline)
     if pipeline is not None:

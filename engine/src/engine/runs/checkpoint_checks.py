@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
+from engine.runs.checkpoint_weights import EMA_KEY
 from engine.runs.run_records import RECORDS, count, position_problem
 
 # Optimizer state that is not shaped like its parameter: torch.optim.Adafactor's row and
@@ -93,6 +94,13 @@ STEP_KEY = "train_step"
 # And what the checkpoint records of its run and position (engine/runs/run_records.py).
 OPTIONAL: dict[str, tuple[Callable[[Any], bool], str]] = {
     STEP_KEY: (lambda v: isinstance(v, dict), "the train step's state_dict() (a dict)"),
+    EMA_KEY: (
+        lambda v: (
+            v is None
+            or (isinstance(v, dict) and _is_dict(v.get("weights")) and count(v.get("updates")))
+        ),
+        "None or the EMA's weights and updates (trainer.ema.decay)",
+    ),
     **RECORDS,
 }
 
@@ -188,7 +196,10 @@ def _optimizer_problem(saved: dict[str, Any], params: list[list[tuple[int, ...]]
     if groups != [len(g) for g in params]:
         return (
             f"its optimizer state has param groups of {groups} parameters, this run's optimizer "
-            f"{[len(g) for g in params]}: it was written for another model or optimizer"
+            f"{[len(g) for g in params]}: it was written for another model or optimizer, or "
+            "other parameter groups (optimizer.no_decay_norm_bias, optimizer.layer_decay; a "
+            "run from before engine 2.3.0 with weight decay resumes with "
+            "optimizer.no_decay_norm_bias=false)"
         )
     shapes = {
         i: shape
@@ -230,12 +241,13 @@ def problem_with(state: dict[str, Any], run: RunShape | None = None) -> str | No
     inconsistent = position_problem(state)
     if inconsistent is not None:
         return f"is malformed: {inconsistent}"
-    nonfinite = nonfinite_weight(state["model"])
+    weights = [state["model"], *([state[EMA_KEY]["weights"]] if state.get(EMA_KEY) else [])]
+    nonfinite = next(filter(None, map(nonfinite_weight, weights)), None)
     if nonfinite is not None:
         return f"is unusable: {nonfinite}; resume from an earlier step, or start fresh"
     if run is None:
         return None
-    problem = weights_problem(state["model"], run.model)
+    problem = next(filter(None, (weights_problem(w, run.model) for w in weights)), None)
     if problem is None and run.params is not None:
         problem = _optimizer_problem(state["optimizer"], run.params)
     if problem is None and run.classes is not None and state.get("classes") != run.classes:

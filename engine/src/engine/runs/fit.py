@@ -26,11 +26,16 @@ from engine.measure.timing import BatchMeter
 from engine.runs.run_state import Progress, StepState, positioned
 from engine.runs.summary import summarize
 from engine.runs.training_run import TrainingRun
+from engine.training.batch_mix import hard_labels
 from engine.training.batches import DeviceBatch, batches_per_epoch, mover_for
+from engine.training.clipping import clip_before_each_step
+from engine.training.compiled import warm_up
 from engine.training.device import gpu_stats
-from engine.training.distributed import reduce_totals, share_bad_samples
+from engine.training.distributed import reduce_totals, share_bad_samples, unwrap
 from engine.training.early_stopping import EarlyStopping
+from engine.training.ema import ema_keys
 from engine.training.evaluate import evaluate
+from engine.training.freezing import Freezer
 from engine.training.interrupts import StopRequest
 from engine.training.limiting_stage import limiting_stage
 from engine.training.loader_failures import loader_failures_named
@@ -75,6 +80,19 @@ class Fit:
         self.cadence = Cadence(self.s.log_every_n_seconds)  # progress lines, across epochs
         self.at = run.resume(self.saver)  # weights, optimizer, RNG, where to go on
         self.history = self.at.history
+        bare = unwrap(parts.model)
+        self.freezer = None  # trainer.freeze_epochs: the head alone at first
+        if self.s.freeze_epochs:
+            self.freezer = Freezer(
+                bare, len(parts.classes), self.s.freeze_epochs, self.s.freeze_bn_stats
+            )
+        # the step's edges, on the optimizer's own step hooks: every step the optimizer takes
+        if self.s.clip_grad_norm is not None:
+            clip_before_each_step(step.optimizer, self.s.clip_grad_norm)
+        if parts.ema is not None:
+            ema = parts.ema
+            step.optimizer.register_step_post_hook(lambda *_: ema.update(bare))
+        self.compiling = self.s.compile is not None  # compiled on the run's first batch
 
     def epochs(self) -> Iterator[Epoch]:
         """The epochs from the resumed one on, until max_epochs or early stopping; a stop
@@ -131,6 +149,8 @@ class Epoch:
     def __enter__(self) -> Epoch:
         fit = self.fit
         fit.parts.model.train()
+        if fit.freezer is not None:
+            fit.freezer.apply(self.number)
         fit.step.optimizer.zero_grad(set_to_none=True)
         loader = fit.parts.train_loader
         with ExitStack() as stack:  # one that fails to enter leaves the others exited
@@ -174,6 +194,11 @@ class Epoch:
             )
         for i, batch in enumerate(moved, self.start):
             self.index, self.at_boundary = i, False
+            if fit.parts.mix is not None:  # batch_transforms: soft targets from here on
+                batch = fit.parts.mix(batch, self.number)
+            if fit.compiling:  # before the step's clock starts (pipeline.step_began)
+                fit.compiling = False
+                self._compile(batch)
             if self.number == 1 and i == 0:
                 fit.run.show_batch("train/first_batch", batch)  # as the model sees it
             fit.slow.keep(batch)  # the run's first: a single-thread step is timed on it
@@ -185,6 +210,19 @@ class Epoch:
                 self._profiler.step()
             self.bar.update(1, samples=len(batch.labels))
 
+    def _compile(self, batch: DeviceBatch) -> None:
+        """trainer.compile: compile on `batch`, its time left out of the pass's."""
+        fit = self.fit
+        seconds = warm_up(fit.parts.model, batch.inputs, batch.extras, fit.parts.precision)
+        self.timer.leave_out(seconds)
+        self.bar.leave_out(seconds)
+        log.info(
+            "torch.compile (trainer.compile=%s): %.1f s, on the first batch before its step; "
+            "not counted in pipeline/step_ms, train/samples_per_s or train/data_wait_frac",
+            fit.s.compile,
+            seconds,
+        )
+
     def finite(self, loss: torch.Tensor) -> bool:
         """Whether `loss` may be backpropagated: a non-finite one is skipped (on every DDP
         rank alike) and counted, up to trainer.max_nonfinite_steps."""
@@ -193,7 +231,8 @@ class Epoch:
 
     def count(self, loss: torch.Tensor, logits: torch.Tensor, batch: DeviceBatch) -> None:
         """Add a backpropagated batch to the pass's train/* sums and the logged loss window."""
-        self.totals.add(loss, logits, batch.labels)
+        multi = self.fit.parts.train_set.multi_label  # a mixed batch counts its argmax
+        self.totals.add(loss, logits, hard_labels(batch.labels, multi))
         self.fit.window.add(loss)
 
     def accumulated(self) -> bool:
@@ -257,18 +296,26 @@ class Epoch:
             append_rows(self.fit.run.out / CSV_NAME, rows)
 
     def evaluate(self, model: torch.nn.Module | None = None) -> dict[str, float]:
-        """val/* of `model` (default: the trained one; e.g. an EMA of it) over the val loader."""
+        """val/* of `model` (default: the trained one, and with trainer.ema.decay its moving
+        average as val/ema_*) over the val loader."""
         fit, parts = self.fit, self.fit.parts
-        return evaluate(
-            parts.model if model is None else model,
-            parts.val_loader,
-            fit.move,
-            parts.precision,
-            parts.criterion,
-            parts.metrics,
-            fit.s.limit_val_batches,
-            fit.side,
-        )
+        models = {"": model or parts.model}
+        if model is None and parts.ema is not None:
+            models["ema"] = parts.ema.model
+        metrics: dict[str, float] = {}
+        for name, evaluated in models.items():
+            measured = evaluate(
+                evaluated,
+                parts.val_loader,
+                fit.move,
+                parts.precision,
+                parts.criterion,
+                parts.metrics,
+                fit.s.limit_val_batches,
+                fit.side,
+            )
+            metrics |= ema_keys(measured) if name else measured
+        return metrics
 
     def end(self, metrics: dict[str, float]) -> None:
         """The epoch's `metrics` logged (every logger, the log line, the hints), history.csv

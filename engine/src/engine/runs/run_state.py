@@ -21,9 +21,11 @@ from engine.core.seeding import restore_rng_states, rng_states
 from engine.data.samplers import EpochSampler
 from engine.runs.checkpoint_checks import STEP_KEY
 from engine.runs.checkpoint_files import Checkpoints
+from engine.runs.checkpoint_weights import EMA_KEY
 from engine.runs.stream_resume import KEY as STREAM_TRAINED
 from engine.training.device import Precision
 from engine.training.distributed import any_rank, current_ranks, gather_objects
+from engine.training.ema import WeightsEma
 from engine.training.interrupts import StopRequest
 from engine.training.nonfinite import NonFiniteGuard
 from engine.training.progress import LossWindow
@@ -101,7 +103,9 @@ class Checkpointer:
         flush: Callable[[], None],
         used: Callable[[int], int | None],
         trained: Callable[[int], dict[str, Any] | None] = lambda epoch: None,
+        ema: WeightsEma | None = None,
     ) -> None:
+        self.ema = ema
         self.checkpoints, self.every, self.run_info = checkpoints, every, run_info
         self.model, self.step, self.guard, self.window = model, step, guard, window
         self.stop, self.flush, self.used, self.trained = stop, flush, used, trained
@@ -139,6 +143,7 @@ class Checkpointer:
             STREAM_TRAINED: None if batches_done is None else self.trained(epoch),
             "step": self.step.steps,
             STEP_KEY: step_state(self.step),
+            EMA_KEY: self.ema.state_dict() if self.ema is not None else None,
             # per rank (index = rank): generators and a part-done epoch's running totals
             "ranks": gather_objects(
                 {"rng": rng_states(), "totals": totals.state_dict() if totals else None}
@@ -160,6 +165,8 @@ class Checkpointer:
         loads = getattr(self.step, "load_state_dict", None)  # a step from before engine 2.0
         if STEP_KEY in state and loads is not None:  # absent from checkpoints before 2.0
             loads(state[STEP_KEY])
+        if self.ema is not None:
+            self._restore_ema(state.get(EMA_KEY))
         self.checkpoints.best = state["best"]
         ranks, saved = current_ranks(), state["ranks"]
         if ranks.rank < len(saved):  # more ranks than the checkpoint's: new ones keep theirs
@@ -174,6 +181,19 @@ class Checkpointer:
             totals = sum_states([r["totals"] for r in saved]) if ranks.rank == 0 else None
         history = list(state["history"])
         return Progress(state["epoch"], state["batches_done"], history, totals)
+
+    def _restore_ema(self, saved: dict[str, Any] | None) -> None:
+        """The EMA the checkpoint holds; one that holds none (its run had trainer.ema.decay
+        null) starts the average at the resumed weights, with a warning."""
+        assert self.ema is not None
+        if saved is not None:
+            self.ema.load_state_dict(saved)
+            return
+        self.ema.load_state_dict({"weights": self.model.state_dict(), "updates": 0})
+        log.warning(
+            "the resumed checkpoint holds no EMA of the weights (its run had trainer.ema.decay "
+            "null): the average starts at the resumed weights"
+        )
 
     def at_step_boundary(
         self,

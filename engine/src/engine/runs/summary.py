@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from engine.metric_keys import PIPELINE_KEYS
+from engine.metric_keys import EMA_PREFIX, PIPELINE_KEYS
 
 # The per-epoch curves, besides each metric's val/<name>, whose last points sum a training up in
 # TensorBoard's HParams tab (train/epoch_loss is metrics.json's train/loss: the last epoch's mean)
@@ -35,6 +35,11 @@ def summarize(
     for name in metrics:
         measured[f"val/{name}"] = last[f"val/{name}"]
         measured[f"val/best_{name}"] = max(h[f"val/{name}"] for h in history)
+        if f"{EMA_PREFIX}{name}" in last:  # trainer.ema.decay: the moving average's too
+            measured[f"{EMA_PREFIX}{name}"] = last[f"{EMA_PREFIX}{name}"]
+            measured[f"val/best_ema_{name}"] = max(h[f"{EMA_PREFIX}{name}"] for h in history)
+    if f"{EMA_PREFIX}loss" in last:
+        measured[f"{EMA_PREFIX}loss"] = last[f"{EMA_PREFIX}loss"]
     samples = sum(h["train/samples"] for h in history)
     stages = {
         key: sum(h[key] * h["train/samples"] for h in history) / samples

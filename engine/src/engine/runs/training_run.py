@@ -199,6 +199,7 @@ class TrainingRun:
             self.flush,
             self.used,
             self.trained.state if self.trained is not None else lambda epoch: None,
+            self.parts.ema,
         )
 
     def flush(self) -> None:

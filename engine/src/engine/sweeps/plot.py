@@ -79,9 +79,7 @@ def _stage_bars(ax: Axes, rows: list[dict[str, str]], stages: tuple[str, ...], u
     keys = swept_keys(rows)
     labels = [
         f"#{r['job']} "
-        + " ".join(
-            f"{k.rsplit('.', 1)[-1]}={settings(r['overrides']).get(k, '')}" for k in keys
-        )
+        + " ".join(f"{k.rsplit('.', 1)[-1]}={settings(r['overrides']).get(k, '')}" for k in keys)
         for r in rows
     ]
     left = [0.0] * len(rows)
@@ -170,8 +168,7 @@ def plot_folds(groups: list[dict[str, str]], metric: str, path: Path) -> None:
     shown = [g for g in groups if g.get(metric)]
     keys = swept_keys(groups)  # what tells the groups apart: their bars' labels
     labels = [
-        " ".join(f"{k}={settings(g['overrides']).get(k, '')}" for k in keys) or "all"
-        for g in shown
+        " ".join(f"{k}={settings(g['overrides']).get(k, '')}" for k in keys) or "all" for g in shown
     ]
     fig, ax = _figure()
     ax.barh(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from hydra.utils import instantiate
@@ -26,10 +28,12 @@ from engine.data.sharing import apply_sharing_strategy
 from engine.data.splits import build_splits, input_shape
 from engine.data.transforms import Pipelines
 from engine.metric_keys import metric_names
+from engine.training.compiled import compile_model, compile_threads
 from engine.training.device import Precision, resolve_device, resolve_precision
 from engine.training.distributed import init_distributed, rank_device, rank_seed, wrap_model
+from engine.training.ema import WeightsEma
 from engine.training.metric import AnyMetric, build_metrics
-from engine.training.models import build_model
+from engine.training.models import build_model, warn_if_normalised_otherwise
 from engine.training.settings import TrainerSettings, resolve_monitor
 
 log = logging.getLogger(__name__)
@@ -53,6 +57,8 @@ class Components:
     metrics: dict[str, AnyMetric]
     train_loader: DataLoader
     val_loader: DataLoader
+    ema: WeightsEma | None = None  # trainer.ema.decay: the moving average of the weights
+    mix: Callable[[Any, int], Any] | None = None  # batch_transforms: (batch, epoch) -> batch
 
 
 def threads_origin(setting: int | None, workers: int) -> str:
@@ -80,6 +86,8 @@ def assemble(cfg: DictConfig) -> Components:
     if isinstance(val_set, FoldView) and ranks.is_main:
         write_fold_file(val_set.record, Path(cfg.paths.output_dir))
     train_set, val_set = seeded(train_set, settings.seed), seeded(val_set, settings.seed)
+    if settings.pipeline_timing is None:  # on, but where the samples are slices of memory
+        settings = replace(settings, pipeline_timing=not train_set.in_memory)
     shape, classes = input_shape(val_set), train_set.classes
     model = build_model(
         cfg.model,
@@ -88,7 +96,14 @@ def assemble(cfg: DictConfig) -> Components:
         vocab_size=train_set.vocab_size,
     )
     layout = torch.channels_last if settings.channels_last else torch.preserve_format
-    model = wrap_model(model.to(device, memory_format=layout), device, ranks)
+    model = model.to(device, memory_format=layout)
+    warn_if_normalised_otherwise(model, pipelines.normalizer)
+    # the EMA copies the bare model before torch.compile, which compiles it in place (its
+    # state dict keeps its keys) before the DDP wrapper, as torch's DDP notes ask
+    ema = WeightsEma(model, settings.ema.decay) if settings.ema.decay is not None else None
+    model = wrap_model(
+        compile_model(model, settings.compile), device, ranks, frozen=settings.freeze_epochs > 0
+    )
     sampler = instantiate(cfg.sampler)
     loader_settings = instantiate(cfg.loader)
     apply_sharing_strategy(loader_settings)  # process-wide: set before any worker starts
@@ -97,6 +112,7 @@ def assemble(cfg: DictConfig) -> Components:
     )
     threads = settings.num_threads or main_threads(loader_settings.num_workers)
     torch.set_num_threads(threads)  # before the first step: torch's default is every core
+    compile_threads(settings.compile, threads)  # inductor's workers beside the loader's
     sizes = len(train_set), len(val_set)  # the whole splits (a stream's len becomes per rank)
     val_limit = settings.limit_val_batches
     if val_limit is not None:  # a fixed sample spread over the classes, in samples of the job
@@ -137,6 +153,14 @@ def assemble(cfg: DictConfig) -> Components:
     if problems:  # the config check saw the YAML; the built split decides (your own classes)
         raise ConfigError(problems[0])
     criterion = make_loss(train_set).to(device)
+    mix = None  # batch_transforms: on each train batch, on the device
+    if cfg.get("batch_transforms") is not None:
+        if train_set.multi_label:
+            raise ConfigError(
+                "batch_transforms mixes the images and the labels of two samples, which for "
+                "multi-label data gives no label set of either: batch_transforms=null."
+            )
+        mix = instantiate(cfg.batch_transforms)(num_classes=len(classes))
     return Components(
         settings,
         device,
@@ -151,4 +175,6 @@ def assemble(cfg: DictConfig) -> Components:
         metrics,
         train_loader,
         val_loader,
+        ema,
+        mix,
     )

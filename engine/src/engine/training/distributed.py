@@ -111,11 +111,19 @@ def rank_device(device: torch.device, ranks: Ranks, key: str = "trainer.device")
     return torch.device("cuda", ranks.local_rank)
 
 
-def wrap_model(model: nn.Module, device: torch.device, ranks: Ranks) -> nn.Module:
-    """`model` itself in one process; under DDP a `DataParallelModel` around it."""
+def wrap_model(
+    model: nn.Module, device: torch.device, ranks: Ranks, frozen: bool = False
+) -> nn.Module:
+    """`model` itself in one process; under DDP a `DataParallelModel` around it. `frozen`
+    (trainer.freeze_epochs): some weights get no gradient in some epochs, which DDP's reducer
+    is told to expect (find_unused_parameters) instead of waiting for them."""
     if ranks.world_size == 1:
         return model
-    return DataParallelModel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    return DataParallelModel(
+        model,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        find_unused_parameters=frozen,
+    )
 
 
 class DataParallelModel(DistributedDataParallel):

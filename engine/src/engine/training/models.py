@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from engine.config.tree import FILLED_FROM_DATA
+from engine.data.transforms import Normalizer
+
+log = logging.getLogger(__name__)
+
+# What a builder of pretrained models (engine/models/builders.py) sets on the model it loaded
+# weights into: (mean, std, where the weights came from) of the inputs they were trained on.
+PRETRAINED_STATS = "pretrained_stats"
 
 
 def build_model(cfg: DictConfig, **from_data: Any) -> nn.Module:
@@ -39,3 +48,30 @@ def build_model(cfg: DictConfig, **from_data: Any) -> nn.Module:
                 )
         fills[key] = value
     return instantiate(cfg, **fills)
+
+
+def warn_if_normalised_otherwise(model: nn.Module, normalizer: Normalizer) -> None:
+    """One warning when `model`'s pretrained weights were trained on inputs normalised with
+    another mean or std than this run's transforms give: its features would see shifted
+    inputs. Naming both, and the fix."""
+    stats = getattr(model, PRETRAINED_STATS, None)
+    if stats is None:
+        return
+    mean, std, source = stats
+    ours = (None, None) if normalizer.mean is None else (normalizer.mean, normalizer.std)
+    theirs = torch.tensor(mean), torch.tensor(std)
+    if ours[0] is not None and all(
+        a.shape == b.shape and torch.allclose(a, b, atol=1e-3)
+        for a, b in zip(ours, theirs, strict=True)
+    ):
+        return
+    shown = "none" if ours[0] is None else f"mean {ours[0].tolist()}, std {ours[1].tolist()}"
+    log.warning(
+        "the pretrained weights (%s) were trained on inputs normalised with mean %s, std %s; "
+        "this run normalises with %s (transforms.mean, transforms.std): use transforms=model, "
+        "or set transforms.mean and transforms.std to the model's",
+        source,
+        list(mean),
+        list(std),
+        shown,
+    )

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Annotated
 
 import torch
 
-from engine.core.bounds import Fraction, Positive, Seconds, Seed
+from engine.core.bounds import Bound, Count, Fraction, Positive, Seconds, Seed
 from engine.training.device import PRECISIONS
 
 
@@ -51,6 +52,16 @@ class EarlyStoppingSettings:
             )
 
 
+@dataclass(frozen=True)
+class EmaSettings:
+    """`trainer.ema`: an exponential moving average of the weights (engine/training/ema.py)."""
+
+    decay: Annotated[float, Bound(0, 1, open_least=True, open_most=True)] | None = None
+
+
+# torch.compile's modes (trainer.compile); "default" is its mode=None
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
 # trainer.resume_granularity: a mid-epoch resume whose global batch differs goes on at the
 # step (refused: the steps would hold other samples) or at the sample (the boundaries move)
 GRANULARITIES = ("step", "sample")
@@ -80,9 +91,19 @@ class TrainerSettings:
     log_every_n_seconds: Seconds = 30.0
     record_samples: bool = False
     resume_granularity: str = "step"
-    pipeline_timing: bool = True
+    pipeline_timing: bool | None = None  # null: on, but off for a dataset in memory (assemble)
+    freeze_epochs: Count = 0
+    freeze_bn_stats: bool = True
+    clip_grad_norm: Annotated[float, Bound(0, open_least=True)] | None = None
+    compile: str | None = None
+    ema: EmaSettings = EmaSettings()
 
     def __post_init__(self) -> None:
+        if self.compile is not None and self.compile not in COMPILE_MODES:
+            raise ValueError(
+                f"trainer.compile={self.compile!r}: expected null (off) or one of "
+                f"{list(COMPILE_MODES)} (torch.compile's modes)."
+            )
         if str(self.precision) not in PRECISIONS:
             raise ValueError(
                 f"trainer.precision={self.precision!r}: expected one of {list(PRECISIONS)}."

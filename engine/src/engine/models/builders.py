@@ -1,0 +1,199 @@
+"""`model=timm` and `model=torchvision`: any architecture of either library, pretrained by
+config, with a head for the data's classes and its input channels (both always from the data).
+
+- timm: `timm.create_model(name, pretrained, num_classes, in_chans, drop_rate,
+  drop_path_rate)`, timm's own loading (its head replacement, its adaptation of the first
+  layer to 1 or 4 channels), from the Hugging Face Hub or its cache.
+- torchvision: the builder `name` with `num_classes`, then the weights enum member `weights`
+  (`IMAGENET1K_V2`, `DEFAULT`) loaded by `engine.models.weights.load_matching`: a head of
+  another class count is initialised afresh, as timm and Hugging Face do.
+- `pretrained_file` (both): a state dict or a checkpoint of this template, read as hostile
+  input and matched by the same `load_matching`.
+
+Each logs one line: what was loaded, what is new, from where. A model that loaded weights
+carries `pretrained_stats` (the mean and std its weights were trained on), which the run
+checks its normalisation against (engine.training.models.warn_if_normalised_otherwise).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import timm
+import torchvision
+from timm.models import get_pretrained_cfg
+from torch import nn
+
+from engine.core.bounds import Fraction, Positive, Share
+from engine.core.text import closest
+from engine.models.hub import (
+    hf_cache,
+    hf_file,
+    hub_unreachable,
+    offline_error,
+    torchvision_file,
+    torchvision_weights,
+    unreachable,
+)
+from engine.models.weights import Loaded, WeightsError, load_matching, read_weights
+from engine.training.head import head_keys
+from engine.training.models import PRETRAINED_STATS
+
+log = logging.getLogger(__name__)
+
+
+def check_name(library: str, name: str) -> None:
+    """Refuse, in one line with the closest name, a `name` that `library` (timm, torchvision:
+    its classification models) has no model of."""
+    if library == "timm":
+        if timm.is_model(name):
+            return
+        names, listing = timm.list_models(), "timm.list_models('*resnet*', pretrained=True)"
+    else:
+        names = torchvision.models.list_models(module=torchvision.models)
+        if name in names:
+            return
+        listing = "torchvision.models.list_models(module=torchvision.models)"
+    close = closest(name, names)
+    hint = f" (did you mean {close}?)" if close else ""
+    raise ValueError(
+        f"model.name={name!r}: no {library} model of that name{hint}; {listing} lists them."
+    )
+
+
+def _one_source(group: str, **sources: Any) -> None:
+    given = [f"model.{key}" for key, value in sources.items() if value not in (None, False)]
+    if len(given) > 1:
+        raise WeightsError(
+            f"model={group}: {' and '.join(given)} both give the weights: keep one (the other "
+            "null or false)."
+        )
+
+
+def _from_file(model: nn.Module, path: str, num_classes: int) -> Loaded:
+    weights, source = read_weights(path, "model.pretrained_file")
+    return load_matching(model, weights, source, "model.pretrained_file", num_classes)
+
+
+def timm_model(
+    name: str,
+    num_classes: Positive,
+    input_shape: Sequence[int],
+    pretrained: bool = False,
+    pretrained_file: str | None = None,
+    drop_rate: Share = 0.0,
+    drop_path_rate: Fraction | None = None,
+) -> nn.Module:
+    """timm's `name` for `num_classes` classes over inputs of `input_shape` (C, H, W):
+    pretrained on the hub's weights (`pretrained`), on a file's, or randomly initialised."""
+    _one_source("timm", pretrained=pretrained, pretrained_file=pretrained_file)
+    check_name("timm", name)
+    kwargs: dict[str, Any] = {"num_classes": num_classes, "in_chans": input_shape[0]}
+    kwargs |= {"drop_rate": drop_rate}
+    if drop_path_rate is not None:
+        kwargs["drop_path_rate"] = drop_path_rate
+    if pretrained:
+        model, source = _timm_pretrained(name, kwargs)
+        cfg = model.pretrained_cfg
+        new = head_keys(model, num_classes) if cfg.get("num_classes") != num_classes else []
+        total = list(model.state_dict())
+        loaded = Loaded(source, [k for k in total if k not in new], new, [])
+        log.info("%s%s", loaded.line(), _adapted(cfg, input_shape[0]))
+        setattr(model, PRETRAINED_STATS, (list(cfg["mean"]), list(cfg["std"]), source))
+        return model
+    model = timm.create_model(name, **kwargs)
+    if pretrained_file is not None:  # the mean and std its weights saw: unknown
+        _from_file(model, pretrained_file, num_classes)
+    return model
+
+
+def _timm_pretrained(name: str, kwargs: dict[str, Any]) -> tuple[nn.Module, str]:
+    """timm's `name` with its pretrained weights: from a cache file where one holds them (no
+    network: timm's own loading from that file), else downloaded by timm, with its progress;
+    a WeightsError within seconds where the hub cannot be reached."""
+    key = "model.pretrained=true"
+    cfg = get_pretrained_cfg(name)
+    if cfg is None or not (cfg.hf_hub_id or cfg.url):
+        raise WeightsError(
+            f"{key}: timm has no pretrained weights for {name}: "
+            f"timm.list_models('{name.partition('.')[0]}*', pretrained=True) lists those that do."
+        )
+    if cfg.hf_hub_id:
+        names = (
+            [cfg.hf_hub_filename]
+            if cfg.hf_hub_filename
+            else ["model.safetensors", "pytorch_model.bin"]
+        )
+        cached, url = hf_file(cfg.hf_hub_id, names)
+        folder, why = hf_cache(cfg.hf_hub_id), hub_unreachable(url) if cached is None else None
+        where = f"hf-hub:{cfg.hf_hub_id}"
+    else:
+        folder = cached = torchvision_file(cfg.url)
+        cached, url = (cached, "") if cached.is_file() else (None, cfg.url)
+        why, where = unreachable(url) if cached is None else None, cfg.url
+    if cached is not None:
+        overlay = {"file": str(cached)}
+        model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay, **kwargs)
+        return model, f"{where} (cached: {cached})"
+    if why is not None:
+        raise offline_error(key, f"timm's weights for {name} ({where})", folder, why)
+    return timm.create_model(name, pretrained=True, **kwargs), where
+
+
+def _adapted(cfg: dict[str, Any], channels: int) -> str:
+    """What timm did to the first layer for `channels` inputs, for the log line."""
+    theirs = cfg.get("input_size", (3,))[0]
+    if channels == theirs:
+        return ""
+    return (
+        f"; the first layer ({cfg.get('first_conv')}) adapted from {theirs} to {channels} channels"
+    )
+
+
+def torchvision_model(
+    name: str,
+    num_classes: Positive,
+    input_shape: Sequence[int],
+    weights: str | None = None,
+    pretrained_file: str | None = None,
+) -> nn.Module:
+    """torchvision's classification builder `name` for `num_classes` classes, loaded with
+    the weights enum member `weights` (by name: IMAGENET1K_V2, DEFAULT), a file's weights, or
+    randomly initialised. Its models take 3-channel images."""
+    _one_source("torchvision", weights=weights, pretrained_file=pretrained_file)
+    check_name("torchvision", name)
+    if input_shape[0] != 3:
+        raise ValueError(
+            f"model=torchvision: {name} takes 3-channel images, the data gives "
+            f"{input_shape[0]} (input shape {tuple(input_shape)}): use transforms that give RGB "
+            "(transforms=default, imagenet, model), or model=timm, which adapts its first layer."
+        )
+    model = torchvision.models.get_model(name, weights=None, num_classes=num_classes)
+    if weights is not None:
+        member = weights_member(name, weights)
+        what = f"torchvision's {name} weights {member}"
+        key = f"model.weights={weights}"
+        state = torchvision_weights(member, key, what)
+        load_matching(model, state, f"{what} ({member.url})", key, num_classes)
+        transforms = member.transforms()
+        setattr(model, PRETRAINED_STATS, (list(transforms.mean), list(transforms.std), str(member)))
+    elif pretrained_file is not None:
+        _from_file(model, pretrained_file, num_classes)
+    return model
+
+
+def weights_member(name: str, weights: str) -> Any:
+    """The member `weights` (IMAGENET1K_V2, DEFAULT; or written in full, as
+    ResNet50_Weights.IMAGENET1K_V2) of `name`'s weights enum."""
+    check_name("torchvision", name)
+    enum = torchvision.models.get_model_weights(name)
+    member = weights.rpartition(".")[2]
+    if member not in enum.__members__:
+        known = list(enum.__members__)
+        raise WeightsError(
+            f"model.weights={weights!r}: {enum.__name__} has {', '.join(known)} (DEFAULT: the "
+            "best of them)."
+        )
+    return enum[member]

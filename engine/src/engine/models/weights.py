@@ -1,0 +1,169 @@
+"""Pretrained weights into a model: one reader for a file from elsewhere and one matcher for
+every source (`model.pretrained_file`, torchvision's weights enums), as Hugging Face's
+`from_pretrained(ignore_mismatched_sizes=True)` matches a checkpoint to a model with another
+head.
+
+A weights file is hostile input, read as a checkpoint is in mode=eval: `.safetensors` by
+safetensors (no code can be in it), anything else by `load_checkpoint` (weights_only: pickled
+code never runs; compressed or oversized zip members refused). What it holds is a state dict,
+a training checkpoint of this template (`best.pt` of your own pretraining: the weights its
+monitor picked), or a dict wrapping one (`state_dict`, `model`: timm's and Lightning's
+checkpoints). The `module.` and `_orig_mod.` that DDP and torch.compile put in front of every
+key are taken off.
+
+Matching: every weight whose name and shape fit the model is loaded. One of the model's head
+(the classifier with an output per class, `head_keys`) whose shape differs, because the source
+had another number of classes, is initialised afresh; any other weight whose shape differs is
+refused, key by key in one line, as is a source of which no weight fits.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from torch import nn
+
+from engine.runs.checkpoint_checks import nonfinite_weight
+from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
+from engine.runs.checkpoint_weights import picked_weights
+from engine.training.head import head_keys
+
+log = logging.getLogger(__name__)
+
+PREFIXES = ("module.", "_orig_mod.")  # what DDP and torch.compile put before every key
+WRAPPERS = ("state_dict", "model", "module")  # where checkpoints of other trainers keep theirs
+SHOWN = 6  # names shown in a list before "... (N in all)"
+
+
+class WeightsError(CheckpointError):
+    """Pretrained weights that cannot be used: one line naming the key, the source and why."""
+
+
+def _listed(names: list[str]) -> str:
+    more = f", ... ({len(names)} in all)" if len(names) > SHOWN else ""
+    return ", ".join(names[:SHOWN]) + more
+
+
+def _shape(tensor: torch.Tensor) -> str:
+    return "x".join(map(str, tensor.shape)) or "scalar"
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What a source gave a model: `loaded` (the model's keys taken from it), `new` (the
+    model's keys initialised afresh: absent from the source, or a head of another class
+    count) and `unused` (the source's keys the model has no place for)."""
+
+    source: str
+    loaded: list[str]
+    new: list[str]
+    unused: list[str]
+
+    def line(self) -> str:
+        """The one log line: what was loaded, what is new, from where."""
+        total = len(self.loaded) + len(self.new)
+        text = f"pretrained weights from {self.source}: {len(self.loaded)} of {total} loaded"
+        text += f"; new: {_listed(self.new)}" if self.new else "; nothing new"
+        if self.unused:
+            text += f"; {len(self.unused)} of the source's unused ({_listed(self.unused)})"
+        return text
+
+
+def _tensors(found: Any, where: str) -> tuple[dict[str, torch.Tensor], str]:
+    """The state dict inside `found` (a template checkpoint's picked weights, or the first of
+    WRAPPERS that holds one), its keys without DDP's and torch.compile's prefixes; and which
+    weights of a template checkpoint they are ("" for any other file)."""
+    which = ""
+    if isinstance(found, dict) and "config" in found and isinstance(found.get("model"), dict):
+        found, picked = picked_weights(found)
+        which = f" (a training checkpoint of this template: its {picked} weights)"
+    while isinstance(found, dict) and not any(isinstance(v, torch.Tensor) for v in found.values()):
+        inner = next((found[k] for k in WRAPPERS if isinstance(found.get(k), dict)), None)
+        if inner is None:
+            break
+        found = inner
+    if not isinstance(found, dict) or not found:
+        raise WeightsError(f"{where} holds no weights (a dict of tensors): it is no state dict.")
+    others = [str(k) for k, v in found.items() if not isinstance(v, torch.Tensor)]
+    if others:
+        raise WeightsError(
+            f"{where} mixes other values with its weights ({_listed(others)}): give a state "
+            "dict of tensors (torch.save(model.state_dict(), path)) or a .safetensors file."
+        )
+    weights = {}
+    for key, tensor in found.items():
+        name = str(key)
+        for prefix in PREFIXES:
+            name = name.removeprefix(prefix)
+        weights[name] = tensor
+    return weights, which
+
+
+def read_weights(path: str | Path, key: str) -> tuple[dict[str, torch.Tensor], str]:
+    """The state dict of weights file `path` (given as config `key`), read as hostile input,
+    and the file as the log names it; every failure is a WeightsError naming the key and the
+    file."""
+    path = Path(path).expanduser()
+    where = f"{key}={path}"
+    if not path.is_file():
+        raise WeightsError(
+            f"{where}: no such file; give a state dict (.pt, .pth, .safetensors) or a "
+            "checkpoint of this template (a run's checkpoints/best.pt)."
+        )
+    if path.suffix == ".safetensors":
+        try:
+            found: Any = load_file(path, device="cpu")
+        except (SafetensorError, OSError, ValueError) as err:
+            raise WeightsError(f"{where} is no readable safetensors file ({err}).") from None
+    else:
+        try:
+            found = load_checkpoint(path)
+        except CheckpointError as err:
+            raise WeightsError(f"{key}: {err}") from None
+    weights, which = _tensors(found, where)
+    bad = nonfinite_weight(weights)
+    if bad is not None:
+        raise WeightsError(f"{where}: {bad}; fine-tune from another file.")
+    return weights, f"{path}{which}"
+
+
+def load_matching(
+    model: nn.Module, weights: dict[str, torch.Tensor], source: str, key: str, num_classes: int
+) -> Loaded:
+    """Load into `model` the `weights` (from `source`, given as config `key`) that fit it;
+    a head of another class count stays freshly initialised. Refused in one line naming each
+    key: a weight of another shape outside the head, or a source of which none fits."""
+    ours = model.state_dict()
+    fits = {k: v for k, v in weights.items() if k in ours and v.shape == ours[k].shape}
+    head = set(head_keys(model, num_classes))
+    misfits = [k for k in weights if k in ours and k not in fits]
+    wrong = [k for k in misfits if k not in head]
+    if wrong:
+        shapes = "; ".join(
+            f"{k}: {_shape(weights[k])} there, {_shape(ours[k])} here" for k in wrong
+        )
+        raise WeightsError(
+            f"{key}: {len(wrong)} weight(s) of {source} do not fit this model: {shapes}. It was "
+            "trained for another architecture or input (channels): choose the model it was "
+            "saved from (model.name) or another file."
+        )
+    if not fits:
+        raise WeightsError(
+            f"{key}: no weight of {source} fits this model (the source's: "
+            f"{_listed(list(weights))}; the model's: {_listed(list(ours))}): it was saved from "
+            "another architecture; choose the model it was saved from (model.name)."
+        )
+    model.load_state_dict(fits, strict=False)
+    new = [k for k in ours if k not in fits]
+    loaded = Loaded(source, list(fits), new, [k for k in weights if k not in ours])
+    if len(loaded.loaded) < len(new):
+        log.warning("%s: fewer than half the model's weights came from it", loaded.line())
+    else:
+        log.info("%s", loaded.line())
+    return loaded

@@ -1,0 +1,229 @@
+"""Pretrained weights by config (engine/models): a file from elsewhere is hostile input, a head
+of another class count is initialised afresh, every other misfit is named key by key in one
+line, hub weights never wait on a network that is not there, and transforms=model reads the
+model's data config without a download."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+from torchvision.transforms import InterpolationMode, v2
+
+from engine.data.transforms import Normalizer
+from engine.models import hub
+from engine.models.builders import timm_model, torchvision_model
+from engine.models.data_config import model_pipelines
+from engine.models.weights import WeightsError, load_matching, read_weights
+from engine.runs.checkpoint_files import save_checkpoint
+from engine.training.models import warn_if_normalised_otherwise
+
+KEY = "model.pretrained_file"
+SHAPE = (3, 32, 32)
+
+
+def _resnet(num_classes: int, channels: int = 3) -> torch.nn.Module:
+    return timm_model("resnet10t", num_classes, (channels, 32, 32))
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> tuple[torch.nn.Module, Path]:
+    """A 7-class resnet10t and its state dict saved as a .pth."""
+    model = _resnet(7)
+    path = tmp_path / "weights.pth"
+    torch.save(model.state_dict(), path)
+    return model, path
+
+
+def test_a_file_of_another_class_count_loads_all_but_a_fresh_head(saved, caplog) -> None:
+    source, path = saved
+    with caplog.at_level(logging.INFO, logger="engine.models"):
+        model = timm_model("resnet10t", 3, SHAPE, pretrained_file=str(path))
+    ours, theirs = model.state_dict(), source.state_dict()
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours if not k.startswith("fc."))
+    assert ours["fc.weight"].shape == (3, 512)  # the new head, for the data's 3 classes
+    (line,) = [m for m in caplog.messages if "pretrained weights from" in m]
+    assert f"pretrained weights from {path}: {len(ours) - 2} of {len(ours)} loaded" in line
+    assert line.endswith("new: fc.weight, fc.bias")
+
+
+def test_safetensors_and_wrapped_or_prefixed_state_dicts_read_alike(saved, tmp_path) -> None:
+    source, _ = saved
+    weights = source.state_dict()
+    save_file({k: v.contiguous() for k, v in weights.items()}, tmp_path / "w.safetensors")
+    torch.save(
+        {"state_dict": {f"module._orig_mod.{k}": v for k, v in weights.items()}, "epoch": 3},
+        tmp_path / "lightning.ckpt",
+    )
+    for name in ("w.safetensors", "lightning.ckpt"):
+        read, _ = read_weights(tmp_path / name, KEY)
+        assert read.keys() == weights.keys() and all(torch.equal(read[k], weights[k]) for k in read)
+
+
+def test_a_template_checkpoint_gives_the_weights_its_monitor_picked(saved, tmp_path) -> None:
+    source, _ = saved
+    trained = source.state_dict()
+    averaged = {k: v + 1 if v.is_floating_point() else v for k, v in trained.items()}
+    for monitor, expected in (("val/ema_loss", averaged), ("val/loss", trained)):
+        state = {
+            "model": trained,
+            "ema": {"weights": averaged, "updates": 5},
+            "config": {"trainer": {"checkpoint": {"monitor": monitor}}},
+        }
+        save_checkpoint(tmp_path / "best.pt", state)
+        read, said = read_weights(tmp_path / "best.pt", KEY)
+        assert said.endswith(f"its {'EMA' if monitor == 'val/ema_loss' else 'trained'} weights)")
+        assert all(torch.equal(read[k], expected[k]) for k in expected), monitor
+
+
+def test_weights_of_another_shape_are_named_key_by_key_in_one_line(saved) -> None:
+    _, path = saved
+    with pytest.raises(WeightsError) as refused:
+        timm_model("resnet10t", 7, (1, 32, 32), pretrained_file=str(path))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"{KEY}: 1 weight(s) of {path} do not fit this model:")
+    assert "conv1.0.weight: 24x3x3x3 there, 24x1x3x3 here" in message
+
+
+def test_a_file_of_which_nothing_fits_is_refused(tmp_path) -> None:
+    torch.save({"encoder.layer.0.weight": torch.ones(4, 4)}, tmp_path / "other.pt")
+    with pytest.raises(WeightsError, match=r"no weight of .*other\.pt fits this model"):
+        timm_model("resnet10t", 3, SHAPE, pretrained_file=str(tmp_path / "other.pt"))
+
+
+class _Runs:
+    """Pickled, it would run code on load (os.system): weights_only refuses it."""
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (Path("/tmp/pretrained-file-ran-code"),))
+
+
+def test_hostile_files_are_refused_and_run_nothing(tmp_path) -> None:
+    ran = Path("/tmp/pretrained-file-ran-code")
+    ran.unlink(missing_ok=True)
+    cases = {
+        "code.pt": lambda p: p.write_bytes(pickle.dumps({"w": _Runs()}, protocol=2)),
+        "mixed.pt": lambda p: torch.save({"w": torch.ones(2), "note": "text"}, p),
+        "nan.pt": lambda p: torch.save({"w": torch.tensor([float("nan")])}, p),
+        "cut.safetensors": lambda p: p.write_bytes(b'\x10\x00\x00\x00\x00\x00\x00\x00{"a'),
+        "empty.pt": lambda p: p.write_bytes(b""),
+    }
+    reasons = {
+        "code.pt": "holds objects other than tensors",
+        "mixed.pt": "mixes other values with its weights (note)",
+        "nan.pt": "its weight w holds NaN or infinite values",
+        "cut.safetensors": "is no readable safetensors file",
+        "empty.pt": "is empty (0 bytes)",
+    }
+    for name, write in cases.items():
+        write(tmp_path / name)
+        with pytest.raises(WeightsError) as refused:
+            read_weights(tmp_path / name, KEY)
+        assert str(refused.value).startswith(f"{KEY}") and reasons[name] in str(refused.value)
+        assert "\n" not in str(refused.value), name
+    assert not ran.exists()
+    with pytest.raises(WeightsError, match=r"no such file; give a state dict"):
+        read_weights(tmp_path / "missing.pt", KEY)
+
+
+def test_a_head_is_fresh_only_where_the_class_count_differs(saved) -> None:
+    source, _ = saved
+    model = _resnet(7)
+    loaded = load_matching(model, source.state_dict(), "src", KEY, 7)
+    assert loaded.new == [] and torch.equal(model.fc.weight, source.fc.weight)
+
+
+def test_hub_weights_not_cached_and_not_reachable_stop_in_seconds(tmp_path, monkeypatch) -> None:
+    """No network here is simulated by a closed local port: the hub answers nothing."""
+    monkeypatch.setattr(hub.hf, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setattr(hub.hf, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    monkeypatch.setenv("https_proxy", "http://127.0.0.1:9")  # urllib's probe goes through it
+    start = time.perf_counter()
+    with pytest.raises(WeightsError) as timm_refused:
+        timm_model("resnet10t", 3, SHAPE, pretrained=True)
+    with pytest.raises(WeightsError) as tv_refused:
+        torchvision_model("resnet18", 3, SHAPE, weights="IMAGENET1K_V1")
+    assert time.perf_counter() - start < 15
+    timm_line, tv_line = str(timm_refused.value), str(tv_refused.value)
+    assert timm_line.startswith("model.pretrained=true: timm's weights for resnet10t (hf-hub:")
+    assert f"not in the cache ({tmp_path / 'hf'}/models--timm--resnet10t" in timm_line
+    assert tv_line.startswith("model.weights=IMAGENET1K_V1: torchvision's resnet18 weights")
+    assert f"not in the cache ({tmp_path / 'torch' / 'hub' / 'checkpoints'}/resnet18-" in tv_line
+    for line in (timm_line, tv_line):
+        assert "model.pretrained_file=PATH" in line and "\n" not in line
+
+
+def test_cached_hub_weights_load_without_a_network(tmp_path, monkeypatch) -> None:
+    """A cache copied from a machine with a network: loaded from it, nothing asked of the hub."""
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    monkeypatch.setenv("https_proxy", "http://127.0.0.1:9")
+    member = torchvision_model.__globals__["weights_member"]("resnet18", "IMAGENET1K_V1")
+    source = torchvision_model("resnet18", 1000, SHAPE)
+    cached = hub.torchvision_file(member.url)
+    cached.parent.mkdir(parents=True)
+    torch.save(source.state_dict(), cached)
+    model = torchvision_model("resnet18", 4, SHAPE, weights="IMAGENET1K_V1")
+    assert torch.equal(model.conv1.weight, source.conv1.weight) and model.fc.out_features == 4
+    assert model.pretrained_stats[:2] == ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+
+
+def test_names_and_channels_are_refused_with_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"model.name='resnet10x': no timm model .*did you mean"):
+        timm_model("resnet10x", 3, SHAPE)
+    with pytest.raises(ValueError, match=r"takes 3-channel images, the data gives 1"):
+        torchvision_model("resnet18", 3, (1, 32, 32))
+    with pytest.raises(WeightsError, match=r"model.weights='IMAGENET1K_V9': ResNet18_Weights has"):
+        torchvision_model("resnet18", 3, SHAPE, weights="IMAGENET1K_V9")
+    with pytest.raises(
+        WeightsError, match=r"model=timm: model.pretrained and model.pretrained_file both give"
+    ):
+        timm_model("resnet10t", 3, SHAPE, pretrained=True, pretrained_file="x.pt")
+
+
+@pytest.mark.parametrize(
+    ("target", "name", "weights", "sizes", "interpolation", "mean"),
+    [
+        ("timm", "resnet18.a1_in1k", None, (224, 235), "bicubic", [0.485, 0.456, 0.406]),
+        ("timm", "vit_tiny_patch16_224", None, (224, 248), "bicubic", [0.5, 0.5, 0.5]),
+        ("torchvision", "resnet50", "IMAGENET1K_V2", (224, 232), "bilinear", [0.485, 0.456, 0.406]),
+        ("torchvision", "resnet50", None, (224, 232), "bilinear", [0.485, 0.456, 0.406]),
+        ("torchvision", "resnet50", "IMAGENET1K_V1", (224, 256), "bilinear", [0.485, 0.456, 0.406]),
+    ],
+)
+def test_transforms_follow_the_models_pretrained_config(
+    target, name, weights, sizes, interpolation, mean
+) -> None:
+    builder = f"engine.models.builders.{target}_model"
+    pipelines = model_pipelines(builder, name, weights)
+    crop, flip = pipelines.train.transforms
+    resize, center = pipelines.val.transforms
+    assert isinstance(crop, v2.RandomResizedCrop) and isinstance(flip, v2.RandomHorizontalFlip)
+    assert (crop.size[0], resize.size[0]) == sizes and center.size[0] == sizes[0]
+    assert crop.interpolation == resize.interpolation == InterpolationMode(interpolation)
+    assert pipelines.normalizer.mean.tolist() == pytest.approx(mean)
+
+
+def test_transforms_model_needs_a_pretrained_model_group() -> None:
+    with pytest.raises(ValueError, match=r"transforms=model follows a pretrained model's data"):
+        model_pipelines("src.models.small_cnn.SmallCNN", None)
+
+
+def test_a_normalisation_other_than_the_pretrained_one_is_one_warning(caplog) -> None:
+    model = _resnet(3)
+    model.pretrained_stats = ([0.5, 0.5, 0.5], [0.5, 0.5, 0.5], "somewhere")
+    with caplog.at_level(logging.WARNING, logger="engine"):
+        warn_if_normalised_otherwise(model, Normalizer([0.5] * 3, [0.5] * 3))
+        assert not caplog.messages
+        warn_if_normalised_otherwise(
+            model, Normalizer([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])
+        )
+    (line,) = caplog.messages
+    assert "(somewhere) were trained on inputs normalised with mean [0.5, 0.5, 0.5]" in line
+    assert "this run normalises with mean [0.485" in line and "transforms=model" in line
