@@ -180,6 +180,9 @@ OUTPUTS = {
         r"^device|^epoch|^best",
     ),
     "kfold": Output("python docs/kfold_demo.py", "{py} docs/kfold_demo.py", r"^fold \d|^\|"),
+    "finetune": Output(
+        "python docs/finetune_demo.py", "{py} docs/finetune_demo.py", r"^pretrained on|^\|"
+    ),
     "torchrun": Output(
         "torchrun --standalone --nproc_per_node=2 train.py trainer.max_epochs=2",
         "{py} -m torch.distributed.run --standalone --nproc_per_node=2 train.py "

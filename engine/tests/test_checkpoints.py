@@ -196,7 +196,7 @@ def test_resume_auto_falls_back_past_another_configs_and_malformed_steps(tmp_pat
     skipped = [r.getMessage() for r in caplog.records if "skipping checkpoint" in r.getMessage()]
     assert len(skipped) == 3
     assert (
-        "step00000007.pt its weights do not fit this model (w is [3] in the file, [2] here)"
+        "step00000007.pt does not fit this run: its weights do not fit this model (w is [3] in the file, [2] here)"
         in (skipped[0])
     )
     assert "step00000006.pt is not a training checkpoint" in skipped[1]
@@ -207,7 +207,10 @@ def test_resume_auto_falls_back_past_another_configs_and_malformed_steps(tmp_pat
 def test_an_unusable_file_given_by_name_is_one_error_naming_it(tmp_path: Path) -> None:
     path = tmp_path / "foreign.pt"
     save_checkpoint(path, _state(5, "other") | {"model": {"w": torch.zeros(3, 3)}})
-    with pytest.raises(CheckpointError, match=r"foreign\.pt: this file its weights do not fit"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"foreign\.pt: this file does not fit this run: its weights do not fit",
+    ):
         find_resume_state(str(path), "k", tmp_path, tmp_path / "run", _run_shape())
     save_checkpoint(path, {"model": {}, "step": 1})
     with pytest.raises(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torchvision
 from safetensors.torch import save_file
 from torchvision.transforms import InterpolationMode, v2
 
@@ -61,7 +62,7 @@ def test_safetensors_and_wrapped_or_prefixed_state_dicts_read_alike(saved, tmp_p
         tmp_path / "lightning.ckpt",
     )
     for name in ("w.safetensors", "lightning.ckpt"):
-        read, _ = read_weights(tmp_path / name, KEY)
+        read = read_weights(tmp_path / name, KEY).tensors
         assert read.keys() == weights.keys() and all(torch.equal(read[k], weights[k]) for k in read)
 
 
@@ -76,7 +77,8 @@ def test_a_template_checkpoint_gives_the_weights_its_monitor_picked(saved, tmp_p
             "config": {"trainer": {"checkpoint": {"monitor": monitor}}},
         }
         save_checkpoint(tmp_path / "best.pt", state)
-        read, said = read_weights(tmp_path / "best.pt", KEY)
+        file = read_weights(tmp_path / "best.pt", KEY)
+        read, said = file.tensors, file.source
         assert said.endswith(f"its {'EMA' if monitor == 'val/ema_loss' else 'trained'} weights)")
         assert all(torch.equal(read[k], expected[k]) for k in expected), monitor
 
@@ -88,12 +90,12 @@ def test_weights_of_another_shape_are_named_key_by_key_in_one_line(saved) -> Non
     message = str(refused.value)
     assert "\n" not in message
     assert message.startswith(f"{KEY}: 1 weight(s) of {path} do not fit this model:")
-    assert "conv1.0.weight: 24x3x3x3 there, 24x1x3x3 here" in message
+    assert "conv1.0.weight: 24x3x3x3 floating there, 24x1x3x3 floating here" in message
 
 
 def test_a_file_of_which_nothing_fits_is_refused(tmp_path) -> None:
     torch.save({"encoder.layer.0.weight": torch.ones(4, 4)}, tmp_path / "other.pt")
-    with pytest.raises(WeightsError, match=r"no weight of .*other\.pt fits this model"):
+    with pytest.raises(WeightsError, match=r"no weight of .*other\.pt outside the head fits"):
         timm_model("resnet10t", 3, SHAPE, pretrained_file=str(tmp_path / "other.pt"))
 
 
@@ -166,7 +168,7 @@ def test_cached_hub_weights_load_without_a_network(tmp_path, monkeypatch) -> Non
     monkeypatch.setenv("https_proxy", "http://127.0.0.1:9")
     member = torchvision_model.__globals__["weights_member"]("resnet18", "IMAGENET1K_V1")
     source = torchvision_model("resnet18", 1000, SHAPE)
-    cached = hub.torchvision_file(member.url)
+    cached = hub.url_file(member.url)
     cached.parent.mkdir(parents=True)
     torch.save(source.state_dict(), cached)
     model = torchvision_model("resnet18", 4, SHAPE, weights="IMAGENET1K_V1")
@@ -227,3 +229,143 @@ def test_a_normalisation_other_than_the_pretrained_one_is_one_warning(caplog) ->
     (line,) = caplog.messages
     assert "(somewhere) were trained on inputs normalised with mean [0.5, 0.5, 0.5]" in line
     assert "this run normalises with mean [0.485" in line and "transforms=model" in line
+
+
+def test_timm_weights_in_the_hub_cache_load_without_a_network(
+    tmp_path, monkeypatch, caplog
+) -> None:
+    """A Hugging Face cache copied from a machine with a network: timm loads the cached file
+    itself (its head replaced for the data's classes), and the hub is never asked."""
+    monkeypatch.setattr(hub.hf, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    monkeypatch.setattr(hub.hf, "ENDPOINT", "http://127.0.0.1:9")
+    source = _resnet(1000)
+    repo = tmp_path / "hf" / "models--timm--resnet10t.c3_in1k"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    save_file(
+        {k: v.contiguous() for k, v in source.state_dict().items()}, snapshot / "model.safetensors"
+    )
+    start = time.perf_counter()
+    with caplog.at_level(logging.INFO, logger="engine.models"):
+        model = timm_model("resnet10t", 3, (1, 32, 32), pretrained=True)
+    assert time.perf_counter() - start < 10
+    grey = source.conv1[0].weight.sum(dim=1, keepdim=True)  # timm's adaptation to one channel
+    assert torch.allclose(model.conv1[0].weight, grey) and model.fc.out_features == 3
+    (line,) = [m for m in caplog.messages if "pretrained weights from" in m]
+    assert f"(hf-hub:timm/resnet10t.c3_in1k) ({repo}/snapshots/" in line
+    assert "new: fc.weight, fc.bias" in line
+    assert line.endswith("the first layer (conv1.0) adapted from 3 to 1 channels")
+
+
+def test_a_planted_cache_file_runs_nothing(tmp_path, monkeypatch) -> None:
+    """A cache copied from elsewhere is read as any weights file: torch.hub's own loader
+    (weights_only=False) would run a pickle's code; the engine's reader refuses it."""
+    ran = Path("/tmp/pretrained-file-ran-code")
+    ran.unlink(missing_ok=True)
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    monkeypatch.setattr(hub.hf, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    member = torchvision_model.__globals__["weights_member"]("resnet18", "IMAGENET1K_V1")
+    planted = hub.url_file(member.url)
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(pickle.dumps({"w": _Runs()}, protocol=2))
+    snapshot = tmp_path / "hf" / "models--timm--resnet10t.c3_in1k" / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot.parents[1] / "refs").mkdir()
+    (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+    (snapshot / "pytorch_model.bin").write_bytes(pickle.dumps({"w": _Runs()}, protocol=2))
+    with pytest.raises(WeightsError, match=r"^model.weights=IMAGENET1K_V1: .* holds objects other"):
+        torchvision_model("resnet18", 3, SHAPE, weights="IMAGENET1K_V1")
+    with pytest.raises(WeightsError, match=r"^model.pretrained=true: .* holds objects other than"):
+        timm_model("resnet10t", 3, SHAPE, pretrained=True)
+    assert not ran.exists()
+
+
+def test_weights_of_a_kind_no_model_holds_are_refused_in_one_line(saved, tmp_path) -> None:
+    """Integer weights would be cast to floats without a word (a loss of 3456 where 1.6 was
+    due); float8, sparse and meta tensors crashed the NaN check; a stride-0 view of 1 KB asked
+    for terabytes."""
+    source, _ = saved
+    weights = source.state_dict()
+    cases = {
+        "int.pt": (
+            {**weights, "conv1.0.weight": weights["conv1.0.weight"].to(torch.int32)},
+            "conv1.0.weight: 24x3x3x3 integer there, 24x3x3x3 floating here",
+        ),
+        "fp8.pt": (
+            {"w": torch.zeros(4).to(torch.float8_e4m3fn)},
+            "its weight w is a tensor of a kind no model state holds (torch.float8_e4m3fn",
+        ),
+        "sparse.pt": (
+            {"w": torch.eye(3).to_sparse()},
+            "its weight w is a tensor of a kind no model state holds",
+        ),
+        "meta.pt": ({"w": torch.zeros(3, device="meta")}, "on meta"),
+        "expand.pt": (
+            {"w": torch.zeros(1).expand(10**6, 10**6)},
+            "its weight w is a view of 1,000,000,000,000 values over a storage of 4 bytes",
+        ),
+    }
+    for name, (state, said) in cases.items():
+        torch.save(state, tmp_path / name)
+        with pytest.raises(WeightsError) as refused:
+            timm_model("resnet10t", 3, SHAPE, pretrained_file=str(tmp_path / name))
+        assert said in str(refused.value) and "\n" not in str(refused.value), name
+
+
+def test_a_lightning_modules_prefix_is_taken_off(saved, tmp_path, caplog) -> None:
+    source, _ = saved
+    weights = {f"model.{k}": v for k, v in source.state_dict().items()}
+    torch.save({"state_dict": weights, "epoch": 3, "global_step": 9}, tmp_path / "last.ckpt")
+    with caplog.at_level(logging.INFO, logger="engine.models"):
+        model = timm_model("resnet10t", 3, SHAPE, pretrained_file=str(tmp_path / "last.ckpt"))
+    assert torch.equal(model.conv1[0].weight, source.conv1[0].weight)
+    assert any("(every key's model. taken off)" in m for m in caplog.messages)
+
+
+def test_a_head_alone_or_a_buffer_is_no_pretrained_model(tmp_path) -> None:
+    torch.save({"bn1.num_batches_tracked": torch.tensor(5)}, tmp_path / "buffer.pt")
+    torch.save(
+        {k: v for k, v in _resnet(3).state_dict().items() if k.startswith("fc.")},
+        tmp_path / "head.pt",
+    )
+    for name in ("buffer.pt", "head.pt"):
+        with pytest.raises(WeightsError, match=r"no weight of .* outside the head fits this model"):
+            timm_model("resnet10t", 3, SHAPE, pretrained_file=str(tmp_path / name))
+
+
+@pytest.mark.parametrize("name", ["googlenet", "mnasnet0_5"])
+def test_torchvision_classifiers_with_auxiliary_heads_or_versions_load_and_train(
+    name, tmp_path
+) -> None:
+    """GoogLeNet's auxiliary heads (built without them: a training forward returns logits), and
+    MNASNet's module versions (its state dict's metadata kept through the matching)."""
+    full = (
+        torchvision.models.get_model(name, weights=None, num_classes=1000, init_weights=True)
+        if name == "googlenet"
+        else torchvision.models.get_model(name, weights=None)
+    )
+    torch.save(full.state_dict(), tmp_path / "w.pth")
+    model = torchvision_model(name, 5, (3, 64, 64), pretrained_file=str(tmp_path / "w.pth"))
+    logits = model.train()(torch.randn(2, 3, 64, 64))
+    assert isinstance(logits, torch.Tensor) and logits.shape == (2, 5)
+
+
+def test_a_distilled_vits_two_heads_are_both_heads() -> None:
+    source = timm_model("deit_tiny_distilled_patch16_224", 7, (3, 224, 224))
+    model = timm_model("deit_tiny_distilled_patch16_224", 3, (3, 224, 224))
+    loaded = load_matching(model, source.state_dict(), "src", KEY, 3)
+    assert sorted(loaded.new) == ["head.bias", "head.weight", "head_dist.bias", "head_dist.weight"]
+
+
+def test_a_weights_name_of_another_model_and_an_unknown_tag_are_refused() -> None:
+    with pytest.raises(
+        WeightsError,
+        match=r"names ResNet50_Weights, but model.name=resnet18 takes ResNet18_Weights",
+    ):
+        torchvision_model("resnet18", 3, SHAPE, weights="ResNet50_Weights.IMAGENET1K_V1")
+    with pytest.raises(
+        ValueError, match=r"timm has no weights tagged 'a1_typo' for resnet10t; its tags: c3_in1k"
+    ):
+        timm_model("resnet10t.a1_typo", 3, SHAPE)

@@ -162,7 +162,7 @@ def test_an_explicit_checkpoint_of_another_model_is_one_line(demo_dir, tmp_path,
     done = _train(demo_dir, tmp_path / "run", f"trainer.resume={other}")
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert (
-        f"trainer.resume={other}: this file its weights do not fit this model ({layer} is "
+        f"trainer.resume={other}: this file does not fit this run: its weights do not fit this model ({layer} is "
         "[3, 1] in the file" in done.stderr
     )
 

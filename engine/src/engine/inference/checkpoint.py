@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from engine.data.image_header import PILLOW_MAX_PIXELS
 from engine.data.shards.sources import kind
 from engine.inference.moved_targets import moved_targets
-from engine.runs.checkpoint_checks import malformed, nonfinite_weight
+from engine.runs.checkpoint_checks import bad_weight, malformed
 from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
 from engine.runs.checkpoint_weights import picked_weights
 from engine.runs.outputs import DATA_KEY
@@ -311,7 +311,7 @@ def check_state(state: dict[str, Any], file: Path) -> None:
                 "training run."
             )
     weights, _ = picked_weights(state)  # the ones a run on it uses
-    problem = nonfinite_weight(weights) if isinstance(weights, dict) else None
+    problem = bad_weight(weights) if isinstance(weights, dict) else None
     if problem is not None:
         raise CheckpointError(
             f"{file}: {problem}: use an earlier checkpoint of that run (its checkpoints/"

@@ -28,27 +28,28 @@ from torch import nn
 
 from engine.core.bounds import Fraction, Positive, Share
 from engine.core.text import closest
-from engine.models.hub import (
-    hf_cache,
-    hf_file,
-    hub_unreachable,
-    offline_error,
-    torchvision_file,
-    torchvision_weights,
-    unreachable,
-)
+from engine.models.hub import from_hub, from_url
 from engine.models.weights import Loaded, WeightsError, load_matching, read_weights
 from engine.training.head import head_keys
 from engine.training.models import PRETRAINED_STATS
 
 log = logging.getLogger(__name__)
+AUXILIARY = ("googlenet", "inception_v3")  # torchvision classifiers with auxiliary heads
 
 
 def check_name(library: str, name: str) -> None:
     """Refuse, in one line with the closest name, a `name` that `library` (timm, torchvision:
-    its classification models) has no model of."""
+    its classification models) has no model of, or (timm) whose pretrained tag it does not
+    know."""
     if library == "timm":
         if timm.is_model(name):
+            arch, _, tag = name.partition(".")
+            tags = [n.partition(".")[2] for n in timm.list_pretrained(f"{arch}.*")]
+            if tag and tag not in tags:
+                raise ValueError(
+                    f"model.name={name!r}: timm has no weights tagged {tag!r} for {arch}; its "
+                    f"tags: {', '.join(tags) or 'none'}."
+                )
             return
         names, listing = timm.list_models(), "timm.list_models('*resnet*', pretrained=True)"
     else:
@@ -73,8 +74,13 @@ def _one_source(group: str, **sources: Any) -> None:
 
 
 def _from_file(model: nn.Module, path: str, num_classes: int) -> Loaded:
-    weights, source = read_weights(path, "model.pretrained_file")
-    return load_matching(model, weights, source, "model.pretrained_file", num_classes)
+    """`model` loaded from weights file `path`; where the file records the mean and std its
+    weights saw (a checkpoint of this template), the model carries them."""
+    read = read_weights(path, "model.pretrained_file")
+    loaded = load_matching(model, read.tensors, read.source, "model.pretrained_file", num_classes)
+    if read.stats is not None:
+        setattr(model, PRETRAINED_STATS, (*read.stats, path))
+    return loaded
 
 
 def timm_model(
@@ -104,15 +110,15 @@ def timm_model(
         setattr(model, PRETRAINED_STATS, (list(cfg["mean"]), list(cfg["std"]), source))
         return model
     model = timm.create_model(name, **kwargs)
-    if pretrained_file is not None:  # the mean and std its weights saw: unknown
+    if pretrained_file is not None:
         _from_file(model, pretrained_file, num_classes)
     return model
 
 
 def _timm_pretrained(name: str, kwargs: dict[str, Any]) -> tuple[nn.Module, str]:
-    """timm's `name` with its pretrained weights: from a cache file where one holds them (no
-    network: timm's own loading from that file), else downloaded by timm, with its progress;
-    a WeightsError within seconds where the hub cannot be reached."""
+    """timm's `name` with its pretrained weights, read by the engine from the hub's cache (or
+    downloaded there first) and handed to timm, whose own loading replaces the head and adapts
+    the first layer; a WeightsError within seconds where the hub cannot be reached."""
     key = "model.pretrained=true"
     cfg = get_pretrained_cfg(name)
     if cfg is None or not (cfg.hf_hub_id or cfg.url):
@@ -121,25 +127,14 @@ def _timm_pretrained(name: str, kwargs: dict[str, Any]) -> tuple[nn.Module, str]
             f"timm.list_models('{name.partition('.')[0]}*', pretrained=True) lists those that do."
         )
     if cfg.hf_hub_id:
-        names = (
-            [cfg.hf_hub_filename]
-            if cfg.hf_hub_filename
-            else ["model.safetensors", "pytorch_model.bin"]
-        )
-        cached, url = hf_file(cfg.hf_hub_id, names)
-        folder, why = hf_cache(cfg.hf_hub_id), hub_unreachable(url) if cached is None else None
-        where = f"hf-hub:{cfg.hf_hub_id}"
+        what = f"timm's weights for {name} (hf-hub:{cfg.hf_hub_id})"
+        weights, source = from_hub(cfg.hf_hub_id, key, what)
     else:
-        folder = cached = torchvision_file(cfg.url)
-        cached, url = (cached, "") if cached.is_file() else (None, cfg.url)
-        why, where = unreachable(url) if cached is None else None, cfg.url
-    if cached is not None:
-        overlay = {"file": str(cached)}
-        model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=overlay, **kwargs)
-        return model, f"{where} (cached: {cached})"
-    if why is not None:
-        raise offline_error(key, f"timm's weights for {name} ({where})", folder, why)
-    return timm.create_model(name, pretrained=True, **kwargs), where
+        weights, source = from_url(cfg.url, key, f"timm's weights for {name}")
+    overlay = {"state_dict": weights}
+    return timm.create_model(
+        name, pretrained=True, pretrained_cfg_overlay=overlay, **kwargs
+    ), source
 
 
 def _adapted(cfg: dict[str, Any], channels: int) -> str:
@@ -170,13 +165,17 @@ def torchvision_model(
             f"{input_shape[0]} (input shape {tuple(input_shape)}): use transforms that give RGB "
             "(transforms=default, imagenet, model), or model=timm, which adapts its first layer."
         )
-    model = torchvision.models.get_model(name, weights=None, num_classes=num_classes)
+    # GoogLeNet's and Inception v3's auxiliary heads, trained by their recipe's extra losses,
+    # make a training forward return a tuple no loss takes: built without them (their
+    # pretrained weights are then left unused, and said so)
+    extra = {"aux_logits": False} if name in AUXILIARY else {}
+    model = torchvision.models.get_model(name, weights=None, num_classes=num_classes, **extra)
     if weights is not None:
         member = weights_member(name, weights)
         what = f"torchvision's {name} weights {member}"
         key = f"model.weights={weights}"
-        state = torchvision_weights(member, key, what)
-        load_matching(model, state, f"{what} ({member.url})", key, num_classes)
+        state, source = from_url(member.url, key, what)
+        load_matching(model, state, source, key, num_classes)
         transforms = member.transforms()
         setattr(model, PRETRAINED_STATS, (list(transforms.mean), list(transforms.std), str(member)))
     elif pretrained_file is not None:
@@ -189,7 +188,12 @@ def weights_member(name: str, weights: str) -> Any:
     ResNet50_Weights.IMAGENET1K_V2) of `name`'s weights enum."""
     check_name("torchvision", name)
     enum = torchvision.models.get_model_weights(name)
-    member = weights.rpartition(".")[2]
+    given, _, member = weights.rpartition(".")
+    if given and given != enum.__name__:
+        raise WeightsError(
+            f"model.weights={weights!r} names {given}, but model.name={name} takes "
+            f"{enum.__name__}: model.weights={member} (or {enum.__name__}.{member})."
+        )
     if member not in enum.__members__:
         known = list(enum.__members__)
         raise WeightsError(

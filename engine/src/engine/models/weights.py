@@ -20,6 +20,7 @@ refused, key by key in one line, as is a source of which no weight fits.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 
-from engine.runs.checkpoint_checks import nonfinite_weight
+from engine.runs.checkpoint_checks import bad_weight
 from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
 from engine.runs.checkpoint_weights import picked_weights
 from engine.training.head import head_keys
@@ -75,7 +76,44 @@ class Loaded:
         return text
 
 
-def _tensors(found: Any, where: str) -> tuple[dict[str, torch.Tensor], str]:
+@dataclass(frozen=True)
+class WeightsFile:
+    """A weights file, read: its `tensors` (a state dict, its `_metadata` kept where the file
+    had one: module versions some models read), `source` (the file as the log names it) and
+    `stats` (the mean and std of the inputs its weights saw, where the file records them: a
+    checkpoint of this template; else None)."""
+
+    tensors: dict[str, torch.Tensor]
+    source: str
+    stats: tuple[list[float], list[float]] | None = None
+
+
+def _stripped(name: str) -> str:
+    """`name` without DDP's and torch.compile's prefixes, in any order and number."""
+    while name.startswith(PREFIXES):
+        for prefix in PREFIXES:
+            name = name.removeprefix(prefix)
+    return name
+
+
+def _saved_stats(state: dict[str, Any]) -> tuple[list[float], list[float]] | None:
+    """The transforms' mean and std a template checkpoint's config records (None: none)."""
+    transforms = (
+        state.get("config", {}).get("transforms") if isinstance(state.get("config"), dict) else None
+    )
+    mean = transforms.get("mean") if isinstance(transforms, dict) else None
+    std = transforms.get("std") if isinstance(transforms, dict) else None
+    numbers = (list, tuple)
+    if (
+        isinstance(mean, numbers)
+        and isinstance(std, numbers)
+        and all(isinstance(v, float | int) for v in [*mean, *std])
+    ):
+        return [float(v) for v in mean], [float(v) for v in std]
+    return None
+
+
+def _tensors(found: Any, where: str) -> tuple[OrderedDict[str, torch.Tensor], str]:
     """The state dict inside `found` (a template checkpoint's picked weights, or the first of
     WRAPPERS that holds one), its keys without DDP's and torch.compile's prefixes; and which
     weights of a template checkpoint they are ("" for any other file)."""
@@ -96,21 +134,19 @@ def _tensors(found: Any, where: str) -> tuple[dict[str, torch.Tensor], str]:
             f"{where} mixes other values with its weights ({_listed(others)}): give a state "
             "dict of tensors (torch.save(model.state_dict(), path)) or a .safetensors file."
         )
-    weights = {}
-    for key, tensor in found.items():
-        name = str(key)
-        for prefix in PREFIXES:
-            name = name.removeprefix(prefix)
-        weights[name] = tensor
+    weights = OrderedDict((_stripped(str(key)), tensor) for key, tensor in found.items())
+    metadata = getattr(found, "_metadata", None)
+    if isinstance(metadata, dict):  # module versions (BatchNorm's, MNASNet's), as torch keeps them
+        weights._metadata = {_stripped(f"{k}.").rstrip("."): v for k, v in metadata.items()}  # type: ignore[attr-defined]
     return weights, which
 
 
-def read_weights(path: str | Path, key: str) -> tuple[dict[str, torch.Tensor], str]:
-    """The state dict of weights file `path` (given as config `key`), read as hostile input,
-    and the file as the log names it; every failure is a WeightsError naming the key and the
+def read_weights(path: str | Path, key: str, where: str | None = None) -> WeightsFile:
+    """Weights file `path` (given as config `key`; `where`: how an error names it, `key=path`
+    by default) read as hostile input; every failure is a WeightsError naming the key and the
     file."""
     path = Path(path).expanduser()
-    where = f"{key}={path}"
+    where = where or f"{key}={path}"
     if not path.is_file():
         raise WeightsError(
             f"{where}: no such file; give a state dict (.pt, .pth, .safetensors) or a "
@@ -125,12 +161,27 @@ def read_weights(path: str | Path, key: str) -> tuple[dict[str, torch.Tensor], s
         try:
             found = load_checkpoint(path)
         except CheckpointError as err:
-            raise WeightsError(f"{key}: {err}") from None
+            raise WeightsError(f"{key}: {err}") from None  # it names the file
+    stats = _saved_stats(found) if isinstance(found, dict) else None
     weights, which = _tensors(found, where)
-    bad = nonfinite_weight(weights)
+    bad = bad_weight(weights)
     if bad is not None:
         raise WeightsError(f"{where}: {bad}; fine-tune from another file.")
-    return weights, f"{path}{which}"
+    return WeightsFile(weights, f"{path}{which}", stats)
+
+
+def _common_prefix(names: list[str], ours: dict[str, torch.Tensor]) -> str:
+    """The first name part every one of `names` starts with where taking it off makes names of
+    `ours` (a LightningModule's `model.`), else ""."""
+    first = {name.partition(".")[0] for name in names}
+    if len(first) != 1:
+        return ""
+    prefix = f"{first.pop()}."
+    return prefix if any(n.removeprefix(prefix) in ours for n in names) else ""
+
+
+def _kind(tensor: torch.Tensor) -> str:
+    return "floating" if tensor.is_floating_point() else "integer"
 
 
 def load_matching(
@@ -138,24 +189,37 @@ def load_matching(
 ) -> Loaded:
     """Load into `model` the `weights` (from `source`, given as config `key`) that fit it;
     a head of another class count stays freshly initialised. Refused in one line naming each
-    key: a weight of another shape outside the head, or a source of which none fits."""
+    key: a weight of another shape or kind (integer for floating point) outside the head, or
+    a source of which no weight outside the head fits."""
     ours = model.state_dict()
-    fits = {k: v for k, v in weights.items() if k in ours and v.shape == ours[k].shape}
+    if not any(k in ours for k in weights) and (prefix := _common_prefix(list(weights), ours)):
+        metadata = getattr(weights, "_metadata", None)
+        weights = OrderedDict((k.removeprefix(prefix), v) for k, v in weights.items())
+        weights._metadata = metadata  # type: ignore[attr-defined]
+        source = f"{source} (every key's {prefix} taken off)"
+    fits = OrderedDict(
+        (k, v)
+        for k, v in weights.items()
+        if k in ours and v.shape == ours[k].shape and _kind(v) == _kind(ours[k])
+    )
+    fits._metadata = getattr(weights, "_metadata", None) or getattr(ours, "_metadata", None)  # type: ignore[attr-defined]
     head = set(head_keys(model, num_classes))
-    misfits = [k for k in weights if k in ours and k not in fits]
-    wrong = [k for k in misfits if k not in head]
+    wrong = [k for k in weights if k in ours and k not in fits and k not in head]
     if wrong:
         shapes = "; ".join(
-            f"{k}: {_shape(weights[k])} there, {_shape(ours[k])} here" for k in wrong
+            f"{k}: {_shape(weights[k])} {_kind(weights[k])} there, {_shape(ours[k])} "
+            f"{_kind(ours[k])} here"
+            for k in wrong
         )
         raise WeightsError(
             f"{key}: {len(wrong)} weight(s) of {source} do not fit this model: {shapes}. It was "
             "trained for another architecture or input (channels): choose the model it was "
             "saved from (model.name) or another file."
         )
-    if not fits:
+    parameters = {name for name, _ in model.named_parameters()}
+    if not any(k in parameters and k not in head for k in fits):
         raise WeightsError(
-            f"{key}: no weight of {source} fits this model (the source's: "
+            f"{key}: no weight of {source} outside the head fits this model (the source's: "
             f"{_listed(list(weights))}; the model's: {_listed(list(ours))}): it was saved from "
             "another architecture; choose the model it was saved from (model.name)."
         )

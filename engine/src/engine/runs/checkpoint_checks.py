@@ -130,15 +130,44 @@ def malformed(state: dict[str, Any], key: str) -> str | None:
     return f"its {key!r} is {_preview(state[key])}, where a training checkpoint holds {what}"
 
 
-def nonfinite_weight(weights: dict[str, Any]) -> str | None:
-    """The first floating-point weight in `weights` holding NaN or inf, as a reason naming it
-    (None when there is none): such a model scores every input NaN."""
+# The tensors a weights file may hold: what torch.save and safetensors write of a model's state
+WEIGHT_DTYPES = {
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+}
+
+
+def bad_weight(weights: dict[str, Any]) -> str | None:
+    """Why the weights in `weights` cannot be loaded, naming the first that cannot (None:
+    they can): a tensor of a kind no model state holds (float8, complex, sparse, on the meta
+    device), a view larger than the data it has (a stride-0 expand: a 1 KB file asking for
+    terabytes when checked), or floating-point values of NaN or inf (such a model scores
+    every input NaN). One check for every door weights come in by: a checkpoint to resume or
+    evaluate, a pretrained file, a hub's cache."""
     for key, value in weights.items():
+        if not isinstance(value, torch.Tensor):
+            continue
         if (
-            isinstance(value, torch.Tensor)
-            and value.is_floating_point()
-            and not bool(torch.isfinite(value).all())
+            value.layout != torch.strided
+            or value.device.type != "cpu"
+            or value.dtype not in WEIGHT_DTYPES
         ):
+            kind = f"{value.dtype}, {value.layout}, on {value.device.type}"
+            return f"its weight {key} is a tensor of a kind no model state holds ({kind})"
+        if value.numel() * value.element_size() > value.untyped_storage().nbytes():
+            return (
+                f"its weight {key} is a view of {value.numel():,} values over a storage of "
+                f"{value.untyped_storage().nbytes():,} bytes (an expand): no model state holds one"
+            )
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             return (
                 f"its weight {key} holds NaN or infinite values (the training diverged before "
                 "it was saved)"
@@ -242,12 +271,19 @@ def problem_with(state: dict[str, Any], run: RunShape | None = None) -> str | No
     if inconsistent is not None:
         return f"is malformed: {inconsistent}"
     weights = [state["model"], *([state[EMA_KEY]["weights"]] if state.get(EMA_KEY) else [])]
-    nonfinite = next(filter(None, map(nonfinite_weight, weights)), None)
+    nonfinite = next(filter(None, map(bad_weight, weights)), None)
     if nonfinite is not None:
         return f"is unusable: {nonfinite}; resume from an earlier step, or start fresh"
     if run is None:
         return None
     problem = next(filter(None, (weights_problem(w, run.model) for w in weights)), None)
+    problem = _fit_problem(state, run, problem)
+    return None if problem is None else f"does not fit this run: {problem}"
+
+
+def _fit_problem(state: dict[str, Any], run: RunShape, problem: str | None) -> str | None:
+    """Why `state`'s optimizer state or classes do not fit `run` (its weights' `problem`
+    first), or None."""
     if problem is None and run.params is not None:
         problem = _optimizer_problem(state["optimizer"], run.params)
     if problem is None and run.classes is not None and state.get("classes") != run.classes:

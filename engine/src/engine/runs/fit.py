@@ -31,7 +31,7 @@ from engine.training.batches import DeviceBatch, batches_per_epoch, mover_for
 from engine.training.clipping import clip_before_each_step
 from engine.training.compiled import warm_up
 from engine.training.device import gpu_stats
-from engine.training.distributed import reduce_totals, share_bad_samples, unwrap
+from engine.training.distributed import broadcast_module, reduce_totals, share_bad_samples, unwrap
 from engine.training.early_stopping import EarlyStopping
 from engine.training.ema import ema_keys
 from engine.training.evaluate import evaluate
@@ -149,8 +149,9 @@ class Epoch:
     def __enter__(self) -> Epoch:
         fit = self.fit
         fit.parts.model.train()
-        if fit.freezer is not None:
-            fit.freezer.apply(self.number)
+        if fit.freezer is not None and fit.freezer.apply(self.number):
+            # other weights train: torch.compile compiles anew, on this epoch's first batch
+            fit.compiling = fit.s.compile is not None
         fit.step.optimizer.zero_grad(set_to_none=True)
         loader = fit.parts.train_loader
         with ExitStack() as stack:  # one that fails to enter leaves the others exited
@@ -258,7 +259,9 @@ class Epoch:
     def _log_window(self) -> None:
         """train/loss (the mean since the last point) and train/lr at this optimizer step."""
         fit = self.fit
-        mean_loss, lr = fit.window.take(), fit.step.optimizer.param_groups[0]["lr"]
+        # the top layer's rate: parameter groups (optimizer.layer_decay) scale theirs down
+        lr = max(group["lr"] for group in fit.step.optimizer.param_groups)
+        mean_loss = fit.window.take()
         points = {"train/loss": mean_loss, "train/lr": lr}
         if self.pipeline is not None:  # pipeline/<stage>_ms since the last point
             points |= self.pipeline.take().metrics()
@@ -301,6 +304,9 @@ class Epoch:
         fit, parts = self.fit, self.fit.parts
         models = {"": model or parts.model}
         if model is None and parts.ema is not None:
+            # rank 0's average, the one its checkpoint holds (ranks of a stream's uneven
+            # epoch took unequal steps)
+            broadcast_module(parts.ema.averaged, parameters=True)
             models["ema"] = parts.ema.model
         metrics: dict[str, float] = {}
         for name, evaluated in models.items():

@@ -148,7 +148,8 @@ def find_resume_state(
         found = load_newest(folder, lambda state: problem_with(state, run))
         if found is None:
             raise CheckpointError(
-                f"trainer.resume={resume}: no usable step*.pt checkpoint in {folder}."
+                f"trainer.resume={resume}: no usable step*.pt checkpoint in {folder} (each "
+                "one there was skipped for the reason, and the fix, its warning line above gives)."
             )
         path, state = found
     else:

@@ -18,7 +18,7 @@ import logging
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from engine.training.head import head_module
+from engine.training.head import head_modules
 
 log = logging.getLogger(__name__)
 
@@ -28,32 +28,34 @@ class Freezer:
     epochs 1..`epochs`; `keep_bn_stats`: the frozen BatchNorm layers in eval mode."""
 
     def __init__(self, model: nn.Module, num_classes: int, epochs: int, keep_bn_stats: bool):
-        found = head_module(model, num_classes)
-        if found is None:
+        heads = head_modules(model, num_classes)
+        if not heads:
             raise ValueError(
                 f"trainer.freeze_epochs={epochs} trains the head alone, but this model has no "
                 f"layer with {num_classes} outputs (one per class) to be its head: set "
                 "trainer.freeze_epochs=0, or give the model a Linear classifier."
             )
-        self.head_name, head = found
+        self.head_name = ", ".join(name for name, _ in heads)
         self.epochs, self.keep_bn_stats = epochs, keep_bn_stats
-        inside = {id(p) for p in head.parameters()}
+        inside = {id(p) for _, head in heads for p in head.parameters()}
         self.frozen = [p for p in model.parameters() if id(p) not in inside]
-        owned = {id(m) for m in head.modules()}
+        owned = {id(m) for _, head in heads for m in head.modules()}
         self.norms = [
             m for m in model.modules() if isinstance(m, _BatchNorm) and id(m) not in owned
         ]
         self._said: bool | None = None
 
-    def apply(self, epoch: int) -> None:
-        """Set the weights that train in `epoch` (after model.train(): it sets the modes)."""
+    def apply(self, epoch: int) -> bool:
+        """Set the weights that train in `epoch` (after model.train(): it sets the modes);
+        whether that changed which train (the run's first epoch included)."""
         frozen = epoch <= self.epochs
         for parameter in self.frozen:
             parameter.requires_grad_(not frozen)
         if frozen and self.keep_bn_stats:
             for norm in self.norms:
                 norm.eval()
-        if self._said != frozen:
+        changed = self._said != frozen
+        if changed:
             self._said = frozen
             if frozen:
                 log.info(
@@ -67,3 +69,4 @@ class Freezer:
                 )
             elif epoch > 1:
                 log.info("epoch %d: the backbone is unfrozen, everything trains", epoch)
+        return changed

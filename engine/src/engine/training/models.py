@@ -60,6 +60,9 @@ def warn_if_normalised_otherwise(model: nn.Module, normalizer: Normalizer) -> No
     mean, std, source = stats
     ours = (None, None) if normalizer.mean is None else (normalizer.mean, normalizer.std)
     theirs = torch.tensor(mean), torch.tensor(std)
+    if ours[0] is not None and ours[0].shape != theirs[0].shape:  # grey inputs: the first
+        return  # layer was adapted to them (timm), its statistics are no longer the weights'
+
     if ours[0] is not None and all(
         a.shape == b.shape and torch.allclose(a, b, atol=1e-3)
         for a, b in zip(ours, theirs, strict=True)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from timm.optim import param_groups_layer_decay, param_groups_weight_decay
 from torch import nn
 
 from engine.training.distributed import unwrap
@@ -34,6 +33,11 @@ def param_groups(
     its `lr` and `weight_decay`. `layer_decay` (None: off) needs a model with timm's
     `group_matcher`; `no_decay_norm_bias`: norms, biases and 1-D weights take no decay."""
     bare = unwrap(model)
+    if layer_decay is None and not (no_decay_norm_bias and weight_decay > 0):  # one group
+        trained = [p for p in bare.parameters() if p.requires_grad]
+        return [{"params": trained, "weight_decay": weight_decay, "lr": lr}] if trained else []
+    import timm.optim  # here, where grouping is asked for: 0.7 s of every run's start-up else
+
     skip = (
         list(bare.no_weight_decay())
         if no_decay_norm_bias and hasattr(bare, "no_weight_decay")
@@ -46,18 +50,15 @@ def param_groups(
                 f"depth, which {type(bare).__name__} does not name (timm models do, by their "
                 "group_matcher): use model=timm, or optimizer.layer_decay=null."
             )
-        groups = param_groups_layer_decay(
+        groups = timm.optim.param_groups_layer_decay(
             bare,
             weight_decay,
             no_weight_decay_list=skip,
             weight_decay_exclude_1d=no_decay_norm_bias,
             layer_decay=layer_decay,
         )
-    elif no_decay_norm_bias and weight_decay > 0:  # (no decay at all: one group)
-        groups = param_groups_weight_decay(bare, weight_decay, no_weight_decay_list=skip)
     else:
-        groups = [{"params": [p for p in bare.parameters() if p.requires_grad]}]
-        groups[0]["weight_decay"] = weight_decay
+        groups = timm.optim.param_groups_weight_decay(bare, weight_decay, no_weight_decay_list=skip)
     for group in groups:
         group["lr"] = lr * group.get("lr_scale", 1.0)
     return [group for group in groups if group["params"]]
