@@ -2,8 +2,8 @@
 for the default model (small_cnn, 48 px) and ResNet-18 (torchvision's, 64 px crops).
 
 Each measurement is a fresh `train.py` training on the demo images (2 epochs of
-`trainer.limit_train_batches` batches of 32), compiled and eager alternating, the order swapped
-every round. Per row: the step (pipeline/step_ms: forward, backward and optimizer step, the
+`trainer.limit_train_batches` batches of 32), compiled (each with an empty inductor cache: cold) and eager alternating, the order
+swapped every round. Per row: the step (pipeline/step_ms: forward, backward and optimizer step, the
 compile itself left out, as the run logs it apart), the compile's seconds from its log line,
 and then, of the compiled run's best.pt, whether any key carries torch.compile's `_orig_mod.`
 and `mode=eval` of it. The ratio is the median of the per-round ratios of the step (eager /
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -47,12 +48,16 @@ COMPILED = re.compile(r"torch\.compile \(trainer\.compile=default\): ([\d.]+) s"
 
 
 def training(overrides: list[str], run: Path) -> tuple[float, float | None]:
-    """(pipeline/step_ms, the compile's seconds or None) of one training into `run`."""
+    """(pipeline/step_ms, the compile's seconds or None) of one training into `run`, with an
+    empty inductor cache of its own: the compile a new machine or changed code pays (with the
+    cache warm, /tmp/torchinductor_<user>, the same compile took ~2 s here)."""
+    env = os.environ | {"TORCHINDUCTOR_CACHE_DIR": str(run.parent / f"{run.name}-inductor")}
     done = subprocess.run(
         [sys.executable, "train.py", *RUN, *overrides, f"hydra.run.dir={run}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
+        env=env,
     )
     if done.returncode != 0:
         raise SystemExit(f"train.py {' '.join(overrides)} failed:\n{done.stderr[-3000:]}")

@@ -189,7 +189,9 @@ def test_a_long_listing_says_how_far_it_got(tmp_path: Path, caplog) -> None:
 # ---- the run dir on screen, latest, FAILED ---------------------------------------------------
 
 
-def test_the_run_dir_is_the_first_and_last_line_and_latest(demo_dir, tmp_path) -> None:
+def test_the_run_dir_is_the_first_and_last_line_and_latest_which_sweeps_leave_alone(
+    demo_dir, tmp_path
+) -> None:
     outputs = tmp_path / "outputs"
     result = run_cli(*_demo(demo_dir, tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -200,9 +202,20 @@ def test_the_run_dir_is_the_first_and_last_line_and_latest(demo_dir, tmp_path) -
     assert (outputs / "latest").resolve() == (outputs / "latest_train").resolve() == run.resolve()
     assert not (outputs / "latest").readlink().is_absolute()  # a moved outputs/ keeps it
 
+    # a sweep after it points latest_sweep at its sweep dir and leaves latest_train alone
+    sweep = tmp_path / "sweep"
+    swept = run_cli("-m", *_demo(demo_dir, tmp_path), "trainer.seed=1", f"hydra.sweep.dir={sweep}",
+                    cwd=tmp_path)  # fmt: skip
+    assert swept.returncode == 0, swept.stderr[-2000:]
+    assert (outputs / "latest_sweep").resolve() == sweep.resolve()
+    assert (outputs / "latest").resolve() == (outputs / "latest_train").resolve() == run.resolve()
+
     evaluated = run_cli(*_demo(demo_dir, tmp_path), "mode=eval", "eval.checkpoint=latest",
                         cwd=tmp_path)  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    said = re.search(r"eval.checkpoint=latest: (\S+) \(the newest training outside sweeps; "
+                     r"saved [-\d: ]+, 1 epoch, best val/acc [\d.]+\), its best.pt", evaluated.stdout)  # fmt: skip
+    assert said and (tmp_path / said[1]).resolve() == run.resolve(), evaluated.stdout[-2000:]
     assert (outputs / "latest_eval" / "metrics.json").is_file()
     assert (outputs / "latest_train").resolve() == run.resolve()  # still the training
 

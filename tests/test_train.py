@@ -19,9 +19,11 @@ from torch.utils.data import DataLoader, IterableDataset
 from engine.runs.checkpoint_files import load_checkpoint
 from engine.training.assemble import assemble
 from engine.training.batches import mover_for
+from engine.training.device import Precision
 from engine.training.evaluate import evaluate
 from engine.training.optimization import optimizer_steps_per_epoch
 from src.loop import train
+from src.step import TrainStep
 from tests.cli import run_cli
 from tests.conftest import NARROW_MODEL
 
@@ -128,21 +130,37 @@ def test_train_features_with_mlp(make_cfg, tmp_path: Path) -> None:
     assert metrics["val/acc"] > 0.8  # well-separated clusters are learnt
 
 
-@pytest.mark.parametrize(("precision", "grad_accum"), [("bf16-mixed", 2), ("16-mixed", 1)])
-def test_mixed_precision_and_grad_accum_run(make_cfg, precision: str, grad_accum: int) -> None:
+def test_mixed_precision_and_grad_accum_run(make_cfg) -> None:
     cfg = make_cfg(
-        f"trainer.precision={precision}",
-        f"trainer.grad_accum={grad_accum}",
+        "trainer.precision=bf16-mixed",
+        "trainer.grad_accum=2",
         "trainer.max_epochs=1",
         "trainer.limit_train_batches=3",
         "trainer.channels_last=true",
         "sampler=weighted",
     )
+    assert train(cfg)["epochs"] == 1
+    with pytest.raises(
+        ValueError, match=r"^trainer.precision=16-mixed on the CPU: fp16 .*=bf16-mixed"
+    ):
+        train(make_cfg("trainer.precision=16-mixed", "trainer.device=cpu"))
+
+
+def test_a_step_fp16_loss_scaling_skips_leaves_the_schedule_where_it_was() -> None:
+    """The step's own logic, on a CPU loss scaler (runs refuse fp16 on the CPU): an inf
+    gradient skips the optimizer step, and the schedule does not advance out of order."""
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.5**step)
+    precision = Precision(torch.device("cpu"), torch.float16, torch.amp.GradScaler("cpu"))
+    step = TrainStep(model, torch.nn.MSELoss(), optimizer, schedule, precision)
+    before = model.weight.detach().clone()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert train(cfg)["epochs"] == 1
-    # a step skipped by fp16 loss scaling must not advance the LR schedule out of order
-    assert not [w for w in caught if "lr_scheduler.step()" in str(w.message)]
+        step.backward(model(torch.tensor([[float("inf"), 1.0]])).sum())
+        step.optimizer_step()
+    assert torch.equal(model.weight, before) and optimizer.param_groups[0]["lr"] == 1.0
+    assert step.steps == 1 and not [w for w in caught if "lr_scheduler.step()" in str(w.message)]
 
 
 def test_multirun_over_loader_knobs_gives_one_dir_per_job_ranked_by_speed(

@@ -189,6 +189,23 @@ def test_names_and_channels_are_refused_with_the_fix() -> None:
         timm_model("resnet10t", 3, SHAPE, pretrained=True, pretrained_file="x.pt")
 
 
+def test_model_kwargs_reach_the_builder_and_may_not_set_what_the_data_sets() -> None:
+    assert (
+        timm_model("resnet10t", 3, SHAPE, kwargs={"global_pool": "max"}).global_pool.pool_type
+        == "max"
+    )
+    assert (
+        torchvision_model("efficientnet_b0", 3, SHAPE, kwargs={"dropout": 0.3}).classifier[0].p
+        == 0.3
+    )
+    with pytest.raises(
+        ValueError, match=r"^model.kwargs sets in_chans, num_classes, which model=timm sets"
+    ):
+        timm_model("resnet10t", 3, SHAPE, kwargs={"num_classes": 5, "in_chans": 1})
+    with pytest.raises(ValueError, match=r"^model.kwargs sets weights, which model=torchvision"):
+        torchvision_model("resnet18", 3, SHAPE, kwargs={"weights": "DEFAULT"})
+
+
 @pytest.mark.parametrize(
     ("target", "name", "weights", "sizes", "interpolation", "mean"),
     [
@@ -282,6 +299,9 @@ def test_a_planted_cache_file_runs_nothing(tmp_path, monkeypatch) -> None:
     assert not ran.exists()
 
 
+@pytest.mark.filterwarnings(
+    "ignore:Validating sparse tensor invariants"
+)  # torch, on the sparse one
 def test_weights_of_a_kind_no_model_holds_are_refused_in_one_line(saved, tmp_path) -> None:
     """Integer weights would be cast to floats without a word (a loss of 3456 where 1.6 was
     due); float8, sparse and meta tensors crashed the NaN check; a stride-0 view of 1 KB asked
@@ -336,6 +356,7 @@ def test_a_head_alone_or_a_buffer_is_no_pretrained_model(tmp_path) -> None:
 
 
 @pytest.mark.parametrize("name", ["googlenet", "mnasnet0_5"])
+@pytest.mark.filterwarnings("ignore:The default weight initialization of GoogleNet")
 def test_torchvision_classifiers_with_auxiliary_heads_or_versions_load_and_train(
     name, tmp_path
 ) -> None:

@@ -191,7 +191,7 @@ def _strings(tree: Any, path: str) -> Iterator[tuple[str, str]]:
         yield path, tree
 
 
-def _given(key: str, overrides: Sequence[str]) -> bool:
+def given(key: str, overrides: Sequence[str]) -> bool:
     """Whether the command line (`overrides`) set `key` or a node above it."""
     given = {text.lstrip("+~").partition("=")[0] for text in overrides}
     return any(key == g or key.startswith((f"{g}.", f"{g}[")) for g in given)
@@ -243,7 +243,7 @@ def refuse_saved_sources(
     budget = [MAX_NAMES]
     for section in builds:
         for key, value in _strings(saved.get(section), section):
-            if _given(key, overrides):
+            if given(key, overrides):
                 continue
             found = _source_problem(value, key, budget, file)
             if found is not None:
@@ -281,7 +281,7 @@ def offline(
                     node.get(name) not in (None, False, off)
                     and isinstance(target, str)
                     and target.startswith(prefix)
-                    and not _given(key, overrides)
+                    and not given(key, overrides)
                 ):
                     # the model's weights are the checkpoint's own: that is news, no warning
                     (log.info if section == "model" else log.warning)(
@@ -408,7 +408,7 @@ def _own_limits(
     for path, node in _nodes(merged.get("dataset"), "dataset"):
         for name in LIMITS:
             key = f"{path}.{name}"
-            if name not in node or _given(key, overrides):
+            if name not in node or given(key, overrides):
                 continue
             value = _lookup(current, key)
             if value is _MISSING and isinstance(ours, dict):

@@ -5,8 +5,9 @@ the training's val transforms, and loaders with the training's loader settings."
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +20,14 @@ from torch.utils.data import DataLoader, Dataset
 from engine.config.errors import ConfigError
 from engine.config.validate import validate_config
 from engine.core.seeding import seed_everything
+from engine.core.text import shown
 from engine.data.image_header import PILLOW_MAX_PIXELS
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
 from engine.data.transforms import Pipelines
 from engine.inference.checkpoint import (
     BUILT,
+    given,
     image_sides,
     read_checkpoint,
     run_config,
@@ -33,9 +36,10 @@ from engine.inference.checkpoint import (
 from engine.inference.indexed import indexed_loader
 from engine.inference.model import build, rebuild_model
 from engine.runs.bookends import latest_run
+from engine.runs.checkpoint_weights import saved_monitor
 from engine.runs.outputs import DATA_KEY, write_resolved_config
 from engine.training.batches import BatchMover
-from engine.training.device import Precision, resolve_device, resolve_precision
+from engine.training.device import PRECISIONS, Precision, resolve_device, resolve_precision
 
 log = logging.getLogger(__name__)
 
@@ -87,11 +91,14 @@ def open_checkpoint(
             f"{key} is null: set it to a checkpoint file or a run dir, e.g. "
             f"{key}=outputs/runs/2026-05-01/12-00-00_ab12cd (its best.pt)."
         )
-    if path == "latest":
+    latest = path == "latest"
+    if latest:
         path = str(latest_run(Path(cfg.paths.log_dir), "train", key))
     overrides = task_overrides()
     read = read_checkpoint(path, key, builds, overrides)
     file, state = read.file, read.state
+    if latest:  # which run `latest` meant, before anything is measured on it
+        log.info("%s=latest: %s", key, describe_run(Path(path), file, state))
     run_cfg = run_config(cfg, read.config, overrides, file)
     try:  # the checkpoint's _target_s too, before anything is imported
         validate_config(run_cfg)
@@ -104,6 +111,10 @@ def open_checkpoint(
     settings = instantiate(run_cfg.trainer)
     seed_everything(settings.seed)
     device = resolve_device(settings.device)
+    fp16 = PRECISIONS.get(str(settings.precision)) is torch.float16
+    if fp16 and device.type == "cpu" and not given("trainer.precision", overrides):
+        log.info("%s: its trainer.precision=16-mixed is emulated on the CPU: run at 32", file)
+        settings = replace(settings, precision="32")
     layout = torch.channels_last if settings.channels_last else torch.preserve_format
     model_cfg = {"model": OmegaConf.to_container(run_cfg.model)}
     model = rebuild_model(model_cfg, state, file).to(device, memory_format=layout)
@@ -126,4 +137,17 @@ def open_checkpoint(
         build(transforms, "transforms", file),  # type: ignore[arg-type]
         model,
         out,
+    )
+
+
+def describe_run(run_dir: Path, file: Path, state: dict[str, Any]) -> str:
+    """A training `run_dir` in a few words: when it ran, its epochs, its best monitored value,
+    and which of its checkpoints is used (`file`)."""
+    history = state.get("history") if isinstance(state.get("history"), list) else []
+    monitor, best = saved_monitor(state), state.get("best")
+    scored = f", best {monitor} {best:.4g}" if monitor and isinstance(best, float | int) else ""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(file.stat().st_mtime))
+    return (
+        f"{shown(run_dir)} (the newest training outside sweeps; saved {when}, "
+        f"{len(history)} epoch{'s' * (len(history) != 1)}{scored}), its {file.name}"
     )

@@ -64,6 +64,19 @@ def check_name(library: str, name: str) -> None:
     )
 
 
+def _more(group: str, kwargs: dict[str, Any] | None, given: dict[str, Any]) -> dict[str, Any]:
+    """`given` and the builder's further keyword arguments (`model.kwargs`); one of those that
+    the data or another key sets is refused, naming it."""
+    own = {*given, "pretrained", "weights", "in_chans", "pretrained_cfg", "pretrained_cfg_overlay"}
+    taken = sorted(set(kwargs or {}) & own)
+    if taken:
+        raise ValueError(
+            f"model.kwargs sets {', '.join(taken)}, which model={group} sets itself (from the "
+            "data, or its own keys): take it out of model.kwargs."
+        )
+    return {**given, **(kwargs or {})}
+
+
 def _one_source(group: str, **sources: Any) -> None:
     given = [f"model.{key}" for key, value in sources.items() if value not in (None, False)]
     if len(given) > 1:
@@ -91,15 +104,17 @@ def timm_model(
     pretrained_file: str | None = None,
     drop_rate: Share = 0.0,
     drop_path_rate: Fraction | None = None,
+    kwargs: dict[str, Any] | None = None,
 ) -> nn.Module:
     """timm's `name` for `num_classes` classes over inputs of `input_shape` (C, H, W):
-    pretrained on the hub's weights (`pretrained`), on a file's, or randomly initialised."""
+    pretrained on the hub's weights (`pretrained`), on a file's, or randomly initialised;
+    `kwargs`: more of `timm.create_model`'s keyword arguments (global_pool, img_size, ...)."""
     _one_source("timm", pretrained=pretrained, pretrained_file=pretrained_file)
     check_name("timm", name)
-    kwargs: dict[str, Any] = {"num_classes": num_classes, "in_chans": input_shape[0]}
-    kwargs |= {"drop_rate": drop_rate}
+    given = {"num_classes": num_classes, "in_chans": input_shape[0], "drop_rate": drop_rate}
     if drop_path_rate is not None:
-        kwargs["drop_path_rate"] = drop_path_rate
+        given["drop_path_rate"] = drop_path_rate
+    kwargs = _more("timm", kwargs, given)
     if pretrained:
         model, source = _timm_pretrained(name, kwargs)
         cfg = model.pretrained_cfg
@@ -153,6 +168,7 @@ def torchvision_model(
     input_shape: Sequence[int],
     weights: str | None = None,
     pretrained_file: str | None = None,
+    kwargs: dict[str, Any] | None = None,
 ) -> nn.Module:
     """torchvision's classification builder `name` for `num_classes` classes, loaded with
     the weights enum member `weights` (by name: IMAGENET1K_V2, DEFAULT), a file's weights, or
@@ -168,8 +184,10 @@ def torchvision_model(
     # GoogLeNet's and Inception v3's auxiliary heads, trained by their recipe's extra losses,
     # make a training forward return a tuple no loss takes: built without them (their
     # pretrained weights are then left unused, and said so)
-    extra = {"aux_logits": False} if name in AUXILIARY else {}
-    model = torchvision.models.get_model(name, weights=None, num_classes=num_classes, **extra)
+    extra = _more("torchvision", kwargs, {"num_classes": num_classes})
+    if name in AUXILIARY:
+        extra["aux_logits"] = False
+    model = torchvision.models.get_model(name, weights=None, **extra)
     if weights is not None:
         member = weights_member(name, weights)
         what = f"torchvision's {name} weights {member}"

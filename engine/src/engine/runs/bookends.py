@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from engine.core.failures import one_line, root_cause
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 
 FAILED = "FAILED"  # the file a failed run leaves in its dir: the error's one line
 LATEST = "latest"  # outputs/latest (any mode) and outputs/latest_<mode>
+SWEEP = "sweep"  # outputs/latest_sweep: the sweep dir of the newest sweep's jobs
 
 
 def relative(path: Path) -> str:
@@ -56,10 +58,10 @@ def _link(log_dir: Path, name: str, target: str) -> None:
         log.warning("could not point %s at %s: %s", link, target, err)
 
 
-def point_latest(log_dir: Path, run_dir: Path, mode: str) -> str | None:
-    """Make `log_dir`/latest and latest_<mode> link to `run_dir` (relative links when it is
-    below `log_dir`, so a moved outputs/ keeps them); returns where latest_<mode> pointed
-    before (None: nowhere), for `restore_latest`. A log_dir that cannot be made gets no
+def point_latest(log_dir: Path, run_dir: Path, mode: str, both: bool = True) -> str | None:
+    """Make `log_dir`/latest (unless not `both`) and latest_<mode> link to `run_dir` (relative
+    links when it is below `log_dir`, so a moved outputs/ keeps them); returns where
+    latest_<mode> pointed before (None: nowhere), for `restore_latest`. A log_dir that cannot be made gets no
     links (a warning naming the key): they point at runs, they are none of the run's files."""
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -79,7 +81,7 @@ def point_latest(log_dir: Path, run_dir: Path, mode: str) -> str | None:
         target = str(run_dir.resolve())
     mine = log_dir / f"{LATEST}_{mode}"
     before = os.readlink(mine) if mine.is_symlink() else None
-    for name in (LATEST, mine.name):
+    for name in (LATEST, mine.name) if both else (mine.name,):
         _link(log_dir, name, target)
     return before
 
@@ -119,10 +121,17 @@ class Bookends:
         self.pointed = False
 
     def checked(self) -> None:
-        """The config passed its checks: outputs/latest and latest_<mode> point at this run."""
-        if self.run_dir is not None:
-            log_dir, mode = Path(self.cfg.paths.log_dir), str(self.cfg.mode)
-            self.before, self.pointed = point_latest(log_dir, self.run_dir, mode), True
+        """The config passed its checks: outputs/latest and latest_<mode> point at this run;
+        a job of a sweep points outputs/latest_sweep at its sweep dir instead, so that
+        `eval.checkpoint=latest` keeps meaning the newest training started on its own (after
+        a sweep of 2-epoch jobs it evaluated the sweep's last job, not the training before)."""
+        if self.run_dir is None:
+            return
+        log_dir, mode = Path(self.cfg.paths.log_dir), str(self.cfg.mode)
+        if HydraConfig.get().mode == RunMode.MULTIRUN:
+            point_latest(log_dir, Path(HydraConfig.get().sweep.dir), SWEEP, both=False)
+            return
+        self.before, self.pointed = point_latest(log_dir, self.run_dir, mode), True
 
     def failed(self) -> None:
         """The run failed: latest_<mode> goes back to the run before it (`restore_latest`)."""

@@ -46,11 +46,19 @@ class Precision:
 
 
 def resolve_precision(precision: str | int, device: torch.device) -> Precision:
-    """`32`, `bf16-mixed` or `16-mixed` (the last with loss scaling)."""
+    """`32`, `bf16-mixed` or `16-mixed` (the last with loss scaling), checked against the
+    device it runs on: fp16 on a CPU is emulated, refused in one line naming the fix."""
     key = str(precision)
     if key not in PRECISIONS:
         raise ValueError(f"trainer.precision={precision!r}; expected one of {list(PRECISIONS)}.")
     dtype = PRECISIONS[key]
+    if dtype is torch.float16 and device.type == "cpu":
+        raise ValueError(
+            f"trainer.precision={key} on the CPU: fp16 arithmetic there is emulated, about 50x "
+            "slower than 32 (2 epochs of the demo: 593 s against 12 s); use "
+            "trainer.precision=bf16-mixed (native on CPUs with bf16 units) or 32, or "
+            "trainer.device=cuda."
+        )
     scaler = torch.amp.GradScaler(device.type) if dtype is torch.float16 else None
     return Precision(device, dtype, scaler)
 
