@@ -107,7 +107,7 @@ def _background(rng: np.random.Generator, w: int, h: int, fg: np.ndarray) -> np.
     return start + (end - start) * t[..., None]
 
 
-def _draw(rng: np.random.Generator, name: str) -> Image.Image:
+def draw_image(rng: np.random.Generator, name: str) -> Image.Image:
     """One noisy RGB image of a randomly coloured, sized, placed and rotated shape `name`."""
     w, h = (int(v) for v in rng.integers(_MIN_SIDE, _MAX_SIDE + 1, 2))
     fg = _colour(rng)
@@ -127,7 +127,7 @@ def _draw(rng: np.random.Generator, name: str) -> Image.Image:
 
 def _sample(rng: np.random.Generator, split: str, label: int, index: int) -> _Sample:
     buf, ext = io.BytesIO(), "jpg" if rng.random() < _JPEG_SHARE else "png"
-    _draw(rng, CLASSES[label]).save(buf, **_SAVE_ARGS[ext])
+    draw_image(rng, CLASSES[label]).save(buf, **_SAVE_ARGS[ext])
     return _Sample(split, label, index, ext, buf.getvalue())
 
 

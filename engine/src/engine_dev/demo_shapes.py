@@ -9,6 +9,9 @@ import numpy as np
 from PIL import ImageDraw
 
 CLASSES: tuple[str, ...] = ("circle", "cross", "square", "star", "triangle")
+# Shapes the demo set never holds, drawn the same way: a task of new classes for transfer
+# (docs/finetune_demo.py fine-tunes a model pretrained on CLASSES on a few of them).
+NEW_CLASSES: tuple[str, ...] = ("arrow", "hexagon")
 
 
 def rotation(theta: float) -> np.ndarray:
@@ -23,10 +26,15 @@ def polygon(name: str, r: float, rng: np.random.Generator) -> np.ndarray:
         b = math.sqrt(r * r - a * a)  # arm length that puts the arm corners on the circle
         arm = np.array([(b, -a), (b, a), (a, a)])
         return np.concatenate([arm @ rotation(k * math.pi / 2).T for k in range(4)])
+    if name == "arrow":  # a head of half the length on a shaft
+        a, head = r * rng.uniform(0.15, 0.25), r * rng.uniform(0.45, 0.6)
+        return np.array([(-r, -a), (0, -a), (0, -head), (r, 0), (0, head), (0, a), (-r, a)])
     if name == "star":
         radii = np.tile([r, r * rng.uniform(0.38, 0.5)], 5)
+    elif name == "hexagon":
+        radii = np.full(6, r)
     else:
-        radii = np.full(4 if name == "square" else 3, r)
+        radii = np.full({"square": 4, "triangle": 3}[name], r)
     angles = np.arange(len(radii)) * 2 * math.pi / len(radii)
     return np.stack([np.cos(angles), np.sin(angles)], axis=1) * radii[:, None]
 
