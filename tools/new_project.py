@@ -292,6 +292,35 @@ def build_wheel(root: Path, into: Path) -> str:
     return f"hydra-torch-data-engine=={engine_version(root)}"
 
 
+LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")  # [text](target) in Markdown
+
+
+def unlink_missing(dest: Path) -> int:
+    """Rewrite each relative Markdown link of the copy's `*.md` whose file stayed in the
+    template (the engine's source, BENCHMARKS.md) as its text and the template's path, so that
+    none leads nowhere (a new project's docs had 9 such links); returns how many."""
+    count = 0
+    for page in dest.rglob("*.md"):
+        if VENDOR in page.relative_to(dest).parts:
+            continue
+
+        def plain(match: re.Match[str], page: Path = page) -> str:
+            nonlocal count
+            text, target = match.groups()
+            path = target.split("#")[0]
+            if not path or ":" in path or (page.parent / path).exists():
+                return match[0]  # a URL, an anchor or a file the copy holds
+            count += 1
+            where = os.path.normpath(os.path.relpath(page.parent / path, dest))
+            return text if where in text else f"{text} (the template's `{where}`)"
+
+        text = page.read_text(encoding="utf-8")
+        rewritten = LINK.sub(plain, text)
+        if rewritten != text:
+            page.write_text(rewritten, encoding="utf-8")
+    return count
+
+
 def copy_template(root: Path, dest: Path, engine: str = "") -> NewProject:
     """Copy the template at `root` into the new folder `dest`, as a project named after it,
     depending on the engine's wheel (or on ENGINE=`engine`, a git URL or a path): into a
@@ -330,6 +359,7 @@ def _copy(root: Path, dest: Path, name: str, engine: str) -> NewProject:
     pin = f"`{requirement}`"
     readme = README.format(name=name, template=origin, engine=pin, layout=layout(dest))
     (dest / "README.md").write_text(readme)
+    unlink_missing(dest)
     return NewProject(name, copied, sorted(left_out.items()))
 
 
