@@ -7,7 +7,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from engine.runs.bookends import point_latest, restore_latest
+import pytest
+
+from engine.runs.bookends import latest_run, point_latest, restore_latest
 from engine.runs.tensorboard_index import link_sweep
 
 
@@ -65,3 +67,20 @@ def test_a_log_dir_in_a_symlink_loop_is_a_warning_naming_it(tmp_path: Path, capl
     assert f"paths.log_dir={loop} cannot be made (a link to nothing, or in a loop)" in caplog.text
     # the TensorBoard index link raised RuntimeError('Symlink loop') and stopped the run
     assert link_sweep(loop, "train", run, run / "tensorboard") is None
+
+
+def test_latest_after_sweeps_alone_names_the_sweeps_jobs(tmp_path: Path) -> None:
+    """A sweep's jobs point latest_sweep and leave latest_train alone: `latest` with only
+    sweeps behind it says where their jobs are."""
+    log_dir, sweep = tmp_path / "outputs", tmp_path / "outputs" / "multiruns" / "a"
+    (sweep / "0_lr=0.1").mkdir(parents=True)
+    with pytest.raises(
+        FileNotFoundError, match=r"latest_train does not exist .*started on its own"
+    ) as no_sweep:
+        latest_run(log_dir, "train", "eval.checkpoint")
+    assert "latest_sweep" not in str(no_sweep.value)
+    point_latest(log_dir, sweep, "sweep", both=False)
+    with pytest.raises(FileNotFoundError, match="a sweep's jobs leave it alone: name one, "
+                       rf"eval.checkpoint={log_dir / 'latest_sweep'}/<job dir>"):  # fmt: skip
+        latest_run(log_dir, "train", "eval.checkpoint")
+    assert not (log_dir / "latest").exists()

@@ -189,21 +189,48 @@ def test_names_and_channels_are_refused_with_the_fix() -> None:
         timm_model("resnet10t", 3, SHAPE, pretrained=True, pretrained_file="x.pt")
 
 
-def test_model_kwargs_reach_the_builder_and_may_not_set_what_the_data_sets() -> None:
-    assert (
-        timm_model("resnet10t", 3, SHAPE, kwargs={"global_pool": "max"}).global_pool.pool_type
-        == "max"
-    )
-    assert (
-        torchvision_model("efficientnet_b0", 3, SHAPE, kwargs={"dropout": 0.3}).classifier[0].p
-        == 0.3
-    )
+def test_model_kwargs_reach_the_builder_and_may_not_set_what_the_data_sets(tmp_path) -> None:
+    model = timm_model("resnet10t", 3, SHAPE, kwargs={"global_pool": "max"})
+    assert model.global_pool.pool_type == "max"
+    efficientnet = torchvision_model("efficientnet_b0", 3, SHAPE, kwargs={"dropout": 0.3})
+    assert efficientnet.classifier[0].p == 0.3
     with pytest.raises(
-        ValueError, match=r"^model.kwargs sets in_chans, num_classes, which model=timm sets"
+        ValueError, match=r"^model.kwargs sets num_classes, in_chans, which model=timm does not"
     ):
         timm_model("resnet10t", 3, SHAPE, kwargs={"num_classes": 5, "in_chans": 1})
-    with pytest.raises(ValueError, match=r"^model.kwargs sets weights, which model=torchvision"):
+    with pytest.raises(ValueError, match=r"^model.kwargs sets weights, .*use model.weights\)"):
         torchvision_model("resnet18", 3, SHAPE, kwargs={"weights": "DEFAULT"})
+    # weights past the engine's reader, a second source beside model.pretrained_file
+    with pytest.raises(ValueError, match=r"checkpoint_path: use model.pretrained_file"):
+        timm_model("resnet10t", 3, SHAPE, kwargs={"checkpoint_path": str(tmp_path / "w.pth")})
+    with pytest.raises(ValueError, match=r"sets aux_logits, .*auxiliary heads are built off"):
+        torchvision_model("googlenet", 3, SHAPE, kwargs={"aux_logits": True})
+    with pytest.raises(ValueError, match=r"^model.kwargs.bogus: model=timm's builder does not"):
+        timm_model("resnet10t", 3, SHAPE, kwargs={"bogus": 1})
+    with pytest.raises(ValueError, match=r"^model.kwargs.bogus: model=torchvision's builder"):
+        torchvision_model("resnet18", 3, SHAPE, kwargs={"bogus": 1})
+
+
+@pytest.mark.parametrize(
+    ("target", "name", "kwargs", "size", "resize"),
+    [
+        ("timm", "vit_tiny_patch16_224", {"img_size": 96}, 96, 106),  # crop 224 of 248 kept
+        ("timm", "vit_tiny_patch16_224", {"img_size": [64, 96]}, [64, 96], [70, 106]),
+        ("torchvision", "vit_b_16", {"image_size": 112}, 112, 128),  # 224 of 256
+    ],
+)
+def test_transforms_model_crops_to_the_size_model_kwargs_sets(
+    target, name, kwargs, size, resize
+) -> None:
+    """model.kwargs={img_size: 96} made a ViT for 96 px while transforms=model cropped 224:
+    the first forward failed, naming neither key."""
+    pipelines = model_pipelines(f"engine.models.builders.{target}_model", name, kwargs=kwargs)
+    crop, shorter = pipelines.train.transforms[0], pipelines.val.transforms[0]
+    assert list(crop.size) == ([size, size] if isinstance(size, int) else size)
+    assert shorter.size == ([resize] if isinstance(resize, int) else resize)
+    model = timm_model(name, 3, (3, 64, 96), kwargs=kwargs) if size == [64, 96] else None
+    if model is not None:
+        assert model(torch.zeros(1, 3, 64, 96)).shape == (1, 3)
 
 
 @pytest.mark.parametrize(

@@ -376,3 +376,22 @@ def test_nan_weights_or_a_huge_step_are_refused_naming_file_and_field(
             _evaluate(demo_dir, tmp_path, monkeypatch, file)
         else:
             load_model(file)
+
+
+def test_a_16_mixed_checkpoint_is_evaluated_at_32_on_a_cpu_and_says_so(
+    checkpoint, demo_dir, tmp_path, monkeypatch, caplog
+) -> None:
+    """fp16 is emulated on a CPU (about 50x slower): a checkpoint trained at 16-mixed on a GPU
+    is evaluated at 32 there, in its log line and in the eval run's config_resolved.yaml;
+    the command line's trainer.precision=16-mixed is refused as a training's is."""
+    trainer = {**checkpoint["config"]["trainer"], "precision": "16-mixed", "device": "auto"}
+    file = _hostile(checkpoint, tmp_path, trainer=trainer)
+    with caplog.at_level(logging.INFO):
+        assert "val/acc" in _evaluate(demo_dir, tmp_path, monkeypatch, file)
+    assert (
+        f"{file}: its trainer.precision=16-mixed is emulated on the CPU: run at 32" in caplog.text
+    )
+    resolved = OmegaConf.load(tmp_path / "out" / "config_resolved.yaml")
+    assert resolved.trainer.precision == "32"
+    with pytest.raises(ValueError, match=r"^trainer.precision=16-mixed on the CPU"):
+        _evaluate(demo_dir, tmp_path, monkeypatch, file, "trainer.precision=16-mixed")

@@ -106,15 +106,16 @@ def open_checkpoint(
         raise ConfigError(f"checkpoint {file}: {err}") from None
     transforms = OmegaConf.to_container(run_cfg.transforms)
     image_sides(transforms, run_cfg.dataset.get("max_image_pixels", PILLOW_MAX_PIXELS), file)
-    out = Path(cfg.paths.output_dir)
-    write_resolved_config(OmegaConf.to_container(run_cfg), out)  # type: ignore[arg-type]
     settings = instantiate(run_cfg.trainer)
-    seed_everything(settings.seed)
     device = resolve_device(settings.device)
     fp16 = PRECISIONS.get(str(settings.precision)) is torch.float16
     if fp16 and device.type == "cpu" and not given("trainer.precision", overrides):
         log.info("%s: its trainer.precision=16-mixed is emulated on the CPU: run at 32", file)
+        run_cfg.trainer.precision = "32"  # what this run's config_resolved.yaml says too
         settings = replace(settings, precision="32")
+    out = Path(cfg.paths.output_dir)
+    write_resolved_config(OmegaConf.to_container(run_cfg), out)  # type: ignore[arg-type]
+    seed_everything(settings.seed)
     layout = torch.channels_last if settings.channels_last else torch.preserve_format
     model_cfg = {"model": OmegaConf.to_container(run_cfg.model)}
     model = rebuild_model(model_cfg, state, file).to(device, memory_format=layout)
@@ -145,9 +146,12 @@ def describe_run(run_dir: Path, file: Path, state: dict[str, Any]) -> str:
     and which of its checkpoints is used (`file`)."""
     history = state.get("history") if isinstance(state.get("history"), list) else []
     monitor, best = saved_monitor(state), state.get("best")
-    scored = f", best {monitor} {best:.4g}" if monitor and isinstance(best, float | int) else ""
+    scored = (
+        f"best {monitor} {best:.4g}" if monitor and isinstance(best, float | int) else "no best yet"
+    )
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(file.stat().st_mtime))
     return (
-        f"{shown(run_dir)} (the newest training outside sweeps; saved {when}, "
-        f"{len(history)} epoch{'s' * (len(history) != 1)}{scored}), its {file.name}"
+        f"{shown(run_dir)} (the newest training outside sweeps; saved {when} at step "
+        f"{state.get('step', 0)}, {len(history)} epoch{'s' * (len(history) != 1)} finished, "
+        f"{scored}), its {file.name}"
     )

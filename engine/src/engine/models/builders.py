@@ -18,8 +18,8 @@ checks its normalisation against (engine.training.models.warn_if_normalised_othe
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import timm
 import torchvision
@@ -64,17 +64,59 @@ def check_name(library: str, name: str) -> None:
     )
 
 
+# The keyword arguments model.kwargs may not give, by group, and the fix each one's line names:
+# the builder sets them from the data or a key of its own, or they would load weights past
+# the engine's reader (engine/models/weights.py).
+RESERVED = {
+    "timm": {
+        "num_classes": "the data's classes set it",
+        "in_chans": "the data's channels set it",
+        "drop_rate": "use model.drop_rate",
+        "drop_path_rate": "use model.drop_path_rate",
+        "pretrained": "use model.pretrained",
+        "pretrained_cfg": "name the weights by model.name's tag, e.g. resnet50.a1_in1k",
+        "pretrained_cfg_overlay": "use model.pretrained or model.pretrained_file",
+        "checkpoint_path": "use model.pretrained_file, which is read as input from elsewhere",
+        "features_only": "the model is a classifier over the data's classes",
+    },
+    "torchvision": {
+        "num_classes": "the data's classes set it",
+        "weights": "use model.weights",
+        "pretrained": "use model.weights",
+        "aux_logits": "GoogLeNet's and Inception v3's auxiliary heads are built off: no loss takes them",
+    },
+}
+
+
 def _more(group: str, kwargs: dict[str, Any] | None, given: dict[str, Any]) -> dict[str, Any]:
     """`given` and the builder's further keyword arguments (`model.kwargs`); one of those that
-    the data or another key sets is refused, naming it."""
-    own = {*given, "pretrained", "weights", "in_chans", "pretrained_cfg", "pretrained_cfg_overlay"}
-    taken = sorted(set(kwargs or {}) & own)
+    the data or another key sets (RESERVED) is refused, naming the fix."""
+    taken = [key for key in RESERVED[group] if key in (kwargs or {})]
     if taken:
+        fixes = "; ".join(f"{key}: {RESERVED[group][key]}" for key in taken)
         raise ValueError(
-            f"model.kwargs sets {', '.join(taken)}, which model={group} sets itself (from the "
-            "data, or its own keys): take it out of model.kwargs."
+            f"model.kwargs sets {', '.join(taken)}, which model={group} does not take from "
+            f"model.kwargs ({fixes}): take {'them' if len(taken) > 1 else 'it'} out."
         )
     return {**given, **(kwargs or {})}
+
+
+T = TypeVar("T")
+
+
+def _built(group: str, build: Callable[[], T], kwargs: dict[str, Any] | None) -> T:
+    """`build()`; a TypeError naming one of `kwargs` (an argument the builder does not take)
+    becomes one line naming model.kwargs."""
+    try:
+        return build()
+    except TypeError as err:
+        named = [key for key in kwargs or {} if f"'{key}'" in str(err)]
+        if not named:
+            raise
+        raise ValueError(
+            f"model.kwargs.{named[0]}: model={group}'s builder does not take it ({err}): "
+            "take it out of model.kwargs, or check the model's own arguments."
+        ) from None
 
 
 def _one_source(group: str, **sources: Any) -> None:
@@ -114,9 +156,9 @@ def timm_model(
     given = {"num_classes": num_classes, "in_chans": input_shape[0], "drop_rate": drop_rate}
     if drop_path_rate is not None:
         given["drop_path_rate"] = drop_path_rate
-    kwargs = _more("timm", kwargs, given)
+    every = _more("timm", kwargs, given)
     if pretrained:
-        model, source = _timm_pretrained(name, kwargs)
+        model, source = _built("timm", lambda: _timm_pretrained(name, every), kwargs)
         cfg = model.pretrained_cfg
         new = head_keys(model, num_classes) if cfg.get("num_classes") != num_classes else []
         total = list(model.state_dict())
@@ -124,7 +166,7 @@ def timm_model(
         log.info("%s%s", loaded.line(), _adapted(cfg, input_shape[0]))
         setattr(model, PRETRAINED_STATS, (list(cfg["mean"]), list(cfg["std"]), source))
         return model
-    model = timm.create_model(name, **kwargs)
+    model = _built("timm", lambda: timm.create_model(name, **every), kwargs)
     if pretrained_file is not None:
         _from_file(model, pretrained_file, num_classes)
     return model
@@ -187,7 +229,9 @@ def torchvision_model(
     extra = _more("torchvision", kwargs, {"num_classes": num_classes})
     if name in AUXILIARY:
         extra["aux_logits"] = False
-    model = torchvision.models.get_model(name, weights=None, **extra)
+    model = _built(
+        "torchvision", lambda: torchvision.models.get_model(name, weights=None, **extra), kwargs
+    )
     if weights is not None:
         member = weights_member(name, weights)
         what = f"torchvision's {name} weights {member}"

@@ -34,6 +34,11 @@ LIBRARIES = {
 }
 
 
+# The model.kwargs key that changes each library's input size (a ViT's positions): where set,
+# the pipelines crop to it instead of the pretrained config's size.
+SIZE_KWARG = {"timm": "img_size", "torchvision": "image_size"}
+
+
 def _timm(name: str) -> dict[str, Any]:
     check_name("timm", name)
     cfg = get_pretrained_cfg(name)
@@ -68,16 +73,28 @@ def _torchvision(name: str, weights: str | None) -> dict[str, Any]:
     }
 
 
+def _resized(data: dict[str, Any], size: int | Sequence[int]) -> dict[str, Any]:
+    """`data` for input `size` (an int, or [height, width]): the val resize keeps the pretrained
+    config's crop fraction (size / resize)."""
+    fraction = data["size"] / data["resize"]
+    if isinstance(size, int):
+        return {**data, "size": size, "resize": math.floor(size / fraction)}
+    sides = [int(side) for side in size]
+    return {**data, "size": sides, "resize": [math.floor(side / fraction) for side in sides]}
+
+
 def model_pipelines(
     model: str,
     name: str | None,
     weights: str | None = None,
+    kwargs: dict[str, Any] | None = None,
     scale: Sequence[Fraction] = (0.08, 1.0),
     hflip: Fraction = 0.5,
     extra_train: Sequence[Callable[..., Any]] = (),
 ) -> Pipelines:
     """The train and val pipelines and normalisation of the model `model` (the model group's
-    `_target_`) builds as `name` (with torchvision's `weights`): RandomResizedCrop of area
+    `_target_`) builds as `name` (with torchvision's `weights`, and the input size its
+    `kwargs` may set: SIZE_KWARG): RandomResizedCrop of area
     `scale` and a flip with probability `hflip` (0: none), then `extra_train` (e.g.
     TrivialAugmentWide), for train; resize and centre crop for val."""
     library = LIBRARIES.get(model)
@@ -87,6 +104,9 @@ def model_pipelines(
             "none: choose model=timm or model=torchvision, or another transforms group."
         )
     data = _timm(name) if library == "timm" else _torchvision(name, weights)
+    size_set = (kwargs or {}).get(SIZE_KWARG[library])
+    if size_set is not None:
+        data = _resized(data, size_set)
     size, interpolation = data["size"], data["interpolation"]
     train: list[Callable[..., Any]] = [
         v2.RandomResizedCrop(size, scale=tuple(scale), interpolation=interpolation, antialias=True)
@@ -98,7 +118,7 @@ def model_pipelines(
         v2.CenterCrop(size),
     ]
     log.info(
-        "transforms=model: %s's data config: %d px (val: shorter side %d, centre crop %d), %s, "
+        "transforms=model: %s's data config: %s px (val: shorter side %s, centre crop %s), %s, "
         "mean %s, std %s",
         data["from"],
         size,

@@ -103,10 +103,16 @@ def latest_run(log_dir: Path, mode: str, key: str) -> Path:
     """The run dir `log_dir`/latest_<mode> points to, for `key`=latest; one line otherwise."""
     link = log_dir / f"{LATEST}_{mode}"
     if not link.is_dir():
+        sweep = log_dir / f"{LATEST}_{SWEEP}"
+        jobs = (
+            f"; a sweep's jobs leave it alone: name one, {key}={sweep}/<job dir>"
+            if sweep.is_dir()
+            else ""
+        )
         raise FileNotFoundError(
-            f"{key}=latest: {link} does not exist (no mode={mode} run has started with "
-            f"paths.log_dir={log_dir}): run one first, or set {key} to a checkpoint file or a "
-            "run dir."
+            f"{key}=latest: {link} does not exist (no mode={mode} run has started on its own "
+            f"with paths.log_dir={log_dir}{jobs}): run one first, or set {key} to a checkpoint "
+            "file or a run dir."
         )
     return link.resolve()
 
