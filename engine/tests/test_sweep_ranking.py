@@ -72,6 +72,9 @@ def test_a_training_sweep_over_speed_knobs_ranks_by_samples_per_s(tmp_path, rows
         "Ranked by train/samples_per_s: the jobs differ only in loader speed knobs (loader."
     )
     assert "summary.rank_by=<metric>" in said
+    # what the jobs share, in words their table (val/acc 0.229 against 0.216) cannot contradict
+    assert "the same samples in the same order with the same augmentations" in said
+    assert "agree" not in said and "a gap between them says nothing about the knobs" in said
     line = recommendation(ranked, metric)
     workers = "2 workers" if rows is WORKERS or "++" in rows[0]["overrides"] else ""
     assert line.endswith("; the best by train/samples_per_s.") and f"({workers}" in line

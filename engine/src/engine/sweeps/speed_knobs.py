@@ -2,8 +2,9 @@
 
 The engine gives a training the same samples, order and augmentations whatever the loader's
 workers (engine/data/seeded.py), so jobs that differ only in the knobs below learn the same
-model: their val/acc differs by float rounding alone (the threads left to the step change with
-the workers). Ranking them by it would recommend noise; their real difference is speed.
+model from the same samples: their val/acc differs by float rounding alone (the threads left to
+the step change with the workers), which training amplifies (0.229 against 0.216 in a demo
+sweep). Ranking them by it would recommend noise; their real difference is speed.
 batch_size, shuffle, drop_last and collate_fn change what is learned and are not speed knobs.
 What a sweep varies is read from its plan (multirun.yaml: the command line's sweeps and
 hydra.sweeper.params, keys left out of the summary's overrides column such as paths.data_dir
@@ -79,8 +80,10 @@ def speed_note(knobs: list[str], metric: str) -> str:
     """The line saying why a sweep over speed `knobs` ranks by `metric`."""
     return (
         f"Ranked by {metric}: the jobs differ only in loader speed knobs ({', '.join(knobs)}), "
-        "which change how fast batches come, not what the model learns (their val metrics "
-        "agree up to float rounding). One training measures its speed once: to tell close "
-        "jobs apart, time them with repeats (+sweep=loader); summary.rank_by=<metric> ranks "
-        "by another."
+        "which change how fast batches come, not what the model is shown: every job trains on "
+        "the same samples in the same order with the same augmentations. Their val metrics "
+        "still differ: the threads left to the step change the float rounding, and training "
+        "amplifies it, so a gap between them says nothing about the knobs. One training "
+        "measures its speed once: to tell close jobs apart, time them with repeats "
+        "(+sweep=loader); summary.rank_by=<metric> ranks by another."
     )
