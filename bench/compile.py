@@ -2,9 +2,10 @@
 for the default model (small_cnn, 48 px) and ResNet-18 (torchvision's, 64 px crops).
 
 Each measurement is a fresh `train.py` training on the demo images (2 epochs of
-`trainer.limit_train_batches` batches of 32), compiled (each with an empty inductor cache: cold) and eager alternating, the order
-swapped every round. Per row: the step (pipeline/step_ms: forward, backward and optimizer step, the
-compile itself left out, as the run logs it apart), the compile's seconds from its log line,
+`trainer.limit_train_batches` batches of 32), compiled (each with an empty inductor cache:
+cold) and eager alternating, the order swapped every round. Per row: the step
+(pipeline/step_ms: forward, backward and optimizer step, the compile itself left out, as the
+run logs it apart), the compile's seconds from its log line,
 and then, of the compiled run's best.pt, whether any key carries torch.compile's `_orig_mod.`
 and `mode=eval` of it. The ratio is the median of the per-round ratios of the step (eager /
 compiled: above 1, compiling paid).

@@ -88,9 +88,8 @@ def main() -> None:
                 scores.append(train(*knobs, *given, run=run)["val/best_acc"])
             rows.append((name, scores))
         seeds = ", ".join(map(str, SEEDS))
-        print(
-            f"| {' vs '.join(NEW_CLASSES)}, {SHOTS} train images per class | val/best_acc, mean [min-max] over seeds {seeds} |"
-        )
+        task = f"{' vs '.join(NEW_CLASSES)}, {SHOTS} train images per class"
+        print(f"| {task} | val/best_acc, mean [min-max] over seeds {seeds} |")
         print("|---|---|")
         for name, scores in rows:
             print(

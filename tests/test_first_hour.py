@@ -213,8 +213,11 @@ def test_the_run_dir_is_the_first_and_last_line_and_latest_which_sweeps_leave_al
     evaluated = run_cli(*_demo(demo_dir, tmp_path), "mode=eval", "eval.checkpoint=latest",
                         cwd=tmp_path)  # fmt: skip
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
-    said = re.search(r"eval.checkpoint=latest: (\S+) \(the newest training outside sweeps; "
-                     r"saved [-\d: ]+ at step \d+, 1 epoch finished, best val/acc [\d.]+\), its best.pt", evaluated.stdout)  # fmt: skip
+    line = (
+        r"eval.checkpoint=latest: (\S+) \(the newest training outside sweeps; saved [-\d: ]+ "
+        r"at step \d+, 1 epoch finished, best val/acc [\d.]+\), its best.pt"
+    )
+    said = re.search(line, evaluated.stdout)
     assert said and (tmp_path / said[1]).resolve() == run.resolve(), evaluated.stdout[-2000:]
     assert (outputs / "latest_eval" / "metrics.json").is_file()
     assert (outputs / "latest_train").resolve() == run.resolve()  # still the training

@@ -112,8 +112,9 @@ make test    # the same set-up, then ruff and the test suite
 
 `make help` lists the other targets; `make train ARGS="dataset=csv trainer.max_epochs=5"`
 passes config overrides. Other commands (`python train.py ...` in docs/) run in the environment
-`make train` made: `source .venv/bin/activate` once per shell, or `.venv/bin/python train.py`. Fine-tune a pretrained model on a folder of your photos (one
-subfolder per class): `.venv/bin/python train.py experiment=finetune dataset.root=/path/to/photos`
+`make train` made: `source .venv/bin/activate` once per shell, or `.venv/bin/python train.py`.
+Fine-tune a pretrained model on a folder of your photos (one subfolder per class):
+`.venv/bin/python train.py experiment=finetune dataset.root=/path/to/photos`
 (docs/walkthrough.md).
 
 ## Layout

@@ -203,7 +203,7 @@ def test_model_kwargs_reach_the_builder_and_may_not_set_what_the_data_sets(tmp_p
     # weights past the engine's reader, a second source beside model.pretrained_file
     with pytest.raises(ValueError, match=r"checkpoint_path: use model.pretrained_file"):
         timm_model("resnet10t", 3, SHAPE, kwargs={"checkpoint_path": str(tmp_path / "w.pth")})
-    with pytest.raises(ValueError, match=r"sets aux_logits, .*auxiliary heads are built off"):
+    with pytest.raises(ValueError, match=r"sets aux_logits, .*auxiliary heads are off"):
         torchvision_model("googlenet", 3, SHAPE, kwargs={"aux_logits": True})
     with pytest.raises(ValueError, match=r"^model.kwargs.bogus: model=timm's builder does not"):
         timm_model("resnet10t", 3, SHAPE, kwargs={"bogus": 1})

@@ -83,7 +83,7 @@ RESERVED = {
         "num_classes": "the data's classes set it",
         "weights": "use model.weights",
         "pretrained": "use model.weights",
-        "aux_logits": "GoogLeNet's and Inception v3's auxiliary heads are built off: no loss takes them",
+        "aux_logits": "GoogLeNet's and Inception v3's auxiliary heads are off: no loss takes them",
     },
 }
 

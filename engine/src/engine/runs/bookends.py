@@ -61,8 +61,8 @@ def _link(log_dir: Path, name: str, target: str) -> None:
 def point_latest(log_dir: Path, run_dir: Path, mode: str, both: bool = True) -> str | None:
     """Make `log_dir`/latest (unless not `both`) and latest_<mode> link to `run_dir` (relative
     links when it is below `log_dir`, so a moved outputs/ keeps them); returns where
-    latest_<mode> pointed before (None: nowhere), for `restore_latest`. A log_dir that cannot be made gets no
-    links (a warning naming the key): they point at runs, they are none of the run's files."""
+    latest_<mode> pointed before (None: nowhere), for `restore_latest`. A log_dir that cannot
+    be made gets no links (a warning naming the key): they point at runs, not the run's files."""
     try:
         log_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
