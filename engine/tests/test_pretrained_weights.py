@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import pickle
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -369,6 +370,17 @@ def test_a_lightning_modules_prefix_is_taken_off(saved, tmp_path, caplog) -> Non
         model = timm_model("resnet10t", 3, SHAPE, pretrained_file=str(tmp_path / "last.ckpt"))
     assert torch.equal(model.conv1[0].weight, source.conv1[0].weight)
     assert any("(every key's model. taken off)" in m for m in caplog.messages)
+    # the module versions torch keeps beside the keys lose the prefix too (they are read by
+    # module path: BatchNorm's, MNASNet's)
+    prefixed = OrderedDict((f"model.{k}", v) for k, v in source.state_dict().items())
+    prefixed._metadata = {
+        f"model.{k}".rstrip("."): v for k, v in source.state_dict()._metadata.items()
+    }
+    given = []
+    model.load_state_dict = lambda state, strict: given.append(state) or ([], [])
+    load_matching(model, prefixed, "last.ckpt", "model.pretrained_file", 3)
+    assert given[0]._metadata["bn1"] == source.state_dict()._metadata["bn1"]
+    assert "model.bn1" not in given[0]._metadata
 
 
 def test_a_head_alone_or_a_buffer_is_no_pretrained_model(tmp_path) -> None:

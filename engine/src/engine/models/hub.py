@@ -80,9 +80,7 @@ def from_url(url: str, key: str, what: str) -> tuple[dict[str, torch.Tensor], st
             raise WeightsError(
                 f"{key}: {what} could not be downloaded from {url} ({err})."
             ) from err
-    return read_weights(
-        cached, key, f"{key}: the cached {what}, {cached},"
-    ).tensors, f"{what} ({cached})"
+    return _read_cached(cached, key, what)
 
 
 def from_hub(repo: str, key: str, what: str) -> tuple[dict[str, torch.Tensor], str]:
@@ -93,7 +91,7 @@ def from_hub(repo: str, key: str, what: str) -> tuple[dict[str, torch.Tensor], s
     for name in HF_NAMES:
         found = huggingface_hub.try_to_load_from_cache(repo_id, name, revision=revision or None)
         if isinstance(found, str):
-            return _read_hub_file(Path(found), key, what)
+            return _read_cached(Path(found), key, what)
     url = f"{hf.ENDPOINT}/{repo_id}/resolve/{revision or 'main'}/{HF_NAMES[0]}"
     folder = Path(hf.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}"
     why = "HF_HUB_OFFLINE is set" if hf.is_offline_mode() else unreachable(url)
@@ -110,9 +108,11 @@ def from_hub(repo: str, key: str, what: str) -> tuple[dict[str, torch.Tensor], s
                 f"{key}: {what} could not be downloaded from {hf.ENDPOINT} "
                 f"({type(err).__name__}: {first}); the cache looked in: {folder}."
             ) from err
-        return _read_hub_file(Path(path), key, what)
+        return _read_cached(Path(path), key, what)
     raise WeightsError(f"{key}: {hf.ENDPOINT}/{repo_id} holds none of {list(HF_NAMES)}.")
 
 
-def _read_hub_file(path: Path, key: str, what: str) -> tuple[dict[str, torch.Tensor], str]:
+def _read_cached(path: Path, key: str, what: str) -> tuple[dict[str, torch.Tensor], str]:
+    """The weights of cache file `path` (of `what`, given as config `key`), read by the engine's
+    reader of weights from elsewhere, and where they were read."""
     return read_weights(path, key, f"{key}: the cached {what}, {path},").tensors, f"{what} ({path})"

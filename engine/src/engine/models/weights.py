@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +97,16 @@ def _stripped(name: str) -> str:
     return name
 
 
+def _renamed(weights: Any, rename: Callable[[str], str]) -> OrderedDict[str, torch.Tensor]:
+    """`weights` with each key `rename`d, and so the module paths of its `_metadata` (the
+    module versions some models read, BatchNorm's, MNASNet's, kept as torch keeps them)."""
+    renamed = OrderedDict((rename(str(key)), tensor) for key, tensor in weights.items())
+    metadata = getattr(weights, "_metadata", None)
+    if isinstance(metadata, dict):  # keyed by module path: "" (the root), "layer1", ...
+        renamed._metadata = {rename(f"{k}.").rstrip("."): v for k, v in metadata.items()}  # type: ignore[attr-defined]
+    return renamed
+
+
 def _saved_stats(state: dict[str, Any]) -> tuple[list[float], list[float]] | None:
     """The transforms' mean and std a template checkpoint's config records (None: none)."""
     transforms = (
@@ -134,11 +145,7 @@ def _tensors(found: Any, where: str) -> tuple[OrderedDict[str, torch.Tensor], st
             f"{where} mixes other values with its weights ({_listed(others)}): give a state "
             "dict of tensors (torch.save(model.state_dict(), path)) or a .safetensors file."
         )
-    weights = OrderedDict((_stripped(str(key)), tensor) for key, tensor in found.items())
-    metadata = getattr(found, "_metadata", None)
-    if isinstance(metadata, dict):  # module versions (BatchNorm's, MNASNet's), as torch keeps them
-        weights._metadata = {_stripped(f"{k}.").rstrip("."): v for k, v in metadata.items()}  # type: ignore[attr-defined]
-    return weights, which
+    return _renamed(found, _stripped), which
 
 
 def read_weights(path: str | Path, key: str, where: str | None = None) -> WeightsFile:
@@ -193,9 +200,7 @@ def load_matching(
     a source of which no weight outside the head fits."""
     ours = model.state_dict()
     if not any(k in ours for k in weights) and (prefix := _common_prefix(list(weights), ours)):
-        metadata = getattr(weights, "_metadata", None)
-        weights = OrderedDict((k.removeprefix(prefix), v) for k, v in weights.items())
-        weights._metadata = metadata  # type: ignore[attr-defined]
+        weights = _renamed(weights, lambda name: name.removeprefix(prefix))
         source = f"{source} (every key's {prefix} taken off)"
     fits = OrderedDict(
         (k, v)
