@@ -70,7 +70,7 @@ bench-compile: data  ## trainer.compile=default against eager on this machine (s
 bench-decode: $(STAMP)  ## each image format's decoders on one thread, side by side: torchvision.io, TorchCodec, Pillow, the engine's choice; into BENCHMARKS.md
 	$(BIN)/python -m bench.decode $(ARGS)
 
-gpu-check: $(STAMP)  ## on CUDA: data wait feeding ResNet-50 (prefetch x pinning), GPU vs CPU JPEG decode; writes BENCHMARKS.md (tiny smoke run without CUDA)
+gpu-check: $(STAMP)  ## on CUDA: ResNet-50's ceiling, then data wait and its fraction fed by cpu workers (4/8/12/auto) and the batched cuda decode, compiled too, per stage; writes BENCHMARKS.md (tiny smoke run without CUDA)
 	$(BIN)/python -m bench.gpu_check $(ARGS)
 
 bench-parquet: $(STAMP)  ## dataset=parquet beside tar shards and the image folder, the same 500x375 JPEGs, train and val; into BENCHMARKS.md

@@ -1,7 +1,9 @@
-"""dataset.decode_device=main: the workers send encoded bytes, the main process decodes each
-batch at once and runs the transforms: the same pixels as the workers' own decode, every EXIF
-orientation turned as Pillow turns it, augmentations that repeat under the seed whatever the
-worker count, and a bad file named, or left out under on_error=skip."""
+"""dataset.decode_device=main: the workers send encoded bytes with each sample's crop, the main
+process decodes each batch at once and resamples the crops in one op: the workers' own pixels
+to within interpolation, the same crops under the same seed, every EXIF orientation turned as
+Pillow turns it, augmentations that repeat under the seed whatever the worker count, a step
+without a batched form refused at start, and a bad file named, or left out under
+on_error=skip."""
 
 from __future__ import annotations
 
@@ -16,9 +18,10 @@ import torch
 from PIL import Image, ImageOps
 from torchvision.transforms import v2
 
+from engine.data.batched_geometry import Geometry, Plan
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import SampleError
-from engine.data.encoded import EXIF_ORIENTATION, upright
+from engine.data.encoded import EXIF_ORIENTATION, BatchDecoder, EncodedBatch, upright
 from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.samplers import RandomOrder, SequentialOrder
@@ -55,12 +58,65 @@ def _batches(root: Path, decode_device: str, workers: int, transform, seed: int 
     return torch.cat([inputs for inputs, _ in loader]), torch.cat([y for _, y in loader])
 
 
-def test_main_decodes_the_pixels_the_workers_decode(demo_dir, tmp_path) -> None:
+def _gap(a: torch.Tensor, b: torch.Tensor) -> tuple[float, int]:
+    """(mean, max) difference in levels."""
+    gap = (a.int() - b.int()).abs()
+    return float(gap.float().mean()), int(gap.max())
+
+
+@pytest.mark.parametrize("transform", [VAL, TRAIN], ids=["val", "train"])
+def test_main_gives_the_workers_pixels_and_crops_to_within_interpolation(
+    demo_dir, tmp_path, transform
+) -> None:
+    """The same samples, order and crops as the workers' per-sample torchvision pipeline:
+    roi_align against an antialiased resize differs by a level or two on average (these
+    48-69 px images shrink by up to 2x); another seed's crops differ by tens of levels."""
     root = _tree(demo_dir, tmp_path)
-    workers_x, workers_y = _batches(root, "cpu", 0, VAL)
-    main_x, main_y = _batches(root, "main", 2, VAL)
+    workers_x, workers_y = _batches(root, "cpu", 0, transform)
+    main_x, main_y = _batches(root, "main", 2, transform)
     assert main_x.dtype == torch.uint8 and main_x.shape == (31, 3, 32, 32)
-    assert torch.equal(main_x, workers_x) and torch.equal(main_y, workers_y)
+    assert torch.equal(main_y, workers_y)
+    mean, top = _gap(main_x, workers_x)
+    assert mean < 2.5 and top < 100, (mean, top)
+    if transform is TRAIN:
+        other, _ = _batches(root, "cpu", 0, transform, seed=1)
+        assert _gap(other, workers_x)[0] > 8 * mean
+
+
+def test_the_drawn_crop_is_torchvisions_own_draw() -> None:
+    """Under one seed, the box and flip a worker sends are what v2 draws on that image."""
+    crop, flip = v2.RandomResizedCrop(24, antialias=True), v2.RandomHorizontalFlip()
+    geometry = Geometry.of(v2.Compose([crop, flip]), "transforms.train")
+    image = torch.zeros(3, 37, 53, dtype=torch.uint8)
+    for seed in range(50):
+        torch.manual_seed(seed)
+        params = crop.make_params([image])
+        mirrored = not bool(torch.rand(1) >= flip.p)
+        torch.manual_seed(seed)
+        plan = geometry.draw(37, 53)
+        top, left, h, w = (params[k] for k in ("top", "left", "height", "width"))
+        assert plan == Plan((left, top, left + w, top + h), mirrored, 37, 53)
+
+
+@pytest.mark.parametrize(
+    ("step", "named"),
+    [
+        (v2.ColorJitter(0.4), r"transforms\.train\[2\] \(ColorJitter\) has no batched form"),
+        (
+            v2.Resize(24, interpolation=v2.InterpolationMode.BICUBIC),
+            r"transforms\.train\[2\] \(Resize\): interpolation=bicubic has no batched form",
+        ),
+    ],
+)
+def test_a_step_without_a_batched_form_is_refused_when_the_loader_is_made(
+    demo_dir, step, named
+) -> None:
+    pipeline = v2.Compose([*TRAIN.transforms, step, v2.CenterCrop(16)])
+    data = ImageFolderDataset(
+        str(demo_dir / "imagefolder"), "train", transform=pipeline, decode_device="main"
+    )
+    with pytest.raises(ValueError, match=named + r".*dataset\.decode_device=cpu"):
+        make_loader(SeededSamples(data, 0), _settings(0), None, False, "train")
 
 
 def test_main_augmentations_repeat_under_the_seed_whatever_the_workers(demo_dir, tmp_path):
@@ -143,3 +199,23 @@ def test_an_orientation_tag_that_is_no_orientation_is_ignored(tmp_path) -> None:
     main_x, _ = _batches(tmp_path, "main", 0, None)
     cpu_x, _ = _batches(tmp_path, "cpu", 0, None)
     assert torch.equal(main_x, cpu_x)
+
+
+def test_a_jpeg_that_decodes_to_another_size_than_its_header_is_named_or_left_out(
+    tmp_path,
+) -> None:
+    """Its crop was drawn on the declared size: cropping the decoded pixels with it would be
+    a silent wrong sample, so it is a bad sample, named by file."""
+    _jpeg_with(tmp_path / "liar.jpg")  # 40 x 30, but the plan says it was drawn on 20 x 20
+    data = torch.frombuffer(bytearray((tmp_path / "liar.jpg").read_bytes()), dtype=torch.uint8)
+    plan = Plan((0.0, 0.0, 20.0, 20.0), False, 20, 20)
+    batch = (
+        EncodedBatch([data], [str(tmp_path / "liar.jpg")], [7], [1], [plan]),
+        torch.tensor([0]),
+    )
+    geometry = Geometry.of(v2.Compose([v2.CenterCrop(16)]), "transforms.val")
+    strict = BatchDecoder(torch.device("cpu"), geometry, None, False, ["a"])
+    with pytest.raises(SampleError, match=r"sample 7 from .*liar\.jpg: it decodes to 30x40 "):
+        strict.batch(batch)
+    out, bad = BatchDecoder(torch.device("cpu"), geometry, None, True, ["a"]).batch(batch)
+    assert out is None and [b.path for b in bad] == [str(tmp_path / "liar.jpg")]

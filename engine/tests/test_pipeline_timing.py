@@ -14,12 +14,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.data import default_collate
+from torchvision.transforms import v2
 
 from engine.data.datasets.base import MapDataset
+from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.seeded import seeded
@@ -175,25 +179,41 @@ def test_a_wait_the_timed_stages_cannot_explain_is_said_as_such() -> None:
     assert "persistent_workers=true" in limit_hint(limit, 0.9, 0.2)
 
 
+def _jpeg_files(root: Path, count: int, size: tuple[int, int]) -> LabelledImageFiles:
+    """`count` noisy JPEGs of `size` (width, height), decoded in the main process (main)."""
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(count):
+        pixels = rng.integers(0, 255, (size[1], size[0], 3), np.uint8)
+        Image.fromarray(pixels).save(root / f"{i}.jpg", quality=90)
+        paths.append(str(root / f"{i}.jpg"))
+    crop = v2.RandomResizedCrop(16, antialias=True)
+    return LabelledImageFiles(
+        paths, [0] * count, ["a"], transform=TimedCompose([crop]), decode_device="main"
+    )
+
+
 def test_a_decode_in_the_main_process_is_no_workers_stage(
     tmp_path: Path, main_process_timed: None
 ) -> None:
-    """dataset.decode_device=main with no workers: the transform the main process runs on
-    the sent bytes counts in its wait, never in the next batch's stages."""
-    from PIL import Image
-
-    from engine.data.datasets.image_files import LabelledImageFiles
-
-    paths = []
-    for i in range(8):
-        Image.new("RGB", (8, 8), (i, 0, 0)).save(tmp_path / f"{i}.png")
-        paths.append(str(tmp_path / f"{i}.png"))
-    files = LabelledImageFiles(
-        paths, [0] * 8, ["a"], transform=TimedCompose([Heavy()]), decode_device="main"
-    )
-    for batch in _loader(files):
+    """dataset.decode_device=main with no workers: the crops the main process resamples
+    from the sent bytes count in its wait, never in the next batch's stages."""
+    for batch in _loader(_jpeg_files(tmp_path, 8, (24, 16))):
         times = split_times(batch)[1]
-        assert times.seconds["transform"] == 0 and "Heavy" not in times.steps
+        assert times.seconds["transform"] == 0 and not times.steps
+
+
+def test_the_hint_names_the_batched_decode_when_it_fills_the_wait(
+    tmp_path: Path, main_process_timed: None
+) -> None:
+    """A batch of photo-sized JPEGs decoded and cropped in the main process: the wait is that
+    work, and the hint says so with its own fix (the workers' decode), not 'untimed'."""
+    loader = _loader(_jpeg_files(tmp_path, 8, (640, 480)))
+    times = _run_pass(loader)
+    limit = limiting_stage(times.epoch(), loader, False, times.uint8)
+    assert limit is not None and limit.stage == "batched decode", limit
+    assert limit.line.startswith("the batched decode ") and " ms and crops " in limit.line
+    assert any("dataset.decode_device=cpu" in fix for fix in limit.fixes)
 
 
 def test_a_training_logs_its_stages_and_draws_them(

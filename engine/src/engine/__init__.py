@@ -2,4 +2,4 @@
 sweeps, inference, config checks and measurement. A library to upgrade by replacing this
 folder, never to edit; its public API is docs/engine.md."""
 
-__version__ = "2.4.0"
+__version__ = "3.0.0"

@@ -1,22 +1,24 @@
-"""Decoding in the main process (`dataset.decode_device=main|cuda`): the workers read and send
-each image's encoded bytes; the main process decodes a whole batch with one TorchCodec call on
-the device (batched nvJPEG on a GPU), then runs the split's transforms there, each sample with
-its own random draws, and stacks the batch. A GPU then decodes what would cost the CPUs most,
-and the workers only read files.
+"""Decoding in the main process (`dataset.decode_device=main|cuda`): the workers read each
+JPEG's bytes and draw its crop, the main process decodes the whole batch with one TorchCodec
+call on the device (batched nvJPEG on a GPU) and resamples every crop in one op
+(engine/data/batched_geometry.py). A GPU then decodes and crops what would cost the CPUs most,
+and the workers only read files and headers.
 
 A worker checks the image's declared size against `dataset.max_image_pixels` and a JPEG's scans
 against `dataset.max_jpeg_scans` before it sends anything (the batched decode has no such
-guard), and draws the sample's transform seed from the run's per-sample RNG
-(engine/data/seeded.py), so augmentations repeat under the same seed whatever the workers.
-JPEGs go in one batched call; other formats through the engine's per-sample decoder on the
-CPU (engine/data/decode.py: its guards, Pillow's formats). When the batched call fails, each
-sample is decoded alone to name the file that broke it, which stops the run
-(`dataset.on_error=raise`) or is left out and listed in bad_samples.csv (`skip`).
+guard), and draws the sample's crop box and flip from the run's per-sample RNG
+(engine/data/seeded.py) on the image's upright size, as the per-sample pipeline draws them: the
+same seed gives the same crops on every decode device. Other formats than JPEG are decoded in
+the worker (the engine's decoder: its guards, Pillow's formats) and join the batch as pixels.
+When the batched call fails, each JPEG is decoded alone to name the file that broke it, which
+stops the run (`dataset.on_error=raise`) or is left out and listed in bad_samples.csv
+(`skip`).
 """
 
 from __future__ import annotations
 
 import io
+import time
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -28,6 +30,8 @@ from torch.utils.data import DataLoader, default_collate
 
 from engine.core.text import shown
 from engine.data.bad_samples import BadSample, Delivery, SkippingLoader, filtered
+from engine.data.batched_geometry import Geometry, Plan, resample
+from engine.data.buffers import BufferPool
 from engine.data.decode import SampleError, decode_image_bytes, describe_error
 from engine.data.image_header import (
     JPEG_MAGIC,
@@ -43,18 +47,19 @@ from engine.measure.stages import SUMS, split_times
 
 DECODE_DEVICES = ("cpu", "main", "cuda")  # cpu = each worker decodes its samples (default)
 EXIF_ORIENTATION = 0x0112
-SEED_RANGE = 2**62
+TURNED = (5, 6, 7, 8)  # EXIF orientations that swap an image's width and height
 
 
 class Encoded(NamedTuple):
-    """One sample's image as sent by a worker: its bytes (1-D uint8), the file they came
-    from, its index, its EXIF orientation (1 = upright) and the seed of its transform."""
+    """One sample's image as sent by a worker: a JPEG's bytes (1-D uint8) or another format's
+    pixels (uint8 C x H x W, decoded in the worker), the file they came from, its index, its
+    EXIF orientation (1 = upright) and its crop (`Plan`, drawn on the upright size)."""
 
     data: torch.Tensor
     name: str
     index: int
     orientation: int
-    seed: int
+    plan: Plan
 
 
 class EncodedBatch(NamedTuple):
@@ -64,7 +69,7 @@ class EncodedBatch(NamedTuple):
     names: list[str]
     indices: list[int]
     orientations: list[int]
-    seeds: list[int]
+    plans: list[Plan]
 
 
 def check_decode_device(value: str) -> str:
@@ -86,27 +91,30 @@ def encode_sample(
     data: bytes,
     name: str,
     index: int,
+    geometry: Geometry,
     max_pixels: int | None,
     max_scans: int | None = MAX_JPEG_SCANS,
 ) -> Encoded:
-    """What a worker sends for one image: its bytes, once their declared size is within
-    `max_pixels` (and a JPEG's scans within `max_scans`), with its orientation and a transform
-    seed drawn from the current (seeded) RNG."""
+    """What a worker sends for one image: a JPEG's bytes, once their declared size is within
+    `max_pixels` and its scans within `max_scans`, or another format decoded here; with its
+    orientation and its crop drawn by `geometry` from the current (seeded) RNG."""
     if not data:
         raise ValueError("the file is empty (0 bytes)")
-    orientation = 1
-    if data[:2] == JPEG_MAGIC:
-        check_pixels(*jpeg_size(data), max_pixels)  # the size libjpeg will decode
-        check_scans(data, max_scans)  # nvJPEG and libjpeg decode every scan
+    if data[:2] != JPEG_MAGIC:  # TorchCodec batches JPEGs alone: the rest joins as pixels
+        pixels = decode_image_bytes(data, name, None, max_pixels, max_scans)
+        return Encoded(pixels, name, index, 1, geometry.draw(*pixels.shape[-2:]))
+    width, height = jpeg_size(data)  # the size libjpeg will decode
+    check_pixels(width, height, max_pixels)
+    check_scans(data, max_scans)  # nvJPEG and libjpeg decode every scan
     # the header only (no pixels), opened under the user's limit, not Pillow's own
     with open_image(data, max_pixels) as img:
-        if data[:2] == JPEG_MAGIC:
-            tag = img.getexif().get(EXIF_ORIENTATION, 1)
-            # a tag that is no orientation (text, 9) is ignored, as the decoders ignore it
-            orientation = tag if isinstance(tag, int) and 1 <= tag <= 8 else 1
-    seed = int(torch.randint(SEED_RANGE, ()))
+        tag = img.getexif().get(EXIF_ORIENTATION, 1)
+    # a tag that is no orientation (text, 9) is ignored, as the decoders ignore it
+    orientation = tag if isinstance(tag, int) and 1 <= tag <= 8 else 1
+    if orientation in TURNED:
+        width, height = height, width
     tensor = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-    return Encoded(tensor, name, index, orientation, seed)
+    return Encoded(tensor, name, index, orientation, geometry.draw(height, width))
 
 
 def encoded_collate(samples: list[Any]) -> tuple[Any, ...]:
@@ -155,13 +163,15 @@ def decoder_turns_upright(device: torch.device) -> bool:
 
 @dataclass
 class BatchDecoder:
-    """Decodes `EncodedBatch`es on `device` and applies `transform` to each sample under its
-    own seed; `skip` (dataset.on_error=skip) leaves unreadable samples out, named by their
-    `classes` in bad_samples.csv; `max_pixels` and `max_scans` are the limits of a sample
-    decoded alone (dataset.max_image_pixels, dataset.max_jpeg_scans)."""
+    """Decodes `EncodedBatch`es on `device` and resamples each sample's crop (`geometry`,
+    engine/data/batched_geometry.py) into one uint8 batch; `skip` (dataset.on_error=skip)
+    leaves unreadable samples out, named by their `classes` in bad_samples.csv; `max_pixels`
+    and `max_scans` are the limits of a JPEG decoded alone (dataset.max_image_pixels,
+    dataset.max_jpeg_scans). `seconds` sums the main process's time in the decode and the
+    resample (`transform`) since `take_seconds` last read it, for the limiting-stage line."""
 
     device: torch.device
-    transform: Callable[[torch.Tensor], torch.Tensor] | None
+    geometry: Geometry
     max_pixels: int | None
     skip: bool
     classes: list[str]
@@ -169,10 +179,23 @@ class BatchDecoder:
 
     def __post_init__(self) -> None:
         self._turned = decoder_turns_upright(self.device)
-        # on a GPU, the decode and the transforms run on a stream of their own, beside the
-        # model's compute; the batch is stacked on the caller's stream once they are done
+        # on a GPU, the decode and the resample run on a stream of their own, beside the
+        # model's compute; the batch is used on the caller's stream once they are done
         cuda = self.device.type == "cuda"
         self._stream = torch.cuda.Stream(self.device) if cuda else None
+        self._pool = BufferPool()
+        self.seconds = {"decode": 0.0, "transform": 0.0}
+        self.batches = 0
+
+    def take_seconds(self) -> tuple[int, dict[str, float]]:
+        """(batches, seconds by stage) since the last call, and start anew."""
+        taken = self.batches, dict(self.seconds)
+        self.seconds = dict.fromkeys(self.seconds, 0.0)
+        self.batches = 0
+        return taken
+
+    def _on_stream(self) -> Any:
+        return torch.cuda.stream(self._stream) if self._stream is not None else nullcontext()
 
     def _jpegs(self, batch: EncodedBatch, at: list[int]) -> dict[int, torch.Tensor]:
         """The JPEGs at positions `at`, decoded in one call; {} when the call fails."""
@@ -181,7 +204,7 @@ class BatchDecoder:
         if not at:
             return {}
         try:
-            with torch.cuda.stream(self._stream) if self._stream is not None else nullcontext():
+            with self._on_stream():
                 images = decode_jpeg([batch.data[i] for i in at], device=self.device)
         except (RuntimeError, ValueError):
             return {}  # one bad file spoils the call: each is decoded alone below
@@ -189,45 +212,50 @@ class BatchDecoder:
             images = [upright(x, batch.orientations[i]) for x, i in zip(images, at, strict=True)]
         return dict(zip(at, images, strict=True))
 
-    def _alone(self, batch: EncodedBatch, i: int) -> torch.Tensor:
-        """Sample `i` decoded alone (the engine's decoder, on the CPU); SampleError if not."""
-        try:
-            data = bytes(batch.data[i].numpy())
-            image = decode_image_bytes(data, batch.names[i], None, self.max_pixels, self.max_scans)
-            return image.to(self.device)
-        except Exception as err:  # re-raised naming the file and the fix
-            raise SampleError(
-                f"cannot decode sample {batch.indices[i]} from {shown(batch.names[i])}: "
-                f"{describe_error(err)}. Fix or remove the file, or set dataset.on_error=skip "
-                "to leave unreadable files out (listed in bad_samples.csv)."
-            ) from err
+    def _error(self, batch: EncodedBatch, i: int, reason: str) -> SampleError:
+        return SampleError(
+            f"cannot decode sample {batch.indices[i]} from {shown(batch.names[i])}: {reason}. "
+            "Fix or remove the file, or set dataset.on_error=skip to leave unreadable files "
+            "out (listed in bad_samples.csv)."
+        )
 
-    def _stacked(self, images: list[Any], seeds: list[int]) -> torch.Tensor:
-        """The transformed images as one batch, usable on the caller's current stream."""
-        if self._stream is None:
-            return torch.stack(
-                [self._transformed(x, seed) for x, seed in zip(images, seeds, strict=True)]
+    def _alone(self, batch: EncodedBatch, i: int) -> torch.Tensor:
+        """Sample `i` decoded alone: a JPEG by the engine's decoder on the CPU, another format
+        as the worker decoded it; SampleError if not, or if it is not the size its crop was
+        drawn on (a header that lies)."""
+        try:
+            data = batch.data[i]
+            if data.ndim == 1:  # a JPEG's bytes
+                raw = bytes(data.numpy())
+                data = decode_image_bytes(
+                    raw, batch.names[i], None, self.max_pixels, self.max_scans
+                )
+        except Exception as err:  # re-raised naming the file and the fix
+            raise self._error(batch, i, describe_error(err)) from err
+        return data.to(self.device, non_blocking=True)
+
+    def _checked(self, batch: EncodedBatch, i: int, image: torch.Tensor) -> torch.Tensor:
+        """`image` once it has the size its crop was drawn on."""
+        plan = batch.plans[i]
+        if tuple(image.shape[-2:]) != (plan.height, plan.width):
+            raise self._error(
+                batch,
+                i,
+                f"it decodes to {image.shape[-2]}x{image.shape[-1]} pixels but its header "
+                f"declares {plan.height}x{plan.width}, the size its crop was drawn on",
             )
-        with torch.cuda.stream(self._stream):
-            done = [self._transformed(x, seed) for x, seed in zip(images, seeds, strict=True)]
-        current = torch.cuda.current_stream(self.device)
-        current.wait_stream(self._stream)
-        for tensor in (*images, *done):  # read on the caller's stream: not reused before
-            tensor.record_stream(current)
-        return torch.stack(done)
+        return image
 
     def _decoded(self, batch: EncodedBatch) -> tuple[list[torch.Tensor | None], list[str]]:
         """Every sample decoded (None where it failed under skip) and each failure's reason."""
-        jpegs = [i for i, d in enumerate(batch.data) if bytes(d[:2].numpy()) == JPEG_MAGIC]
+        jpegs = [i for i, data in enumerate(batch.data) if data.ndim == 1]
         done: dict[int, torch.Tensor] = self._jpegs(batch, jpegs)
         images: list[torch.Tensor | None] = []
         reasons = [""] * len(batch.data)
         for i in range(len(batch.data)):
-            if i in done:
-                images.append(done[i])
-                continue
             try:
-                images.append(self._alone(batch, i))
+                image = done[i] if i in done else self._alone(batch, i)
+                images.append(self._checked(batch, i, image))
             except SampleError as err:
                 if not self.skip:
                     raise
@@ -235,22 +263,33 @@ class BatchDecoder:
                 reasons[i] = describe_error(err.__cause__ or err)
         return images, reasons
 
-    def _transformed(self, image: torch.Tensor, seed: int) -> torch.Tensor:
-        if self.transform is None:
-            return image
-        with torch.random.fork_rng(devices=[]):  # transforms draw on the CPU generator
-            torch.default_generator.manual_seed(seed)
-            return self.transform(image)
+    def _resampled(self, images: list[torch.Tensor], plans: list[Plan]) -> torch.Tensor:
+        """The batch of every image's crop, usable on the caller's current stream."""
+        with self._on_stream():
+            if self.geometry.size is None:  # no pipeline: the images as decoded
+                done = self.geometry.stacked(images)
+            else:
+                done = resample(images, plans, self.geometry.size, self._pool)
+        if self._stream is not None:
+            current = torch.cuda.current_stream(self.device)
+            current.wait_stream(self._stream)
+            for tensor in (*images, done):  # read on the caller's stream: not reused before
+                tensor.record_stream(current)
+        return done
 
     def batch(self, batch: Any) -> tuple[Any, list[BadSample]]:
         """`batch` ((EncodedBatch, labels[, SampleIds])) with its images decoded and
-        transformed into one uint8 tensor on the device; the samples left out (skip). The
+        cropped into one uint8 tensor on the device; the samples left out (skip). The
         workers' stage times go on with it (the decode here counts in the main's `wait`)."""
         batch, times = split_times(batch)
         fields, ids = split_ids(batch)
         encoded, labels = fields[0], fields[1]
+        start = time.perf_counter()
         with SUMS.paused():  # the main process's work: its wait, not a worker's stages
             images, reasons = self._decoded(encoded)
+        decoded = time.perf_counter()
+        self.seconds["decode"] += decoded - start
+        self.batches += 1
         keep = [i for i, image in enumerate(images) if image is not None]
         bad = [
             BadSample(
@@ -265,7 +304,9 @@ class BatchDecoder:
         if not keep:
             return None, bad
         with SUMS.paused():
-            stacked = self._stacked([images[i] for i in keep], [encoded.seeds[i] for i in keep])
+            kept = [images[i] for i in keep]
+            stacked = self._resampled(kept, [encoded.plans[i] for i in keep])  # type: ignore[misc]
+        self.seconds["transform"] += time.perf_counter() - decoded
         rows = torch.tensor(keep)
         out: tuple[Any, ...] = (stacked, labels[rows], *fields[2:])
         if times is not None:

@@ -28,6 +28,7 @@ from torch.utils.data import (
 )
 
 from engine.data.bad_samples import REPORT_NAME, BadSampleLedger, SkipBadCollate, SkippingLoader
+from engine.data.batched_geometry import Geometry
 from engine.data.collate import already_batched
 from engine.data.datasets.base import StreamDataset
 from engine.data.encoded import (
@@ -233,10 +234,13 @@ def make_loader(
                 "workers (dataset.decode_device=cpu)."
             )
         collate = encoded_collate
+        # the split's crops as one batched op; a step without one is refused here, at start
+        key = f"transforms.{'train' if split == 'train' else 'val'}"
+        geometry = Geometry.of(dataset.transform, key)  # type: ignore[attr-defined]
         inner = dataset
         while isinstance(getattr(inner, "dataset", None), Dataset):  # SeededSamples, folds
             inner = inner.dataset  # type: ignore[attr-defined]
-        inner.sends_encoded = True  # type: ignore[attr-defined]
+        inner.sends_encoded = geometry  # type: ignore[attr-defined]
     if time_stages:
         collate = StageCollate(collate)
     if getattr(dataset, "tags_samples", False) or isinstance(dataset, IterableDataset):
@@ -270,7 +274,7 @@ def make_loader(
         device = torch.device("cuda", torch.cuda.current_device()) if decode_on == "cuda" else None
         loader.decoder = BatchDecoder(  # type: ignore[union-attr]
             device or torch.device("cpu"),
-            dataset.transform,  # type: ignore[attr-defined]
+            geometry,
             dataset.max_image_pixels,  # type: ignore[attr-defined]
             skip,
             list(dataset.classes),  # type: ignore[attr-defined]

@@ -4,8 +4,9 @@ an epoch's stage times (engine/training/pipeline_timing.py). The rules, in SPDL'
 it (`h2d`) instead of stepping. When the copy takes longer than the wait (or, copied beside
 the step on a side stream, longer than the step) it is the limit. When the wait is far more
 than the workers' timed stages can explain, the time goes to something untimed (start-up,
-a read the dataset does not mark, the queue), said as such. Else the workers' slowest stage
-per sample is."""
+a read the dataset does not mark, the queue), said as such, unless the main process's own
+batched decode and crops (dataset.decode_device=main|cuda) fill it. Else the workers' slowest
+stage per sample is."""
 
 from __future__ import annotations
 
@@ -118,6 +119,35 @@ def _untimed_fixes(loader: DataLoader) -> list[str]:
     ]
 
 
+def _batched_limit(loader: DataLoader, wait: float, idle: float) -> Limit | None:
+    """The main process's batched decode and crops (dataset.decode_device=main|cuda,
+    engine/data/encoded.py) when they take most of the wait for a batch; None otherwise."""
+    decoder = getattr(loader, "decoder", None)
+    if decoder is None:
+        return None
+    batches, seconds = decoder.take_seconds()
+    if not batches:
+        return None
+    decode, crops = (1000 * seconds[key] / batches for key in ("decode", "transform"))
+    if decode + crops < 0.5 * wait:
+        return None
+    on_gpu = decoder.device.type == "cuda"
+    line = (
+        f"the batched decode {_ms(decode)} ms and crops {_ms(crops)} ms a batch in the main "
+        f"process{' (on the GPU)' if on_gpu else ''}, of a {_ms(wait)} ms wait"
+    )
+    fixes = (
+        []
+        if on_gpu or not torch.cuda.is_available()
+        else ["decode on the GPU: dataset.decode_device=cuda (batched nvJPEG and crops there)"]
+    )
+    fixes.append(
+        "decode in the workers, in parallel: dataset.decode_device=cpu with loader.num_workers "
+        f"toward the {available_cpus()} usable cores (or loader.num_workers=auto to measure)"
+    )
+    return Limit("batched decode", line, fixes, idle)
+
+
 def limiting_stage(
     means: StageMeans, loader: DataLoader, overlapped: bool, uint8: bool
 ) -> Limit | None:
@@ -139,6 +169,9 @@ def limiting_stage(
             f"{100 * idle:.0f}% of it not stepping"
         )
         return Limit("h2d", line, _copy_fixes(loader, overlapped, uint8), idle)
+    batched = _batched_limit(loader, wait, idle)
+    if batched is not None:
+        return batched
     per_stage = {s: stages[stage_key(s)] for s in WORKER_STAGES if stage_key(s) in stages}
     if not per_stage:
         return None

@@ -51,8 +51,9 @@ Attributes:
     shuffle_window (int): with ``blocks``, the run of train positions shuffled together.
     decode_device (str): ``cpu`` (the workers decode), ``main`` or ``cuda``: the dataset can
         send its images' encoded bytes (``engine.data.encoded.Encoded``) instead, for a
-        batched decode in the main process; it does while ``sends_encoded`` is set (by the
-        loaders, for their workers alone). Read by engine/data/loaders.py.
+        batched decode in the main process; it does while ``sends_encoded`` holds the split's
+        crops (an ``engine.data.batched_geometry.Geometry``, set by the loaders for their
+        workers alone), whose draws it makes for each image. Read by engine/data/loaders.py.
 
 Methods (optional):
     get_filename(index) -> str | None: the file behind a sample, named in errors and reports.
@@ -79,6 +80,7 @@ import torch
 from torch.utils.data import Dataset, IterableDataset
 
 from engine.data.bad_samples import BadSample
+from engine.data.batched_geometry import Geometry
 from engine.data.mix import Stratum
 
 Transform = Callable[[torch.Tensor], torch.Tensor]  # a split's pipeline: uint8 image in, out
@@ -106,7 +108,7 @@ class DatasetHooks:
     blocks: np.ndarray | None = None
     shuffle_window: int = 0
     decode_device: str = "cpu"
-    sends_encoded: bool = False
+    sends_encoded: Geometry | None = None
 
     def get_filename(self, index: int) -> str | None:
         """The file behind sample `index`; None for data that has no files."""

@@ -33,8 +33,8 @@ class LabelledImageFiles(MapDataset):
     are decoded at 1/2, 1/4 or 1/8 scale (engine/data/decode.py). An image declaring more than
     `max_image_pixels` pixels, or a JPEG of more than `max_jpeg_scans` scans (None: no limit),
     is unreadable, refused before it is decoded.
-    With `decode_device` main or cuda, a loader's workers send each file's bytes undecoded
-    (`sends_encoded`, set by the loader: engine/data/encoded.py).
+    With `decode_device` main or cuda, a loader's workers send each JPEG's bytes undecoded,
+    with its crop (`sends_encoded`, set by the loader: engine/data/encoded.py).
     """
 
     files_checkable = True
@@ -93,10 +93,12 @@ class LabelledImageFiles(MapDataset):
     def _encoded(self, index: int) -> Encoded:
         """Sample `index`'s bytes for a decode in the main process, its declared size checked;
         a SampleError naming the file if it cannot be read."""
-        path = self.get_filename(index)
+        path, geometry = self.get_filename(index), self.sends_encoded
+        assert geometry is not None  # set by the loader with sends_encoded
         with sample_errors(path, index, self.label_name(index)):
             data = read_regular_file(path, max_file_bytes(self.max_image_pixels))
-            return encode_sample(data, path, index, self.max_image_pixels, self.max_jpeg_scans)
+            limits = self.max_image_pixels, self.max_jpeg_scans
+            return encode_sample(data, path, index, geometry, *limits)
 
     def check_sample(self, index: int) -> BadSample | None:
         """Decode sample `index` (no transform): None if it reads, else its `BadSample`."""
@@ -110,7 +112,7 @@ class LabelledImageFiles(MapDataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int | torch.Tensor] | BadSample:
         label = self.label(index)
-        if self.sends_encoded:
+        if self.sends_encoded is not None:
             try:
                 return self._encoded(index), label
             except SampleError as err:

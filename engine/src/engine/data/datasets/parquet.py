@@ -227,7 +227,8 @@ class ParquetDataset(MapDataset):
             data, name = self._encoded(index), self.get_filename(index)
             limits = self.max_image_pixels, self.max_jpeg_scans
             if encoded:
-                return encode_sample(data, name, index, *limits)
+                assert self.sends_encoded is not None  # set by the loader for encoded reads
+                return encode_sample(data, name, index, self.sends_encoded, *limits)
             return decode_image_bytes(data, name, self.decode_min_side, *limits)
         except Exception as err:  # re-raised with the file, the row and the fix
             raise SampleError(
@@ -252,11 +253,11 @@ class ParquetDataset(MapDataset):
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int | torch.Tensor] | BadSample:
         label = self.label(index)
         try:
-            image = self._read(index, self.sends_encoded)
+            image = self._read(index, self.sends_encoded is not None)
         except SampleError as err:
             if self.on_error != "skip":
                 raise
             return self._bad(index, err)
-        if self.transform is not None and not self.sends_encoded:
+        if self.transform is not None and self.sends_encoded is None:
             image = self.transform(image)
         return image, label
