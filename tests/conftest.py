@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from importlib import resources
@@ -63,9 +64,11 @@ def checkout_untouched() -> Iterator[None]:
     assert not appeared, f"tests wrote into the checkout: {appeared[:5]}"
 
 
-# The default model (small_cnn), narrower: the same code at a third of the step time. A test
-# that picks a model (or an experiment, which does) keeps that model as configured.
-NARROW_MODEL = "model.widths=[8,16,32]"
+# Models made tiny for the tests, by their _target_: the same code at a fraction of the step
+# time (small_cnn: a third). The project's default model is narrowed when it is listed here, and
+# runs as configured otherwise: add yours when its steps are slow. A test that picks a model (or
+# an experiment, which does) keeps that model as configured.
+TINY_MODELS = {"src.models.small_cnn.SmallCNN": ("model.widths=[8,16,32]",)}
 
 
 def compose_config(demo_dir: Path, output_dir: Path, *overrides: str) -> DictConfig:
@@ -84,14 +87,26 @@ def compose_config(demo_dir: Path, output_dir: Path, *overrides: str) -> DictCon
         )
 
 
+@functools.cache
+def default_model(demo_dir: Path) -> str:
+    """The _target_ of the model conf/config.yaml chooses (the project's own default)."""
+    return str(compose_config(demo_dir, demo_dir / "unused").model.get("_target_", ""))
+
+
+def tiny_model(demo_dir: Path) -> tuple[str, ...]:
+    """The overrides that make the project's default model tiny (TINY_MODELS), or none."""
+    return TINY_MODELS.get(default_model(demo_dir), ())
+
+
 @pytest.fixture
 def make_cfg(demo_dir: Path, tmp_path: Path) -> Callable[..., DictConfig]:
     """Compose conf/config.yaml with `overrides`, pointed at the tiny demo set and tmp_path."""
 
     def _compose(*overrides: str) -> DictConfig:
         keys = {o.lstrip("+~").partition("=")[0] for o in overrides}
-        narrow = [] if keys & {"model", "experiment", "model.widths"} else [NARROW_MODEL]
-        return compose_config(demo_dir, tmp_path / "run", *narrow, *overrides)
+        picked = any(key == "model" or key.startswith(("model.", "experiment")) for key in keys)
+        tiny = () if picked else tiny_model(demo_dir)
+        return compose_config(demo_dir, tmp_path / "run", *tiny, *overrides)
 
     return _compose
 

@@ -90,7 +90,8 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
         metrics = build_metrics(node)
         assert metrics and all(isinstance(m, Metric | GatheredMetric) for m in metrics.values())
         return
-    assert "_target_" in node, f"{group}/{option}.yaml has no _target_"
+    if "_target_" not in node:  # a group of settings alone (yours may be): composing is its check
+        return
     if group == "dataset":  # build_splits refuses a class outside the dataset contract
         assert issubclass(get_class(node._target_), (MapDataset, StreamDataset))
     if group == "dataset" and option in ("cifar10", "mnist", "fashion_mnist"):
@@ -142,9 +143,9 @@ def test_option_composes_and_instantiates(make_cfg, group: str, option: str) -> 
 
 def test_model_takes_shape_and_classes_from_data(make_cfg) -> None:
     cfg = make_cfg()
-    model = build_model(cfg.model, num_classes=7, input_shape=(1, 20, 20))
-    assert model.head[-1].out_features == 7
-    assert model.features[0][0].in_channels == 1
+    model = build_model(cfg.model, num_classes=7, input_shape=(1, 20, 20)).eval()
+    # one logit per class, from one-channel images: any default model, through its forward
+    assert model(torch.zeros(2, 1, 20, 20)).shape == (2, 7)
 
 
 def test_model_key_that_contradicts_data_is_refused(make_cfg) -> None:

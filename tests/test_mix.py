@@ -32,7 +32,7 @@ from engine.training.evaluate import evaluate
 from src.loop import train
 from src.metrics.accuracy import Accuracy
 from tests.cli import run_cli
-from tests.conftest import NARROW_MODEL
+from tests.conftest import tiny_model
 
 FOLDER = "engine.data.datasets.imagefolder.ImageFolderDataset"
 COLOURS = {"circle": (200, 40, 40), "square": (40, 200, 40), "star": (40, 40, 200)}
@@ -299,7 +299,7 @@ def test_train_py_runs_the_default_mix_and_refuses_a_bad_weight(
 ) -> None:
     """`train.py dataset=mix` (the demo's folders and CSV) through the config check and the
     loop; a weight of 0 stops it in one line naming the key."""
-    common = [f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}", NARROW_MODEL]
+    common = [f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}", *tiny_model(demo_dir)]
     fast = ["trainer.max_epochs=1", "loader.batch_size=16", "loader.num_workers=0", "logger=csv"]
     result = run_cli("dataset=mix", *common, *fast, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -25,7 +25,7 @@ from engine.training.optimization import optimizer_steps_per_epoch
 from src.loop import train
 from src.step import TrainStep
 from tests.cli import run_cli
-from tests.conftest import NARROW_MODEL
+from tests.conftest import tiny_model
 
 METRIC_KEYS = {
     "val/acc",
@@ -174,7 +174,7 @@ def test_multirun_over_loader_knobs_gives_one_dir_per_job_ranked_by_speed(
         "loader.batch_size=8",
         "loader.num_workers=0,1",
         "loader.persistent_workers=true,false",
-        NARROW_MODEL,
+        *tiny_model(demo_dir),
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]

@@ -24,7 +24,7 @@ from engine_dev.processes import run_child
 from src.metrics.multilabel import F1, MeanAveragePrecision
 from tests import ddp_probe
 from tests.cli import outside_the_checkout
-from tests.conftest import NARROW_MODEL
+from tests.conftest import tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,7 +102,7 @@ def faulty_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory):
         "loader.num_workers=0",
         "trainer.max_epochs=1",
         "trainer.max_nonfinite_steps=1",
-        NARROW_MODEL,
+        *tiny_model(demo_dir),
         cwd=tmp,
         script=FAULTS,
         NAN_RANK="1",

@@ -10,7 +10,7 @@ import pytest
 
 from engine.runs.checkpoint_files import load_checkpoint
 from engine_dev.shard_server import serving
-from tests.conftest import NARROW_MODEL
+from tests.conftest import tiny_model
 from tests.process.test_distributed import single_process_eval, torchrun
 from tests.test_shard_streaming import TRAIN, VAL, _write_wds
 
@@ -27,7 +27,12 @@ def test_torchrun_over_http_validates_every_sample_once(demo_dir, tmp_path) -> N
     wds_dir = _write_wds(demo_dir, tmp_path / "wds")
     with serving(wds_dir) as url:
         shards = (f'dataset.train_shards="{url}/{TRAIN}"', f'dataset.val_shards="{url}/{VAL}"')
-        run = ("trainer.max_epochs=1", "loader.batch_size=8", "loader.num_workers=2", NARROW_MODEL)
+        run = (
+            "trainer.max_epochs=1",
+            "loader.batch_size=8",
+            "loader.num_workers=2",
+            *tiny_model(demo_dir),
+        )
         logs = f"paths.log_dir={tmp_path}"
         result = torchrun("dataset=iterable", *shards, *run, logs, cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-4000:]

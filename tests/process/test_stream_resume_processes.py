@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from tests.conftest import NARROW_MODEL
+from tests.conftest import tiny_model
 from tests.process.test_distributed import torchrun
 from tests.test_elastic_resume import assert_each_once
 from tests.test_stream_resume import RUN, _killed_with_2_workers
@@ -34,7 +34,7 @@ def test_one_process_stopped_mid_epoch_goes_on_as_two_ranks_each_sample_once(
         "loader.batch_size=2",
         "loader.num_workers=1",
         "trainer.resume=auto",
-        NARROW_MODEL,
+        *tiny_model(demo_dir),
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-4000:]

@@ -32,7 +32,7 @@ from engine_dev.demo_multilabel import write_multilabel
 from engine_dev.demo_sequences import write_sequences
 from engine_dev.demo_shapes import CLASSES, draw_shape
 
-_FORMAT_VERSION = 5  # 3: shards.json beside the shards; 4: multilabel/; 5: parquet/
+_FORMAT_VERSION = 6  # 3: shards.json beside the shards; 4: multilabel/; 5: parquet/; 6: listing.tsv
 _SMALL = {
     "train_per_class": (12, 10, 10, 8, 8),
     "val_per_class": 6,
@@ -50,6 +50,7 @@ _OUTPUTS = (
     "train.csv",
     "val.csv",
     "samples.csv",
+    "listing.tsv",
     "multilabel",
 )
 _MIN_SIDE, _MAX_SIDE = 40, 96  # independent width/height range in pixels
@@ -255,6 +256,9 @@ def make_demo_data(
         _write_parquet(out / "parquet", split, samples, shard_size, seed)
     rows = [(s.path, CLASSES[s.label], s.split) for samples in splits.values() for s in samples]
     _write_csv(out / "samples.csv", ("path", "label", "split"), rows)
+    # the walk-through's own dataset reads this listing (docs/walkthrough.md, MyListing)
+    listing = "".join(f"{split}\t{path}\t{label}\n" for path, label, split in rows)
+    (out / "listing.tsv").write_text(listing, "utf-8")
     (out / "shards" / "classes.txt").write_text("".join(f"{c}\n" for c in CLASSES), "utf-8")
     shards = sorted(str(p) for p in (out / "shards").glob("*.tar"))
     build(shards, str(out / "shards" / MANIFEST), Rules(), list(CLASSES))
