@@ -38,6 +38,7 @@ from engine.data.buffers import BufferPool
 SUPPORTED = (v2.RandomResizedCrop, v2.Resize, v2.CenterCrop, v2.RandomHorizontalFlip)
 SUPPORTED_NAMES = ", ".join(step.__name__ for step in SUPPORTED)
 PADDING_LIMIT = 2.0  # a batch of mixed sizes shares one canvas while it is at most 2x its pixels
+CANVAS_BYTES = 1 << 30  # and while its float pixels fit 1 GiB (12 MP photos: 7 to a canvas)
 
 
 class Plan(NamedTuple):
@@ -51,17 +52,23 @@ class Plan(NamedTuple):
 
 
 def resized_size(
-    height: int, width: int, size: Sequence[int], max_size: int | None
+    height: int, width: int, size: Sequence[int] | None, max_size: int | None
 ) -> tuple[int, int]:
-    """The (height, width) torchvision's Resize gives an image of `height` x `width`: [h, w] as
-    given, [s] the shorter side to s (the longer one rounded down), capped by `max_size`."""
-    if len(size) == 2:
+    """The (height, width) torchvision's v2 Resize gives an image of `height` x `width`: [h, w]
+    as given, [s] the shorter side to s (the longer one rounded down) capped by `max_size`,
+    None the longer side to `max_size` (torchvision's _compute_resized_output_size)."""
+    if size is not None and len(size) == 2:
         return int(size[0]), int(size[1])
-    short, long = sorted((height, width))
-    new_short, new_long = int(size[0]), int(size[0] * long / short)
-    if max_size is not None and new_long > max_size:
-        new_short, new_long = int(max_size * new_short / new_long), max_size
-    return (new_long, new_short) if height > width else (new_short, new_long)
+    short, long = (width, height) if width <= height else (height, width)
+    if size is None:
+        assert max_size is not None  # torchvision's Resize refuses size=None without it
+        new_short, new_long = int(max_size * short / long), max_size
+    else:
+        new_short, new_long = int(size[0]), int(size[0] * long / short)
+        if max_size is not None and new_long > max_size:
+            new_short, new_long = int(max_size * new_short / new_long), max_size
+    new_w, new_h = (new_short, new_long) if width <= height else (new_long, new_short)
+    return new_h, new_w
 
 
 @dataclass
@@ -86,6 +93,18 @@ class _View:
         self.height, self.width = height, width
 
 
+def _centred(side: int, crop: int) -> int:
+    """Where torchvision's center_crop starts a `crop` on a `side`: rounded half to even
+    (Python's round, as torchvision); a larger crop pads (crop - side) // 2 before it."""
+    return round((side - crop) / 2.0) if crop <= side else -((crop - side) // 2)
+
+
+def _bilinear(step: Any) -> bool:
+    """Whether `step` interpolates bilinearly (torchvision also takes PIL's code 2 for it)."""
+    mode = getattr(step, "interpolation", InterpolationMode.BILINEAR)
+    return mode in (InterpolationMode.BILINEAR, "bilinear", 2)
+
+
 def _step_name(key: str, i: int, step: Any) -> str:
     return f"{key}[{i}] ({type(step).__name__})"
 
@@ -93,11 +112,14 @@ def _step_name(key: str, i: int, step: Any) -> str:
 @dataclass(frozen=True)
 class Geometry:
     """A split's pipeline (config key `key`) as boxes: its steps, checked to have a batched
-    form, and the size every output has (None: no steps, the images go as decoded)."""
+    form (torchvision's v2 classes themselves: a subclass may draw or paint otherwise), the
+    size every output has (None: no steps, the images go as decoded) and whether it
+    antialiases."""
 
     steps: tuple[Any, ...]
     size: tuple[int, int] | None
     key: str
+    antialias: bool = True  # False: a step says antialias=False, so bilinear samples alone
 
     @classmethod
     def of(cls, transform: Callable | None, key: str) -> Geometry:
@@ -112,24 +134,34 @@ class Geometry:
         )
         for i, step in enumerate(steps):
             name = _step_name(key, i, step)
-            if not isinstance(step, SUPPORTED):
+            kind = type(step)
+            if kind not in SUPPORTED:
+                own = next((s for s in SUPPORTED if s.__name__ == kind.__name__), None)
+                if own is not None or isinstance(step, SUPPORTED):  # v1's, or a subclass
+                    raise ValueError(
+                        f"{name} is {kind.__module__}.{kind.__qualname__}, not torchvision."
+                        f"transforms.v2's own {(own or kind.__mro__[1]).__name__}, whose draws "
+                        f"and pixels the batched path reproduces: {fix}."
+                    )
                 raise ValueError(f"{name} has no batched form: {fix}.")
-            interpolation = InterpolationMode(getattr(step, "interpolation", "bilinear"))
-            if interpolation != InterpolationMode.BILINEAR:
+            if not _bilinear(step):
                 raise ValueError(
-                    f"{name}: interpolation={interpolation.value} has no batched form: {fix}."
+                    f"{name}: interpolation={getattr(step.interpolation, 'value', step.interpolation)}"
+                    f" has no batched form: {fix}."
                 )
             if isinstance(step, v2.RandomResizedCrop | v2.CenterCrop):
                 size = (int(step.size[0]), int(step.size[1]))
             elif isinstance(step, v2.Resize):
-                size = (int(step.size[0]), int(step.size[1])) if len(step.size) == 2 else None
+                fixed = step.size is not None and len(step.size) == 2
+                size = (int(step.size[0]), int(step.size[1])) if fixed else None
         if steps and size is None:
             raise ValueError(
                 f"{key}: its images end in sizes that differ per image, which one batch cannot "
                 "hold: end it with a crop (CenterCrop, RandomResizedCrop) or a Resize to "
                 "[height, width]."
             )
-        return cls(tuple(steps), size, key)
+        antialias = all(getattr(step, "antialias", True) is not False for step in steps)
+        return cls(tuple(steps), size, key, antialias)
 
     def draw(self, height: int, width: int) -> Plan:
         """The plan of an upright `height` x `width` image: every random choice drawn from
@@ -146,8 +178,7 @@ class Geometry:
                 view.height, view.width = self.size_of(step)
             elif isinstance(step, v2.CenterCrop):
                 out_h, out_w = self.size_of(step)
-                top, left = round((view.height - out_h) / 2.0), round((view.width - out_w) / 2.0)
-                view.crop(int(top), int(left), out_h, out_w)
+                view.crop(_centred(view.height, out_h), _centred(view.width, out_w), out_h, out_w)
             else:  # Resize: the same pixels, another grid
                 view.height, view.width = resized_size(
                     view.height, view.width, step.size, step.max_size
@@ -171,7 +202,8 @@ class Geometry:
 
 def _groups(shapes: list[tuple[int, int]]) -> list[list[int]]:
     """Positions that share one canvas: all of them when padding to the largest costs at most
-    PADDING_LIMIT x their pixels (one call), else runs of similar sizes, each within it."""
+    PADDING_LIMIT x their pixels and the canvas fits CANVAS_BYTES (one call), else runs of
+    similar sizes within both (an image alone whatever its size)."""
     order = sorted(range(len(shapes)), key=lambda i: shapes[i])
     groups: list[list[int]] = []
     for i in order:
@@ -181,7 +213,8 @@ def _groups(shapes: list[tuple[int, int]]) -> list[list[int]]:
             height = max(shapes[j][0] for j in members)
             width = max(shapes[j][1] for j in members)
             pixels = sum(shapes[j][0] * shapes[j][1] for j in members)
-            if len(members) * height * width <= PADDING_LIMIT * pixels:
+            padded = len(members) * height * width
+            if padded <= PADDING_LIMIT * pixels and 3 * 4 * padded <= CANVAS_BYTES:
                 group.append(i)
                 continue
         groups.append([i])
@@ -214,22 +247,45 @@ def _canvas(images: list[torch.Tensor], pool: BufferPool | None) -> torch.Tensor
     return canvas
 
 
+def _outside(plans: list[Plan], size: tuple[int, int], device: torch.device) -> torch.Tensor:
+    """(N, 1, H, W) 0 where an output pixel's centre falls outside its image (a crop larger
+    than the image: torchvision pads it with zeros), 1 elsewhere."""
+    boxes = torch.tensor([p.box for p in plans], dtype=torch.float64)
+    sides = torch.tensor([[p.width, p.height] for p in plans], dtype=torch.float64)
+    masks = []
+    for axis, count in ((1, size[0]), (0, size[1])):  # rows from y, columns from x
+        start, stop = boxes[:, axis], boxes[:, axis + 2]
+        centres = start[:, None] + (torch.arange(count) + 0.5) * ((stop - start) / count)[:, None]
+        masks.append((centres >= 0) & (centres <= sides[:, axis : axis + 1]))
+    inside = masks[0][:, :, None] & masks[1][:, None, :]
+    return inside[:, None].to(device, torch.float32, non_blocking=True)
+
+
 def resample(
     images: list[torch.Tensor],
     plans: list[Plan],
     size: tuple[int, int],
     pool: BufferPool | None = None,
+    antialias: bool = True,
 ) -> torch.Tensor:
     """The uint8 batch (N, C, *size) of each image's box resampled to `size`, mirrored where
-    its plan says: one roi_align call per canvas (one for a batch of equal sizes)."""
+    its plan says: one roi_align call per canvas (one for a batch of equal sizes), with an
+    adaptive grid (`antialias`) or one bilinear sample a pixel; what lies outside an image
+    is 0, as torchvision pads."""
     device = images[0].device
     out = torch.empty((len(images), images[0].shape[0], *size), dtype=torch.uint8, device=device)
     for group in _groups([tuple(image.shape[-2:]) for image in images]):
         boxes = torch.tensor(
             [[n, *plans[i].box] for n, i in enumerate(group)], dtype=torch.float32
         ).to(device, non_blocking=True)
-        pixels = roi_align(_canvas([images[i] for i in group], pool), boxes, size, 1.0, -1, True)
-        mirrored = torch.tensor([plans[i].mirrored for i in group]).to(device, non_blocking=True)
+        canvas = _canvas([images[i] for i in group], pool)
+        pixels = roi_align(canvas, boxes, size, 1.0, -1 if antialias else 1, True)
+        kept = [plans[i] for i in group]
+        if any(
+            p.box[0] < 0 or p.box[1] < 0 or p.box[2] > p.width or p.box[3] > p.height for p in kept
+        ):
+            pixels = pixels * _outside(kept, size, device)
+        mirrored = torch.tensor([p.mirrored for p in kept]).to(device, non_blocking=True)
         pixels = torch.where(mirrored.view(-1, 1, 1, 1), pixels.flip(-1), pixels)
         rows = torch.tensor(group, device=device)
         out[rows] = pixels.round_().clamp_(0, 255).to(torch.uint8)

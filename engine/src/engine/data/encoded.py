@@ -235,8 +235,16 @@ class BatchDecoder:
         return data.to(self.device, non_blocking=True)
 
     def _checked(self, batch: EncodedBatch, i: int, image: torch.Tensor) -> torch.Tensor:
-        """`image` once it has the size its crop was drawn on."""
+        """`image` once it has the size its crop was drawn on. A JPEG whose orientation the
+        decoder did not read where Pillow did (an XMP segment before the EXIF one) comes out
+        unturned: it is turned as Pillow read it, the orientation its crop was drawn for."""
         plan = batch.plans[i]
+        turned = batch.orientations[i] in TURNED
+        if turned and tuple(image.shape[-2:]) == (plan.width, plan.height) != (
+            plan.height,
+            plan.width,
+        ):
+            image = upright(image, batch.orientations[i])
         if tuple(image.shape[-2:]) != (plan.height, plan.width):
             raise self._error(
                 batch,
@@ -269,7 +277,8 @@ class BatchDecoder:
             if self.geometry.size is None:  # no pipeline: the images as decoded
                 done = self.geometry.stacked(images)
             else:
-                done = resample(images, plans, self.geometry.size, self._pool)
+                size, antialias = self.geometry.size, self.geometry.antialias
+                done = resample(images, plans, size, self._pool, antialias)
         if self._stream is not None:
             current = torch.cuda.current_stream(self.device)
             current.wait_stream(self._stream)
