@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,14 @@ def test_debug_fast_is_one_short_epoch_in_process(make_cfg) -> None:
 
 
 def test_debug_overfit_memorises_one_batch(make_cfg) -> None:
-    metrics = train(make_cfg("debug=overfit"))
-    assert metrics["train/loss"] < 0.05, metrics
+    """The project's default model learns one batch by heart: its loss falls to a fifth of
+    the first epoch's or below (small_cnn: under 0.05 from 1.6; the walk-through's tiny one: 0.22;
+    a smaller model is slower, so no absolute bound)."""
+    cfg = make_cfg("debug=overfit")
+    metrics = train(cfg)
+    with open(Path(cfg.paths.output_dir) / "history.csv", newline="") as f:
+        first = float(next(csv.DictReader(f))["train/loss"])
+    assert metrics["train/loss"] < first / 5, (first, metrics)
 
 
 def test_debug_profile_writes_a_trace(make_cfg) -> None:

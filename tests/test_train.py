@@ -71,6 +71,8 @@ def test_train_each_dataset_kind(make_cfg, tmp_path: Path, dataset: str) -> None
     assert written.keys() >= METRIC_KEYS and written["epochs"] == 2
     assert written == pytest.approx(metrics)
     assert written["train/samples_per_s"] > 0
+    # what val/acc was measured on: the demo's val split (a mix: both sources')
+    assert written["val/samples"] == (60 if dataset == "mix" else 30)
     state = load_checkpoint(run / "checkpoints" / "last.pt")
     assert state["epoch"] == 2 and state["classes"] == [
         "circle",
@@ -85,6 +87,7 @@ def test_train_each_dataset_kind(make_cfg, tmp_path: Path, dataset: str) -> None
     board = _tensorboard(run)
     tags = board.Tags()
     assert set(tags["scalars"]) >= SCALARS
+    assert "val/samples" not in tags["scalars"]  # a count, no curve: metrics.json holds it
     assert len(board.Scalars("val/acc")) == 2  # one point per epoch
     steps = [e.step for e in board.Scalars("train/loss")]  # one x-axis: optimizer steps
     assert steps == sorted(set(steps))

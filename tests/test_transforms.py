@@ -80,6 +80,8 @@ def test_the_default_pipeline_does_mirror(make_cfg) -> None:
 
 def test_grey_gives_the_model_one_channel(make_cfg, caplog) -> None:
     cfg = make_cfg("transforms=grey", "debug=fast")
+    if "input_shape" not in cfg.model.keys():  # noqa: SIM118 (a ??? value is not `in`)
+        pytest.skip("the default model takes no input_shape: it is built for RGB images")
     pipelines = instantiate(cfg.transforms)
     image = _gradient()
     assert pipelines.train(image).shape == pipelines.val(image).shape == (1, 48, 48)

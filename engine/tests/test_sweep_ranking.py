@@ -12,8 +12,8 @@ from omegaconf import OmegaConf
 
 from engine.sweeps.recommend import recommendation
 from engine.sweeps.speed_knobs import BASIC_SWEEPER, speed_only
-from engine.sweeps.summary import notes, table_metric
-from engine.sweeps.table import rank
+from engine.sweeps.summary import advice, notes, table_metric
+from engine.sweeps.table import TIED, binomial_spread, mark_tied, rank
 
 OPTUNA = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
 
@@ -112,3 +112,45 @@ def test_an_optimizing_sweeper_or_an_unread_plan_keeps_the_ranking_metric(tmp_pa
     assert speed_only(WORKERS, tmp_path / "no plan") == []
     (tmp_path / "multirun.yaml").write_text("hydra: [not, a, plan\n")
     assert speed_only(WORKERS, tmp_path) == []
+
+
+def _accuracies(*shares: float, samples: int = 450) -> list[dict[str, str]]:
+    """A training sweep's rows: val/acc `shares` measured on `samples` val samples."""
+    return [
+        {
+            "job": str(i),
+            "status": "ok",
+            "overrides": f"loader.batch_size={16 * 2**i}",
+            "val/acc": str(share),
+            "val/samples": str(samples),
+        }
+        for i, share in enumerate(shares)
+    ]
+
+
+def test_a_lead_inside_an_accuracys_sampling_error_is_within_noise_and_not_recommended() -> None:
+    """Issue 49's sweep: 0.011 ahead on 450 val images, whose sampling error near 0.9 is
+    about +-0.028 (95%): the jobs are tied, the summary says so, and recommends none."""
+    rows = mark_tied(rank(_accuracies(0.889, 0.9, 0.80), "val/acc"), "val/acc")
+    assert [(r["job"], r[TIED]) for r in rows] == [("1", "yes"), ("0", "yes"), ("2", "no")]
+    said = notes(rows, "val/acc")
+    assert said[0].startswith("Within noise: the 95% intervals of val/acc over its 450 samples")
+    assert "of jobs 1, 0 overlap the best job's" in said[0] and "none is recommended" in said[0]
+    assert advice(rows, [], "val/acc") == []
+
+
+def test_a_lead_beyond_the_sampling_error_is_recommended_and_said_so() -> None:
+    rows = mark_tied(rank(_accuracies(0.95, 0.80, samples=4000), "val/acc"), "val/acc")
+    assert [r[TIED] for r in rows] == ["yes", "no"]
+    assert notes(rows, "val/acc")[0].startswith("Job 0 is ahead of every other job beyond")
+    assert advice(rows, [], "val/acc") == [
+        "Recommended: job 0: loader.batch_size=16; the best by val/acc."
+    ]
+
+
+def test_the_sampling_interval_is_wilsons_and_stays_within_0_and_1() -> None:
+    near = binomial_spread(0.9, 450)
+    assert near.low == pytest.approx(0.8690, abs=1e-3) and near.high == pytest.approx(
+        0.9243, abs=1e-3
+    )
+    assert binomial_spread(1.0, 30).high == 1.0 and binomial_spread(0.0, 30).low == 0.0

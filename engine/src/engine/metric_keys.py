@@ -19,6 +19,7 @@ EMA_PREFIX = "val/ema_"
 
 # a training's keys besides each metric's val/<name> and val/best_<name> (train_keys)
 TRAIN_KEYS = (
+    "val/samples",  # the val samples each val/* was measured on (an accuracy's noise)
     "train/loss",
     "train/samples_per_s",
     "train/data_wait_frac",

@@ -340,12 +340,14 @@ class Epoch:
         """The epoch's points for every logger (at the step that ended it), its log line,
         and the hints when the model waited for data or computed far too slowly."""
         fit, parts = self.fit, self.fit.parts
-        # train/loss is the per-step curve; the epoch's mean gets its own tag
-        # (and pipeline/<stage>_ms has its per-step points: the epoch's go in a table)
+        # train/loss is the per-step curve; the epoch's mean gets its own tag (pipeline/
+        # <stage>_ms has its per-step points: the epoch's go in a table; the sample counts are
+        # no curves: metrics.json and history.csv keep them)
         per_epoch = {
             k: v
             for k, v in metrics.items()
-            if k not in ("train/samples", "train/loss") and not k.startswith("pipeline/")
+            if k not in ("train/samples", "val/samples", "train/loss")
+            and not k.startswith("pipeline/")
         }
         per_epoch |= {"train/epoch_loss": metrics["train/loss"], "epoch": self.number}
         fit.run.loggers.scalars(per_epoch, fit.step.steps)

@@ -61,5 +61,6 @@ def summarize(
             "epochs": len(history),
             "wall_s": wall_s,
         }
+        | ({"val/samples": last["val/samples"]} if "val/samples" in last else {})
         | stages
     )

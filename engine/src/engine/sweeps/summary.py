@@ -43,9 +43,12 @@ from engine.sweeps.table import (
     LOWER_IS_BETTER,
     TIED,
     append_row,
+    is_proportion,
     mark_tied,
     rank,
     read_rows,
+    samples_key,
+    spread_of,
     to_markdown,
     write_rows,
 )
@@ -135,10 +138,26 @@ def error_line(error: BaseException) -> str:
 
 def tie_columns(config: DictConfig) -> list[str]:
     """`<metric>_min`, `<metric>_max` and `tied` when the ranking metric is measured with
-    repeats (mode=benchmark's loader/samples_per_s), else none."""
-    metric = rank_metric(config)
-    ranged = f"{metric}_min" in mode_metrics(config)
-    return [f"{metric}_min", f"{metric}_max", TIED] if ranged else []
+    repeats (mode=benchmark's loader/samples_per_s); `tied` alone for an accuracy whose
+    sample count the jobs record (val/acc beside val/samples); else none."""
+    metric, keys = rank_metric(config), mode_metrics(config)
+    if f"{metric}_min" in keys:
+        return [f"{metric}_min", f"{metric}_max", TIED]
+    return [TIED] if is_proportion(metric) and samples_key(metric) in keys else []
+
+
+def _noise(rows: list[dict[str, str]], metric: str) -> str:
+    """What the best row's interval of `metric` is: over repeats, or an accuracy's sampling
+    error over its samples."""
+    best = rows[0]
+    if f"{metric}_min" in best:
+        return f"the {metric} ranges [min-max over the repeats]"
+    spread, samples = spread_of(best, metric), best.get(samples_key(metric), "?")
+    width = "" if spread is None else f" ({spread.low:.3f}-{spread.high:.3f} for the best)"
+    return (
+        f"the 95% intervals of {metric} over its {float(samples):.0f} samples, the sampling "
+        f"error of an accuracy measured on them{width},"
+    )
 
 
 def notes(rows: list[dict[str, str]], metric: str, knobs: list[str] | None = None) -> list[str]:
@@ -146,12 +165,21 @@ def notes(rows: list[dict[str, str]], metric: str, knobs: list[str] | None = Non
     do not say by themselves."""
     lines = [speed_note(knobs, metric)] if knobs and metric == SPEED_METRIC else []
     tied = [r["job"] for r in rows if r.get(TIED) == "yes"]
-    if len(tied) > 1:
+    if len(tied) > 1 and within_noise(rows, metric):
         lines.append(
-            f"The top jobs cannot be told apart: the {metric} ranges [min-max over the repeats] "
-            f"of jobs {', '.join(tied)} overlap the best job's (tied = yes); choose among them "
-            "by the other columns (fewer workers, less memory)."
+            f"Within noise: {_noise(rows, metric)} of jobs {', '.join(tied)} overlap the best "
+            "job's (tied = yes), so their gap says nothing and none is recommended by it. More "
+            "val samples narrow it (4x the samples halve it), or repeat each setting with "
+            "another trainer.seed."
         )
+    elif len(tied) > 1:
+        lines.append(
+            f"The top jobs cannot be told apart: {_noise(rows, metric)} of jobs "
+            f"{', '.join(tied)} overlap the best job's (tied = yes); choose among them by the "
+            "other columns (fewer workers, less memory)."
+        )
+    elif tied and within_noise(rows, metric):
+        lines.append(f"Job {tied[0]} is ahead of every other job beyond {_noise(rows, metric)}.")
     elif tied:
         lines.append(f"Job {tied[0]} is ahead of every other job in every repeat ({metric}).")
     same = [r for r in rows if r["status"].startswith("same as")]
@@ -164,8 +192,16 @@ def notes(rows: list[dict[str, str]], metric: str, knobs: list[str] | None = Non
     return lines
 
 
+def within_noise(rows: list[dict[str, str]], metric: str) -> bool:
+    """Whether the ties of `rows` come from an accuracy's sampling error (no repeats)."""
+    return bool(rows) and is_proportion(metric) and f"{metric}_min" not in rows[0]
+
+
 def advice(rows: list[dict[str, str]], groups: list[dict[str, str]], metric: str) -> list[str]:
-    """The recommended job, unless the jobs are folds (k-fold groups): one fold is no setting."""
+    """The recommended job, unless the jobs are folds (k-fold groups: one fold is no setting)
+    or the best is within an accuracy's sampling error of another (a gap inside the noise)."""
+    if sum(r.get(TIED) == "yes" for r in rows) > 1 and within_noise(rows, metric):
+        return []
     line = None if groups else recommendation(rows, metric)
     return [line] if line else []
 

@@ -1,11 +1,13 @@
 """The sweep table: one CSV row per finished job, ranked into Markdown and a plot; with
-repeated measurements (`<metric>_min` / `_max` columns), which jobs the best cannot be told
-apart from (`tied`). The csv module rather than pandas: the table is a few hundred rows at
+repeated measurements (`<metric>_min` / `_max` columns), or for an accuracy measured on a
+known number of samples (`val/samples`: its binomial sampling error), which jobs the best
+cannot be told apart from (`tied`). The csv module rather than pandas: the table is a few hundred rows at
 most, appended one row by each job as it ends; pandas would be a run-time dependency (not in
 the engine's today) for that alone."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +20,7 @@ from engine.measure.timing import Spread
 # loader knobs that cannot apply unset (engine/sweeps/reuse.py)
 BASE_COLUMNS = ("job", "status", "job_s", "overrides", "error", "dir", "runs_as")
 TIED = "tied"  # yes: the job's range of the ranking metric overlaps the best job's
+Z95 = 1.96  # the normal quantile of a two-sided 95% interval
 # Metrics where smaller is better; every other metric ranks largest first.
 LOWER_IS_BETTER = {
     "val/loss",
@@ -64,12 +67,41 @@ def rank(rows: list[dict[str, str]], metric: str) -> list[dict[str, str]]:
     return ok + [r for r in rows if r not in ok]
 
 
+def is_proportion(metric: str) -> bool:
+    """Whether `metric` is a share of samples (val/acc, val/best_acc, val/ema_acc,
+    val/subset_acc): its noise is binomial in the number of samples it was measured on."""
+    name = metric.rsplit("/", 1)[-1]
+    return name == "acc" or name.endswith("_acc")
+
+
+def samples_key(metric: str) -> str:
+    """The metrics.json key counting the samples `metric` was measured on (val/samples)."""
+    return f"{metric.split('/', 1)[0]}/samples"
+
+
+def binomial_spread(share: float, samples: int) -> Spread:
+    """`share` with its 95% Wilson interval over `samples` samples: where the same model's
+    accuracy would land on another draw of that many (450 samples near 0.9: +-0.028)."""
+    z2 = Z95**2
+    scale = 1 + z2 / samples
+    centre = (share + z2 / (2 * samples)) / scale
+    half = Z95 * math.sqrt(share * (1 - share) / samples + z2 / (4 * samples**2)) / scale
+    return Spread(share, max(0.0, centre - half), min(1.0, centre + half))
+
+
 def spread_of(row: dict[str, str], metric: str) -> Spread | None:
-    """The row's median [min-max] of `metric`, when it has a range."""
+    """The row's median [min-max] of `metric` over its repeats, or an accuracy's sampling
+    interval (binomial_spread over `val/samples`); None when it has neither."""
     try:
         return Spread(float(row[metric]), float(row[f"{metric}_min"]), float(row[f"{metric}_max"]))
     except (KeyError, ValueError):
+        pass
+    try:
+        samples = int(float(row[samples_key(metric)]))
+        share = float(row[metric])
+    except (KeyError, ValueError):
         return None
+    return binomial_spread(share, samples) if is_proportion(metric) and samples > 0 else None
 
 
 def mark_tied(ranked: list[dict[str, str]], metric: str) -> list[dict[str, str]]:

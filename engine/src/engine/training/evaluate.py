@@ -57,4 +57,5 @@ def evaluate(
     reduce_totals(totals)
     window = timer.stop(totals.samples)
     means = totals.means("val", "check the val split and trainer.limit_val_batches.") | means
-    return means | {"val/samples_per_s": window.samples_per_s}
+    # val/samples: what the accuracy was measured on (a sweep's noise: engine/sweeps/table.py)
+    return means | {"val/samples_per_s": window.samples_per_s, "val/samples": totals.samples}
