@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 ARGS ?=
+# make tensorboard PORT=6007: another port (two boards at once, or a taken one)
+PORT ?= 6006
 
 .DEFAULT_GOAL := help
 .PHONY: help setup scale data train sweep inspect validate pipeline-report cache shards bench bench-growth bench-ab bench-guard bench-compile bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
@@ -162,8 +164,8 @@ format: $(STAMP)  ## format, apply ruff's safe fixes, then list what is left to 
 	@$(BIN)/ruff format .
 	@echo "Left to fix by hand (ruff check):"; $(BIN)/ruff check --exit-zero --output-format=concise .
 
-tensorboard: $(STAMP)  ## serve TensorBoard over every run in outputs/, each named by what it was (engine/src/engine/runs/tensorboard_index.py)
-	$(BIN)/tensorboard --logdir outputs/tensorboard
+tensorboard: $(STAMP)  ## serve TensorBoard over every run in outputs/, each named by what it was (engine/src/engine/runs/tensorboard_index.py); PORT=6006
+	$(BIN)/tensorboard --logdir outputs/tensorboard --port $(PORT)
 
 clean:  ## remove run outputs, caches and the demo data (keeps .venv)
 	find outputs -mindepth 1 ! -name .gitkeep -exec rm -rf {} +

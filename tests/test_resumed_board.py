@@ -54,11 +54,10 @@ def _assert_one_series(board: dict[str, dict[str, list[tuple[int, object]]]]) ->
     """Every scalar tag holds each of its steps exactly once; the training has one HParams
     entry and one first-batch grid."""
     scalars = board["scalars"]
-    assert {"train/loss", "val/acc", "epoch"} <= scalars.keys()
+    assert {"train/loss", "val/acc"} <= scalars.keys() and "epoch" not in scalars
     for tag, series in scalars.items():
-        per_step = tag in ("train/loss", "train/lr") or tag.startswith("pipeline/")
+        per_step = tag in ("train/loss", "train/lr") or tag.startswith("~pipeline/")
         assert _steps(series) == (PER_STEP if per_step else EPOCH_ENDS)
-    assert [value for _, value in scalars["epoch"]] == [1, 2]
     assert len(board["images"]["train/first_batch"]) == 1
     assert len(board["hparams"]["_hparams_/session_start_info"]) == 1
 

@@ -16,6 +16,7 @@ from google.protobuf.json_format import MessageToDict
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from engine.runs.run_lock import SWEEP_FILES, SWEEP_LOCK_NAME
+from engine.runs.tensorboard import board_tag
 from engine.sweeps.board import columns
 from engine.sweeps.plot import parse_overrides, swept_keys, title_counts
 from engine.sweeps.recommend import recommendation, recommended
@@ -103,8 +104,9 @@ def test_hparams_table_shows_the_swept_keys_and_short_trial_names(sweep: Sweep, 
         # every loader figure is a column of the table, each job's own value
         assert set(values) == {m.name.tag for m in experiment.metric_infos}
         written = json.loads((sweep.jobs[job] / "metrics.json").read_text())
-        assert set(values) == set(written)
-        assert values == pytest.approx(written, rel=1e-6)
+        on_board = {board_tag(key): value for key, value in written.items()}  # ~pipeline/...
+        assert set(values) == set(on_board)
+        assert values == pytest.approx(on_board, rel=1e-6)
 
 
 def test_the_sweep_board_holds_the_summary_plot(sweep: Sweep) -> None:

@@ -88,6 +88,9 @@ def test_train_each_dataset_kind(make_cfg, tmp_path: Path, dataset: str) -> None
     tags = board.Tags()
     assert set(tags["scalars"]) >= SCALARS
     assert "val/samples" not in tags["scalars"]  # a count, no curve: metrics.json holds it
+    # TensorBoard opens its first two tag groups, in ASCII order: the curves, not the plumbing
+    groups = sorted({tag.split("/")[0] for tag in [*tags["scalars"], *tags["images"]]})
+    assert groups[:2] == ["train", "val"] and "epoch" not in groups, groups
     assert len(board.Scalars("val/acc")) == 2  # one point per epoch
     steps = [e.step for e in board.Scalars("train/loss")]  # one x-axis: optimizer steps
     assert steps == sorted(set(steps))

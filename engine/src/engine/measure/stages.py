@@ -1,6 +1,7 @@
 """Where a batch's time goes while it is built, stage by stage (trainer.pipeline_timing).
 
-The stage names are a contract (TensorBoard's `pipeline/<stage>_ms`, metrics.json, a sweep's
+The stage names are a contract (`pipeline/<stage>_ms` in metrics.json and TensorBoard's
+`~pipeline/<stage>_ms`, engine/runs/tensorboard.py board_tag; a sweep's
 summary columns, pipeline.csv), written once in engine/metric_keys.py:
 
 - in the loader workers (the main process with loader.num_workers=0), per sample: `read` (the

@@ -35,6 +35,24 @@ if TYPE_CHECKING:  # matplotlib costs 0.35 s of every run's start; figures are d
 
 log = logging.getLogger(__name__)
 
+# TensorBoard opens the first two tag groups (in ASCII order) and folds the rest: the stage
+# timings go under ~pipeline/ (after train/ and val/, one click away; the metric keys stay
+# pipeline/<stage>_ms everywhere else), and the epoch number, no curve, is not drawn (the step
+# is the axis; history.csv has it)
+BOARD_PREFIXES = {"pipeline/": "~pipeline/"}
+UNDRAWN = frozenset({"epoch"})
+
+
+def board_tag(key: str) -> str | None:
+    """The TensorBoard tag of metric `key`; None when it is not drawn."""
+    if key in UNDRAWN:
+        return None
+    for prefix, board in BOARD_PREFIXES.items():
+        if key.startswith(prefix):
+            return board + key.removeprefix(prefix)
+    return key
+
+
 NOTE = "CONTINUED.txt"  # left in a tensorboard/ folder whose events moved to a resumed run
 MOVED = "moved to: "  # the NOTE's line naming where they went
 READ_ONLY = (errno.EACCES, errno.EPERM, errno.EROFS)
@@ -157,11 +175,13 @@ class TensorBoardLogger:
         )
 
     def scalars(self, values: dict[str, float], step: int) -> None:
-        """One point per tag at `step`."""
+        """One point per metric key at `step`, under its board_tag."""
         if self.writer is None:
             return
-        for tag, value in values.items():
-            self.writer.add_scalar(tag, value, step)
+        for key, value in values.items():
+            tag = board_tag(key)
+            if tag is not None:
+                self.writer.add_scalar(tag, value, step)
 
     def image(self, tag: str, image: torch.Tensor, step: int = 0) -> None:
         """One image in [0, 1], shape (C, H, W), e.g. a labelled grid (engine/core/grid.py)."""

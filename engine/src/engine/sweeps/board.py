@@ -24,7 +24,7 @@ from tensorboard.plugins.hparams.metadata import (
 from tensorboard.plugins.scalar.metadata import PLUGIN_NAME as SCALARS
 from torchcodec.decoders import decode_png
 
-from engine.runs.tensorboard import TensorBoardLogger, event_files
+from engine.runs.tensorboard import TensorBoardLogger, board_tag, event_files
 from engine.sweeps.plot import swept_keys
 
 BOARD = "tensorboard"  # the sweep dir's folder for its own entry, as a job's
@@ -100,7 +100,7 @@ def write_sweep_board(
     with TensorBoardLogger(board) as tb:
         tb.experiment(
             columns([values for values, _ in runs], swept_keys(rows)),
-            [key for key in metric_keys if key in logged],
+            [tag for key in metric_keys if (tag := board_tag(key)) in logged],
         )
         if plot.is_file():
             tb.image("sweep/summary", decode_png(plot, mode="RGB") / 255)
