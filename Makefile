@@ -151,8 +151,8 @@ lint: $(STAMP)  ## ruff lint and format check, then the import contracts; fails 
 	@status=0; \
 	$(BIN)/ruff check --output-format=concise . || status=1; \
 	$(BIN)/ruff format --check . || status=1; \
-	$(BIN)/lint-imports --no-cache || status=1; \
-	if [ -f engine/pyproject.toml ]; then $(BIN)/lint-imports --no-cache engine/pyproject.toml || status=1; fi; \
+	$(BIN)/lint-imports --no-cache --no-logo || status=1; \
+	if [ -f engine/pyproject.toml ]; then $(BIN)/lint-imports --no-cache --no-logo engine/pyproject.toml || status=1; fi; \
 	exit $$status
 
 # The formatter first (it fixes long lines, which `ruff check --fix` cannot), then the linter's

@@ -4,6 +4,7 @@ A confusion matrix (one true class per sample) does not apply, so none is writte
 
 from __future__ import annotations
 
+import logging
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +14,8 @@ from torch.nn import functional as F
 from engine.core.io import write_csv
 from engine.inference.labeller import Labeller
 from engine.inference.passes import Outputs
+
+log = logging.getLogger(__name__)
 
 PER_CLASS_COLUMNS = ["class", "AP", "F1", "precision", "recall", "support"]
 HARDEST_COLUMNS = ["path", "labels", "predicted", "loss", "scores"]
@@ -63,8 +66,23 @@ def summary(outputs: Outputs, labeller: Labeller, split: str) -> dict[str, float
 
     scores, targets = labeller.scores(outputs.logits), outputs.labels.long()
     predicted, count = labeller.predicted(outputs.logits).long(), len(labeller.classes)
+    absent = [
+        name for name, n in zip(labeller.classes, targets.sum(0).tolist(), strict=True) if not n
+    ]
+    if absent:  # said once here, in the engine's words, instead of torchmetrics' warning
+        log.warning(
+            "%s: %d class(es) have no positive sample (%s): each counts as AP 0 in %s/map, as "
+            "torchmetrics and scikit-learn average it; per_class.csv leaves their AP empty",
+            split,
+            len(absent),
+            ", ".join(absent[:5]) + (", ..." if len(absent) > 5 else ""),
+            split,
+        )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "No positive samples found", UserWarning)
+        mean_ap = float(multilabel_average_precision(scores, targets, num_labels=count))
     return {
-        f"{split}/map": float(multilabel_average_precision(scores, targets, num_labels=count)),
+        f"{split}/map": mean_ap,
         f"{split}/f1": float(multilabel_f1_score(predicted, targets, num_labels=count)),
         f"{split}/subset_acc": float((predicted == targets).all(1).double().mean()),
     }
