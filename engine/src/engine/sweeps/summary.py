@@ -153,10 +153,10 @@ def _noise(rows: list[dict[str, str]], metric: str) -> str:
     if f"{metric}_min" in best:
         return f"the {metric} ranges [min-max over the repeats]"
     spread, samples = spread_of(best, metric), best.get(samples_key(metric), "?")
-    width = "" if spread is None else f" ({spread.low:.3f}-{spread.high:.3f} for the best)"
+    shown = "" if spread is None else f"{spread.low:.3f}-{spread.high:.3f} "
     return (
-        f"the 95% intervals of {metric} over its {float(samples):.0f} samples, the sampling "
-        f"error of an accuracy measured on them{width},"
+        f"the sampling error of the best job's {metric} (95% interval {shown}over its "
+        f"{float(samples):.0f} val samples)"
     )
 
 
@@ -167,10 +167,10 @@ def notes(rows: list[dict[str, str]], metric: str, knobs: list[str] | None = Non
     tied = [r["job"] for r in rows if r.get(TIED) == "yes"]
     if len(tied) > 1 and within_noise(rows, metric):
         lines.append(
-            f"Within noise: {_noise(rows, metric)} of jobs {', '.join(tied)} overlap the best "
-            "job's (tied = yes), so their gap says nothing and none is recommended by it. More "
-            "val samples narrow it (4x the samples halve it), or repeat each setting with "
-            "another trainer.seed."
+            f"Within noise: jobs {', '.join(tied)} are within {_noise(rows, metric)}: tied = "
+            "yes, so their gap says nothing and none is recommended by it. More val samples "
+            "narrow it (4x the samples halve it), or repeat each setting with another "
+            "trainer.seed."
         )
     elif len(tied) > 1:
         lines.append(
