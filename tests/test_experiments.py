@@ -88,7 +88,12 @@ def test_debug_overfit_memorises_one_batch(make_cfg) -> None:
     metrics = train(cfg)
     with open(Path(cfg.paths.output_dir) / "history.csv", newline="") as f:
         first = float(next(csv.DictReader(f))["train/loss"])
-    assert metrics["train/loss"] < first / 5, (first, metrics)
+    assert metrics["train/loss"] < first / 5, (
+        f"debug=overfit: the default model's train/loss went from {first:.3f} to "
+        f"{metrics['train/loss']:.3f} on one batch (a fifth expected): a model that cannot learn "
+        "one batch by heart has a broken model, loss or labels; one that learns slowly needs "
+        "more steps (trainer.max_epochs in conf/debug/overfit.yaml)"
+    )
 
 
 def test_debug_profile_writes_a_trace(make_cfg) -> None:

@@ -17,6 +17,13 @@ PIPELINE_KEYS = tuple(f"pipeline/{stage}_ms" for stage in WORKER_STAGES + MAIN_S
 # trainer.ema.decay: the moving average's val/* are val/ema_* (val/ema_loss, val/ema_acc)
 EMA_PREFIX = "val/ema_"
 
+
+def is_count(key: str) -> bool:
+    """Whether `key` counts samples (train/samples, val/samples, val/ema_samples): a size, not
+    a measurement: no curve, no epoch-line figure, nothing to rank by."""
+    return key.rsplit("/", 1)[-1] in ("samples", "ema_samples")
+
+
 # a training's keys besides each metric's val/<name> and val/best_<name> (train_keys)
 TRAIN_KEYS = (
     "val/samples",  # the val samples each val/* was measured on (an accuracy's noise)

@@ -25,7 +25,7 @@ from engine.config.tree import FILLED_FROM_DATA, child_key, resolve_tree, target
 from engine.core.dataset_keys import FOLD_KEYS, is_dataset_node
 from engine.core.optimizer_keys import GROUP_KEYS, GROUP_TARGET, group_settings
 from engine.core.text import closest
-from engine.metric_keys import EMA_PREFIX, METRICS_BY_MODE, metric_names, train_keys
+from engine.metric_keys import EMA_PREFIX, METRICS_BY_MODE, is_count, metric_names, train_keys
 
 # per-epoch values a checkpoint can be ranked by (trainer.checkpoint.monitor), besides every
 # metric of the metrics group as val/<name> and train/<name>
@@ -113,7 +113,7 @@ def mode_problems(tree: dict[str, Any]) -> list[str]:
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         return [f"summary.top={top!r}: expected an int >= 1 (rows printed), e.g. summary.top=10."]
     keys = train_keys(metric_names(tree.get("metrics", {}))) if mode == "train" else None
-    keys = keys or METRICS_BY_MODE[mode]
+    keys = [key for key in keys or METRICS_BY_MODE[mode] if not is_count(key)]
     if rank_by is not None and rank_by not in keys:
         return [
             f"summary.rank_by={rank_by!r} is not a metric of mode={mode}: use one of {list(keys)}."

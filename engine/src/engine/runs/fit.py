@@ -23,6 +23,7 @@ import torch
 from engine.core.progress import Cadence, LoggedBar
 from engine.data.loaders import set_epoch
 from engine.measure.timing import BatchMeter
+from engine.metric_keys import is_count
 from engine.runs.run_state import Progress, StepState, positioned
 from engine.runs.summary import summarize
 from engine.runs.training_run import TrainingRun
@@ -346,8 +347,7 @@ class Epoch:
         per_epoch = {
             k: v
             for k, v in metrics.items()
-            if k not in ("train/samples", "val/samples", "train/loss")
-            and not k.startswith("pipeline/")
+            if k != "train/loss" and not is_count(k) and not k.startswith("pipeline/")
         }
         per_epoch |= {"train/epoch_loss": metrics["train/loss"], "epoch": self.number}
         fit.run.loggers.scalars(per_epoch, fit.step.steps)

@@ -223,7 +223,8 @@ class TensorBoardLogger:
         """
         if self.writer is None:
             return
-        exp, ssi, sei = hparams(params, dict.fromkeys(tags, 0.0))
+        drawn = [tag for key in tags if (tag := board_tag(key)) is not None]  # as scalars drew them
+        exp, ssi, sei = hparams(params, dict.fromkeys(drawn, 0.0))
         data = HParamsPluginData.FromString(ssi.value[0].metadata.plugin_data.content)
         data.session_start_info.group_name = trial  # the table's Trial ID
         for key, value in params.items():

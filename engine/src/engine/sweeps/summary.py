@@ -160,11 +160,15 @@ def _noise(rows: list[dict[str, str]], metric: str) -> str:
     )
 
 
-def notes(rows: list[dict[str, str]], metric: str, knobs: list[str] | None = None) -> list[str]:
+def notes(
+    rows: list[dict[str, str]], metric: str, knobs: list[str] | None = None, folds: bool = False
+) -> list[str]:
     """What the ranked, tie-marked `rows` (of a sweep over speed `knobs` only: `speed_only`)
-    do not say by themselves."""
+    do not say by themselves; k-fold jobs (`folds`: one setting on other val sets) are not
+    compared with each other."""
     lines = [speed_note(knobs, metric)] if knobs and metric == SPEED_METRIC else []
-    tied = [r["job"] for r in rows if r.get(TIED) == "yes"]
+    ok = [r for r in rows if r["status"] == "ok"]
+    tied = [] if folds or len(ok) < 2 else [r["job"] for r in rows if r.get(TIED) == "yes"]
     if len(tied) > 1 and within_noise(rows, metric):
         lines.append(
             f"Within noise: jobs {', '.join(tied)} are within {_noise(rows, metric)}: tied = "
@@ -278,7 +282,11 @@ class SweepSummary(Callback):
             sweep_dir / SUMMARY_MD,
             to_markdown(rows[: config.summary.top], columns),
             "".join(
-                f"{line}\n" for line in [*notes(rows, metric, knobs), *advice(rows, groups, metric)]
+                f"{line}\n"
+                for line in [
+                    *notes(rows, metric, knobs, bool(groups)),
+                    *advice(rows, groups, metric),
+                ]
             ),
         )
         if groups:
@@ -318,7 +326,7 @@ class SweepSummary(Callback):
             f"# Sweep summary\n\nRanked by `{metric}`, then the jobs that did not run (same "
             "as an earlier job) or failed, in job order.\n\n"
         )
-        said = [*notes(rows, metric, knobs), *advice(rows, groups, metric)]
+        said = [*notes(rows, metric, knobs, bool(groups)), *advice(rows, groups, metric)]
         lines = "".join(f"{line}\n\n" for line in said)
         folds = fold_markdown(groups, fold_lines, mode_metrics(config)) if groups else ""
         text = header + lines + to_markdown(rows, columns) + (f"\n{folds}" if folds else "")

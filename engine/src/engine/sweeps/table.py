@@ -7,6 +7,7 @@ the engine's today) for that alone."""
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 from collections.abc import Sequence
@@ -39,7 +40,16 @@ LOWER_IS_BETTER = {
 
 def append_row(path: Path, columns: Sequence[str], row: dict[str, object]) -> None:
     """Append `row` to the CSV at `path` (writing the header first), as one write call; cells
-    that would start a spreadsheet formula (an override `+key=...`) are escaped."""
+    that would start a spreadsheet formula (an override `+key=...`) are escaped. A file whose
+    header differs (a sweep dir an older engine wrote, resumed) is rewritten first with its
+    columns followed by the new ones, so no cell lands under another column's name."""
+    if path.exists():
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header and header != list(columns):
+            merged = [*header, *(c for c in columns if c not in header)]
+            write_rows(path, merged, read_rows(path))
+            columns = merged
     text = csv_text(columns, [row], header=not path.exists())
     with open(path, "a", newline="") as f:
         f.write(text)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from engine.metric_keys import is_count
+
 
 class LossWindow:
     """The train losses since the last logged point, summed on the device (no sync per batch)."""
@@ -42,7 +44,7 @@ def epoch_line(epoch: int, epochs: int, metrics: dict[str, float]) -> str:
     shown = [
         "train/loss",
         "val/loss",
-        *sorted(k for k in metrics if k[:4] == "val/" and k not in extra),
+        *sorted(k for k in metrics if k[:4] == "val/" and k not in extra and not is_count(k)),
     ]
     values = "  ".join(f"{key} {metrics[key]:.4f}" for key in shown)
     return (
