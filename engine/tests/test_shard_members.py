@@ -152,6 +152,24 @@ def test_ignored_extensions_are_passed_over() -> None:
     assert _records(data, Rules(ignore_exts=("txt",))) == [Record("s.tar::k.jpg", b"J", 3)]
 
 
+def test_an_ignored_member_away_from_its_sample_is_passed_over_entirely() -> None:
+    """Issue 48: s000.seg.png after s001's members made a sample of its own, 'without an
+    image', after the user had listed seg.png in dataset.ignore_exts as the first error said."""
+    data = tar_of(
+        {
+            "s000.png": b"A",
+            "s000.cls": b"0",
+            "s001.png": b"B",
+            "s001.cls": b"1",
+            "s000.seg.png": b"M",
+        }
+    )
+    assert _records(data, Rules(ignore_exts=("seg.png",))) == [
+        Record("s.tar::s000.png", b"A", 0),
+        Record("s.tar::s001.png", b"B", 1),
+    ]
+
+
 def test_a_dataset_stops_at_the_first_rule_error_naming_it(tmp_path: Path) -> None:
     shard = tmp_path / "d.tar"
     shard.write_bytes(tar_of({"a.jpg": b"J", "a.cls": b"0", "img.v2.0001.jpg": b"J"}))

@@ -8,8 +8,9 @@ key and extension (`README`, macOS `._x.png`), are passed over as webdataset doe
 AppleDouble files in folders (`dir/._x.png`, which webdataset makes a bogus sample of) too: not
 samples, so neither errors nor counted against `max_bad_fraction`. A sample's image is the first of `image_exts` it has, its label the class
 index in its `.cls` member or in field `label_field` of its `.json` member.
-A sample without an image or a label, or with a member whose extension no rule knows (nor
-`ignore_exts` lists), is a `Record` with an `error` naming the shard and member; a shard that
+A member whose extension `ignore_exts` lists is passed over entirely (it joins no sample and
+makes none, wherever it lies). A sample without an image or a label, or with a member whose
+extension no rule knows, is a `Record` with an `error` naming the shard and member; a shard that
 is not a readable tar to its end (engine/data/shards/tar_stream.py) raises a `ShardError`, as does
 a member larger than any image within the pixel limit.
 """
@@ -203,6 +204,8 @@ def read_records(stream: BinaryIO, shard: str, rules: Rules) -> Iterator[Record]
         if split is None:  # `README`, macOS `._x.png`: no sample's member, as webdataset
             continue  # passes them over (group_by_keys), not a sample, so no bad one either
         member_key, ext = split.group(1), split.group(2).lower()
+        if ext in rules.ignore_exts:  # passed over entirely: it joins no sample, makes none
+            continue
         if member_key != key:
             if fields:
                 yield _record(shard, fields, rules)
