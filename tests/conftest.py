@@ -69,6 +69,9 @@ def checkout_untouched() -> Iterator[None]:
 # runs as configured otherwise: add yours when its steps are slow. A test that picks a model (or
 # an experiment, which does) keeps that model as configured.
 TINY_MODELS = {"src.models.small_cnn.SmallCNN": ("model.widths=[8,16,32]",)}
+# small_cnn's, for the template's own tests of engine guarantees (a copy does not carry them):
+# they run the template's default model; the copied suite uses tiny_model()
+NARROW_MODEL = TINY_MODELS["src.models.small_cnn.SmallCNN"][0]
 
 
 def compose_config(demo_dir: Path, output_dir: Path, *overrides: str) -> DictConfig:

@@ -344,3 +344,12 @@ def test_a_manifest_beside_the_shards_is_read_and_never_rewritten(tmp_path, capl
             TarShardDataset("train", str(shard), "u", manifest_cache=str(cache), image_exts="png")
     assert (tmp_path / "shards.json").read_bytes() == written
     assert len(list(cache.iterdir())) == 1
+
+
+def test_a_manifest_cache_that_is_a_file_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    """Issue 48: it was a raw NotADirectoryError from a read under the file."""
+    shard, cache = tmp_path / "s.tar", tmp_path / "cachefile"
+    shard.write_bytes(tar_of({"k.jpg": b"J", "k.cls": b"0"}))
+    cache.write_text("not a folder")
+    with pytest.raises(ValueError, match=r"dataset\.manifest_cache=.*cachefile is a file, not a"):
+        TarShardDataset("train", str(shard), "u", manifest_cache=str(cache))

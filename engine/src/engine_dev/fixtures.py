@@ -4,6 +4,7 @@ labels (generated hostile inputs are `engine_dev.hostile`)."""
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,6 +43,17 @@ def pytest_configure(config: pytest.Config) -> None:
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
     if count > 1 and worker.startswith("gw") and len(cores) >= count:
         os.sched_setaffinity(0, cores[int(worker[2:]) % count :: count])
+
+
+@pytest.fixture(autouse=True, scope="session")
+def loaders_end_in_the_session() -> Iterator[None]:
+    """DataLoader iterators a test left behind (held by a kept traceback, a worker hung on
+    purpose) end here, while the session runs. Left to the interpreter's exit, their workers'
+    joins (up to 5 s each) outlast pytest-xdist's shutdown of its worker, which then sends it
+    SIGINT (execnet, after 5 s): a green `make test` printed a KeyboardInterrupt traceback
+    from a loader's __del__."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session")

@@ -46,7 +46,13 @@ DIGEST = "digest"  # the key of an entry's digest in the reader's own record
 def cache_location(cache_dir: str, beside: str) -> str:
     """The cached manifest of shards whose own manifest would be at `beside` (a URL, or a
     local path: engine/data/shards/counts.py): a file in `cache_dir` named by the server
-    (`local`) and a hash of that location."""
+    (`local`) and a hash of that location. A `cache_dir` that exists and is no folder is
+    refused in one line (it cannot hold the file, and reading under it fails oddly)."""
+    if os.path.exists(cache_dir) and not os.path.isdir(cache_dir):
+        raise ValueError(
+            f"dataset.manifest_cache={shown(cache_dir)} is a file, not a folder: point it at a "
+            "folder (made when missing), or set it to null to count the shards at every start."
+        )
     server = urllib.parse.urlsplit(beside).netloc if kind(beside) != "local" else "local"
     host = re.sub(r"[^A-Za-z0-9.-]+", "_", server)[:64]
     digest = hashlib.sha256(beside.encode()).hexdigest()[:16]
