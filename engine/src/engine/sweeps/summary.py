@@ -275,7 +275,10 @@ class SweepSummary(Callback):
             write_rows(sweep_dir / SUMMARY_CSV, list(written[0]), written)  # in their order
         groups, fold_lines = fold_groups(job_rows(written), mode_metrics(config), folds_of(config))
         self._say(fold_lines)
-        columns = ["job", "status", metric, *tie_columns(config), "overrides"]
+        # the ranking metric's own range columns, and `tied` where the table's metric marks it
+        # (a speed-knob sweep ranks by train/samples_per_s, which has no interval)
+        shown = [c for c in tie_columns(config) if c != TIED or any(r.get(TIED) for r in rows)]
+        columns = ["job", "status", metric, *shown, "overrides"]
         log.info(
             "Sweep summary (%s), best first; all rows in %s:\n%s%s",
             metric,
@@ -320,7 +323,7 @@ class SweepSummary(Callback):
         if groups:  # the groups' rows follow the jobs', recomputed as each job ends
             write_rows(sweep_dir / SUMMARY_CSV, csv_columns(config), jobs + groups)
         rows = mark_tied(rank(jobs, metric), metric)
-        tied = [TIED] if tie_columns(config) else []
+        tied = [TIED] if tie_columns(config) and any(r.get(TIED) for r in rows) else []
         columns = [*BASE_COLUMNS[:3], *mode_metrics(config), *tied, "overrides", "error"]
         header = (
             f"# Sweep summary\n\nRanked by `{metric}`, then the jobs that did not run (same "
