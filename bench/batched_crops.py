@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from torchvision.transforms import v2
 
 from bench.images import photo_like
-from engine.data.batched_geometry import Geometry, Plan, resample
+from engine.data.batched_geometry import Plan, resample
+from engine_dev.crops import seeded_draws
 
 PIPELINES = {
     "train 224 (RandomResizedCrop + flip)": [
@@ -64,13 +65,7 @@ def main(argv: list[str] | None = None) -> None:
         for i in range(args.images)
     ]
     for name, steps in PIPELINES.items():
-        geometry, pipeline = Geometry.of(v2.Compose(steps), name), v2.Compose(steps)
-        reference, plans = [], []
-        for seed, image in enumerate(images):
-            torch.manual_seed(seed)
-            reference.append(pipeline(image))
-            torch.manual_seed(seed)
-            plans.append(geometry.draw(*image.shape[-2:]))
+        geometry, expected, plans = seeded_draws(steps, images, name)
         assert geometry.size is not None
         start = time.perf_counter()
         batched = resample(images, plans, geometry.size)
@@ -78,7 +73,6 @@ def main(argv: list[str] | None = None) -> None:
         start = time.perf_counter()
         grids = [grid_sampled(x, p, geometry.size) for x, p in zip(images, plans, strict=True)]
         grid_ms = 1000 * (time.perf_counter() - start)
-        expected = torch.stack(reference)
         print(
             f"{name}: roi_align {_gap(batched, expected)} ({roi_ms:.0f} ms), grid_sample "
             f"{_gap(torch.stack(grids), expected)} ({grid_ms:.0f} ms), levels from torchvision"

@@ -19,6 +19,7 @@ from torchvision.transforms import v2
 from engine.data import batched_geometry
 from engine.data.batched_geometry import Geometry, _groups, resample, resized_size
 from engine.data.encoded import BatchDecoder, EncodedBatch, encode_sample
+from engine_dev.crops import seeded_draws
 
 
 def _photo(height: int, width: int, seed: int = 0) -> torch.Tensor:
@@ -30,16 +31,9 @@ def _photo(height: int, width: int, seed: int = 0) -> torch.Tensor:
 
 def _both(steps: list, images: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """(torchvision per sample, the batched path) on the same seeded draws."""
-    geometry, pipeline = Geometry.of(v2.Compose(steps), "transforms.val"), v2.Compose(steps)
-    expected, plans = [], []
-    for seed, image in enumerate(images):
-        torch.manual_seed(seed)
-        expected.append(pipeline(image))
-        torch.manual_seed(seed)
-        plans.append(geometry.draw(*image.shape[-2:]))
+    geometry, expected, plans = seeded_draws(steps, images)
     assert geometry.size is not None
-    batched = resample(images, plans, geometry.size, None, geometry.antialias)
-    return torch.stack(expected), batched
+    return expected, resample(images, plans, geometry.size, None, geometry.antialias)
 
 
 def _mean_gap(a: torch.Tensor, b: torch.Tensor) -> float:
