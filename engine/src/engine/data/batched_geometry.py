@@ -150,10 +150,10 @@ class Geometry:
                     f" has no batched form: {fix}."
                 )
             if isinstance(step, v2.RandomResizedCrop | v2.CenterCrop):
-                size = (int(step.size[0]), int(step.size[1]))
+                size = cls.size_of(step)
             elif isinstance(step, v2.Resize):
                 fixed = step.size is not None and len(step.size) == 2
-                size = (int(step.size[0]), int(step.size[1])) if fixed else None
+                size = cls.size_of(step) if fixed else None
         if steps and size is None:
             raise ValueError(
                 f"{key}: its images end in sizes that differ per image, which one batch cannot "
@@ -187,6 +187,7 @@ class Geometry:
 
     @staticmethod
     def size_of(step: Any) -> tuple[int, int]:
+        """The (height, width) a crop or a Resize to [h, w] gives."""
         return int(step.size[0]), int(step.size[1])
 
     def stacked(self, images: list[torch.Tensor]) -> torch.Tensor:

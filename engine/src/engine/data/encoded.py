@@ -238,19 +238,16 @@ class BatchDecoder:
         """`image` once it has the size its crop was drawn on. A JPEG whose orientation the
         decoder did not read where Pillow did (an XMP segment before the EXIF one) comes out
         unturned: it is turned as Pillow read it, the orientation its crop was drawn for."""
-        plan = batch.plans[i]
-        turned = batch.orientations[i] in TURNED
-        if turned and tuple(image.shape[-2:]) == (plan.width, plan.height) != (
-            plan.height,
-            plan.width,
-        ):
+        plan, shape = batch.plans[i], tuple(image.shape[-2:])
+        drawn, swapped = (plan.height, plan.width), (plan.width, plan.height)
+        if batch.orientations[i] in TURNED and shape != drawn and shape == swapped:
             image = upright(image, batch.orientations[i])
-        if tuple(image.shape[-2:]) != (plan.height, plan.width):
+        if tuple(image.shape[-2:]) != drawn:
             raise self._error(
                 batch,
                 i,
                 f"it decodes to {image.shape[-2]}x{image.shape[-1]} pixels but its header "
-                f"declares {plan.height}x{plan.width}, the size its crop was drawn on",
+                f"declares {drawn[0]}x{drawn[1]}, the size its crop was drawn on",
             )
         return image
 

@@ -169,7 +169,8 @@ def notes(
     lines = [speed_note(knobs, metric)] if knobs and metric == SPEED_METRIC else []
     ok = [r for r in rows if r["status"] == "ok"]
     tied = [] if folds or len(ok) < 2 else [r["job"] for r in rows if r.get(TIED) == "yes"]
-    if len(tied) > 1 and within_noise(rows, metric):
+    noise = within_noise(rows, metric)
+    if len(tied) > 1 and noise:
         lines.append(
             f"Within noise: jobs {', '.join(tied)} are within {_noise(rows, metric)}: tied = "
             "yes, so their gap says nothing and none is recommended by it. More val samples "
@@ -182,7 +183,7 @@ def notes(
             f"{', '.join(tied)} overlap the best job's (tied = yes); choose among them by the "
             "other columns (fewer workers, less memory)."
         )
-    elif tied and within_noise(rows, metric):
+    elif tied and noise:
         lines.append(f"Job {tied[0]} is ahead of every other job beyond {_noise(rows, metric)}.")
     elif tied:
         lines.append(f"Job {tied[0]} is ahead of every other job in every repeat ({metric}).")
