@@ -282,10 +282,13 @@ def test_a_failed_fold_rerun_into_the_sweep_dir_replaces_its_row(tmp_path: Path)
 # a job's fold.json edited by hand: how, and the field the one line names
 TAMPERED = {
     "not JSON": (lambda r: "{oops", "is not JSON"),
-    "a list": (lambda r: [1, 2], "holds list, not an object"),
+    "a list": (lambda r: [1, 2], "it is [1, 2], not an object of folds"),
     "a missing key": (lambda r: {k: v for k, v in r.items() if k != "fingerprints"}, "lacks"),
     "a fold out of range": (lambda r: r | {"fold": 7}, "its fold is 7, outside 0..2"),
-    "indices not a list": (lambda r: r | {"val_indices": "0,1"}, "val_indices is not a list"),
+    "indices not a list": (
+        lambda r: r | {"val_indices": "0,1"},
+        "its val_indices is '0,1', not a list of ints",
+    ),
     "indices out of range": (lambda r: r | {"val_indices": [0, 99]}, "val_indices are not"),
     "folds a string": (lambda r: r | {"folds": "3"}, "its folds is '3', not an int"),
     "fingerprints too short": (lambda r: r | {"fingerprints": []}, "fingerprints is not a list"),
@@ -310,8 +313,10 @@ def test_a_tampered_fold_json_makes_its_group_a_mismatch_naming_the_file(tmp_pat
 
 
 @pytest.mark.timeout(20)  # each once blocked the summary forever
-@pytest.mark.parametrize("kind", ["a FIFO", "a link to /dev/zero"])
-def test_a_fold_json_that_is_no_regular_file_is_a_mismatch_not_a_hang(tmp_path, kind) -> None:
+@pytest.mark.parametrize(
+    "kind, says", [("a FIFO", "a FIFO (named pipe)"), ("a link to /dev/zero", "a character device")]
+)
+def test_a_fold_json_that_is_no_regular_file_is_a_mismatch_not_a_hang(tmp_path, kind, says) -> None:
     rows = _fold_jobs(tmp_path, [0, 0, 0])
     path = tmp_path / "1" / FOLD_FILE
     path.unlink()
@@ -320,4 +325,4 @@ def test_a_fold_json_that_is_no_regular_file_is_a_mismatch_not_a_hang(tmp_path, 
     else:
         path.symlink_to("/dev/zero")
     (group,), (line,) = fold_groups(rows, ["val/acc"], 3)
-    assert group["status"] == MISMATCH and f"job 1: {path} is not a regular file" in line
+    assert group["status"] == MISMATCH and f"job 1: {path}: it is {says}, not a fold.json" in line

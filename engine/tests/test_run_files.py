@@ -100,8 +100,8 @@ def test_a_hand_edited_metrics_row_is_refused_naming_file_and_line(tmp_path: Pat
     ("text", "says"),
     [
         ("{oops", "is not JSON"),
-        ("[0.5]", "holds list, not an object of metrics"),
-        ('{"val/acc": 0.5, "same_as": "3"}', "has same_as='3', not a job number"),
+        ("[0.5]", "it is [0.5], not an object"),
+        ('{"val/acc": 0.5, "same_as": "3"}', "its same_as is '3', not an int >= 0"),
     ],
 )
 def test_a_hand_edited_metrics_json_is_refused_naming_the_file(tmp_path, text, says) -> None:

@@ -18,7 +18,10 @@ import socket
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+from engine.core.bounds import Count
+from engine.core.records import KIB, RecordError, read_record
 
 log = logging.getLogger(__name__)
 
@@ -41,13 +44,31 @@ def describe(record: dict[str, Any]) -> str:
     )
 
 
-def read_record(path: Path) -> dict[str, Any]:
-    """The record in lock file `path` (empty when it is missing, new or unreadable)."""
+class Holder(TypedDict, total=False):
+    """A lock file's record: who holds it, and what its user added (`hold`'s `record`)."""
+
+    pid: Count
+    host: str
+    started: str
+    command: str
+    sweep: str | None  # a run dir's: the multirun its job is of (engine/runs/run_lock.py)
+    job: Count | None
+    writes: list[str]  # a shard write's planned files (engine/data/shards/writer.py)
+
+
+def read_holder(path: Path) -> Holder:
+    """The record in lock file `path`; empty when it is missing or new (no bytes yet). One that
+    is unreadable or not a Holder (a hand edit) is empty too, with a warning naming it: the
+    record only says who holds the lock, and the next holder writes it anew."""
     try:
-        record = json.loads(path.read_bytes() or b"{}")
-    except (OSError, ValueError):
+        if path.stat().st_size == 0:
+            return {}
+        return read_record(path, Holder, 64 * KIB, "a lock file", "the next holder rewrites it.")
+    except FileNotFoundError:
         return {}
-    return record if isinstance(record, dict) else {}
+    except RecordError as err:
+        log.warning("ignoring the lock record of %s", err)
+        return {}
 
 
 def is_held(path: Path) -> bool:
@@ -76,7 +97,7 @@ def hold(path: str | Path, **record: Any) -> dict[str, Any] | None:
     Holding a file this process holds already returns its record unchanged."""
     path = Path(path).absolute()
     if path in _held:
-        return read_record(path)
+        return read_holder(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
@@ -84,7 +105,7 @@ def hold(path: str | Path, **record: Any) -> dict[str, Any] | None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise FolderBusy(path, read_record(path)) from None
+            raise FolderBusy(path, read_holder(path)) from None
         except OSError as err:  # a file system without flock (some network mounts)
             os.close(fd)
             log.warning(
@@ -101,7 +122,7 @@ def hold(path: str | Path, **record: Any) -> dict[str, Any] | None:
         except FileNotFoundError:
             pass
         os.close(fd)
-    before = read_record(path)
+    before = read_holder(path)
     now = {
         "pid": os.getpid(),
         "host": socket.gethostname(),

@@ -17,21 +17,50 @@ reader whose settings or sources differ from the stored ones is refused, naming 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
+from typing import Annotated, Any, TypedDict
 
 import numpy as np
 
+from engine.core.bounds import Bound, Count
 from engine.core.io import write_json
+from engine.core.records import Open, RecordError, read_record
 
 FORMAT_VERSION = 2  # 2: the nbytes column and the jpeg encoding
 FIELDS = 5  # index.i64 columns: offset, nbytes, height, width, label
 DATA_FILES = {"raw": "pixels.u8", "jpeg": "jpegs.bin"}  # the data file of each encoding
 # every file a cache split folder holds (manifest.json first written, last removed)
 OWN_FILES = ("manifest.json", "progress.json", "sources.npz", "index.i64", *DATA_FILES.values())
-MANIFEST_KEYS = {"format", "settings", "classes"}  # what every cache format's manifest holds
 REBUILD_HINT = "run `make cache ARGS='cache.rebuild=true ...'` (or delete {dir}) to build it anew"
+MAX_RECORD_BYTES = 2**24  # a manifest.json or progress.json: settings and class names
+
+
+class CacheManifest(TypedDict):
+    """What every cache format's manifest.json holds (older formats: other keys besides)."""
+
+    format: int
+    settings: dict[str, Any]
+    classes: list[str]
+
+
+class Progress(TypedDict):
+    """progress.json: images committed so far and their data bytes."""
+
+    done: Count
+    data_bytes: Annotated[int, Bound(0)]
+
+
+def _read(folder: Path, name: str, schema: Any) -> Any:
+    """The cache's own `name` (manifest.json, progress.json), read as hostile input."""
+    fix = f"it is the cache's own record; {REBUILD_HINT.format(dir=folder)}."
+    return read_record(folder / name, schema, MAX_RECORD_BYTES, f"a cache's {name}", fix)
+
+
+def _manifest(folder: Path) -> CacheManifest:
+    manifest = _read(folder, "manifest.json", Annotated[CacheManifest, Open()])
+    _check_format(folder, manifest)
+    return manifest
 
 
 class StaleCacheError(RuntimeError):
@@ -102,15 +131,12 @@ def _is_cache(folder: Path) -> bool:
     """Whether `folder` holds a cache (its manifest.json); a manifest.json that is not a
     cache's, or files of a cache's names without one, are someone else's: refused, naming the
     file, never replaced (mode=cache may be pointed at any folder)."""
-    path = folder / "manifest.json"
-    if path.exists():
+    if (folder / "manifest.json").exists():
         try:
-            stored = json.loads(path.read_bytes())
-        except (OSError, ValueError):
-            stored = None
-        if isinstance(stored, dict) and set(stored) >= MANIFEST_KEYS:
+            _read(folder, "manifest.json", Annotated[CacheManifest, Open()])
             return True
-        found = "manifest.json that is not a cache's (no format, settings and classes)"
+        except RecordError:
+            found = "manifest.json that is not a cache's (no format, settings and classes)"
     else:
         others = [name for name in OWN_FILES if (folder / name).exists()]
         if not others:
@@ -122,12 +148,12 @@ def _is_cache(folder: Path) -> bool:
     )
 
 
-def _progress(folder: Path) -> dict | None:
+def _progress(folder: Path) -> Progress | None:
     """progress.json of a cache, or None when the build was cut before its first commit
     (progress.json or sources.npz not written yet)."""
     if not (folder / "sources.npz").is_file() or not (folder / "progress.json").is_file():
         return None
-    return json.loads((folder / "progress.json").read_text())
+    return _read(folder, "progress.json", Progress)
 
 
 class CacheWriter:
@@ -164,8 +190,7 @@ class CacheWriter:
     def _check(self, manifest: dict, paths: list[str] | None, done: int) -> None:
         """Refuse a cache built with other settings or classes, or (unless `paths` is None)
         whose first `done` sources changed since."""
-        stored = json.loads((self.folder / "manifest.json").read_text())
-        _check_format(self.folder, stored)
+        stored = _manifest(self.folder)
         hint = REBUILD_HINT.format(dir=self.folder)
         if stored != manifest:
             old, new = stored["settings"], manifest["settings"]
@@ -220,8 +245,7 @@ def open_cache(
             "`make cache` (python train.py mode=cache cache.dir=...) and point dataset.root at "
             "cache.dir."
         )
-    manifest = json.loads((folder / "manifest.json").read_text())
-    _check_format(folder, manifest)
+    manifest = _manifest(folder)
     for key, value in (expected or {}).items():
         if value is not None and manifest["settings"].get(key) != value:
             raise StaleCacheError(

@@ -15,12 +15,9 @@ sweep; each job writes its fold and the fingerprints of all K into fold.json to 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import os
-import stat
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -30,8 +27,10 @@ from hydra._internal.utils import _locate
 from omegaconf import DictConfig, open_dict
 from torch.utils.data import Dataset, IterableDataset
 
+from engine.core.bounds import Count, Seed
 from engine.core.dataset_keys import FOLD_KEYS
 from engine.core.io import write_json
+from engine.core.records import RecordError, read_record
 from engine.data.bad_samples import BadSample
 from engine.data.targets import is_multi_hot, rarest_labels
 from engine.data.wrapper import DatasetWrapper
@@ -57,13 +56,13 @@ class FoldRecord:
     """What fold.json holds: enough to check, across a sweep's jobs, that the folds are the
     same deal, disjoint and together the whole train split."""
 
-    folds: int
-    fold: int
-    fold_seed: int
-    train_split_size: int  # samples of the whole train split (N)
-    fold_size: int  # samples of this fold (the val set)
+    folds: Count
+    fold: Count
+    fold_seed: Seed
+    train_split_size: Count  # samples of the whole train split (N)
+    fold_size: Count  # samples of this fold (the val set)
     stratified_by: str  # label | rarest label | none (a dataset without targets)
-    val_indices: list[int]  # sorted, into the train split
+    val_indices: list[Count]  # sorted, into the train split
     fingerprint: str  # of val_indices
     fingerprints: list[str]  # of every fold 0..K-1, as this job dealt them
 
@@ -250,85 +249,30 @@ def write_fold_file(record: FoldRecord, folder: Path) -> Path:
     return path
 
 
-FOLD_FIELDS = [f.name for f in fields(FoldRecord)]
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _fold_problem(record: object) -> str | None:
-    """What in a parsed fold.json is not a FoldRecord (the field and how), or None."""
-    if not isinstance(record, dict):
-        return f"holds {type(record).__name__}, not an object of {FOLD_FIELDS}"
-    missing = [k for k in FOLD_FIELDS if k not in record]
-    extra = [k for k in record if k not in FOLD_FIELDS]
-    if missing or extra:
-        return f"lacks {missing}" if missing else f"has fields no fold.json has: {extra}"
-    ints = ("folds", "fold", "fold_seed", "train_split_size", "fold_size")
-    wrong = next((k for k in ints if not _is_int(record[k])), None)
-    if wrong is not None:
-        return f"its {wrong} is {record[wrong]!r}, not an int"
+def _deal_problem(record: dict[str, Any]) -> str | None:
+    """What in a fold.json of the right fields and types contradicts itself, or None."""
     folds, fold, size = record["folds"], record["fold"], record["train_split_size"]
     if not 2 <= folds <= size:
         return f"its folds is {folds}, not in 2..train_split_size ({size})"
-    if not 0 <= fold < folds:
+    if not fold < folds:
         return f"its fold is {fold}, outside 0..{folds - 1}"
     indices = record["val_indices"]
-    if not isinstance(indices, list) or not all(_is_int(i) for i in indices):
-        return "its val_indices is not a list of ints"
-    if any(not 0 <= i < size for i in indices) or any(a >= b for a, b in pairwise(indices)):
+    if any(i >= size for i in indices) or any(a >= b for a, b in pairwise(indices)):
         return f"its val_indices are not ascending indices in 0..{size - 1}"
     if record["fold_size"] != len(indices):
         return f"its fold_size is {record['fold_size']}, its val_indices hold {len(indices)}"
-    prints = record["fingerprints"]
-    if not isinstance(prints, list) or len(prints) != folds:
+    if len(record["fingerprints"]) != folds:
         return f"its fingerprints is not a list of {folds} (one per fold)"
-    texts = ("stratified_by", "fingerprint", *(f"fingerprints[{i}]" for i in range(folds)))
-    values = (record["stratified_by"], record["fingerprint"], *prints)
-    wrong = next((k for k, v in zip(texts, values, strict=True) if not isinstance(v, str)), None)
-    return None if wrong is None else f"its {wrong} is not a string"
-
-
-def _regular_file_bytes(path: Path) -> bytes:
-    """The bytes of `path` if it is a regular file of at most MAX_FOLD_BYTES, else ValueError
-    (why, without the path): a FIFO would block open() or read() forever and /dev/zero never
-    end, hanging the job or the sweep's summary (as engine/data/safe_read.py does for images)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError("is not a regular file (a FIFO, a device, a folder?)")
-        if info.st_size > MAX_FOLD_BYTES:
-            raise ValueError(f"is {info.st_size:,} bytes, more than a fold.json ever holds")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(MAX_FOLD_BYTES)
-    finally:
-        os.close(fd)
+    return None
 
 
 def read_fold_file(path: Path) -> FoldRecord:
     """A job's fold.json, read as hostile input (a hand edit, a copy from elsewhere): one
     ValueError line naming the file, the field and the fix unless every FoldRecord field is
-    there with its type and range."""
-    problem: str | None = None
-    try:
-        data = _regular_file_bytes(path)
-    except OSError as err:  # unreadable, a dangling link
-        problem = f"cannot be read ({err.strerror})"
-    except ValueError as err:  # not a regular file, too large
-        problem = str(err)
-    try:
-        record = None if problem else json.loads(data)
-    except RecursionError:  # [[[[...]]]]: json recurses once per level
-        problem = "is not JSON (nested too deeply)"
-    except ValueError as err:  # not JSON, or not UTF-8
-        problem = f"is not JSON ({err})"
-    if problem is None:
-        problem = _fold_problem(record)
+    there with its type and range, and the deal agrees with itself."""
+    fix = "this file is the job's own record of its fold; rerun that job (dataset.fold) to write it again."
+    record = read_record(path, FoldRecord, MAX_FOLD_BYTES, "a fold.json", fix)
+    problem = _deal_problem(record)
     if problem is not None:
-        raise ValueError(
-            f"{path} {problem}: this file is the job's own record of its fold; rerun that "
-            "job (dataset.fold) to write it again."
-        )
+        raise RecordError(f"{path} {problem}: {fix}")
     return FoldRecord(**record)

@@ -158,7 +158,7 @@ def fold_groups(
         if problems:
             row |= {"status": MISMATCH, "error": "; ".join(problems)}
             lines.append(
-                f"FOLD MISMATCH in {name}: {'; '.join(problems)}. No mean is given: rerun the "
+                f"FOLD MISMATCH in {name}: {'; '.join(problems).rstrip('.')}. No mean is given: rerun the "
                 "jobs with one dataset.folds and dataset.fold_seed."
             )
         elif not ok:

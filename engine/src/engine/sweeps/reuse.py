@@ -13,17 +13,18 @@ parallel that have not seen each other's rows simply run.
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from engine.core.bounds import Count
 from engine.core.io import write_json
+from engine.core.records import Open, read_record
 from engine.data.loader_settings import LoaderSettings
 from engine.sweeps.table import read_rows
 from engine.training.device import resolve_device
@@ -67,25 +68,23 @@ def runs_as(config: DictConfig, overrides: list[str]) -> str:
     return " ".join(normalised)
 
 
+class Metrics(TypedDict, total=False):
+    """A job's metrics.json: any metric (Open), and `same_as` where it reused another's."""
+
+    same_as: Count
+
+
+MAX_METRICS_BYTES = 2**24  # a job's metrics: scalars, a few hundred keys at most
+
+
 def read_metrics(path: Path) -> dict[str, Any]:
     """A job's metrics.json, read as hostile input (a hand edit): a JSON object whose
     `same_as`, where there, is a job number; else one ValueError line naming the file."""
-    try:
-        metrics = json.loads(path.read_bytes())
-    except ValueError as err:  # not JSON, or not UTF-8
-        problem = f"is not JSON ({err})"
-    else:
-        reused = metrics.get(SAME_AS, 0) if isinstance(metrics, dict) else None
-        if not isinstance(metrics, dict):
-            problem = f"holds {type(metrics).__name__}, not an object of metrics"
-        elif isinstance(reused, bool) or not isinstance(reused, int) or reused < 0:
-            problem = f"has {SAME_AS}={reused!r}, not a job number"
-        else:
-            return metrics
-    raise ValueError(
-        f"{path} {problem}: this file is the job's own record of its result; delete it and "
-        "run the job again (a sweep with summary.skip_completed reruns it then)."
+    fix = (
+        "this file is the job's own record of its result; delete it and run the job again (a "
+        "sweep with summary.skip_completed reruns it then)."
     )
+    return read_record(path, Annotated[Metrics, Open()], MAX_METRICS_BYTES, "a metrics.json", fix)
 
 
 def same_as(job_dir: Path) -> int | None:

@@ -36,8 +36,11 @@ import json
 import logging
 import os
 from dataclasses import dataclass
+from typing import Annotated, Literal, TypedDict
 
+from engine.core.bounds import Bound, Count
 from engine.core.io import atomic_write_bytes
+from engine.core.records import parse_json, problem, regular_file_bytes
 from engine.core.text import shown
 from engine.data.shards import BUILD_HINT, ShardError
 from engine.data.shards.members import LABEL_LIMIT, Rules, read_records, split_exts
@@ -50,6 +53,47 @@ log = logging.getLogger(__name__)
 NAME = "shards.json"
 FORMAT, VERSION = "tar-shards", 1
 MAX_CONTAINERS = 4_000_000  # lists and objects a manifest may hold
+MAX_BYTES = 2**32  # a manifest of ~10^9 labels; past it, surely not one
+
+
+class StoredRules(TypedDict):
+    """The member rules an entry was read under (`Rules.stored`)."""
+
+    image_exts: list[str]
+    ignore_exts: list[str]
+    max_member_bytes: Count | None
+
+
+class _Counted(TypedDict):
+    samples: Count
+    labels: list[Annotated[int, Bound(-1, LABEL_LIMIT - 1)]]  # -1: a sample with an error
+    label_from: str
+    errors: list[tuple[Count, str]]  # [position, reason]
+
+
+class Entry(_Counted, total=False):
+    """One shard's entry (see the module docstring)."""
+
+    error: str
+    size: Annotated[int, Bound(0)]
+    mtime_ns: Annotated[int, Bound(0)]
+    etag: str
+    last_modified: str
+    rules: StoredRules
+    digest: str  # in the reader's own record of counted URLs (engine/data/shards/tally.py)
+
+
+class _Head(TypedDict):
+    format: Literal["tar-shards"]
+    version: int
+    shards: dict[str, Entry]
+
+
+class ManifestFile(_Head, total=False):
+    """A whole manifest file."""
+
+    classes: list[str]
+    written_by: str
 
 
 @dataclass
@@ -127,13 +171,17 @@ def default_location(shards: list[str], key: str) -> str:
 
 def _read(location: str, network: Network, optional: bool = False) -> bytes | None:
     """The manifest file's bytes; None for a missing local file, or a missing remote one when
-    `optional` (else that is an error)."""
+    `optional` (else that is an error). A local one must be a regular file of at most
+    MAX_BYTES (a FIFO would hang the start)."""
     if kind(location) == "local":
         try:
-            with open(location, "rb") as f:
-                return f.read()
+            return regular_file_bytes(location, MAX_BYTES, "a shard manifest")
         except FileNotFoundError:
             return None
+        except ValueError as err:
+            raise ValueError(
+                f"dataset.manifest: {shown(location)}: {err}; set dataset.manifest to another file."
+            ) from None
     try:
         return read_remote(location, kind(location), network)
     except ShardError as err:
@@ -168,8 +216,8 @@ def _parse(location: str, text: bytes) -> Manifest:
             "set dataset.manifest to another file."
         )
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):  # not JSON, not UTF-8, or nested past the stack
+        data = parse_json(text)
+    except ValueError:  # not JSON, not UTF-8, or nested past the stack
         data = None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(
@@ -181,81 +229,25 @@ def _parse(location: str, text: bytes) -> Manifest:
             f"dataset.manifest: {shown(location)} is format version {data.get('version')!r}, "
             f"this code reads {VERSION}: delete it, or write it again with {BUILD_HINT}."
         )
-    problem = _problem(data)
-    if problem is not None:
+    why = problem(data, ManifestFile) or next(
+        (f"the entry of {shown(name)} {p}" for name, e in data["shards"].items() if (p := _odd(e))),
+        None,
+    )
+    if why is not None:
         raise ValueError(
-            f"dataset.manifest: {shown(location)}: {problem}; it was not written by this "
+            f"dataset.manifest: {shown(location)}: {why}; it was not written by this "
             f"project or was changed: write it again with {BUILD_HINT} (or mode=shards)."
         )
     return Manifest(location, data.get("classes"), data["shards"], data.get("written_by"))
 
 
-def _count(value: object, least: int = 0) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
-
-
-def _entry_problem(entry: object) -> str | None:
-    """What is wrong with one shard's entry (see the module docstring), or None."""
-    if not isinstance(entry, dict):
-        return f"is a {type(entry).__name__}, not an object"
-    if not _count(entry.get("samples")):
-        return f"has 'samples' {entry.get('samples')!r}, not an int >= 0"
-    labels = entry.get("labels")
-    if not isinstance(labels, list) or not all(
-        _count(label, -1) and label < LABEL_LIMIT for label in labels
-    ):
-        return "has 'labels' that are not a list of class indices (ints from -1 below 2**31)"
+def _odd(entry: Entry) -> str | None:
+    """What in one shard's entry of the right types contradicts itself, or None."""
+    labels = entry["labels"]
     if len(labels) != entry["samples"]:
         return f"has {len(labels)} labels for {entry['samples']} samples"
-    if not isinstance(entry.get("label_from"), str):
-        return "has a 'label_from' that is not a string"
-    errors = entry.get("errors")
-    if not isinstance(errors, list) or not all(
-        isinstance(e, list) and len(e) == 2 and _count(e[0]) and isinstance(e[1], str)
-        for e in errors
-    ):
-        return "has 'errors' that are not a list of [position, reason] pairs"
-    if {e[0] for e in errors} != {i for i, label in enumerate(labels) if label == -1}:
+    if {e[0] for e in entry["errors"]} != {i for i, label in enumerate(labels) if label == -1}:
         return "has 'errors' at other positions than its labels of -1 (a sample with an error)"
-    if not isinstance(entry.get("error", ""), str):
-        return "has an 'error' that is not a string"
-    if not all(_count(entry.get(key, 0)) for key in ("size", "mtime_ns")):
-        return "has a 'size' or 'mtime_ns' that is not an int >= 0"
-    if not all(isinstance(entry.get(key, ""), str) for key in ("etag", "last_modified")):
-        return "has an 'etag' or 'last_modified' that is not a string"
-    if "rules" in entry and not _rules(entry["rules"]):
-        return "has 'rules' that are not image_exts and ignore_exts lists and a max_member_bytes"
-    return None
-
-
-def _rules(rules: object) -> bool:
-    """Whether `rules` has the shape `Rules.stored` gives."""
-    return (
-        isinstance(rules, dict)
-        and set(rules) == {"image_exts", "ignore_exts", "max_member_bytes"}
-        and all(
-            isinstance(exts, list) and all(isinstance(e, str) for e in exts)
-            for exts in (rules["image_exts"], rules["ignore_exts"])
-        )
-        and (rules["max_member_bytes"] is None or _count(rules["max_member_bytes"]))
-    )
-
-
-def _problem(data: dict) -> str | None:
-    """What is wrong with a manifest's shape, naming the entry, or None."""
-    if not isinstance(data.get("written_by", ""), str):
-        return "its 'written_by' is not a string"
-    classes = data.get("classes")
-    if classes is not None and not (
-        isinstance(classes, list) and all(isinstance(c, str) for c in classes)
-    ):
-        return "its 'classes' are not a list of names"
-    if not isinstance(data.get("shards"), dict):
-        return "its 'shards' are not an object of shard entries"
-    for name, entry in data["shards"].items():
-        why = _entry_problem(entry)
-        if why is not None:
-            return f"the entry of {shown(name)} {why}"
     return None
 
 

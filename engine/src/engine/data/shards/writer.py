@@ -109,10 +109,8 @@ def _recorded_writes(marker: Path, names: re.Pattern[str], extra: tuple[str, ...
     """The files the write whose lock file `marker` is had planned (a write cut short)."""
     if not marker.exists():
         return set()
-    writes = folder_lock.read_record(marker).get("writes")
-    if not isinstance(writes, list):
-        return set()
-    return {w for w in writes if isinstance(w, str) and (names.fullmatch(w) or w in extra)}
+    writes = folder_lock.read_holder(marker).get("writes", [])
+    return {w for w in writes if names.fullmatch(w) or w in extra}
 
 
 @contextmanager
@@ -183,7 +181,7 @@ def unfinished_write(folder: Path) -> str | None:
     marker = folder / WRITING
     if not marker.exists():
         return None
-    holder = folder_lock.describe(folder_lock.read_record(marker))
+    holder = folder_lock.describe(folder_lock.read_holder(marker))
     if folder_lock.is_held(marker):
         return f"{folder} is being written by mode=shards now ({holder}): wait for it to end"
     return (

@@ -1,0 +1,290 @@
+"""Reading back the engine's own files as hostile input, one way for all of them.
+
+A run reads back what it wrote: a folder's lock record, fold.json, a job's metrics.json, a
+cache's progress.json, a shard manifest, a checkpoint's records. Any of them may have been
+edited by hand, cut short, replaced by a FIFO, or copied from elsewhere. `read_record` opens a
+regular file only (never a blocking open: a FIFO would hang the job), reads at most `max_bytes`,
+parses JSON with deep nesting caught (json recurses once per level), and checks the value
+against a schema written as type hints: a TypedDict of fields, `list[...]`, `Literal[...]`,
+unions, and the bounds the config checker reads (`Annotated[int, Bound(...)]`,
+engine/core/bounds.py). What is wrong is one line: the file, the field, what it must be, and the
+reader's fix. `problem` checks a value already in memory (a checkpoint's records) the same way.
+
+Kept rather than pydantic (not otherwise a dependency): its strict mode would need our Bound
+translated into its own constraints, and its errors are multi-line reports, where a refusal here
+is one line naming the file and the fix; the checker is the ~100 lines below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import stat
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import (
+    Annotated,
+    Any,
+    Literal,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
+
+from engine.core.bounds import Bound
+
+KIB = 1024
+
+
+class Open:
+    """Marks a TypedDict whose other keys are allowed and left unchecked: `Annotated[Metrics,
+    Open()]` (a job's metrics.json holds any metric besides the fields it names)."""
+
+
+class RecordError(ValueError):
+    """One line: the file, what in it is wrong, and the fix."""
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def kind_of(mode: int) -> str:
+    """What a file of `mode` is, in words (for one that is not a regular file)."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def regular_file_bytes(
+    path: str | os.PathLike[str], max_bytes: int | None, what: str, limit: str = ""
+) -> bytes:
+    """The bytes of the regular file `path`. Anything else (FIFO, device, socket, folder) or a
+    file over `max_bytes` raises ValueError (why, without the path: `it is a FIFO ..., not
+    <what>`; `it is N bytes, more than <limit>`, by default `<what> holds`) before a blocking
+    open or a large read; O_NONBLOCK returns at once on a FIFO with no writer, and /dev/zero is
+    never read."""
+    limit = limit or f"{what} holds"
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"it is {kind_of(info.st_mode)}, not {what}")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise ValueError(
+                f"it is {info.st_size:,} bytes, more than {limit} ({max_bytes:,} bytes)"
+            )
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(info.st_size + 1)  # one byte past fstat's size tells a growing file
+    finally:
+        os.close(fd)
+    if len(data) > info.st_size:
+        raise ValueError("it grew while it was read (is another process writing it?)")
+    return data
+
+
+def parse_json(data: bytes) -> Any:
+    """`data` as JSON; ValueError `is not JSON (why)` for bad syntax, bytes that are not UTF-8,
+    or nesting past the interpreter's stack ([[[[...]]]] 200,000 deep)."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError("is not JSON (nested too deeply)") from None
+    except ValueError as err:
+        raise ValueError(f"is not JSON ({err})") from None
+
+
+def parse_record(data: bytes, schema: Any, source: str, fix: str) -> Any:
+    """`data` parsed as JSON and checked against `schema`, else RecordError
+    `<source> <why>: <fix>`."""
+    try:
+        value = parse_json(data)
+    except ValueError as err:
+        raise RecordError(f"{source} {err}: {fix}") from None
+    why = problem(value, schema)
+    if why is not None:
+        raise RecordError(f"{source} {why}: {fix}")
+    return value
+
+
+def read_record(path: str | Path, schema: Any, max_bytes: int, what: str, fix: str) -> Any:
+    """The JSON file `path` (at most `max_bytes`, a regular file), checked against `schema`;
+    else RecordError `<path> <why>: <fix>`. `what` names the file in words (`a fold.json`).
+    A missing file is FileNotFoundError, for the caller to decide."""
+    try:
+        data = regular_file_bytes(path, max_bytes, what)
+    except FileNotFoundError:
+        raise
+    except OSError as err:  # unreadable, a link to nothing
+        raise RecordError(f"{path} cannot be read ({err.strerror}): {fix}") from None
+    except ValueError as err:
+        raise RecordError(f"{path}: {err}: {fix}") from None
+    return parse_record(data, schema, str(path), fix)
+
+
+def problem(value: Any, schema: Any, field: str = "") -> str | None:
+    """Why `value` is not a `schema` (`its fold is 7, not an int >= 0 and <= 4`), or None.
+    Strict: a bool is no int, an int passes for a float, a JSON array for a tuple."""
+    origin, args = get_origin(schema), get_args(schema)
+    if origin is Annotated:
+        if any(isinstance(m, Open) for m in schema.__metadata__):
+            if not isinstance(value, dict):
+                return _not(value, schema, field)
+            return _fields_problem(value, args[0], field, closed=False)
+        bound = next((m for m in schema.__metadata__ if isinstance(m, Bound)), None)
+        found = problem(value, args[0], field)
+        if bound is not None and (found is not None or not bound.admits(value)):
+            return _not(value, schema, field)  # a bounded number: say the bound too
+        return found
+    if is_typeddict(schema) or dataclasses.is_dataclass(schema):
+        return _fields_problem(value, schema, field, closed=True)
+    if origin in (Union, types.UnionType):
+        fits = any(problem(value, arg, field) is None for arg in args)
+        return None if fits else _not(value, schema, field)
+    if origin in (list, tuple) or schema in (list, tuple):
+        return _items_problem(value, schema, field)
+    if origin is dict:
+        if not isinstance(value, dict):
+            return _not(value, schema, field)
+        for key, item in value.items():
+            found = problem(key, args[0], f"{field} key") or problem(
+                item, args[1], f"{field}[{key!r}]"
+            )
+            if found is not None:
+                return found
+        return None
+    return None if _is(value, schema) else _not(value, schema, field)
+
+
+def _is(value: Any, schema: Any) -> bool:
+    if schema is Any:
+        return True
+    if schema is None or schema is type(None):
+        return value is None
+    if get_origin(schema) is Literal:
+        return any(value == arg and type(value) is type(arg) for arg in get_args(schema))
+    if schema is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if schema is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, schema)
+
+
+def _fields_problem(value: Any, schema: Any, field: str, closed: bool) -> str | None:
+    """A TypedDict's (or a dataclass's) fields as a JSON object: the required ones there (a
+    dataclass's fields without a default), each of its type; no others when closed."""
+    if not isinstance(value, dict):
+        return _not(value, schema, field)
+    missing = [key for key in _required(schema) if key not in value]
+    if missing:
+        return f"{_its(field) or 'it'} lacks {', '.join(sorted(missing))}"
+    hints = get_type_hints(schema, include_extras=True)
+    extra = [key for key in value if key not in hints]
+    if closed and extra:
+        return f"{_its(field) or 'it'} has fields it never holds: {', '.join(map(str, extra))}"
+    for key, hint in hints.items():
+        if key in value:
+            found = problem(value[key], hint, f"{field}.{key}" if field else key)
+            if found is not None:
+                return found
+    return None
+
+
+def _required(schema: Any) -> list[str]:
+    if is_typeddict(schema):
+        return list(schema.__required_keys__)
+    empty = dataclasses.MISSING
+    fields = dataclasses.fields(schema)
+    return [f.name for f in fields if f.default is empty and f.default_factory is empty]
+
+
+def _items_problem(value: Any, schema: Any, field: str) -> str | None:
+    """A list (or a tuple, which JSON writes as a list): each item, or each position."""
+    args = get_args(schema)
+    if not isinstance(value, list | tuple):
+        return _not(value, schema, field)
+    fixed = get_origin(schema) is tuple and args and args[-1] is not Ellipsis
+    if fixed and len(value) != len(args):
+        return _not(value, schema, field)
+    if not fixed and args and (test := _scalar_test(args[0])) is not None and all(map(test, value)):
+        return None  # a million labels: one pass of a plain test, not a million checks
+    for index, item in enumerate(value):
+        hint = args[index] if fixed else (args[0] if args else Any)
+        found = problem(item, hint, f"{field}[{index}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _scalar_test(schema: Any) -> Callable[[Any], bool] | None:
+    """A fast test for items of a plain scalar type, bounded or not (None: no fast test)."""
+    bound = None
+    if get_origin(schema) is Annotated:
+        schema, *meta = get_args(schema)
+        bound = next((m for m in meta if isinstance(m, Bound)), None)
+        if bound is None:
+            return None
+    if schema not in (int, float, str, bool):
+        return None
+    return lambda v: _is(v, schema) and (bound is None or bound.admits(v))
+
+
+def _its(field: str) -> str:
+    return f"its {field}" if field else ""
+
+
+def _not(value: Any, schema: Any, field: str) -> str:
+    """`its fold is 7, not an int >= 0`; the value cut to 60 characters."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"{_its(field) or 'it'} is {shown}, not {words(schema)}"
+
+
+def words(schema: Any) -> str:
+    """What a value of `schema` is, as a reader says it: `an int >= 1`, `a list of strings`."""
+    origin, args = get_origin(schema), get_args(schema)
+    if origin is Annotated:
+        if any(isinstance(m, Open) for m in schema.__metadata__):
+            return "an object"
+        bound = next((m for m in schema.__metadata__ if isinstance(m, Bound)), None)
+        return words(args[0]) + (f" {bound.words()}" if bound else "")
+    if origin in (Union, types.UnionType):
+        return " or ".join(words(arg) for arg in args)
+    if origin is Literal:
+        return " or ".join(json.dumps(arg) for arg in args)
+    if origin is list or schema is list:
+        return f"a list of {_plural(args[0]) if args else 'values'}"
+    if origin is tuple:
+        return f"a list of {len(args)}: {', '.join(words(arg) for arg in args)}"
+    if origin is dict:
+        return f"an object of {_plural(args[1])}"
+    if is_typeddict(schema) or dataclasses.is_dataclass(schema):
+        return f"an object of {', '.join(get_type_hints(schema))}"
+    return _NAMES.get(schema, f"a {getattr(schema, '__name__', schema)}")
+
+
+_NAMES = {
+    int: "an int",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+    None: "null",
+    type(None): "null",
+    Any: "a value",
+}
+
+
+def _plural(schema: Any) -> str:
+    text = words(schema)
+    for article in ("an ", "a "):
+        if text.startswith(article):
+            head, _, rest = text[len(article) :].partition(" ")
+            return f"{head}s {rest}".rstrip()
+    return text

@@ -1,0 +1,117 @@
+"""engine.core.records: the one reader of the engine's own files, and its typed schema check."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Literal, TypedDict
+
+import pytest
+
+from engine.core.bounds import Bound, Count
+from engine.core.records import Open, RecordError, problem, read_record
+
+
+class _Head(TypedDict):
+    kind: Literal["job"]
+    step: Count
+
+
+class Record(_Head, total=False):
+    rate: Annotated[float, Bound(0, 1)]
+    names: list[str]
+    pair: tuple[Count, str]
+    seed: int | None
+
+
+FIX = "write it again."
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ([1], "it is [1], not an object of kind, step, rate, names, pair, seed"),
+        ({"kind": "job"}, "it lacks step"),
+        ({"kind": "job", "step": 1, "extra": 0}, "it has fields it never holds: extra"),
+        ({"kind": "run", "step": 1}, "its kind is 'run', not \"job\""),
+        ({"kind": "job", "step": True}, "its step is True, not an int >= 0"),  # a bool is no int
+        ({"kind": "job", "step": -1}, "its step is -1, not an int >= 0"),
+        ({"kind": "job", "step": 1, "rate": 1.5}, "its rate is 1.5, not a number >= 0 and <= 1"),
+        ({"kind": "job", "step": 1, "rate": float("nan")}, "its rate is nan"),
+        ({"kind": "job", "step": 1, "names": ["a", 2]}, "its names[1] is 2, not a string"),
+        ({"kind": "job", "step": 1, "pair": [1]}, "its pair is [1], not a list of 2"),
+        ({"kind": "job", "step": 1, "pair": [1, 2]}, "its pair[1] is 2, not a string"),
+        ({"kind": "job", "step": 1, "seed": "7"}, "its seed is '7', not an int or null"),
+    ],
+)
+def test_a_value_that_is_not_its_schema_is_named_by_field(value, says) -> None:
+    assert problem(value, Record).startswith(says)
+
+
+def test_a_value_of_its_schema_passes_and_an_open_record_keeps_other_keys() -> None:
+    assert (
+        problem({"kind": "job", "step": 3, "rate": 1, "pair": (0, "x"), "seed": None}, Record)
+        is None
+    )
+    assert problem({"kind": "job", "step": 3, "val/acc": 0.5}, Annotated[_Head, Open()]) is None
+    assert problem([0.5], Annotated[_Head, Open()]) == "it is [0.5], not an object"
+
+
+def test_a_long_list_of_bounded_ints_is_checked_and_its_first_bad_item_named() -> None:
+    labels = [0] * 1_000_000
+    assert problem(labels, list[Count]) is None
+    labels[777_777] = -2
+    assert (
+        problem(labels, list[Count]) == "its [777777] is -2, not an int >= 0 and <= 2,147,483,647"
+    )
+
+
+def _refused(path: Path, max_bytes: int = 1024) -> str:
+    with pytest.raises(RecordError) as refused:
+        read_record(path, Record, max_bytes, "a job record", FIX)
+    said = str(refused.value)
+    assert said.startswith(str(path)) and said.endswith(f": {FIX}") and "\n" not in said
+    return said
+
+
+@pytest.mark.timeout(20)  # a FIFO once blocked its reader forever
+def test_a_file_that_is_not_a_regular_one_is_refused_without_blocking(tmp_path) -> None:
+    fifo = tmp_path / "record.json"
+    os.mkfifo(fifo)
+    assert "it is a FIFO (named pipe), not a job record" in _refused(fifo)
+    device = tmp_path / "zero.json"
+    device.symlink_to("/dev/zero")
+    assert "it is a character device, not a job record" in _refused(device)
+    assert "it is a directory" in _refused(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"{oops", "is not JSON (Expecting property name"),
+        (b'{"kind": "\xff"}', "is not JSON ("),  # not UTF-8
+        (b"[" * 200_000 + b"]" * 200_000, "is not JSON (nested too deeply)"),
+        (
+            b'{"kind": "job", "step": 1, "pad": "' + b"x" * 2000 + b'"}',
+            "more than a job record holds (1,024 bytes)",
+        ),
+        (b'{"kind": "job", "step": 2.5}', "its step is 2.5, not an int >= 0"),
+    ],
+)
+def test_a_damaged_file_is_one_line_naming_it_and_the_fix(tmp_path, content, says) -> None:
+    path = tmp_path / "record.json"
+    path.write_bytes(content)
+    assert says in _refused(path, max_bytes=1024 if b"pad" in content else 2**22)
+
+
+def test_a_missing_file_is_left_to_its_reader_and_a_good_one_read(tmp_path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read_record(tmp_path / "none.json", Record, 1024, "a job record", FIX)
+    path = tmp_path / "ok.json"
+    path.write_text(json.dumps({"kind": "job", "step": 4, "names": ["a"]}))
+    assert read_record(path, Record, 1024, "a job record", FIX) == {
+        "kind": "job",
+        "step": 4,
+        "names": ["a"],
+    }
