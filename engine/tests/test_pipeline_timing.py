@@ -275,22 +275,35 @@ def test_the_report_names_a_run_without_timings_and_a_forged_row(tmp_path: Path)
     with pytest.raises(FileNotFoundError, match=r"trainer\.pipeline_timing=true"):
         pipeline_report.report(tmp_path)
     header = "epoch,step,batch,worker,asked,arrived,h2d_ms,step_from,step_to\n"
+    now = time.time()
+    moments = f"{now - 3:.6f},{now - 2:.6f},0,{now - 2:.6f},{now - 1:.6f}"
     forged = {
-        "1,1,0,0,x,2,0,2,3": r"line 2: column 'asked' is 'x', not a finite number",
-        "1,1,0,0,1,inf,0,2,3": r"line 2: column 'arrived' is 'inf', not a finite number",
-        "1,1,0,0,1,nan,0,2,3": r"line 2: column 'arrived' is 'nan'",
-        "1,1,0,0,1,2,0,2," + "9" * 200_000: r"line 2: not CSV as a training writes it",
-        "1,1,0,\xff,1,2,0,2,3": r"byte \d+ is not UTF-8",
+        moments.replace(f"{now - 3:.6f}", "x", 1): r"line 2: its asked is 'x', not a finite number",
+        moments.replace(f"{now - 2:.6f}", "inf", 1): r"line 2: its arrived is inf, not a finite",
+        moments.replace(f"{now - 2:.6f}", "nan", 1): r"line 2: its arrived is nan",
+        moments + "9" * 200_000: r"line 2: not CSV \(field larger than field limit",
+        moments.replace("0", "\xff", 1): r"byte \d+ is not UTF-8",
+        # a row dated 1970 once stretched the picture over 56 years
+        "5," + moments.partition(",")[2]: r"line 2: its asked is 5.0 \(1970-01-01 00:00:05 UTC\), "
+        r"outside the year before the file was last written",
+        moments.replace(
+            f"{now - 1:.6f}", f"{now - 9:.6f}"
+        ): r"its step_to .* is before its step_from",
     }
     for row, message in forged.items():
-        (tmp_path / "pipeline.csv").write_bytes((header + row + "\n").encode("latin-1"))
+        (tmp_path / "pipeline.csv").write_bytes(
+            (header + "1,1,0,0," + row + "\n").encode("latin-1")
+        )
         with pytest.raises(ValueError, match=message):
             pipeline_report.report(tmp_path)
     lanes = header.replace(",asked", ",built_from,built_to,read_ms,decode_ms,transform_ms,"
                            "collate_ms,asked")  # fmt: skip
-    (tmp_path / "pipeline.csv").write_text(lanes + "1,1,0,3000,0,1,1,1,1,1,1,2,0,2,3\n")
-    with pytest.raises(ValueError, match=r"column 'worker' is '3000', not a loader worker"):
+    built = f"{now - 4:.6f},{now - 3:.6f},1,1,1,1"
+    (tmp_path / "pipeline.csv").write_text(lanes + f"1,1,0,3000,{built},{moments}\n")
+    with pytest.raises(ValueError, match=r"its worker is 3000, not an int >= -1 and <= 255"):
         pipeline_report.report(tmp_path)
+    (tmp_path / "pipeline.csv").write_text(lanes + f"1,1,0,3,{built},{moments}\n")
+    assert pipeline_report.report(tmp_path).is_file()  # the same row with a real worker
 
 
 def test_mode_benchmark_times_the_stages_of_its_window() -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Literal, TypedDict
 import pytest
 
 from engine.core.bounds import Bound, Count
-from engine.core.records import Open, RecordError, problem, read_record
+from engine.core.records import Open, RecordError, problem, read_record, read_table
 
 
 class _Head(TypedDict):
@@ -115,3 +115,29 @@ def test_a_missing_file_is_left_to_its_reader_and_a_good_one_read(tmp_path) -> N
         "step": 4,
         "names": ["a"],
     }
+
+
+class Row(TypedDict):
+    step: Count
+    loss: float | None
+    name: str
+
+
+def test_a_table_is_read_with_typed_cells_and_a_bad_row_named_by_line(tmp_path) -> None:
+    path = tmp_path / "table.csv"
+    path.write_text('step,loss,name\n0,0.5,a\n1,,"b,c"\n')
+    assert read_table(path, Row, 1024, "a table", FIX) == [
+        (2, {"step": 0, "loss": 0.5, "name": "a"}),
+        (3, {"step": 1, "loss": None, "name": "b,c"}),  # an empty number cell: None
+    ]
+    for text, says in [
+        ("step,loss,name\n0,0.5,a\n-1,1,b\n", "line 3: its step is -1, not an int >= 0"),
+        ("step,loss,name\n0,x,a\n", "line 2: its loss is 'x', not a number or null"),
+        ("step,loss,name\n0,1,a,extra\n", "line 2: it has more cells than columns"),
+        ("step,name\n0,a\n", "line 2: it lacks loss"),
+        ('step,loss,name\n0,1,"a\n', "line 2: not CSV (unexpected end of data)"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(RecordError) as refused:
+            read_table(path, Row, 1024, "a table", FIX)
+        assert f"{path} {says}" in str(refused.value) and str(refused.value).endswith(FIX)

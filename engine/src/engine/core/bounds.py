@@ -56,3 +56,5 @@ Fraction = Annotated[float, Bound(0, 1)]  # a share from 0 to 1, both included
 Share = Annotated[float, Bound(0, 1, open_most=True)]  # 0 up to, not including, 1 (dropout)
 Split = Annotated[float, Bound(0, 1, open_least=True, open_most=True)]  # strictly inside (0, 1)
 Seed = Annotated[int, Bound(0, 2**32 - 1)]  # a random seed numpy and torch both take
+FINITE = Bound(-math.inf, math.inf, open_least=True, open_most=True)  # no inf, no nan
+Finite = Annotated[float, FINITE]  # a number a metric or a loss may be (a run's best)

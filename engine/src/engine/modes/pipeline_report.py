@@ -12,13 +12,15 @@ epoch is a long first wait, a stalled queue is wait bars while the workers' stri
 
 from __future__ import annotations
 
-import csv
-import math
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Annotated, Any, TypedDict
 
+from engine.core.bounds import DAY, Bound, Finite
+from engine.core.records import RecordError, read_table
 from engine.measure.stages import COLOURS
 from engine.metric_keys import WORKER_STAGES
 from engine.training.pipeline_timing import CSV_NAME
@@ -38,82 +40,94 @@ class Span:
 
 
 MAX_LANES = 256  # strips a picture holds: loader workers of one run, and the main process
+MAX_BYTES = 2**31  # a pipeline.csv of ~10 million batches
+MAX_SPAN = 366 * DAY  # seconds a run's rows may span before the file's last write
+CLOCK_SKEW = 3600.0  # seconds a row may lie past the file's last write (another node's clock)
+FIX = (
+    "the file is not as a training wrote it: train again (trainer.pipeline_timing=true) to "
+    "write it anew."
+)
+Ms = Annotated[float, Bound(0, 1000 * DAY)] | None  # a stage's milliseconds (empty: untimed)
+Moment = Finite  # unix seconds
+MOMENTS = ("built_from", "built_to", "asked", "arrived", "step_from", "step_to")
 
 
-def _float(row: dict[str, str], key: str, path: Path, line: int) -> float:
-    """The finite number in column `key`, or one ValueError line naming file, line, column."""
-    try:
-        value = float(row[key])
-    except (KeyError, TypeError, ValueError):
-        value = None
-    if value is None or not math.isfinite(value):
-        raise ValueError(
-            f"{path} line {line}: column {key!r} is {row.get(key)!r}, not a finite number; the "
-            "file is not as a training wrote it: train again (trainer.pipeline_timing=true) to "
-            "write it anew."
-        )
-    return value
+class _Main(TypedDict):
+    asked: Moment
+    arrived: Moment
+    h2d_ms: Ms
+    step_from: Moment
+    step_to: Moment
 
 
-def _lane(row: dict[str, str], path: Path, line: int) -> str:
-    worker = _float(row, "worker", path, line)
-    if worker != int(worker) or not -1 <= worker < MAX_LANES:
-        raise ValueError(
-            f"{path} line {line}: column 'worker' is {row['worker']!r}, not a loader worker "
-            f"(-1 for the main process, 0 to {MAX_LANES - 1}); the file is not as a training "
-            "wrote it: train again to write it anew."
-        )
-    return f"worker {int(worker)}" if worker >= 0 else MAIN
+class PipelineRow(_Main, total=False):
+    """A pipeline.csv row (engine/training/pipeline_timing.py): the main process's moments
+    always; the worker's where it was timed (its stage columns are WORKER_STAGES')."""
+
+    epoch: int | None
+    step: int | None
+    batch: int | None
+    worker: Annotated[int, Bound(-1, MAX_LANES - 1)] | None  # -1: the main process
+    samples: int | None
+    built_from: Moment | None
+    built_to: Moment | None
+    read_ms: Ms
+    decode_ms: Ms
+    transform_ms: Ms
+    collate_ms: Ms
+    wait_ms: Ms
+    step_ms: Ms
 
 
-def _rows(reader: csv.DictReader, path: Path) -> Iterator[tuple[int, dict[str, str]]]:
-    """(line, row) of `reader`; a record csv cannot read is one ValueError line naming it."""
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as err:
-            raise ValueError(
-                f"{path} line {reader.line_num + 1}: not CSV as a training writes it ({err}); train "
-                "again to write it anew."
-            ) from None
-        yield reader.line_num, row
+def _spans_of(row: dict[str, Any]) -> Iterator[tuple[str, str, float, float]]:
+    """(lane, stage, start, width) of each bar of one pipeline.csv row, unix seconds."""
+    if row.get("built_from") is not None:  # the batch came with its worker's times
+        began, built = row["built_from"], row["built_to"] - row["built_from"]
+        costs = [row.get(f"{s}_ms") or 0.0 for s in WORKER_STAGES]
+        total = sum(costs)
+        worker = row.get("worker")
+        lane = MAIN if worker is None or worker < 0 else f"worker {worker}"
+        for stage, cost in zip(WORKER_STAGES, costs, strict=True):
+            if total > 0:
+                yield lane, stage, began, built * cost / total
+                began += built * cost / total
+    yield MAIN, "wait", row["asked"], row["arrived"] - row["asked"]
+    yield MAIN, "h2d", row["arrived"], (row["h2d_ms"] or 0.0) / 1000
+    yield MAIN, "step", row["step_from"], row["step_to"] - row["step_from"]
 
 
-def _spans(path: Path) -> Iterator[tuple[str, str, float, float]]:
-    """(lane, stage, start, width) of each bar of pipeline.csv, unix seconds."""
-    with open(path, newline="", encoding="utf-8") as f:
-        for line, row in _rows(csv.DictReader(f), path):
-            if row.get("built_from"):  # the batch came with its worker's times
-                began = _float(row, "built_from", path, line)
-                built = _float(row, "built_to", path, line) - began
-                costs = [_float(row, f"{s}_ms", path, line) for s in WORKER_STAGES]
-                total = sum(costs)
-                lane = _lane(row, path, line)
-                for stage, cost in zip(WORKER_STAGES, costs, strict=True):
-                    if total > 0:
-                        yield lane, stage, began, built * cost / total
-                        began += built * cost / total
-            asked = _float(row, "asked", path, line)
-            arrived = _float(row, "arrived", path, line)
-            yield MAIN, "wait", asked, arrived - asked
-            h2d = _float(row, "h2d_ms", path, line) / 1000
-            yield MAIN, "h2d", arrived, h2d
-            step_from = _float(row, "step_from", path, line)
-            yield MAIN, "step", step_from, _float(row, "step_to", path, line) - step_from
+def _utc(moment: float) -> str:
+    return f"{datetime.fromtimestamp(moment, timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _time_problem(row: dict[str, Any], written: float) -> str | None:
+    """Why `row`'s moments cannot be a training's (None: they can): a moment outside the year
+    before the file's last write (`written`, unix seconds; a 1970 row once stretched the
+    picture over 56 years), or a bar ending before it starts."""
+    moments = {key: row[key] for key in MOMENTS if row.get(key) is not None}
+    for key, moment in moments.items():
+        if not written - MAX_SPAN <= moment <= written + CLOCK_SKEW:
+            when = f" ({_utc(moment)})" if abs(moment) < 1e11 else ""
+            return (
+                f"its {key} is {moment}{when}, outside the year before the file was last "
+                f"written ({_utc(written)})"
+            )
+    for start, end in (("built_from", "built_to"), ("asked", "arrived"), ("step_from", "step_to")):
+        if start in moments and end in moments and moments[end] < moments[start]:
+            return f"its {end} ({moments[end]}) is before its {start} ({moments[start]})"
+    return None
 
 
 def read_spans(path: Path) -> list[Span]:
     """The bars of pipeline.csv at `path`, times in seconds from its first moment; a file
     that is not as a training wrote it is one ValueError line naming it (and the line)."""
-    try:
-        spans = list(_spans(path))
-    except UnicodeDecodeError as err:
-        raise ValueError(
-            f"{path}: byte {err.start} is not UTF-8; the file is not as a training wrote it: "
-            "train again to write it anew."
-        ) from None
+    rows = read_table(path, PipelineRow, MAX_BYTES, "a pipeline.csv", FIX)
+    written = path.stat().st_mtime
+    for line, row in rows:
+        why = _time_problem(row, written)
+        if why is not None:
+            raise RecordError(f"{path} line {line}: {why}: {FIX}")
+    spans = [span for _, row in rows for span in _spans_of(row)]
     if not spans:
         raise ValueError(f"{path} holds no batches: a training writes one row per train batch.")
     origin = min(start for _, _, start, _ in spans)

@@ -6,103 +6,87 @@ failing deep inside torch."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import torch
 from torch.optim import Optimizer
 
+from engine.core.bounds import Finite
+from engine.core.records import Open, problem
 from engine.runs.checkpoint_weights import EMA_KEY
-from engine.runs.run_records import RECORDS, count, position_problem
+from engine.runs.run_records import RECORDS, AtLeastOne, Counted, position_problem
 
 # Optimizer state that is not shaped like its parameter: torch.optim.Adafactor's row and
 # column statistics (the parameter's shape with 1 in the last or second-to-last dimension).
 FACTORED = ("row_var", "col_var")
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+class _Group(TypedDict):
+    params: list[Any]
 
 
-def _is_dict(value: Any) -> bool:
-    return isinstance(value, dict)
+class OptimizerState(TypedDict):
+    state: dict[Any, Any]
+    param_groups: list[Annotated[_Group, Open()]]
 
 
-def _optimizer_state(value: Any) -> bool:
-    return (
-        isinstance(value, dict)
-        and isinstance(value.get("state"), dict)
-        and isinstance(value.get("param_groups"), list)
-        and all(
-            isinstance(g, dict) and isinstance(g.get("params"), list) for g in value["param_groups"]
-        )
-    )
+class _Rank(TypedDict):
+    rng: Any
+    totals: Any
+
+
+class _Ema(TypedDict):
+    weights: dict[str, Any]
+    updates: Counted
 
 
 # what engine/runs/summary.py reads from every epoch of the history
 HISTORY_KEYS = {"train/epoch_s", "train/data_wait_frac", "train/first_batch_s"}
 
-
-def _history(value: Any) -> bool:
-    if not isinstance(value, list):
-        return False
-    if not all(_is_dict(e) and all(map(_number, e.values())) for e in value):
-        return False
-    return not value or all(e.keys() == value[0].keys() and e.keys() >= HISTORY_KEYS for e in value)
-
-
-def _window(value: Any) -> bool:
-    return (
-        isinstance(value, tuple | list)
-        and len(value) == 2
-        and isinstance(value[0], torch.Tensor)
-        and count(value[1])
-    )
-
-
-def _ranks(value: Any) -> bool:
-    return (
-        isinstance(value, list)
-        and len(value) > 0
-        and all(isinstance(r, dict) and {"rng", "totals"} <= r.keys() for r in value)
-    )
-
-
-# What `Checkpointer.restore` reads from a checkpoint, each key -> (its test, what it must
-# be): a file without one of these, or with one that fails its test, is refused before
-# anything is restored (`config_key` besides: trainer.resume=auto matches on it).
-EXPECTED: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "model": (_is_dict, "a dict of tensors"),
-    "optimizer": (_optimizer_state, "an optimizer state dict (state, param_groups)"),
-    "scheduler": (_is_dict, "a scheduler state dict"),
-    "scaler": (lambda v: v is None or _is_dict(v), "a loss-scaler state dict or None"),
-    "epoch": (lambda v: count(v, least=1), "an int >= 1 (up to 2**53)"),
-    "batches_done": (lambda v: v is None or count(v), "None or an int >= 0 (up to 2**53)"),
-    "step": (count, "an int >= 0 (up to 2**53)"),
-    "nonfinite": (count, "an int >= 0 (up to 2**53)"),
-    "window": (_window, "a (tensor, int >= 0) pair"),
-    "history": (_history, "a list of dicts of numbers, one per epoch, alike in their keys"),
-    "ranks": (_ranks, "a non-empty list of per-rank dicts (rng, totals)"),
-    "best": (lambda v: v is None or (_number(v) and math.isfinite(v)), "a finite number or None"),
+# What `Checkpointer.restore` reads from a checkpoint, each key -> its schema
+# (engine/core/records.py): a file without one of these, or with one that is not its schema,
+# is refused before anything is restored (`config_key` besides: trainer.resume=auto matches on
+# it).
+EXPECTED: dict[str, Any] = {
+    "model": dict[str, Any],
+    "optimizer": Annotated[OptimizerState, Open()],
+    "scheduler": dict[str, Any],
+    "scaler": dict[str, Any] | None,
+    "epoch": AtLeastOne,
+    "batches_done": Counted | None,
+    "step": Counted,
+    "nonfinite": Counted,
+    "window": tuple[torch.Tensor, Counted],
+    "history": list[dict[str, float]],  # one per epoch, alike in their keys (_odd)
+    "ranks": list[Annotated[_Rank, Open()]],  # one per rank, at least one (_odd)
+    "best": Finite | None,
 }
 REQUIRED_KEYS = tuple(EXPECTED)
 # Read when present: the train step's own state (its state_dict(): an EMA, a second optimizer),
 # which checkpoints written before engine 2.0 lack.
 STEP_KEY = "train_step"
 # And what the checkpoint records of its run and position (engine/runs/run_records.py).
-OPTIONAL: dict[str, tuple[Callable[[Any], bool], str]] = {
-    STEP_KEY: (lambda v: isinstance(v, dict), "the train step's state_dict() (a dict)"),
-    EMA_KEY: (
-        lambda v: (
-            v is None
-            or (isinstance(v, dict) and _is_dict(v.get("weights")) and count(v.get("updates")))
-        ),
-        "None or the EMA's weights and updates (trainer.ema.decay)",
-    ),
+OPTIONAL: dict[str, Any] = {
+    STEP_KEY: dict[str, Any],
+    EMA_KEY: Annotated[_Ema, Open()] | None,  # trainer.ema.decay
     **RECORDS,
 }
+
+
+def _odd(state: dict[str, Any]) -> str | None:
+    """What in a state of the right types contradicts itself, or None."""
+    history = state["history"]
+    if history and any(
+        e.keys() != history[0].keys() or not e.keys() >= HISTORY_KEYS for e in history
+    ):
+        return (
+            f"its history holds epochs of other keys than {sorted(HISTORY_KEYS)}, alike in "
+            "every epoch"
+        )
+    if not state["ranks"]:
+        return "its ranks is [], where a training checkpoint holds one entry per rank"
+    return position_problem(state)
 
 
 @dataclass(frozen=True)
@@ -124,10 +108,7 @@ class RunShape:
 def malformed(state: dict[str, Any], key: str) -> str | None:
     """Why `state[key]` (one of EXPECTED's keys) is not what a training checkpoint holds there,
     naming the key and what it must be; None when it is."""
-    test, what = EXPECTED[key]
-    if test(state[key]):
-        return None
-    return f"its {key!r} is {_preview(state[key])}, where a training checkpoint holds {what}"
+    return problem(state[key], EXPECTED[key], key)
 
 
 # The tensors a weights file may hold: what torch.save and safetensors write of a model's state
@@ -182,13 +163,6 @@ def _shape(value: Any) -> tuple[int, ...] | None:
 def _listed(items: list[Any], most: int = 8) -> str:
     more = f", ... ({len(items)} in all)" if len(items) > most else ""
     return "[" + ", ".join(map(repr, items[:most])) + more + "]"
-
-
-def _preview(value: Any) -> str:
-    """`value` in a few characters, with its type."""
-    text = repr(value)
-    text = text if len(text) <= 40 else text[:37] + "..."
-    return f"{text} ({type(value).__name__})"
 
 
 def weights_problem(saved: dict[str, Any], model: dict[str, Any]) -> str | None:
@@ -257,28 +231,20 @@ def problem_with(state: dict[str, Any], run: RunShape | None = None) -> str | No
             f"is not a training checkpoint of this project: it lacks {missing} (one holds "
             f"{list(REQUIRED_KEYS)})"
         )
-    for key in EXPECTED:
-        problem = malformed(state, key)
-        if problem is not None:
-            return f"is malformed: {problem}"
-    for key, (test, what) in OPTIONAL.items():
-        if key in state and not test(state[key]):
-            return (
-                f"is malformed: its {key!r} is {_preview(state[key])}, where a training "
-                f"checkpoint holds {what}"
-            )
-    inconsistent = position_problem(state)
-    if inconsistent is not None:
-        return f"is malformed: {inconsistent}"
+    schemas = EXPECTED | {key: schema for key, schema in OPTIONAL.items() if key in state}
+    wrong = next(filter(None, (problem(state[k], s, k) for k, s in schemas.items())), None)
+    wrong = wrong or _odd(state)
+    if wrong is not None:
+        return f"is malformed: {wrong}"
     weights = [state["model"], *([state[EMA_KEY]["weights"]] if state.get(EMA_KEY) else [])]
     nonfinite = next(filter(None, map(bad_weight, weights)), None)
     if nonfinite is not None:
         return f"is unusable: {nonfinite}; resume from an earlier step, or start fresh"
     if run is None:
         return None
-    problem = next(filter(None, (weights_problem(w, run.model) for w in weights)), None)
-    problem = _fit_problem(state, run, problem)
-    return None if problem is None else f"does not fit this run: {problem}"
+    unfit = next(filter(None, (weights_problem(w, run.model) for w in weights)), None)
+    unfit = _fit_problem(state, run, unfit)
+    return None if unfit is None else f"does not fit this run: {unfit}"
 
 
 def _fit_problem(state: dict[str, Any], run: RunShape, problem: str | None) -> str | None:

@@ -1,165 +1,118 @@
 """What a checkpoint records of the run that wrote it, checked as hostile input before a resume
 reads it: the topology, the sampler and the train listing (engine/runs/elastic.py), the
 position in the epoch (`samples_done`), a stream's trained samples (engine/runs/
-stream_resume.py) and the older engines' `world_size` / `num_workers`. A hand edit or a forged
-file is refused in one line naming the key, never a raw TypeError deep in a resume."""
+stream_resume.py) and the older engines' `world_size` / `num_workers`. Each is a schema of
+engine/core/records.py, so a hand edit or a forged file is refused in one line naming the
+field, never a raw TypeError deep in a resume."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import torch
+
+from engine.core.bounds import Bound
+from engine.core.records import Open, problem
 
 # The most a count (epoch, step, batches) may be: past it a float (JSON, a plot's axis) no
 # longer holds it exactly, and past 2**63 TensorBoard's int64 step fails deep in protobuf.
 MAX_COUNT = 2**53
+Counted = Annotated[int, Bound(0, MAX_COUNT)]  # an epoch's batches, a run's steps
+AtLeastOne = Annotated[int, Bound(1, MAX_COUNT)]  # an epoch number, a world size
 STREAM_TRAINED = "stream_trained"  # a stream's trained samples (engine/runs/stream_resume.py)
 
 
-def count(value: Any, least: int = 0) -> bool:
-    """Whether `value` is an int (not a bool) in `least`..MAX_COUNT."""
-    return isinstance(value, int) and not isinstance(value, bool) and least <= value <= MAX_COUNT
+class Topology(TypedDict):
+    """The job's shape when the checkpoint was written."""
+
+    world_size: AtLeastOne
+    num_workers: Counted
+    batch_size: AtLeastOne | None
+    grad_accum: AtLeastOne
 
 
-def _fields(value: Any, tests: dict[str, Callable[[Any], bool]], optional: tuple = ()) -> bool:
-    """Whether `value` is a dict of exactly `tests`' keys (those in `optional` may be absent),
-    each passing its test."""
-    if not isinstance(value, dict) or not set(tests) - set(optional) <= value.keys() <= set(tests):
-        return False
-    return all(test(value[key]) for key, test in tests.items() if key in value)
+class _Drawn(TypedDict):
+    kind: str
+    seed: int | float | str | None  # a stream's own
+    draws: Counted | None
 
 
-def _topology(value: Any) -> bool:
-    return _fields(
-        value,
-        {
-            "world_size": lambda v: count(v, 1),
-            "num_workers": count,
-            "batch_size": lambda v: v is None or count(v, 1),
-            "grad_accum": lambda v: count(v, 1),
-        },
-    )
+class Sampler(_Drawn, total=False):
+    """The sampler's draw; replacement and sources where the sampler has them."""
+
+    replacement: bool
+    sources: list[tuple[str, Counted, Annotated[float, Bound(0, 1)]]]  # a mix's name, size, share
 
 
-def _source(value: Any) -> bool:
-    """[name, size, share] of a mix's source."""
-    return (
-        isinstance(value, list)
-        and len(value) == 3
-        and isinstance(value[0], str)
-        and count(value[1])
-        and isinstance(value[2], int | float)
-        and not isinstance(value[2], bool)
-        and 0 <= value[2] <= 1
-    )
+class Listing(TypedDict):
+    """The train listing: its size and the digests of its files and labels."""
+
+    size: Counted
+    files: str | None
+    labels: str | None
 
 
-def _sampler(value: Any) -> bool:
-    return _fields(
-        value,
-        {
-            "kind": lambda v: isinstance(v, str),
-            "seed": lambda v: isinstance(v, int | float | str | type(None)),  # a stream's own
-            "draws": lambda v: v is None or count(v),
-            "replacement": lambda v: isinstance(v, bool),
-            "sources": lambda v: isinstance(v, list) and all(map(_source, v)),
-        },
-        optional=("replacement", "sources"),
-    )
+class _Trained(TypedDict):
+    epoch: AtLeastOne
+    size: Counted
+    bits: torch.Tensor  # the packed bool per split index: (size + 7) // 8 uint8
 
 
-def _digest(value: Any) -> bool:
-    return value is None or isinstance(value, str)
+class Trained(_Trained, total=False):
+    replayable: bool  # since engine 2.1
 
 
-def _data(value: Any) -> bool:
-    return _fields(value, {"size": count, "files": _digest, "labels": _digest})
+class _Trainer(TypedDict, total=False):
+    limit_train_batches: AtLeastOne | None
 
 
-def _trained(value: Any) -> bool:
-    """None, or {epoch, size, bits (the packed bool per split index), replayable}."""
-    if value is None:
-        return True
-    shape = _fields(
-        value,
-        {
-            "epoch": lambda v: count(v, 1),
-            "size": count,
-            "bits": lambda v: isinstance(v, torch.Tensor) and v.dtype == torch.uint8,
-            "replayable": lambda v: isinstance(v, bool),
-        },
-        optional=("replayable",),  # before engine 2.1
-    )
-    return shape and value["bits"].dim() == 1 and len(value["bits"]) == (value["size"] + 7) // 8
+class SavedConfig(TypedDict, total=False):
+    """The saved config as far as a resume reads it."""
+
+    loader: dict[str, Any]
+    trainer: Annotated[_Trainer, Open()]
 
 
-def _config(value: Any) -> bool:
-    """The saved config as far as a resume reads it: its loader and trainer sections and
-    trainer.limit_train_batches."""
-    if not isinstance(value, dict):
-        return False
-    loader, trainer = value.get("loader", {}), value.get("trainer", {})
-    if not (isinstance(loader, dict) and isinstance(trainer, dict)):
-        return False
-    limit = trainer.get("limit_train_batches")
-    return limit is None or count(limit, 1)
+# key -> its schema: read when present (older checkpoints lack them)
+RECORDS: dict[str, Any] = {
+    "topology": Topology,
+    "sampler": Sampler,
+    "data": Listing,
+    "samples_done": Counted | None,
+    STREAM_TRAINED: Trained | None,
+    "config": Annotated[SavedConfig, Open()],
+    "world_size": AtLeastOne,
+    "num_workers": Counted,
+}
 
 
 def topology_problem(topology: dict[str, Any]) -> str | None:
     """Why `topology` (a Topology's fields) is none a job can have, naming its fields."""
-    if _topology(topology):
-        return None
-    return f"its topology {topology} is not {RECORDS['topology'][1]}"
-
-
-# key -> (its test, what it must be): read when present (older checkpoints lack them)
-RECORDS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "topology": (
-        _topology,
-        "a dict of exactly world_size (int >= 1), num_workers (int >= 0), batch_size "
-        "(int >= 1 or None) and grad_accum (int >= 1)",
-    ),
-    "sampler": (
-        _sampler,
-        "a dict of kind (str), seed (a number, a string or None), draws (int >= 0 or None) and, where the "
-        "sampler has them, replacement (bool) and sources ([name, size, share] each)",
-    ),
-    "data": (
-        _data,
-        "a dict of exactly size (int >= 0), files and labels (each a hash string or None)",
-    ),
-    "samples_done": (lambda v: v is None or count(v), "None or an int >= 0 (up to 2**53)"),
-    STREAM_TRAINED: (
-        _trained,
-        "None or a dict of epoch (int >= 1), size (int >= 0), bits (a uint8 tensor of "
-        "(size + 7) // 8 bytes) and replayable (bool)",
-    ),
-    "config": (
-        _config,
-        "the run's resolved config: a dict whose loader and trainer are dicts, and "
-        "trainer.limit_train_batches None or an int >= 1",
-    ),
-    "world_size": (lambda v: count(v, 1), "an int >= 1"),
-    "num_workers": (count, "an int >= 0"),
-}
+    found = problem(topology, Topology, "topology")
+    return None if found is None else f"{found} (a Topology's fields)"
 
 
 def position_problem(state: dict[str, Any]) -> str | None:
     """Why the checkpoint's position in its epoch contradicts itself (None: it does not): an
     epoch's end (batches_done None) has no samples_done, and a stream's trained samples are of
-    the epoch it stopped in."""
+    the epoch it stopped in, their bits one per sample."""
     if state["batches_done"] is None and state.get("samples_done") is not None:
         return (
-            f"its 'samples_done' is {state['samples_done']} at an epoch's end (batches_done "
+            f"its samples_done is {state['samples_done']} at an epoch's end (batches_done "
             "None), where a training checkpoint holds None"
         )
     trained = state.get(STREAM_TRAINED)
-    if trained is not None and (
-        state["batches_done"] is None or trained["epoch"] != state["epoch"]
-    ):
+    if trained is None:
+        return None
+    bits = trained["bits"]
+    if bits.dtype != torch.uint8 or bits.dim() != 1 or len(bits) != (trained["size"] + 7) // 8:
         return (
-            f"its 'stream_trained' is of epoch {trained['epoch']}, where a training checkpoint "
+            f"its stream_trained.bits is a {bits.dtype} tensor of shape {list(bits.shape)}, not "
+            f"the {(trained['size'] + 7) // 8} uint8 bytes of its size {trained['size']}"
+        )
+    if state["batches_done"] is None or trained["epoch"] != state["epoch"]:
+        return (
+            f"its stream_trained is of epoch {trained['epoch']}, where a training checkpoint "
             f"holds the samples of the epoch it stopped in mid-way ({state['epoch']}) or None"
         )
     return None
