@@ -141,3 +141,40 @@ def test_a_table_is_read_with_typed_cells_and_a_bad_row_named_by_line(tmp_path) 
         with pytest.raises(RecordError) as refused:
             read_table(path, Row, 1024, "a table", FIX)
         assert f"{path} {says}" in str(refused.value) and str(refused.value).endswith(FIX)
+
+
+def _fifo(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.timeout(30)  # each door once blocked forever on a FIFO
+def test_every_door_of_the_engines_own_files_names_a_fifo_without_blocking(tmp_path, caplog):
+    """What the engine reads back of its own, given a FIFO: refused in one line naming it, or
+    (where the file only narrows a search or follows a chain) passed over with a warning."""
+    from engine.data.shards import ShardError
+    from engine.data.shards.remote import Network
+    from engine.data.shards.sources import open_shard
+    from engine.runs.resume import _key_in
+    from engine.runs.step_rows import start_with_rows_before
+    from engine.runs.tensorboard import NOTE, continued_in
+    from engine.sweeps.reuse import same_as
+    from engine.sweeps.speed_knobs import PLAN, planned_sweeps
+    from engine.sweeps.table import read_rows
+
+    with pytest.raises(RecordError, match=r"summary\.csv: it is a FIFO .*move it aside"):
+        read_rows(_fifo(tmp_path / "sweep" / "summary.csv"))
+    with pytest.raises(ValueError, match=r"metrics\.csv: it is a FIFO .*delete it"):
+        start_with_rows_before(
+            tmp_path / "out.csv", [_fifo(tmp_path / "metrics.csv")], ["step"], 3, (0,)
+        )
+    with pytest.raises(RecordError, match=r"metrics\.json: it is a FIFO .*run the job again"):
+        same_as(_fifo(tmp_path / "job" / "metrics.json").parent)
+    with pytest.raises(ShardError, match=r"it is a FIFO \(named pipe\), not a shard"):
+        open_shard(str(_fifo(tmp_path / "s.tar")), Network())
+    assert planned_sweeps(_fifo(tmp_path / "plan" / PLAN).parent) is None
+    assert _key_in(_fifo(tmp_path / "run" / "checkpoints" / "config_key")) is None
+    assert continued_in(_fifo(tmp_path / "board" / NOTE).parent) is None
+    warned = " ".join(caplog.messages)
+    assert "passing over" in warned and "config_key" in warned and NOTE in warned

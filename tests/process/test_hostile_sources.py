@@ -194,7 +194,7 @@ def test_hostile_servers_and_shards_end_in_one_line_naming_them(tmp_path: Path) 
         "long_name_header": "extended header at byte",
         "cls_5000_digits": "a .cls member must hold a class index",
         "cls_past_int64": "a .cls member must hold a class index",
-        "fifo": "not a regular file",
+        "fifo": "it is a FIFO (named pipe), not a shard (a tar file)",
     }
     with _server() as url:
         for mode in ("endless", "endless_member", "drip", "wrong_range"):

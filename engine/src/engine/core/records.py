@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import (
     Annotated,
     Any,
+    BinaryIO,
     Literal,
     Union,
     get_args,
@@ -66,29 +67,36 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
+def open_regular(path: str | os.PathLike[str], what: str, buffering: int = -1) -> BinaryIO:
+    """The regular file `path`, open for reading (blocking, as any file). Anything else (FIFO,
+    device, socket, folder) raises ValueError `it is a FIFO (named pipe), not <what>` before
+    a blocking open: O_NONBLOCK returns at once on a FIFO with no writer."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"it is {kind_of(mode)}, not {what}")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=buffering)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def regular_file_bytes(
     path: str | os.PathLike[str], max_bytes: int | None, what: str, limit: str = ""
 ) -> bytes:
-    """The bytes of the regular file `path`. Anything else (FIFO, device, socket, folder) or a
-    file over `max_bytes` raises ValueError (why, without the path: `it is a FIFO ..., not
-    <what>`; `it is N bytes, more than <limit>`, by default `<what> holds`) before a blocking
-    open or a large read; O_NONBLOCK returns at once on a FIFO with no writer, and /dev/zero is
-    never read."""
-    limit = limit or f"{what} holds"
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"it is {kind_of(info.st_mode)}, not {what}")
-        if max_bytes is not None and info.st_size > max_bytes:
-            raise ValueError(
-                f"it is {info.st_size:,} bytes, more than {limit} ({max_bytes:,} bytes)"
-            )
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(info.st_size + 1)  # one byte past fstat's size tells a growing file
-    finally:
-        os.close(fd)
-    if len(data) > info.st_size:
+    """The bytes of the regular file `path` (`open_regular`); a file over `max_bytes` raises
+    ValueError `it is N bytes, more than <limit>` (by default `<what> holds`) before it is
+    read, so /dev/zero or a 50 GB file is never read into memory."""
+    with open_regular(path, what) as f:
+        size = os.fstat(f.fileno()).st_size
+        if max_bytes is not None and size > max_bytes:
+            limit = limit or f"{what} holds"
+            raise ValueError(f"it is {size:,} bytes, more than {limit} ({max_bytes:,} bytes)")
+        data = f.read(size + 1)  # one byte past fstat's size tells a growing file
+    if len(data) > size:
         raise ValueError("it grew while it was read (is another process writing it?)")
     return data
 

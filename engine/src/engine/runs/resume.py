@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from engine.core.records import KIB, regular_file_bytes
 from engine.runs.checkpoint_checks import RunShape, problem_with
 from engine.runs.checkpoint_files import (
     Check,
@@ -103,11 +104,21 @@ def _runs_of(key: str, log_dir: Path, exclude: Path) -> list[Path]:
     found = []
     for key_file in log_dir.glob(f"**/checkpoints/{KEY_FILE}"):
         folder = key_file.parent
-        if folder.parent != exclude and key_file.read_text().strip() == key:
+        if folder.parent != exclude and _key_in(key_file) == key:
             steps = list(folder.glob("step*.pt"))
             if steps:
                 found.append((max(p.stat().st_mtime for p in steps), folder))
     return [folder for _, folder in sorted(found)]
+
+
+def _key_in(key_file: Path) -> str | None:
+    """The config key a checkpoints/ folder's key file holds; None (with a warning naming it)
+    when it is no regular file of a key's size (a FIFO hung the search) or not text."""
+    try:
+        return regular_file_bytes(key_file, 4 * KIB, "a config key file").decode().strip()
+    except (OSError, ValueError) as err:  # UnicodeDecodeError is a ValueError
+        log.warning("trainer.resume=auto: passing over %s (%s)", key_file, err)
+        return None
 
 
 def find_resume_state(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from engine.core.io import atomic_writer
+from engine.core.records import open_regular
 
 MAX_DIGITS = 18  # a step, epoch or index below 10**18; never near int()'s 4,300-digit limit
 
@@ -39,7 +40,13 @@ def _records(path: Path) -> Iterator[tuple[int, str]]:
     """(its first line's number, its text) of each CSV record of `path` after the header,
     streamed. A record ends at a line end outside quotes; a last line cut short by a kill is
     left out. Names that are not UTF-8 (written with surrogateescape) come back byte for byte."""
-    with path.open(encoding="utf-8", errors="surrogateescape", newline="") as f:
+    try:
+        raw = open_regular(path, "a table a run wrote")
+    except ValueError as err:  # a FIFO would hang the resume
+        raise ValueError(
+            f"{path}: {err}; delete it (losing its rows), then resume again."
+        ) from None
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="") as f:
         next(f, None)
         record, start, line = "", 2, 2
         for piece in f:  # split at \n, \r and \r\n alike (newline="")
@@ -99,7 +106,7 @@ def start_with_rows_before(
     with atomic_writer(path) as out:
         out.write((",".join(header) + "\n").encode())
         for source in sources:
-            if not source.is_file():
+            if not source.exists():  # a FIFO or a folder is named (open_regular), not skipped
                 continue
             for line, record in _records(source):
                 if _step(record, source, line, header, numbers) < step:

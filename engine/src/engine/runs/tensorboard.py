@@ -28,6 +28,7 @@ from torch.utils.tensorboard.summary import hparams
 
 from engine.core import folder_lock
 from engine.core.io import atomic_write_bytes
+from engine.core.records import regular_file_bytes
 from engine.runs.run_lock import LOCK_NAME
 
 if TYPE_CHECKING:  # matplotlib costs 0.35 s of every run's start; figures are drawn elsewhere
@@ -68,8 +69,11 @@ def event_files(folder: Path) -> list[Path]:
 def continued_in(folder: Path) -> Path | None:
     """The tensorboard/ folder the events of `folder` moved to (its NOTE says), or None."""
     try:
-        lines = (folder / NOTE).read_text().splitlines()
-    except OSError:
+        lines = regular_file_bytes(folder / NOTE, 2**20, "a board's note").decode().splitlines()
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:  # not a file, too large, not text: no chain followed
+        log.warning("passing over %s (%s): its events are not followed on", folder / NOTE, err)
         return None
     moved = [line.removeprefix(MOVED) for line in lines if line.startswith(MOVED)]
     return Path(moved[-1]) if moved else None

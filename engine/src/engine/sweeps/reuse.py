@@ -90,7 +90,7 @@ def read_metrics(path: Path) -> dict[str, Any]:
 def same_as(job_dir: Path) -> int | None:
     """The earlier job whose result this job reused (summary.skip_same), if it did."""
     metrics = job_dir / METRICS
-    return read_metrics(metrics).get(SAME_AS) if metrics.is_file() else None
+    return read_metrics(metrics).get(SAME_AS) if metrics.exists() else None
 
 
 def _finished(rows: list[dict[str, str]], column: str, value: str) -> tuple[str, Path] | None:

@@ -24,6 +24,7 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from engine.core.records import regular_file_bytes
 from engine.sweeps.plot import swept_keys
 
 SPEED_KNOBS = frozenset(
@@ -47,7 +48,8 @@ def planned_sweeps(sweep_dir: Path) -> list[str] | None:
     """The keys the multirun in `sweep_dir` sweeps, by its plan; None when the plan cannot be
     read or another sweeper than Hydra's basic one runs it."""
     try:
-        plan: Any = OmegaConf.to_container(OmegaConf.load(sweep_dir / PLAN).hydra, resolve=False)
+        text = regular_file_bytes(sweep_dir / PLAN, 2**24, "Hydra's multirun.yaml").decode()
+        plan: Any = OmegaConf.to_container(OmegaConf.create(text).hydra, resolve=False)
         if plan["sweeper"]["_target_"] != BASIC_SWEEPER:
             return None
         params = plan["sweeper"].get("params") or {}
@@ -55,6 +57,7 @@ def planned_sweeps(sweep_dir: Path) -> list[str] | None:
         parsed = OverridesParser.create().parse_overrides(given)
     except (
         OSError,
+        ValueError,  # not a regular file, too large, not UTF-8
         KeyError,
         TypeError,
         AttributeError,

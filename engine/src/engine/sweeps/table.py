@@ -8,6 +8,7 @@ the engine's today) for that alone."""
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from collections.abc import Sequence
@@ -15,10 +16,12 @@ from pathlib import Path
 
 from engine.core.csv_cells import own_rows
 from engine.core.io import atomic_write_bytes, csv_text
+from engine.core.records import RecordError, regular_file_bytes
 from engine.measure.timing import Spread
 
 # job_s: wall time incl. set-up; dir: the job's output directory; runs_as: the overrides with
 # loader knobs that cannot apply unset (engine/sweeps/reuse.py)
+MAX_SUMMARY_BYTES = 2**28  # a summary.csv of ~a million jobs
 BASE_COLUMNS = ("job", "status", "job_s", "overrides", "error", "dir", "runs_as")
 TIED = "tied"  # yes: the job's range of the ranking metric overlaps the best job's
 Z95 = 1.96  # the normal quantile of a two-sided 95% interval
@@ -44,8 +47,7 @@ def append_row(path: Path, columns: Sequence[str], row: dict[str, object]) -> No
     header differs (a sweep dir an older engine wrote, resumed) is rewritten first with its
     columns followed by the new ones, so no cell lands under another column's name."""
     if path.exists():
-        with open(path, newline="") as f:
-            header = next(csv.reader(f), [])
+        header = next(csv.reader(io.StringIO(_text(path), newline="")), [])
         if header and header != list(columns):
             merged = [*header, *(c for c in columns if c not in header)]
             write_rows(path, merged, read_rows(path))
@@ -62,12 +64,23 @@ def write_rows(path: Path, columns: Sequence[str], rows: list[dict[str, str]]) -
     atomic_write_bytes(path, csv_text(columns, rows).encode())
 
 
+def _text(path: Path) -> str:
+    """summary.csv's text, read as hostile input: a regular file (a FIFO would hang the
+    sweep), at most MAX_SUMMARY_BYTES, UTF-8; else one RecordError naming it and the fix."""
+    try:
+        return regular_file_bytes(path, MAX_SUMMARY_BYTES, "a sweep's summary.csv").decode()
+    except ValueError as err:  # not a regular file, too large, not UTF-8
+        raise RecordError(
+            f"{path}: {err}: the sweep writes it as its jobs end; move it aside (every job "
+            "keeps its metrics.json) and run the sweep again."
+        ) from None
+
+
 def read_rows(path: Path) -> list[dict[str, str]]:
     """All rows of a summary CSV (an absent file has none), unescaped as written."""
     if not path.exists():
         return []
-    with open(path, newline="") as f:
-        return list(own_rows(f))
+    return list(own_rows(io.StringIO(_text(path), newline="")))
 
 
 def rank(rows: list[dict[str, str]], metric: str) -> list[dict[str, str]]:

@@ -17,12 +17,12 @@ import glob
 import io
 import os
 import re
-import stat
 from collections.abc import Sequence
 from typing import BinaryIO
 
 from braceexpand import UnbalancedBracesError, braceexpand
 
+from engine.core.records import open_regular
 from engine.core.text import shown
 from engine.data.shards import ShardError
 from engine.data.shards.openers import opener
@@ -114,11 +114,9 @@ def open_shard(name: str, network: Network, limit: int | None = None) -> BinaryI
     manifest's size: engine/data/shards/remote.py). A local one must be a regular file (a
     FIFO would block the open, a device never end)."""
     if kind(name) == "local":
-        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise ShardError(f"{shown(name)}: not a regular file; a shard is a tar file.")
-        os.set_blocking(fd, True)
-        return open(fd, "rb", buffering=BUFFER)
+        try:
+            return open_regular(name, "a shard (a tar file)", BUFFER)
+        except ValueError as err:
+            raise ShardError(f"{shown(name)}: {err}.") from None
     reader = RetryingReader(name, opener(name, kind(name), network.timeout), network, limit)
     return io.BufferedReader(reader, BUFFER)  # type: ignore[return-value]
