@@ -35,6 +35,9 @@ def train(cfg: DictConfig) -> dict[str, float]:
         for epoch in fit.epochs():  # to max_epochs, or early stopping
             with epoch:  # a stop signal: checkpoint, exit; a dead worker: its file named
                 for batch in epoch.batches():  # a resumed epoch goes on at its batch
+                    # Under torchrun, finite() and stepped() are collectives: every rank calls
+                    # them for every batch, so never `continue` past them (the others would
+                    # wait forever); skip work inside the `if` instead.
                     loss, logits = step.forward(batch)
                     if epoch.finite(loss):  # a NaN loss skips the step on every rank
                         step.backward(loss)
@@ -42,5 +45,7 @@ def train(cfg: DictConfig) -> dict[str, float]:
                     if epoch.accumulated():  # trainer.grad_accum batches since the last step
                         step.optimizer_step()
                         epoch.stepped()  # train/loss points, a checkpoint when due
+            # train_metrics() calls step.optimizer_step() itself for a last, partial
+            # accumulation group, then gathers train/* over the ranks (a collective too)
             epoch.end(epoch.train_metrics() | epoch.evaluate())  # log, checkpoint, history
         return fit.finish()  # metrics.json, the loggers' end (HParams, ...)

@@ -248,3 +248,42 @@ def test_a_compiled_run_saves_plain_keys_and_logs_its_compile_apart(reference_cf
     assert not any("_orig_mod" in k for k in (*state["model"], *state["ema"]["weights"]))
     model = load_model(best, project_root=REFERENCE)
     assert getattr(model, "_compiled_call_impl", None) is None  # never compiled for inference
+
+
+def test_a_step_lacking_what_the_engine_calls_is_named_when_the_training_starts(
+    reference_cfg, monkeypatch
+) -> None:
+    """The engine calls optimizer_step() itself for an epoch's last, partial accumulation
+    group: a step without it is refused at the start, naming it, not after an epoch's work."""
+    import reference.loop
+
+    class Renamed:
+        def __init__(self, *args, **kwargs) -> None:
+            self.inner = EmaStep(*args, **kwargs)
+            self.optimizer, self.scheduler = self.inner.optimizer, self.inner.scheduler
+            self.precision, self.steps = self.inner.precision, 0
+
+        def forward(self, batch):
+            return self.inner.forward(batch)
+
+    monkeypatch.setattr(reference.loop, "EmaStep", Renamed)
+    with pytest.raises(TypeError, match=r"train step .*Renamed lacks optimizer_step: the engine"):
+        train(reference_cfg("renamed"))
+
+
+def test_mode_benchmark_names_a_step_it_cannot_build_by_position() -> None:
+    from types import SimpleNamespace
+
+    from engine.modes.benchmark import train_step
+
+    class Keyworded:
+        def __init__(self, *, model, criterion) -> None:
+            pass
+
+    model = nn.Linear(2, 2)
+    parts = SimpleNamespace(model=model, criterion=nn.CrossEntropyLoss(), precision=None)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match=r"as TrainStep\(model, criterion, optimizer, scheduler, "
+                       r"precision\).*Keyworded\(\*, model, criterion\) does not take that"):  # fmt: skip
+        train_step(parts, optimizer, Keyworded)
+    assert callable(train_step(parts, optimizer, EmaStep))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import statistics
 import time
@@ -117,10 +118,33 @@ def device_batches_of(
 
 def train_step(parts: Components, optimizer: torch.optim.Optimizer, step: type) -> Callable:
     """The training loop's own step (`step`, the template's TrainStep: forward, the loss group's
-    loss, backward, optimizer step) at a constant learning rate, with the model in train mode."""
+    loss, backward, optimizer step) at a constant learning rate, with the model in train mode:
+    built by position, `step(model, criterion, optimizer, scheduler, precision)`, and called
+    on each batch; a class that takes other parameters first, or makes no callable step, is
+    one TypeError line naming it (src/step.py's TrainStep keeps those five first)."""
     parts.model.train()
     constant = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0)
-    return step(parts.model, parts.criterion, optimizer, constant, parts.precision)
+    built = (parts.model, parts.criterion, optimizer, constant, parts.precision)
+    name = f"{step.__module__}.{step.__qualname__}"
+    contract = (
+        "benchmark.compute=model builds the train step as TrainStep(model, criterion, "
+        "optimizer, scheduler, precision) and calls it on each batch (forward, backward, "
+        "optimizer step)"
+    )
+    takes = inspect.signature(step).replace(return_annotation=inspect.Signature.empty)
+    try:
+        takes.bind(*built)
+    except TypeError as err:
+        raise TypeError(
+            f"{contract}: {name}{takes} does not take that ({err}); keep those five parameters "
+            "first, or set benchmark.compute=none."
+        ) from None
+    made = step(*built)
+    if not callable(made):
+        raise TypeError(
+            f"{contract}: {name} has no __call__(batch); add one, as src/step.py's has."
+        )
+    return made
 
 
 def benchmark(cfg: DictConfig, step: type) -> dict[str, float]:

@@ -24,7 +24,7 @@ from engine.core.progress import Cadence, LoggedBar
 from engine.data.loaders import set_epoch
 from engine.measure.timing import BatchMeter
 from engine.metric_keys import is_count
-from engine.runs.run_state import Progress, StepState, positioned
+from engine.runs.run_state import Progress, StepState, positioned, step_problem
 from engine.runs.summary import summarize
 from engine.runs.training_run import TrainingRun
 from engine.training.batch_mix import hard_labels
@@ -65,6 +65,9 @@ class Fit:
     to run, `finish()` writes the final metrics. Time counts from `start` (perf_counter)."""
 
     def __init__(self, run: TrainingRun, step: StepState, start: float | None = None) -> None:
+        unfit = step_problem(step)
+        if unfit is not None:
+            raise TypeError(unfit)
         parts = run.parts
         self.run, self.parts, self.s, self.step = run, parts, parts.settings, step
         self.start = time.perf_counter() if start is None else start

@@ -10,7 +10,7 @@ import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -35,20 +35,39 @@ from engine.training.totals import PassTotals, sum_states
 log = logging.getLogger(__name__)
 
 
+@runtime_checkable
 class StepState(Protocol):
-    """What a checkpoint keeps of the template's train step (src/step.py): its optimizer,
-    schedule, precision (the fp16 loss scaler) and optimizer-step count, and whatever else
-    its own `state_dict()` returns (an EMA of the weights, a second optimizer), handed back
-    to its `load_state_dict()` on resume."""
+    """What the engine uses of the template's train step (src/step.py): its optimizer,
+    schedule, precision (the fp16 loss scaler) and optimizer-step count, which a checkpoint
+    keeps, and `optimizer_step()`, which `Epoch.train_metrics()` calls for a last, partial
+    accumulation group. Its own `state_dict()` (an EMA of the weights, a second optimizer) is
+    saved too and handed back to its `load_state_dict()` on resume, where it has them (a step
+    written before engine 2.0 has not: so they are not members here)."""
 
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LRScheduler
     precision: Precision
     steps: int
 
-    def state_dict(self) -> dict[str, Any]: ...
+    def optimizer_step(self) -> None: ...
 
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+STEP_MEMBERS = ("optimizer", "scheduler", "precision", "steps", "optimizer_step")
+
+
+def step_problem(step: object) -> str | None:
+    """Why `step` is no StepState, naming what it lacks (isinstance alone cannot say), or
+    None; checked when a training starts, not at the first checkpoint or epoch's end."""
+    if isinstance(step, StepState):
+        return None
+    missing = [name for name in STEP_MEMBERS if not hasattr(step, name)]
+    kind = type(step)
+    return (
+        f"the train step {kind.__module__}.{kind.__qualname__} lacks {', '.join(missing)}: the "
+        "engine reads its optimizer, scheduler, precision and steps (a checkpoint keeps them) "
+        "and calls optimizer_step() for an epoch's last, partial accumulation group "
+        "(engine.runs.run_state.StepState); src/step.py's TrainStep has each."
+    )
 
 
 def step_state(step: StepState) -> dict[str, Any]:
