@@ -7,6 +7,7 @@ the other kinds have works: weighted draws, k-fold, a source of a mix, samples.c
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import numpy as np
@@ -132,3 +133,69 @@ def test_encoding_keep_on_parquet_is_refused_before_the_folder_is_touched(
     with pytest.raises(ValueError, match=r"shards.encoding=keep stores image files as they are"):
         shards(cfg)
     assert not out.exists() or not any(out.iterdir())  # no shards.writing left behind
+
+
+NAMES = ["person", "car", "dog"]
+
+
+def _hub_file(demo_dir: Path, tmp_path: Path, feature, labels: list) -> Path:
+    """A train file as `datasets` 5 writes it: demo images, `labels` of `feature`."""
+    images = [str(demo_dir / r["path"]) for r in _listing(demo_dir, "train")][: len(labels)]
+    features = Features({"image": Image(), "labels": feature})
+    path = tmp_path / "hub" / "data" / "train-00000-of-00001.parquet"
+    Dataset.from_dict({"image": images, "labels": labels}, features=features).to_parquet(path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "feature",
+    ["List", "LargeList", "List(length=2)"],
+)
+def test_multi_label_class_label_features_read_as_datasets_reads_them(
+    demo_dir, tmp_path, feature
+) -> None:
+    """`datasets` 5 writes multi-label as List or LargeList of ClassLabel (or a fixed-length
+    List): the class names are its names here too, never '0', '1', '2'."""
+    from datasets import LargeList, List
+
+    label = ClassLabel(names=NAMES)
+    kind = {"List": List(label), "LargeList": LargeList(label), "List(length=2)": List(label, 2)}
+    labels = [[0, 2], [1, 1]] if feature.endswith("=2)") else [[0, 2], [1]]
+    path = _hub_file(demo_dir, tmp_path, kind[feature], labels)
+    theirs = load_dataset("parquet", data_files=str(path), split="train")
+    ours = ParquetDataset("train", str(path.parent.parent), label_column="labels")
+    assert ours.classes == theirs.features["labels"].feature.names == NAMES
+    hot = ours.targets.astype(bool).tolist()
+    assert [[i for i, on in enumerate(row) if on] for row in hot] == [
+        sorted(set(row)) for row in theirs["labels"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "says"),
+    [
+        (b"{oops", "is not JSON"),
+        (b"\xff\xfe", "is not JSON"),
+        (b"[" * 200_000 + b"]" * 200_000, "is not JSON (nested too deeply)"),
+        (
+            b'{"info": {"features": {"label": {"_type": "ClassLabel", "names": [1, 2]}}}}',
+            "its label feature.names[0] is 1, not a string",
+        ),
+    ],
+)
+def test_class_label_metadata_that_does_not_parse_is_refused_naming_the_file(
+    demo_dir, tmp_path, metadata, says
+) -> None:
+    """Names that cannot be read were silently '0'..'K-1'; a nesting 200,000 deep a raw
+    RecursionError."""
+    import pyarrow.parquet as pq
+
+    from engine.data.parquet.files import ParquetFileError
+
+    path = _hub_file(demo_dir, tmp_path, ClassLabel(names=NAMES), [0, 2])
+    table = pq.read_table(path).rename_columns(["image", "label"])
+    table = table.replace_schema_metadata({b"huggingface": metadata})
+    pq.write_table(table, path)
+    with pytest.raises(ParquetFileError, match=r"train-00000-of-00001\.parquet: its huggingface "
+                       r"metadata.*" + re.escape(says) + r".*write the file again"):  # fmt: skip
+        ParquetDataset("train", str(path.parent.parent))

@@ -288,3 +288,49 @@ def test_forked_workers_open_their_own_files_at_an_fsspec_root(hub) -> None:
     loader = DataLoader(data, batch_size=None, num_workers=2, multiprocessing_context="fork")
     got = [image for image, _ in loader]
     assert all(torch.equal(got[i], decode_image_bytes(images[i], "x")) for i in range(12))
+
+
+class _Lying:
+    """`obj` with some attributes replaced: a footer that declares what its pages do not."""
+
+    def __init__(self, obj: object, **lies: object) -> None:
+        self._obj, self._lies = obj, lies
+
+    def __getattr__(self, name: str) -> object:
+        return self._lies[name] if name in self._lies else getattr(self._obj, name)
+
+
+def _footer_lying(pf: pq.ParquetFile, rows: int | None = None, offsets: bool = False) -> _Lying:
+    """`pf` whose row group 0 declares `rows` rows, or whose column chunks give no page offset."""
+    meta = pf.metadata
+
+    def group(g: int) -> object:
+        real = meta.row_group(g)
+        if offsets:
+            chunk = lambda c: _Lying(real.column(c), dictionary_page_offset=0, data_page_offset=0)  # noqa: E731
+            return _Lying(real, column=chunk)
+        return _Lying(real, num_rows=rows) if g == 0 else real
+
+    return _Lying(pf, metadata=_Lying(meta, row_group=group))
+
+
+def test_footers_that_lie_are_named_in_one_line(tmp_path: Path) -> None:
+    """A row group of -1 rows was refused as too many bytes (a fix that did nothing); zero page
+    offsets a raw `min() arg is an empty sequence`; two columns of one name a raw KeyError."""
+    from engine.data.parquet.files import check_layout
+
+    path = tmp_path / "train-0.parquet"
+    _write(path, [0, 1, 2, 0])
+    pf, size = pq.ParquetFile(path), path.stat().st_size
+    with pytest.raises(
+        ParquetFileError, match=r"row group 0 declares -1 rows of .* the footer is damaged"
+    ):
+        check_layout(_footer_lying(pf, rows=-1), str(path), size, "image", "label", 2**30)
+    with pytest.raises(ParquetFileError, match=r"its footer places column .* at bytes 0-"):
+        check_layout(_footer_lying(pf, offsets=True), str(path), size, "image", "label", 2**30)
+    twice = pa.schema([("image", pa.binary()), ("label", pa.int64()), ("label", pa.int64())])
+    pq.write_table(pa.table([[b"x"], [0], [1]], schema=twice), path)
+    with pytest.raises(
+        ParquetFileError, match=r"label_column='label': .* has 2 columns of that name"
+    ):
+        ParquetDataset("train", str(tmp_path))

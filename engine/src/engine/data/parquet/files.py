@@ -205,6 +205,12 @@ def check_layout(
                 f"dataset.{key}={column!r}: {shown(name)} has no such column; its columns: "
                 f"{_columns(schema)}."
             )
+        if schema.names.count(column) > 1:
+            raise ParquetFileError(
+                f"dataset.{key}={column!r}: {shown(name)} has {schema.names.count(column)} "
+                "columns of that name, so which one is meant cannot be told: write the file "
+                "again with one."
+            )
     struct = image_bytes_field(schema.field(image_column).type)
     if struct is None:
         raise ParquetFileError(
@@ -224,7 +230,13 @@ def check_layout(
     for g in range(meta.num_row_groups):
         group = meta.row_group(g)
         where = f"{shown(name)}: row group {g} (rows {first}-{first + group.num_rows - 1})"
-        if group.num_rows < 0 or group.total_byte_size > max_group_bytes:
+        if group.num_rows < 0 or group.total_byte_size < 0:
+            raise ParquetFileError(
+                f"{shown(name)}: row group {g} declares {group.num_rows:,} rows of "
+                f"{group.total_byte_size:,} bytes: the footer is damaged. Download or write it "
+                "again."
+            )
+        if group.total_byte_size > max_group_bytes:
             raise ParquetFileError(
                 f"{where} declares {group.total_byte_size:,} bytes of data, over "
                 f"dataset.max_row_group_bytes={max_group_bytes:,}: raise it if the file is "
@@ -232,7 +244,8 @@ def check_layout(
             )
         for c in range(group.num_columns):
             chunk = group.column(c)
-            begin = min(o for o in (chunk.dictionary_page_offset, chunk.data_page_offset) if o)
+            offsets = (chunk.dictionary_page_offset, chunk.data_page_offset)
+            begin = min((o for o in offsets if o), default=0)  # 0: the footer gives none
             end = begin + chunk.total_compressed_size
             if begin < 4 or end > size - FOOTER_BYTES or chunk.total_uncompressed_size < 0:
                 raise ParquetFileError(

@@ -50,7 +50,10 @@ class SplitLabels:
         self.names: list[str] | None = None  # ClassLabel names, the same in every file
 
     def add(self, pf: pq.ParquetFile, layout: Layout) -> None:
-        names = class_label_names(layout.schema, self.column)
+        try:
+            names = class_label_names(layout.schema, self.column, shown(layout.path))
+        except ValueError as err:  # metadata that does not parse, names that are no strings
+            raise ParquetFileError(str(err)) from None
         if names is not None:
             listing = f"{shown(layout.path)}: the ClassLabel names of column {self.column!r}"
             names = unique_classes(
