@@ -199,3 +199,38 @@ def test_class_label_metadata_that_does_not_parse_is_refused_naming_the_file(
     with pytest.raises(ParquetFileError, match=r"train-00000-of-00001\.parquet: its huggingface "
                        r"metadata.*" + re.escape(says) + r".*write the file again"):  # fmt: skip
         ParquetDataset("train", str(path.parent.parent))
+
+
+LAYOUTS = {  # the files of a dataset folder, as users and the Hub lay them out
+    "hub shards": ["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet",
+                   "data/validation-00000-of-00001.parquet", "data/test-00000-of-00001.parquet"],
+    "a split folder beats the file's word": ["test/train-0.parquet", "train/a.parquet"],
+    "data/ shards beat a file beside them": ["train.parquet", "data/train-00000-of-00001.parquet"],
+    "file names": ["train.parquet", "validation.parquet", "my_test_set.parquet"],
+    "dev, eval and evaluation": ["dev.parquet", "eval.parquet", "training-1.parquet"],
+    "a Spark folder": ["train.parquet/part-0.parquet", "validation.parquet/part-0.parquet"],
+    "words inside other words": ["retrain.parquet", "contest.parquet", "train.parquet"],
+    "a folder naming one split": ["validation/a.parquet", "train-0.parquet"],
+}  # fmt: skip
+HUB_SPLITS = {"train": "train", "validation": "val", "test": "test"}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_the_files_of_each_split_are_the_ones_datasets_finds(tmp_path, layout) -> None:
+    """The split of every file as `datasets` resolves a folder's data files
+    (`get_data_patterns`), file by file: dataset=parquet with dataset.root alone."""
+    from datasets.data_files import DataFilesDict, get_data_patterns
+
+    from engine.data.parquet.files import splits_of
+
+    for name in LAYOUTS[layout]:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"PAR1")
+    found = DataFilesDict.from_patterns(get_data_patterns(str(tmp_path)), str(tmp_path))
+    theirs = {
+        str(Path(f).relative_to(tmp_path)): HUB_SPLITS[split]
+        for split, files in found.items()
+        for f in files
+    }
+    ours, _ = splits_of(sorted(LAYOUTS[layout]))
+    assert ours == theirs

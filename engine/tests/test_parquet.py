@@ -274,9 +274,15 @@ def test_any_spelling_of_the_root_finds_its_files(hub, monkeypatch, spelling: st
 
 def test_split_words_end_in_a_dot_or_name_a_spark_folder(tmp_path: Path) -> None:
     _write(tmp_path / "train.00000.parquet", [0, 1])
-    _write(tmp_path / "validation.parquet" / "part-00000.parquet", [2])
+    _write(tmp_path / "val.00000.parquet", [1])
     assert len(ParquetDataset("train", str(tmp_path))) == 2
     assert len(ParquetDataset("val", str(tmp_path), classes=NAMES)) == 1
+    _write(tmp_path / "validation.parquet" / "part-00000.parquet", [2])  # a Spark folder
+    assert len(ParquetDataset("val", str(tmp_path), classes=NAMES)) == 1
+    # as in datasets: a folder naming a split makes the folders decide, for every split
+    with pytest.raises(FileNotFoundError, match=r"the folder names decide the splits here, "
+                       r"and place 1 of its 3 files in others"):  # fmt: skip
+        ParquetDataset("train", str(tmp_path))
 
 
 def test_forked_workers_open_their_own_files_at_an_fsspec_root(hub) -> None:
@@ -334,3 +340,12 @@ def test_footers_that_lie_are_named_in_one_line(tmp_path: Path) -> None:
         ParquetFileError, match=r"label_column='label': .* has 2 columns of that name"
     ):
         ParquetDataset("train", str(tmp_path))
+
+
+def test_a_file_named_twice_in_train_files_is_refused_as_a_shard_named_twice_is(hub) -> None:
+    """A glob and `data/../data/...` naming one file read it twice: 24 samples of 12."""
+    root, _ = hub
+    twice = ["data/train-*.parquet", "data/../data/train-00000-of-00002.parquet"]
+    with pytest.raises(ValueError, match=r"dataset.train_files: file .*train-00000-of-00002\.parquet "
+                       r"is named twice \(as .* and .*\).*list it once"):  # fmt: skip
+        ParquetDataset("train", str(root), train_files=twice)

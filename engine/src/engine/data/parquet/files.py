@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ import pyarrow.parquet as pq
 
 from engine.core.text import shown
 from engine.data.parquet.layout import SPLIT_WORDS, image_bytes_field, label_kind
-from engine.data.shards.sources import check_fsspec, kind
+from engine.data.shards.sources import check_fsspec, kind, named_once
 
 FOOTER_BYTES = 8  # the footer's length and the closing magic `PAR1`
 
@@ -52,20 +53,56 @@ def _is_url(name: str) -> bool:
     return kind(name) != "local"
 
 
-def _split_of(relative: str) -> str | None:
-    """The split a file's path names, or None: a folder called one of its words, or a file
-    name that is the word, or starts with it and `-`, `_` or `.`."""
-    parts = [part.removesuffix(".parquet") for part in relative.lower().split("/")]
-    stem = parts[-1]
+SEPARATORS = "-._ 0123456789"  # datasets' NON_WORDS_CHARS around a split word
+SHARDED = re.compile(
+    r"data/(?P<split>\w+)-\d{5}-of-\d{5}[^/]*\.[^/]*"
+)  # datasets' SPLIT_PATTERN_SHARDED
+
+
+def _names_split(part: str, word: str, first: bool) -> bool:
+    """Whether `part` (a folder or file name) names split `word` as datasets' patterns do: the
+    word, or the word between separators (or at the start, when `first`)."""
+    if part == word:
+        return True
+    at = part.find(word)
+    while at >= 0:
+        before = part[at - 1] if at else ""
+        after = part[at + len(word) : at + len(word) + 1]
+        if (before in SEPARATORS if before else first) and (after == "" or after in SEPARATORS):
+            return True
+        at = part.find(word, at + 1)
+    return False
+
+
+def _split_by(relative: str, folders: bool) -> str | None:
+    """The split the folders (`folders`) or else the file name of `relative` name, or None."""
+    parts = relative.lower().split("/")
+    names = parts[:-1] if folders else [parts[-1]]
     for split, words in SPLIT_WORDS.items():
-        for word in words:
-            if (
-                word in parts[:-1]
-                or stem == word
-                or stem.startswith(tuple(word + sep for sep in "-_."))
-            ):
-                return split
+        if any(_names_split(name, word, True) for name in names for word in words):
+            return split
     return None
+
+
+RULES = ("data/<split>-00000-of-00001 file names", "folder names", "file names")
+
+
+def splits_of(relatives: list[str]) -> tuple[dict[str, str], str | None]:
+    """Each file's split, resolved as `datasets` resolves a folder's data files
+    (datasets/data_files.py `_get_data_files_patterns`), the first rule that finds any file
+    deciding for all: `data/<split>-00000-of-00001*` files alone when there are any (`data/`
+    beats a `train.parquet` beside it); else the split a folder names (`test/train-0.parquet`
+    is test); else the split a file name names. A file no rule places is in no split. Also
+    which of RULES decided (None: none found a file)."""
+    sharded = {r: m["split"] for r in relatives if (m := SHARDED.fullmatch(r))}
+    if sharded:
+        words = {word: split for split, ws in SPLIT_WORDS.items() for word in ws}
+        return {r: words[s.lower()] for r, s in sharded.items() if s.lower() in words}, RULES[0]
+    for folders, rule in ((True, RULES[1]), (False, RULES[2])):
+        found = {r: split for r in relatives if (split := _split_by(r, folders)) is not None}
+        if found:
+            return found, rule
+    return {}, None
 
 
 class Folder:
@@ -167,18 +204,25 @@ def split_files(folder: Folder, patterns: str | Sequence[str] | None, split: str
                     f"{key}: no file matches {pattern!r} under dataset.root={shown(folder.root)}."
                 )
             found += matched
-        return list(dict.fromkeys(found))
+        return named_once(found, key, listed, "file")
     every = folder.every_parquet()
     start = len(folder.root.rstrip("/")) + 1
-    mine = [f for f in every if _split_of(f[start:].replace(os.sep, "/")) == split]
+    placed, rule = splits_of([f[start:].replace(os.sep, "/") for f in every])
+    mine = [f for f in every if placed.get(f[start:].replace(os.sep, "/")) == split]
     if mine:
         return mine
     words = ", ".join(f"{w}-*" for w in SPLIT_WORDS[split])
     seen = ", ".join(shown(f[start:]) for f in every[:6]) + (", ..." if len(every) > 6 else "")
+    decided = (
+        f"; as in Hugging Face datasets, the {rule} decide the splits here, and place "
+        f"{len(placed)} of its {len(every)} files in others"
+        if rule
+        else ""
+    )
     raise FileNotFoundError(
         f"dataset.root={shown(folder.root)} holds no Parquet file of the {split} split (named "
-        f"{words}.parquet, or in a folder so named){f'; found {seen}' if every else ''}. Name "
-        f"them with {key} (globs relative to dataset.root)."
+        f"{words}.parquet, or in a folder so named){f'; found {seen}' if every else ''}"
+        f"{decided}. Name them with {key} (globs relative to dataset.root)."
     )
 
 

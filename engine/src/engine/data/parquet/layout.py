@@ -20,10 +20,10 @@ from engine.core.records import Open, parse_record, problem
 
 METADATA_KEY = b"huggingface"
 # what the split names of files look like, as `datasets` tells splits apart by file name
-SPLIT_WORDS = {
+SPLIT_WORDS = {  # datasets' SPLIT_KEYWORDS (datasets/data_files.py), by the template's split
     "train": ("train", "training"),
-    "val": ("validation", "valid", "val", "dev"),
-    "test": ("test", "testing"),
+    "val": ("validation", "valid", "dev", "val"),
+    "test": ("test", "testing", "eval", "evaluation"),
 }
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 

@@ -94,18 +94,25 @@ def expand_shards(patterns: str | Sequence[str], key: str) -> list[str]:
                     "the brace range."
                 )
             shards += found
-    seen: dict[str, int] = {}  # a local shard by its real path: `..` and links name one file
-    for i, name in enumerate(shards):
+    return named_once(shards, key, patterns, "shard")
+
+
+def named_once(names: list[str], key: str, patterns: object, what: str) -> list[str]:
+    """`names` when none names a file twice, by its real path for a local one (`..` and links
+    name one file); else one ValueError naming both spellings. The rule of both kinds read by
+    file (tar shards, Parquet): webdataset and `datasets` would read such a file twice."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names):
         j = seen.setdefault(os.path.realpath(name) if kind(name) == "local" else name, i)
         if j != i:
-            first = shards[j]
+            first = names[j]
             spelled = f"as {shown(first)} and {shown(name)}, " if first != name else ""
             raise ValueError(
-                f"{key}: shard {shown(name)} is named twice ({spelled}patterns {patterns}); "
-                "an epoch reads each shard once, so list it once, or draw a set more often "
+                f"{key}: {what} {shown(name)} is named twice ({spelled}patterns {patterns}); "
+                f"an epoch reads each {what} once, so list it once, or draw a set more often "
                 "with dataset=mix and a larger weight."
             )
-    return shards
+    return names
 
 
 def open_shard(name: str, network: Network, limit: int | None = None) -> BinaryIO:
