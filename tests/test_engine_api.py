@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LISTED = re.compile(r"^- `(engine\.[\w.]+)` — ", re.M)
+LISTED = re.compile(r"^- `(engine(?:_dev)?\.[\w.]+)` — ", re.M)
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 TARGET = re.compile(r"_target_: (engine\.[\w.]+)")
 
@@ -69,6 +69,18 @@ def test_the_list_has_each_name_once() -> None:
 def test_the_template_uses_only_listed_names() -> None:
     unlisted = sorted(used_by_the_template() - set(listed()))
     assert not unlisted, f"not in docs/engine.md's public API: {unlisted}"
+
+
+def test_the_tests_a_project_copies_import_only_listed_names() -> None:
+    """A project's own suite (what `make new-project` copies) imports only listed names, so an
+    engine upgrade that keeps its public API never breaks a user's tests."""
+    from tools.new_project import template_suite
+
+    used = set()
+    for path in sorted(template_suite(ROOT)):
+        used |= _imports((ROOT / path).read_text())
+    unlisted = sorted(used - set(listed()))
+    assert not unlisted, f"the copied tests import names not in docs/engine.md: {unlisted}"
 
 
 def test_the_template_pins_the_engine_it_ships() -> None:

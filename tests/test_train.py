@@ -10,18 +10,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
-from torch.utils.data import DataLoader, IterableDataset
 
 from engine.runs.checkpoint_files import load_checkpoint
 from engine.training.assemble import assemble
 from engine.training.batches import mover_for
 from engine.training.device import Precision
 from engine.training.evaluate import evaluate
-from engine.training.optimization import optimizer_steps_per_epoch
 from src.loop import train
 from src.step import TrainStep
 from tests.cli import run_cli
@@ -198,13 +195,3 @@ def test_multirun_over_loader_knobs_gives_one_dir_per_job_ranked_by_speed(
     assert "Ranked by `train/samples_per_s`" in summary
     assert f"Recommended: job {fastest['job']}: " in summary
     assert "; the best by train/samples_per_s." in summary
-
-
-def test_unsized_stream_asks_for_a_length(make_cfg) -> None:
-    class Stream(IterableDataset):
-        def __iter__(self):
-            yield from ((torch.zeros(3), 0) for _ in range(4))
-
-    settings = instantiate(make_cfg().trainer)
-    with pytest.raises(ValueError, match=r"has no __len__.*trainer\.limit_train_batches"):
-        optimizer_steps_per_epoch(DataLoader(Stream(), batch_size=2), settings)

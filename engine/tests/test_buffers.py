@@ -1,8 +1,11 @@
-"""The CPU normaliser recycles its output buffers, never one that is still in use."""
+"""The per-batch normaliser: the classic float pipeline's values, inverted by `denormalize`,
+features passed through, a channel mismatch named; on the CPU it recycles its output buffers,
+never one that is still in use."""
 
 from __future__ import annotations
 
 import psutil
+import pytest
 import torch
 from torchvision.transforms import v2
 
@@ -84,3 +87,20 @@ def test_batches_of_uneven_sizes_share_the_pool() -> None:
     for size in [8, 7, 8, 5, 6, 3, 8, 1, 7, 2, 8, 4]:
         batch = torch.randint(0, 256, (size, 3, 5, 4), dtype=torch.uint8)
         assert torch.allclose(norm(batch), _classic(batch), atol=1e-6)
+
+
+def test_denormalize_inverts_normalize() -> None:
+    images = torch.randint(0, 256, (2, 3, 5, 5), dtype=torch.uint8)
+    norm = Normalizer([0.5, 0.4, 0.3], [0.2, 0.25, 0.3])
+    assert torch.allclose(norm.denormalize(norm(images)), images / 255.0, atol=1e-6)
+
+
+def test_features_pass_through_without_stats() -> None:
+    features = torch.randn(3, 7)
+    assert torch.equal(Normalizer(None, None)(features), features)
+
+
+def test_channel_count_mismatch_names_the_fix() -> None:
+    grey = torch.zeros(2, 1, 4, 4, dtype=torch.uint8)
+    with pytest.raises(ValueError, match=r"3 values but the inputs have 1 channels.*transforms="):
+        Normalizer([0.5] * 3, [0.2] * 3)(grey)
