@@ -308,7 +308,7 @@ def test_a_tampered_fold_json_makes_its_group_a_mismatch_naming_the_file(tmp_pat
     (group,), lines = fold_groups(rows, ["val/acc"], 3)
     assert group["status"] == MISMATCH and not group.get("val/acc")
     (line,) = lines
-    assert f"job 1: {path} " in line and says in line and "rerun that job" in line
+    assert f"job 1: {path}: " in line and says in line and "rerun that job" in line
     assert "\n" not in line
 
 

@@ -288,7 +288,7 @@ MALFORMED = {
     ),
     "topology with a key more": (
         lambda s: s | {"topology": TOPOLOGY | {"rank": 0}},
-        r"its topology has fields it never holds: rank",
+        r"its topology has fields it never holds: 'rank'",
     ),
     "topology batch_size a string": (
         lambda s: s | {"topology": TOPOLOGY | {"batch_size": "8"}},

@@ -284,8 +284,10 @@ def test_the_report_names_a_run_without_timings_and_a_forged_row(tmp_path: Path)
         moments + "9" * 200_000: r"line 2: not CSV \(field larger than field limit",
         moments.replace("0", "\xff", 1): r"byte \d+ is not UTF-8",
         # a row dated 1970 once stretched the picture over 56 years
-        "5," + moments.partition(",")[2]: r"line 2: its asked is 5.0 \(1970-01-01 00:00:05 UTC\), "
-        r"outside the year before the file was last written",
+        f"{moments}\n1,1,0,0,{moments}\n1,1,0,0,5," + moments.partition(",")[2]: (
+            r"line 4: its asked is 5.0 \(1970-01-01 00:00:05 UTC\), more than a year from the "
+            r"file's other rows"
+        ),
         moments.replace(
             f"{now - 1:.6f}", f"{now - 9:.6f}"
         ): r"its step_to .* is before its step_from",
@@ -302,6 +304,11 @@ def test_the_report_names_a_run_without_timings_and_a_forged_row(tmp_path: Path)
     (tmp_path / "pipeline.csv").write_text(lanes + f"1,1,0,3000,{built},{moments}\n")
     with pytest.raises(ValueError, match=r"its worker is 3000, not an int >= -1 and <= 255"):
         pipeline_report.report(tmp_path)
+    (tmp_path / "pipeline.csv").write_text(
+        lanes + f"1,1,0,3,{f'{now - 4:.6f},'},1,1,1,1,{moments}\n"
+    )
+    with pytest.raises(ValueError, match=r"line 2: it has one of built_from and built_to"):
+        pipeline_report.report(tmp_path)  # once a raw TypeError
     (tmp_path / "pipeline.csv").write_text(lanes + f"1,1,0,3,{built},{moments}\n")
     assert pipeline_report.report(tmp_path).is_file()  # the same row with a real worker
 

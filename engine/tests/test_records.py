@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Literal, TypedDict
 
@@ -33,7 +34,7 @@ FIX = "write it again."
     [
         ([1], "it is [1], not an object of kind, step, rate, names, pair, seed"),
         ({"kind": "job"}, "it lacks step"),
-        ({"kind": "job", "step": 1, "extra": 0}, "it has fields it never holds: extra"),
+        ({"kind": "job", "step": 1, "extra": 0}, "it has fields it never holds: 'extra'"),
         ({"kind": "run", "step": 1}, "its kind is 'run', not \"job\""),
         ({"kind": "job", "step": True}, "its step is True, not an int >= 0"),  # a bool is no int
         ({"kind": "job", "step": -1}, "its step is -1, not an int >= 0"),
@@ -126,7 +127,7 @@ class Row(TypedDict):
 def test_a_table_is_read_with_typed_cells_and_a_bad_row_named_by_line(tmp_path) -> None:
     path = tmp_path / "table.csv"
     path.write_text('step,loss,name\n0,0.5,a\n1,,"b,c"\n')
-    assert read_table(path, Row, 1024, "a table", FIX) == [
+    assert list(read_table(path, Row, 1024, "a table", FIX)) == [
         (2, {"step": 0, "loss": 0.5, "name": "a"}),
         (3, {"step": 1, "loss": None, "name": "b,c"}),  # an empty number cell: None
     ]
@@ -139,7 +140,7 @@ def test_a_table_is_read_with_typed_cells_and_a_bad_row_named_by_line(tmp_path) 
     ]:
         path.write_text(text)
         with pytest.raises(RecordError) as refused:
-            read_table(path, Row, 1024, "a table", FIX)
+            list(read_table(path, Row, 1024, "a table", FIX))
         assert f"{path} {says}" in str(refused.value) and str(refused.value).endswith(FIX)
 
 
@@ -178,3 +179,55 @@ def test_every_door_of_the_engines_own_files_names_a_fifo_without_blocking(tmp_p
     assert continued_in(_fifo(tmp_path / "board" / NOTE).parent) is None
     warned = " ".join(caplog.messages)
     assert "passing over" in warned and "config_key" in warned and NOTE in warned
+
+
+def test_what_an_attack_found_is_one_short_line() -> None:
+    """Deep, long or odd values give one short line; an int past a float's range is no number."""
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    said = problem({"kind": "job", "step": deep}, Record)
+    assert said.startswith("its step is [[[[...]]]], not an int") and len(said) < 200
+    many = {"kind": "job", "step": 1} | {f"k{i}\nx": 0 for i in range(100_000)}
+    said = problem(many, Record)
+    assert said.endswith("and 99,995 more") and "\n" not in said and len(said) < 200
+    assert problem({"kind": "job", "step": 1, "rate": 10**600}, Record).startswith("its rate is")
+    assert "an int or a number" not in problem(
+        {"kind": "job", "step": 1, "seed": "x"}, Record | None
+    )
+
+
+def test_a_table_refuses_a_twice_named_column_and_odd_numbers_and_takes_a_bom(tmp_path) -> None:
+    path = tmp_path / "table.csv"
+    for text, says in [
+        ("step,step,name\n0,1,a\n", "line 1: its header names 'step' twice"),
+        ("step,loss,name\n٣,1,a\n", "line 2: its step is '٣', not an int"),  # int() takes it
+        ("step,loss,name\n1_000,1,a\n", "line 2: its step is '1_000', not an int"),
+        ("step,loss,name\n1,1\n", "line 2: it has fewer cells than columns"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(RecordError, match=re.escape(f"{path} {says}")):
+            list(read_table(path, Row, 1024, "a table", FIX))
+    path.write_text("\ufeffstep,loss,name\n1,-0,a\n")
+    assert list(read_table(path, Row, 1024, "a table", FIX)) == [
+        (2, {"step": 1, "loss": -0.0, "name": "a"})
+    ]
+
+
+@pytest.mark.timeout(20)
+def test_a_socket_or_a_loop_of_links_is_named_not_a_raw_oserror(tmp_path) -> None:
+    import socket
+
+    from engine.core.records import regular_file_bytes
+
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "s.json"))
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop)
+    with pytest.raises(ValueError, match=r"it is a socket, not a record"):
+        regular_file_bytes(tmp_path / "s.json", 1024, "a record")
+    with pytest.raises(
+        ValueError, match=r"it cannot be opened \(Too many levels of symbolic links\)"
+    ):
+        regular_file_bytes(loop, 1024, "a record")
+    server.close()

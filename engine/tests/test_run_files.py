@@ -99,7 +99,7 @@ def test_a_hand_edited_metrics_row_is_refused_naming_file_and_line(tmp_path: Pat
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("{oops", "is not JSON"),
+        ("{oops", "it is not JSON"),
         ("[0.5]", "it is [0.5], not an object"),
         ('{"val/acc": 0.5, "same_as": "3"}', "its same_as is '3', not an int >= 0"),
     ],
@@ -111,4 +111,4 @@ def test_a_hand_edited_metrics_json_is_refused_naming_the_file(tmp_path, text, s
     with pytest.raises(ValueError) as refused:
         same_as(tmp_path)
     said = str(refused.value)
-    assert said.startswith(f"{path} {says}") and "delete it and run the job again" in said
+    assert said.startswith(f"{path}: {says}") and "delete it and run the job again" in said

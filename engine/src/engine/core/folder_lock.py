@@ -18,13 +18,15 @@ import socket
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from engine.core.bounds import Count
-from engine.core.records import KIB, RecordError, read_record
+from engine.core.records import Open, RecordError, read_record
 
 log = logging.getLogger(__name__)
 
+MAX_RECORD_BYTES = 2**26  # a shard write's planned files: ~3 million names
+FIX = "the next holder rewrites it."
 _held: dict[Path, int] = {}  # lock file -> the descriptor whose flock this process holds
 
 
@@ -59,11 +61,12 @@ class Holder(TypedDict, total=False):
 def read_holder(path: Path) -> Holder:
     """The record in lock file `path`; empty when it is missing or new (no bytes yet). One that
     is unreadable or not a Holder (a hand edit) is empty too, with a warning naming it: the
-    record only says who holds the lock, and the next holder writes it anew."""
+    record only says who holds the lock, and the next holder writes it anew. Keys it does
+    not know (another engine version's) are kept."""
     try:
-        if path.stat().st_size == 0:
+        if os.path.isfile(path) and os.path.getsize(path) == 0:
             return {}
-        return read_record(path, Holder, 64 * KIB, "a lock file", "the next holder rewrites it.")
+        return read_record(path, Annotated[Holder, Open()], MAX_RECORD_BYTES, "a lock file", FIX)
     except FileNotFoundError:
         return {}
     except RecordError as err:

@@ -23,9 +23,12 @@ import functools
 import io
 import json
 import os
+import re
+import reprlib
 import stat
+import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import (
     Annotated,
@@ -67,12 +70,25 @@ def kind_of(mode: int) -> str:
     return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
+def _unopened(path: str | os.PathLike[str], err: OSError) -> str:
+    """Why `path` did not open, in words: what it is, or the system's reason."""
+    try:
+        return f"it is {kind_of(os.stat(path).st_mode)}"
+    except OSError:
+        return f"it cannot be opened ({err.strerror or err})"
+
+
 def open_regular(path: str | os.PathLike[str], what: str, buffering: int = -1) -> BinaryIO:
     """The regular file `path`, open for reading (blocking, as any file). Anything else (FIFO,
     device, socket, folder) raises ValueError `it is a FIFO (named pipe), not <what>` before
     a blocking open: O_NONBLOCK returns at once on a FIFO with no writer."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as err:  # a socket (ENXIO), a loop of links (ELOOP), no permission
+        raise ValueError(f"{_unopened(path, err)}, not {what}") from None
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
@@ -107,34 +123,34 @@ def parse_json(data: bytes) -> Any:
     try:
         return json.loads(data)
     except RecursionError:
-        raise ValueError("is not JSON (nested too deeply)") from None
+        raise ValueError("it is not JSON (nested too deeply)") from None
     except ValueError as err:
-        raise ValueError(f"is not JSON ({err})") from None
+        raise ValueError(f"it is not JSON ({str(err)[:80]})") from None  # one line: json's
 
 
 def parse_record(data: bytes, schema: Any, source: str, fix: str) -> Any:
     """`data` parsed as JSON and checked against `schema`, else RecordError
-    `<source> <why>: <fix>`."""
+    `<source>: <why>: <fix>`."""
     try:
         value = parse_json(data)
     except ValueError as err:
-        raise RecordError(f"{source} {err}: {fix}") from None
+        raise RecordError(f"{source}: {err}: {fix}") from None
     why = problem(value, schema)
     if why is not None:
-        raise RecordError(f"{source} {why}: {fix}")
+        raise RecordError(f"{source}: {why}: {fix}")
     return value
 
 
 def read_record(path: str | Path, schema: Any, max_bytes: int, what: str, fix: str) -> Any:
     """The JSON file `path` (at most `max_bytes`, a regular file), checked against `schema`;
-    else RecordError `<path> <why>: <fix>`. `what` names the file in words (`a fold.json`).
+    else RecordError `<path>: <why>: <fix>`. `what` names the file in words (`a fold.json`).
     A missing file is FileNotFoundError, for the caller to decide."""
     try:
         data = regular_file_bytes(path, max_bytes, what)
     except FileNotFoundError:
         raise
     except OSError as err:  # unreadable, a link to nothing
-        raise RecordError(f"{path} cannot be read ({err.strerror}): {fix}") from None
+        raise RecordError(f"{path}: it cannot be read ({err.strerror}): {fix}") from None
     except ValueError as err:
         raise RecordError(f"{path}: {err}: {fix}") from None
     return parse_record(data, schema, str(path), fix)
@@ -142,45 +158,67 @@ def read_record(path: str | Path, schema: Any, max_bytes: int, what: str, fix: s
 
 def read_table(
     path: str | Path, row: Any, max_bytes: int, what: str, fix: str
-) -> list[tuple[int, dict[str, Any]]]:
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line, row) of each row of the CSV file `path` (a regular file of at most `max_bytes`),
-    its cells typed by the TypedDict `row` (a number column's empty cell is None) and checked
-    against it; else RecordError `<path> line <n>: <why>: <fix>`. Strict CSV: a quote out of
-    place is refused, not guessed at."""
+    its cells typed by the TypedDict `row` (a number column's empty cell is None; a number is
+    ASCII digits as Python writes them, not `٣` or `1_000`) and checked against it; else
+    RecordError `<path> line <n>: <why>: <fix>`. A header naming a column twice, a row of more
+    or fewer cells than columns, and an unclosed quote are refused; a UTF-8 byte order mark
+    (a spreadsheet's save) is passed over."""
     try:
-        text = regular_file_bytes(path, max_bytes, what).decode("utf-8")
+        text = regular_file_bytes(path, max_bytes, what).decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise RecordError(f"{path}: byte {err.start} is not UTF-8: {fix}") from None
     except OSError as err:
-        raise RecordError(f"{path} cannot be read ({err.strerror}): {fix}") from None
+        raise RecordError(f"{path}: it cannot be read ({err.strerror}): {fix}") from None
     except ValueError as err:
         raise RecordError(f"{path}: {err}: {fix}") from None
     hints = _hints(row)
     reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
-    rows = []
     try:
+        header = reader.fieldnames or []
+        twice = next((name for i, name in enumerate(header) if name in header[:i]), None)
+        if twice is not None:
+            raise RecordError(f"{path} line 1: its header names {_short(twice)} twice: {fix}")
+        bases = {name: _number_kind(hints.get(name, str)) for name in header}
         for cells in reader:
-            typed = {k: _cell(v, hints.get(k, str)) for k, v in cells.items() if k is not None}
-            why = problem(typed, row) if None not in cells else "it has more cells than columns"
+            if None in cells:
+                why: str | None = "it has more cells than columns"
+            elif None in cells.values():
+                why = "it has fewer cells than columns"
+            else:
+                typed = {k: _cell(v, bases[k]) for k, v in cells.items()}
+                why = problem(typed, row)
             if why is not None:
                 raise RecordError(f"{path} line {reader.line_num}: {why}: {fix}")
-            rows.append((reader.line_num, typed))
+            yield reader.line_num, typed
     except csv.Error as err:
         raise RecordError(f"{path} line {reader.line_num + 1}: not CSV ({err}): {fix}") from None
-    return rows
 
 
-def _cell(text: str | None, hint: Any) -> Any:
-    """A CSV cell as the type its column's `hint` names: a number (None when empty), else the
-    text; one that does not parse stays text, for `problem` to name."""
-    base = next((t for t in (int, float) if _names(hint, t)), None)
-    if base is None or text is None:
+INT = re.compile(r"[-+]?[0-9]+")
+FLOAT = re.compile(
+    r"[-+]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|[-+]?(inf|infinity|nan)", re.I
+)
+
+
+def _number_kind(hint: Any) -> type | None:
+    """int or float where a column's `hint` names one (bounded, or in a union), else None."""
+    return next((t for t in (int, float) if _names(hint, t)), None)
+
+
+def _cell(text: str, base: type | None) -> Any:
+    """A CSV cell as its column's number kind `base`: a number (None when empty), else the
+    text; one that is no number as Python writes it stays text, for `problem` to name."""
+    if base is None:
         return text
     if text == "":
         return None
+    if (INT if base is int else FLOAT).fullmatch(text) is None:
+        return text
     try:
         return base(text)
-    except ValueError:
+    except ValueError:  # past int()'s 4,300 digits
         return text
 
 
@@ -217,7 +255,7 @@ def problem(value: Any, schema: Any, field: str = "") -> str | None:
             return _not(value, schema, field)
         for key, item in value.items():
             found = problem(key, args[0], f"{field} key") or problem(
-                item, args[1], f"{field}[{key!r}]"
+                item, args[1], f"{field}[{_short(key)}]"
             )
             if found is not None:
                 return found
@@ -232,8 +270,10 @@ def _is(value: Any, schema: Any) -> bool:
         return value is None
     if get_origin(schema) is Literal:
         return any(value == arg and type(value) is type(arg) for arg in get_args(schema))
-    if schema is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
+    if schema is float:  # an int too large for a float (10**600) is none
+        if isinstance(value, int) and not isinstance(value, bool):
+            return -sys.float_info.max <= value <= sys.float_info.max
+        return isinstance(value, float)
     if schema is int:
         return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, schema)
@@ -250,7 +290,12 @@ def _fields_problem(value: Any, schema: Any, field: str, closed: bool) -> str | 
     hints = _hints(schema)
     extra = [key for key in value if key not in hints]
     if closed and extra:
-        return f"{_its(field) or 'it'} has fields it never holds: {', '.join(map(str, extra))}"
+        more = f" and {len(extra) - 5:,} more" if len(extra) > 5 else ""
+        shown = ", ".join(_short(key) for key in extra[:5])
+        return f"{_its(field) or 'it'} has fields it never holds: {shown}{more}"
+    tests = _field_tests(schema)
+    if tests is not None and all(test(value[k]) for k, test in tests.items() if k in value):
+        return None  # 300,000 pipeline.csv rows: one plain test per cell, not a walk
     for key, hint in hints.items():
         if key in value:
             found = problem(value[key], hint, f"{field}.{key}" if field else key)
@@ -293,28 +338,68 @@ def _items_problem(value: Any, schema: Any, field: str) -> str | None:
     return None
 
 
+_FLOAT_MAX = sys.float_info.max
+_PLAIN: dict[Any, Callable[[Any], bool]] = {  # what _is says of each, without its dispatch
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: (
+        isinstance(v, float)
+        or (isinstance(v, int) and not isinstance(v, bool) and -_FLOAT_MAX <= v <= _FLOAT_MAX)
+    ),
+    str: lambda v: isinstance(v, str),
+    bool: lambda v: isinstance(v, bool),
+    type(None): lambda v: v is None,
+}
+
+
+@functools.cache
 def _scalar_test(schema: Any) -> Callable[[Any], bool] | None:
-    """A fast test for items of a plain scalar type, bounded or not (None: no fast test)."""
+    """A fast test for a value of a plain scalar type, bounded or not, or a union of such and
+    None (None: no fast test; `problem` walks it)."""
+    origin = get_origin(schema)
+    if origin in (Union, types.UnionType):
+        tests = [_scalar_test(arg) for arg in get_args(schema)]
+        if any(test is None for test in tests):
+            return None
+        return lambda v: any(test(v) for test in tests)  # type: ignore[misc]
     bound = None
-    if get_origin(schema) is Annotated:
+    if origin is Annotated:
         schema, *meta = get_args(schema)
         bound = next((m for m in meta if isinstance(m, Bound)), None)
         if bound is None:
             return None
-    if schema not in (int, float, str, bool):
-        return None
-    return lambda v: _is(v, schema) and (bound is None or bound.admits(v))
+    plain = _PLAIN.get(schema)
+    if plain is None or bound is None:
+        return plain
+    admits = bound.admits
+    return lambda v: plain(v) and admits(v)
+
+
+@functools.cache
+def _field_tests(schema: Any) -> dict[str, Callable[[Any], bool]] | None:
+    """Fast tests of every field of `schema` when each has one (None: walk it)."""
+    tests = {key: _scalar_test(hint) for key, hint in _hints(schema).items()}
+    return None if any(t is None for t in tests.values()) else tests  # type: ignore[misc]
 
 
 def _its(field: str) -> str:
     return f"its {field}" if field else ""
 
 
+_SHORT = reprlib.Repr()  # keyword arguments only from Python 3.12
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 40, 40, 40
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 4
+
+
+def _short(value: Any) -> str:
+    """`value` as repr writes it, at most ~60 characters on one line, however deep or long
+    (a checkpoint value nested 100,000 deep once failed inside repr)."""
+    text = _SHORT.repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _not(value: Any, schema: Any, field: str) -> str:
-    """`its fold is 7, not an int >= 0`; the value cut to 60 characters."""
-    shown = repr(value)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    return f"{_its(field) or 'it'} is {shown}, not {words(schema)}"
+    """`its fold is 7, not an int >= 0`; the value cut short (`_short`)."""
+    return f"{_its(field) or 'it'} is {_short(value)}, not {words(schema)}"
 
 
 def words(schema: Any) -> str:
@@ -327,8 +412,9 @@ def words(schema: Any) -> str:
         if bound == FINITE:
             return "a finite number"
         return words(args[0]) + (f" {bound.words()}" if bound else "")
-    if origin in (Union, types.UnionType):
-        return " or ".join(words(arg) for arg in args)
+    if origin in (Union, types.UnionType):  # an int is a number too: said once
+        kinds = [arg for arg in args if not (arg is int and float in args)]
+        return " or ".join(words(arg) for arg in kinds)
     if origin is Literal:
         return " or ".join(json.dumps(arg) for arg in args)
     if origin is list or schema is list:

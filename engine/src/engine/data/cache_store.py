@@ -151,8 +151,8 @@ def _is_cache(folder: Path) -> bool:
 def _progress(folder: Path) -> Progress | None:
     """progress.json of a cache, or None when the build was cut before its first commit
     (progress.json or sources.npz not written yet)."""
-    if not (folder / "sources.npz").is_file() or not (folder / "progress.json").is_file():
-        return None
+    if not (folder / "sources.npz").exists() or not (folder / "progress.json").exists():
+        return None  # a FIFO or a folder of that name is named by _read, not taken for none
     return _read(folder, "progress.json", Progress)
 
 

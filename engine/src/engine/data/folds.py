@@ -20,14 +20,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from hydra._internal.utils import _locate
 from omegaconf import DictConfig, open_dict
 from torch.utils.data import Dataset, IterableDataset
 
-from engine.core.bounds import Count, Seed
+from engine.core.bounds import Bound, Count
 from engine.core.dataset_keys import FOLD_KEYS
 from engine.core.io import write_json
 from engine.core.records import RecordError, read_record
@@ -58,7 +58,7 @@ class FoldRecord:
 
     folds: Count
     fold: Count
-    fold_seed: Seed
+    fold_seed: Annotated[int, Bound(0)]  # dataset.fold_seed: any int numpy seeds from
     train_split_size: Count  # samples of the whole train split (N)
     fold_size: Count  # samples of this fold (the val set)
     stratified_by: str  # label | rarest label | none (a dataset without targets)
@@ -274,5 +274,5 @@ def read_fold_file(path: Path) -> FoldRecord:
     record = read_record(path, FoldRecord, MAX_FOLD_BYTES, "a fold.json", fix)
     problem = _deal_problem(record)
     if problem is not None:
-        raise RecordError(f"{path} {problem}: {fix}")
+        raise RecordError(f"{path}: {problem}: {fix}")
     return FoldRecord(**record)

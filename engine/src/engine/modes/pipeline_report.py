@@ -12,6 +12,8 @@ epoch is a long first wait, a stalled queue is wait bars while the workers' stri
 
 from __future__ import annotations
 
+import os
+import statistics
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,8 +43,7 @@ class Span:
 
 MAX_LANES = 256  # strips a picture holds: loader workers of one run, and the main process
 MAX_BYTES = 2**31  # a pipeline.csv of ~10 million batches
-MAX_SPAN = 366 * DAY  # seconds a run's rows may span before the file's last write
-CLOCK_SKEW = 3600.0  # seconds a row may lie past the file's last write (another node's clock)
+MAX_SPAN = 366 * DAY  # seconds a row's moments may lie from the file's median moment
 FIX = (
     "the file is not as a training wrote it: train again (trainer.pipeline_timing=true) to "
     "write it anew."
@@ -97,39 +98,46 @@ def _spans_of(row: dict[str, Any]) -> Iterator[tuple[str, str, float, float]]:
 
 
 def _utc(moment: float) -> str:
-    return f"{datetime.fromtimestamp(moment, timezone.utc):%Y-%m-%d %H:%M:%S} UTC"
+    """` (2026-12-06 13:04:05 UTC)`, or "" for a moment no calendar date holds."""
+    try:
+        return f" ({datetime.fromtimestamp(moment, timezone.utc):%Y-%m-%d %H:%M:%S} UTC)"
+    except (ValueError, OverflowError, OSError):
+        return ""
 
 
-def _time_problem(row: dict[str, Any], written: float) -> str | None:
-    """Why `row`'s moments cannot be a training's (None: they can): a moment outside the year
-    before the file's last write (`written`, unix seconds; a 1970 row once stretched the
-    picture over 56 years), or a bar ending before it starts."""
-    moments = {key: row[key] for key in MOMENTS if row.get(key) is not None}
-    for key, moment in moments.items():
-        if not written - MAX_SPAN <= moment <= written + CLOCK_SKEW:
-            when = f" ({_utc(moment)})" if abs(moment) < 1e11 else ""
-            return (
-                f"its {key} is {moment}{when}, outside the year before the file was last "
-                f"written ({_utc(written)})"
-            )
+def _order_problem(row: dict[str, Any]) -> str | None:
+    """Why `row`'s bars cannot be (None: they can): a worker's build with one end only, or a
+    bar ending before it starts."""
+    if (row.get("built_from") is None) != (row.get("built_to") is None):
+        return "it has one of built_from and built_to, where a timed batch has both"
     for start, end in (("built_from", "built_to"), ("asked", "arrived"), ("step_from", "step_to")):
-        if start in moments and end in moments and moments[end] < moments[start]:
-            return f"its {end} ({moments[end]}) is before its {start} ({moments[start]})"
+        if row.get(start) is not None and row.get(end) is not None and row[end] < row[start]:
+            return f"its {end} ({row[end]}) is before its {start} ({row[start]})"
     return None
 
 
 def read_spans(path: Path) -> list[Span]:
     """The bars of pipeline.csv at `path`, times in seconds from its first moment; a file
-    that is not as a training wrote it is one ValueError line naming it (and the line)."""
-    rows = read_table(path, PipelineRow, MAX_BYTES, "a pipeline.csv", FIX)
-    written = path.stat().st_mtime
-    for line, row in rows:
-        why = _time_problem(row, written)
+    that is not as a training wrote it is one ValueError line naming it (and the line). A
+    moment more than a year from the file's median moment is refused: no run's rows span
+    that, and a row dated 1970 once stretched the picture over 56 years."""
+    rows = []
+    for line, row in read_table(path, PipelineRow, MAX_BYTES, "a pipeline.csv", FIX):
+        why = _order_problem(row)
         if why is not None:
             raise RecordError(f"{path} line {line}: {why}: {FIX}")
-    spans = [span for _, row in rows for span in _spans_of(row)]
-    if not spans:
+        rows.append((line, row))
+    if not rows:
         raise ValueError(f"{path} holds no batches: a training writes one row per train batch.")
+    middle = statistics.median(row["asked"] for _, row in rows)
+    for line, row in rows:
+        key = next((k for k in MOMENTS if abs((row.get(k) or middle) - middle) > MAX_SPAN), None)
+        if key is not None:
+            raise RecordError(
+                f"{path} line {line}: its {key} is {row[key]}{_utc(row[key])}, more than a year "
+                f"from the file's other rows (their median moment {middle}{_utc(middle)}): {FIX}"
+            )
+    spans = [span for _, row in rows for span in _spans_of(row)]
     origin = min(start for _, _, start, _ in spans)
     return [Span(lane, stage, start - origin, width) for lane, stage, start, width in spans]
 
@@ -161,7 +169,7 @@ def draw(spans: list[Span], out: Path, title: str) -> None:
 def report(run: Path) -> Path:
     """Draw `run`'s pipeline.csv into `run`/pipeline.png; returns its path."""
     path = run / CSV_NAME
-    if not path.is_file():
+    if not os.path.lexists(path):  # a FIFO or a folder there is named by read_spans
         raise FileNotFoundError(
             f"{path}: no such file; RUN must name a training's run dir trained with "
             "trainer.pipeline_timing=true (the default), e.g. RUN=outputs/latest_train."

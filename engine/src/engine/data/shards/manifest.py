@@ -92,7 +92,7 @@ class _Head(TypedDict):
 class ManifestFile(_Head, total=False):
     """A whole manifest file."""
 
-    classes: list[str]
+    classes: list[str] | None
     written_by: str
 
 
