@@ -84,3 +84,35 @@ def test_latest_after_sweeps_alone_names_the_sweeps_jobs(tmp_path: Path) -> None
                        rf"eval.checkpoint={log_dir / 'latest_sweep'}/<job dir>"):  # fmt: skip
         latest_run(log_dir, "train", "eval.checkpoint")
     assert not (log_dir / "latest").exists()
+
+
+def test_a_file_of_yours_named_latest_is_named_not_taken_for_a_missing_run(tmp_path) -> None:
+    """It said 'does not exist (no mode=train run has started ...)'; a folder of yours there
+    was taken for the run."""
+    log_dir = tmp_path / "outputs"
+    log_dir.mkdir()
+    (log_dir / "latest_train").write_text("my notes\n")
+    with pytest.raises(FileNotFoundError, match=r"latest_train is a file of yours, not the link"):
+        latest_run(log_dir, "train", "eval.checkpoint")
+    (log_dir / "latest_train").unlink()
+    (log_dir / "latest_train").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"latest_train is a folder of yours"):
+        latest_run(log_dir, "train", "eval.checkpoint")
+
+
+def test_a_log_dir_that_takes_no_link_is_a_warning_not_a_raw_oserror(tmp_path, monkeypatch, caplog):
+    """A read-only paths.log_dir with a writable run dir failed on the link's temp file."""
+    run = tmp_path / "runs" / "a"
+    run.mkdir(parents=True)
+
+    unlink = Path.unlink
+
+    def refused(self, *args, **kwargs):
+        if self.name.startswith(".latest"):  # the staged link, in a folder that takes none
+            raise PermissionError(13, "Permission denied")
+        return unlink(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "unlink", refused)
+    with caplog.at_level(logging.WARNING):
+        point_latest(tmp_path / "outputs", run, "train")
+    assert "could not point" in caplog.text and "Permission denied" in caplog.text

@@ -100,3 +100,19 @@ def test_a_local_file_hydra_would_pass_over_is_refused(tmp_path: Path) -> None:
     local.symlink_to(tmp_path / "gone.yaml")
     with pytest.raises(ConfigError, match=r"default\.yaml: a broken link or no regular file"):
         check_local_config(conf)
+
+
+@pytest.mark.parametrize("flag", [["--config-dir", "{x}"], ["--config-dir={x}"], ["-cd", "{x}"]])
+def test_the_local_file_found_through_config_dir_is_the_one_checked(tmp_path, flag) -> None:
+    """Hydra composes the first local/default.yaml of its search path: --config-dir's when
+    conf/ has none. It was skipped: a misspelt paths.dta_dir trained on the default data."""
+    conf = _conf(tmp_path, "")
+    (conf / "local" / "default.yaml").unlink()
+    machine = tmp_path / "machine"
+    (machine / "local").mkdir(parents=True)
+    (machine / "local" / "default.yaml").write_text("# @package _global_\npaths:\n  dta_dir: /d\n")
+    argv = ["mode=train", *(f.format(x=machine) for f in flag)]
+    with pytest.raises(ConfigError, match=rf"^{machine / 'local' / 'default.yaml'}: paths.dta_dir"):
+        check_local_config(conf, argv)
+    (conf / "local" / "default.yaml").write_text("# @package _global_\npaths:\n  data_dir: /d\n")
+    check_local_config(conf, argv)  # conf/'s comes first in Hydra's search path: it is the one

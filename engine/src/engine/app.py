@@ -8,6 +8,7 @@ The template passes in what it owns: its training function (mode=train) and its 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -116,5 +117,5 @@ def launch(main: Callable[[], Any], script: str) -> None:
     )
     register_resolvers()
     with errors_said_once(), distributed_job():
-        check_local_config(Path(script).resolve().parent / "conf")
+        check_local_config(Path(script).resolve().parent / "conf", sys.argv[1:])
         main()

@@ -11,6 +11,7 @@ alike."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -76,13 +77,41 @@ def _read(path: Path) -> object:
         ) from None
 
 
-def check_local_config(conf_dir: Path) -> None:
-    """Refuse `conf_dir`/local/default.yaml when it is not valid YAML (a duplicate key
-    included), has keys but no `# @package _global_` header, or when a key under its
+def _flag(argv: list[str], names: tuple[str, ...]) -> str | None:
+    """The value of the last of Hydra's flags `names` in `argv` (`-cd X`, `--config-dir=X`)."""
+    found = None
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name in names:
+            found = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return found
+
+
+def config_dirs(script_dir: Path, argv: list[str]) -> list[Path]:
+    """The folders Hydra searches for config groups, in its order: the primary one (conf/, or
+    `--config-path`), the `file://` entries of its config.yaml's `hydra.searchpath`, then
+    `--config-dir` (hydra/_internal/utils.py prepends it before the structured configs only).
+    The first that holds local/default.yaml gives the file Hydra composes."""
+    primary = script_dir / (_flag(argv, ("--config-path", "-cp")) or "conf")
+    main = _read(primary / "config.yaml") if (primary / "config.yaml").is_file() else None
+    hydra = main.get("hydra") if isinstance(main, dict) else None
+    entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
+    files = [e[len("file://") :] for e in entries or [] if str(e).startswith("file://")]
+    extra = _flag(argv, ("--config-dir", "-cd"))
+    folders = [primary, *(primary / f if not Path(f).is_absolute() else Path(f) for f in files)]
+    return folders + ([Path(extra).absolute()] if extra else [])
+
+
+def check_local_config(conf_dir: Path, argv: list[str] | None = None) -> None:
+    """Refuse the local/default.yaml Hydra composes (the first of `config_dirs` that holds
+    one; `conf_dir`/local/default.yaml without `argv`) when it is not valid YAML (a duplicate
+    key included), has keys but no `# @package _global_` header, or when a key under its
     `paths` is a near-miss of a key of conf/config.yaml's `paths` (a key of your own that is
     no near-miss is kept: the file may add paths). A file Hydra would pass over without a word
     is refused too: a default.yaml that is a broken link or no file, or only a default.yml."""
-    path = conf_dir / LOCAL
+    folders = [conf_dir] if argv is None else config_dirs(conf_dir.parent, argv)
+    path = next((f / LOCAL for f in folders if os.path.lexists(f / LOCAL)), conf_dir / LOCAL)
+    conf_dir = folders[0]
     if not path.is_file():
         if path.is_symlink() or path.exists():
             raise ConfigError(

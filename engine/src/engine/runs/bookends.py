@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -49,13 +49,19 @@ def _link(log_dir: Path, name: str, target: str) -> None:
             name,
         )
         return
-    staged.unlink(missing_ok=True)
     try:
+        staged.unlink(missing_ok=True)
         staged.symlink_to(target, target_is_directory=True)
         os.replace(staged, link)
-    except OSError as err:  # no symlinks here (Windows without the privilege)
-        staged.unlink(missing_ok=True)
-        log.warning("could not point %s at %s: %s", link, target, err)
+    except OSError as err:  # a read-only log_dir; no symlinks here (Windows, no privilege)
+        with suppress(OSError):  # our own temp link, if it was made: the warning says why
+            staged.unlink(missing_ok=True)
+        log.warning(
+            "could not point %s at %s (%s): make paths.log_dir writable to have the link",
+            link,
+            target,
+            err.strerror or err,
+        )
 
 
 def point_latest(log_dir: Path, run_dir: Path, mode: str, both: bool = True) -> str | None:
@@ -102,6 +108,12 @@ def restore_latest(log_dir: Path, mode: str, before: str | None, run_dir: Path) 
 def latest_run(log_dir: Path, mode: str, key: str) -> Path:
     """The run dir `log_dir`/latest_<mode> points to, for `key`=latest; one line otherwise."""
     link = log_dir / f"{LATEST}_{mode}"
+    if os.path.lexists(link) and not link.is_symlink():
+        raise FileNotFoundError(
+            f"{key}=latest: {link} is a {'folder' if link.is_dir() else 'file'} of yours, not "
+            "the link a run leaves: move it away (the next run links it), or set "
+            f"{key} to a checkpoint file or a run dir."
+        )
     if not link.is_dir():
         sweep = log_dir / f"{LATEST}_{SWEEP}"
         jobs = (
