@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from engine.sweeps.recommend import recommendation
 from engine.sweeps.speed_knobs import BASIC_SWEEPER, speed_only
-from engine.sweeps.summary import advice, notes, table_metric
+from engine.sweeps.summary import advice, is_stream, notes, table_metric
 from engine.sweeps.table import TIED, binomial_spread, mark_tied, rank
 
 OPTUNA = "hydra_plugins.hydra_optuna_sweeper.optuna_sweeper.OptunaSweeper"
@@ -59,6 +59,13 @@ PERSIST = _rows(
         (WORKERS, ["loader.num_workers=0,1,2", "trainer.max_epochs=1"], None),
         (WORKERS, ["trainer.max_epochs=1"], {"loader.num_workers": "0,1,2"}),  # a sweep file
         (PERSIST, ["++loader.num_workers=2", "loader.persistent_workers=true,false"], None),
+        # a sweep file over batch sizes too, its batch size fixed on the command line (which
+        # wins, as BasicSweeper reads them): ranked by val/acc before
+        (
+            WORKERS,
+            ["loader.batch_size=64"],
+            {"loader.num_workers": "0,1,2", "loader.batch_size": "32,64"},
+        ),
     ],
 )
 def test_a_training_sweep_over_speed_knobs_ranks_by_samples_per_s(tmp_path, rows, task, params):
@@ -69,7 +76,7 @@ def test_a_training_sweep_over_speed_knobs_ranks_by_samples_per_s(tmp_path, rows
     assert ranked[0]["job"] == rows[-1]["job"]  # the fastest, not the one rounding favoured
     (said,) = notes(ranked, metric, knobs)
     assert said.startswith(
-        "Ranked by train/samples_per_s: the jobs differ only in loader speed knobs (loader."
+        "Ranked by train/samples_per_s: the jobs differ only in speed knobs (loader."
     )
     assert "summary.rank_by=<metric>" in said
     # what the jobs share, in words their table (val/acc 0.229 against 0.216) cannot contradict
@@ -157,3 +164,44 @@ def test_the_sampling_interval_is_wilsons_and_stays_within_0_and_1() -> None:
         0.9243, abs=1e-3
     )
     assert binomial_spread(1.0, 30).high == 1.0 and binomial_spread(0.0, 30).low == 0.0
+
+
+THREADS = _rows(
+    "loader.num_workers=0 trainer.num_threads=1",
+    "loader.num_workers=0 trainer.num_threads=2",
+    "loader.num_workers=2 trainer.num_threads=1",
+    "loader.num_workers=2 trainer.num_threads=2",
+)
+
+
+def test_the_main_process_threads_are_a_speed_knob_too(tmp_path) -> None:
+    """A workers x num_threads sweep was ranked by val/acc, all four jobs tied."""
+    plan = _plan(tmp_path, ["loader.num_workers=0,2", "trainer.num_threads=1,2"])
+    knobs = speed_only(THREADS, plan)
+    assert knobs == ["loader.num_workers", "trainer.num_threads"]
+    assert table_metric(_config(), knobs) == "train/samples_per_s"
+
+
+def test_over_a_stream_the_workers_are_no_speed_knob(tmp_path) -> None:
+    """With workers a stream is sharded otherwise: the jobs do not share their samples, so
+    the summary ranks by val/acc and never says they do."""
+    plan = _plan(tmp_path, ["loader.num_workers=0,2"])
+    knobs = speed_only(WORKERS[::2], plan, streamed=True)
+    assert knobs == [] and table_metric(_config(), knobs) == "val/acc"
+    assert not any("same samples" in line for line in notes(WORKERS[::2], "val/acc", knobs))
+    stream = OmegaConf.create(
+        {"dataset": {"_target_": "engine.data.datasets.tar_shards.TarShardDataset"}}
+    )
+    files = OmegaConf.create({"dataset": {"_target_": "engine.data.datasets.csv.CsvDataset"}})
+    assert is_stream(stream) and not is_stream(files)
+    pinned = _plan(tmp_path, ["loader.pin_memory=true,false"])
+    pins = _rows("loader.pin_memory=true", "loader.pin_memory=false")
+    assert speed_only(pins, pinned, streamed=True) == ["loader.pin_memory"]
+
+
+def test_a_sweep_over_seeds_recommends_none_and_says_why() -> None:
+    rows = mark_tied(
+        rank(_rows("trainer.seed=0", "trainer.seed=1", "trainer.seed=2"), "val/acc"), "val/acc"
+    )
+    (line,) = advice(rows, [], "val/acc")
+    assert line.startswith("None is recommended: the jobs differ by trainer.seed")

@@ -27,18 +27,22 @@ from omegaconf.errors import OmegaConfBaseException
 from engine.core.records import regular_file_bytes
 from engine.sweeps.plot import swept_keys
 
-SPEED_KNOBS = frozenset(
-    f"loader.{knob}"
-    for knob in (
-        "num_workers",
-        "pin_memory",
-        "prefetch_factor",
-        "persistent_workers",
-        "timeout",
-        "multiprocessing_context",
-        "sharing_strategy",
-    )
+LOADER_KNOBS = (
+    "num_workers",
+    "pin_memory",
+    "prefetch_factor",
+    "persistent_workers",
+    "timeout",
+    "multiprocessing_context",
+    "sharing_strategy",
 )
+# the trainer's: the main process's threads, the memory layout, the side-stream copy, the
+# stage timings and compilation change the float rounding or the speed, never the samples
+TRAINER_KNOBS = ("num_threads", "channels_last", "device_prefetch", "pipeline_timing", "compile")
+SPEED_KNOBS = frozenset(
+    [*(f"loader.{k}" for k in LOADER_KNOBS), *(f"trainer.{k}" for k in TRAINER_KNOBS)]
+)
+WORKERS = "loader.num_workers"  # shards a stream otherwise: no speed knob of a stream
 SPEED_METRIC = "train/samples_per_s"
 PLAN = "multirun.yaml"  # Hydra writes it into the sweep dir before the first job
 BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
@@ -53,7 +57,8 @@ def planned_sweeps(sweep_dir: Path) -> list[str] | None:
         if plan["sweeper"]["_target_"] != BASIC_SWEEPER:
             return None
         params = plan["sweeper"].get("params") or {}
-        given = [*plan["overrides"]["task"], *(f"{k}={v}" for k, v in params.items())]
+        # as BasicSweeper reads them: the params, then the command line, the last of a key wins
+        given = [*(f"{k}={v}" for k, v in params.items()), *plan["overrides"]["task"]]
         parsed = OverridesParser.create().parse_overrides(given)
     except (
         OSError,
@@ -66,27 +71,31 @@ def planned_sweeps(sweep_dir: Path) -> list[str] | None:
         HydraException,
     ):
         return None  # the configured metric then ranks, as before this rule
-    return [o.key_or_group for o in parsed if o.is_sweep_override()]
+    last = {o.key_or_group: o for o in parsed}
+    return [key for key, o in last.items() if o.is_sweep_override()]
 
 
-def speed_only(rows: list[dict[str, str]], sweep_dir: Path) -> list[str]:
+def speed_only(rows: list[dict[str, str]], sweep_dir: Path, streamed: bool = False) -> list[str]:
     """The keys the sweep in `sweep_dir` (its summary `rows`) varies, when each is a speed knob;
-    [] when any is not, nothing varies, or its plan says nothing (see `planned_sweeps`)."""
+    [] when any is not, nothing varies, or its plan says nothing (see `planned_sweeps`). Over
+    a stream (`streamed`), the workers shard it: their count changes which samples a batch
+    holds, so it is no speed knob there."""
     planned = planned_sweeps(sweep_dir)
     if planned is None:
         return []
     keys = list(dict.fromkeys([*swept_keys(rows), *planned]))
-    return keys if keys and SPEED_KNOBS.issuperset(keys) else []
+    knobs = SPEED_KNOBS - {WORKERS} if streamed else SPEED_KNOBS
+    return keys if keys and knobs.issuperset(keys) else []
 
 
 def speed_note(knobs: list[str], metric: str) -> str:
     """The line saying why a sweep over speed `knobs` ranks by `metric`."""
     return (
-        f"Ranked by {metric}: the jobs differ only in loader speed knobs ({', '.join(knobs)}), "
-        "which change how fast batches come, not what the model is shown: every job trains on "
-        "the same samples in the same order with the same augmentations. Their val metrics "
-        "still differ: the threads left to the step change the float rounding, and training "
-        "amplifies it, so a gap between them says nothing about the knobs. One training "
+        f"Ranked by {metric}: the jobs differ only in speed knobs ({', '.join(knobs)}), which "
+        "change how fast batches come, not what the model is shown: every job trains on the "
+        "same samples in the same order with the same augmentations. Their val metrics still "
+        "differ: threads, memory layout and compilation change the float rounding, and "
+        "training amplifies it, so a gap between them says nothing about the knobs. One training "
         "measures its speed once: to tell close jobs apart, time them with repeats "
         "(+sweep=loader); summary.rank_by=<metric> ranks by another."
     )

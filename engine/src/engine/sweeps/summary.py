@@ -17,11 +17,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hydra._internal.utils import _locate  # what instantiate uses; get_object logs an ERROR
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from torch.utils.data import IterableDataset
 
 from engine.core.launch import launch_rank
 from engine.metric_keys import METRICS_BY_MODE, metric_names, train_keys
@@ -34,7 +36,7 @@ from engine.sweeps.folds import (
     fold_mean,
     is_group_row,
 )
-from engine.sweeps.plot import plot_folds, plot_sweep
+from engine.sweeps.plot import plot_folds, plot_sweep, swept_keys
 from engine.sweeps.recommend import recommendation
 from engine.sweeps.reuse import SUMMARY_CSV, kept_overrides, read_metrics, runs_as, same_as
 from engine.sweeps.speed_knobs import SPEED_METRIC, speed_note, speed_only
@@ -83,6 +85,16 @@ def csv_columns(config: DictConfig) -> list[str]:
 def job_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
     """The jobs' rows of summary.csv, without the k-fold groups' rows."""
     return [r for r in rows if not is_group_row(r)]
+
+
+def is_stream(config: DictConfig) -> bool:
+    """Whether the sweep's train set is a stream (an IterableDataset: its workers shard it)."""
+    target = OmegaConf.select(config, "dataset._target_", default=None)
+    try:
+        kind = _locate(target) if isinstance(target, str) else None
+    except ImportError:  # the jobs report it
+        return False
+    return isinstance(kind, type) and issubclass(kind, IterableDataset)
 
 
 def rank_metric(config: DictConfig) -> str:
@@ -203,10 +215,17 @@ def within_noise(rows: list[dict[str, str]], metric: str) -> bool:
 
 
 def advice(rows: list[dict[str, str]], groups: list[dict[str, str]], metric: str) -> list[str]:
-    """The recommended job, unless the jobs are folds (k-fold groups: one fold is no setting)
-    or the best is within an accuracy's sampling error of another (a gap inside the noise)."""
+    """The recommended job, unless the jobs are folds (k-fold groups: one fold is no setting),
+    the best is within an accuracy's sampling error of another (a gap inside the noise), or
+    the jobs differ by a seed (no setting: said so)."""
     if sum(r.get(TIED) == "yes" for r in rows) > 1 and within_noise(rows, metric):
         return []
+    seeds = [key for key in swept_keys(rows) if key.rsplit(".", 1)[-1].endswith("seed")]
+    if seeds:
+        return [
+            f"None is recommended: the jobs differ by {', '.join(seeds)}, which is no setting to "
+            "pick; their spread is how much one setting's result varies from seed to seed."
+        ]
     line = None if groups else recommendation(rows, metric)
     return [line] if line else []
 
@@ -269,7 +288,7 @@ class SweepSummary(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         written = read_rows(sweep_dir / SUMMARY_CSV)
-        knobs = speed_only(job_rows(written), sweep_dir)
+        knobs = speed_only(job_rows(written), sweep_dir, is_stream(config))
         metric = table_metric(config, knobs)
         rows = mark_tied(rank(job_rows(written), metric), metric)  # sets `tied` in the rows read
         if rows and tie_columns(config):
@@ -317,7 +336,7 @@ class SweepSummary(Callback):
 
     def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
         jobs = job_rows(read_rows(sweep_dir / SUMMARY_CSV))
-        knobs = speed_only(jobs, sweep_dir)
+        knobs = speed_only(jobs, sweep_dir, is_stream(config))
         metric = table_metric(config, knobs)
         groups, fold_lines = fold_groups(jobs, mode_metrics(config), folds_of(config))
         self._say(fold_lines)
