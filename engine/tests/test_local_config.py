@@ -116,3 +116,38 @@ def test_the_local_file_found_through_config_dir_is_the_one_checked(tmp_path, fl
         check_local_config(conf, argv)
     (conf / "local" / "default.yaml").write_text("# @package _global_\npaths:\n  data_dir: /d\n")
     check_local_config(conf, argv)  # conf/'s comes first in Hydra's search path: it is the one
+
+
+def test_a_project_engine_yaml_or_a_searchpath_without_the_engine_is_refused(tmp_path) -> None:
+    """A conf/engine.yaml of one key replaced the engine's whole file (the run failed with
+    mode=None); a searchpath without pkg://engine.conf lost every engine group, Hydra's errors
+    naming neither."""
+    from engine.config.search_path import check_search_path
+
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "config.yaml").write_text(MAIN + "hydra:\n  searchpath:\n    - pkg://engine.conf\n")
+    check_search_path(tmp_path, [])
+    (conf / "engine.yaml").write_text("mode: eval\n")
+    with pytest.raises(ConfigError, match=r"engine\.yaml: it shadows the engine's engine\.yaml"):
+        check_search_path(tmp_path, [])
+    (conf / "engine.yaml").unlink()
+    (conf / "config.yaml").write_text(MAIN + "hydra:\n  searchpath:\n    - file:///elsewhere\n")
+    with pytest.raises(
+        ConfigError, match=r"config\.yaml: its hydra\.searchpath lacks pkg://engine"
+    ):
+        check_search_path(tmp_path, [])
+    check_search_path(tmp_path, ["hydra.searchpath=[pkg://engine.conf]"])  # said where it fails
+
+
+def test_the_fix_for_an_emptied_searchpath_is_one_hydra_takes() -> None:
+    """`hydra.searchpath=[pkg://engine.conf,]` was proposed, which Hydra's grammar refuses."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import MissingConfigException
+
+    from engine.config.command_line import searchpath_lost
+
+    for given in ("hydra.searchpath=[]", "hydra.searchpath=[file:///x]"):
+        line = searchpath_lost(MissingConfigException("missing", "eval"), [given])
+        fix = line.rsplit("keep them first: ", 1)[1]
+        OverridesParser.create().parse_overrides([fix])  # raises on a list it refuses

@@ -20,6 +20,7 @@ from engine.config.choices import log_config_tree
 from engine.config.command_line import errors_said_once
 from engine.config.errors import ConfigError
 from engine.config.local_config import check_local_config
+from engine.config.search_path import check_search_path
 from engine.config.validate import validate_config
 from engine.core.failures import failures_reported
 from engine.core.launch import job_dir, launch_id, launch_rank, launch_time
@@ -117,5 +118,6 @@ def launch(main: Callable[[], Any], script: str) -> None:
     )
     register_resolvers()
     with errors_said_once(), distributed_job():
+        check_search_path(Path(script).resolve().parent, sys.argv[1:])
         check_local_config(Path(script).resolve().parent / "conf", sys.argv[1:])
         main()

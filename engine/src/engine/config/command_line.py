@@ -81,11 +81,12 @@ def searchpath_lost(err: MissingConfigException, overrides: list[str]) -> str | 
     given = next((o for o in overrides if o.startswith("hydra.searchpath=")), None)
     if given is None or ENGINE_CONF in given:
         return None
-    paths = given.split("=", 1)[1].strip("[]")
+    paths = given.split("=", 1)[1].strip("[] ")
+    kept = f"[{ENGINE_CONF},{paths}]" if paths else f"[{ENGINE_CONF}]"  # Hydra refuses `[a,]`
     return (
         f"{given}: it replaces conf/config.yaml's hydra.searchpath, so the engine's config "
         f"groups ({ENGINE_CONF}: eval, logger, ...) are gone; keep them first: "
-        f"hydra.searchpath=[{ENGINE_CONF},{paths}]"
+        f"hydra.searchpath={kept}"
     )
 
 

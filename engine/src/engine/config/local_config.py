@@ -60,7 +60,7 @@ def _package(text: str) -> str | None:
     return None
 
 
-def _read(path: Path) -> object:
+def read_yaml(path: Path) -> object:
     try:
         return yaml.load(path.read_text(encoding="utf-8"), _UniqueKeys)  # a SafeLoader
     except yaml.YAMLError as err:
@@ -87,13 +87,22 @@ def _flag(argv: list[str], names: tuple[str, ...]) -> str | None:
     return found
 
 
+def primary_config(primary: Path) -> object:
+    """The primary config.yaml of folder `primary` as YAML, None when it is missing or does not
+    parse (Hydra then names its own error in it)."""
+    try:
+        return read_yaml(primary / "config.yaml") if (primary / "config.yaml").is_file() else None
+    except ConfigError:
+        return None
+
+
 def config_dirs(script_dir: Path, argv: list[str]) -> list[Path]:
     """The folders Hydra searches for config groups, in its order: the primary one (conf/, or
     `--config-path`), the `file://` entries of its config.yaml's `hydra.searchpath`, then
     `--config-dir` (hydra/_internal/utils.py prepends it before the structured configs only).
     The first that holds local/default.yaml gives the file Hydra composes."""
     primary = script_dir / (_flag(argv, ("--config-path", "-cp")) or "conf")
-    main = _read(primary / "config.yaml") if (primary / "config.yaml").is_file() else None
+    main = primary_config(primary)
     hydra = main.get("hydra") if isinstance(main, dict) else None
     entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
     files = [e[len("file://") :] for e in entries or [] if str(e).startswith("file://")]
@@ -124,7 +133,7 @@ def check_local_config(conf_dir: Path, argv: list[str] | None = None) -> None:
                 f"settings would be passed over: rename it to {path.name}."
             )
         return
-    local = _read(path)
+    local = read_yaml(path)
     text = path.read_text(encoding="utf-8")
     if local is not None and _package(text) is None:
         bom = " (it starts with a UTF-8 byte-order mark, which hides the header: save it without)"
@@ -135,7 +144,7 @@ def check_local_config(conf_dir: Path, argv: list[str] | None = None) -> None:
             "`# @package _global_` its first line (Hydra reads it only before any other line), "
             "as in conf/local/example.yaml."
         )
-    main = _read(conf_dir / "config.yaml") if (conf_dir / "config.yaml").is_file() else None
+    main = read_yaml(conf_dir / "config.yaml") if (conf_dir / "config.yaml").is_file() else None
     if isinstance(local, dict):
         _refuse_near_misses(path, list(map(str, local)), _top_level(conf_dir, main), cutoff=0.75)
     paths = local.get("paths") if isinstance(local, dict) else None
@@ -151,7 +160,7 @@ def _top_level(conf_dir: Path, main: object) -> list[str]:
     """The config's top-level names: conf/config.yaml's and engine.yaml's keys, and the groups
     of conf/ and of the engine's config package."""
     engine_dir = Path(engine.conf.__file__).parent
-    engine_yaml = _read(engine_dir / "engine.yaml")
+    engine_yaml = read_yaml(engine_dir / "engine.yaml")
     names = {
         *(main if isinstance(main, dict) else {}),
         *(engine_yaml if isinstance(engine_yaml, dict) else {}),

@@ -1,0 +1,42 @@
+"""The engine's config groups on the project's search path, checked before Hydra composes:
+conf/config.yaml's `hydra.searchpath` must hold `pkg://engine.conf` (without it every engine
+group is missing, and Hydra's errors name neither the list nor the entry), and a conf/engine.yaml
+of the project's would replace the engine's whole engine.yaml (its `mode`, the modes' settings,
+the callbacks), failing later with `mode=None`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.config.command_line import ENGINE_CONF
+from engine.config.errors import ConfigError
+from engine.config.local_config import config_dirs, primary_config
+from engine.core.text import shown
+
+
+def check_search_path(script_dir: Path, argv: list[str]) -> None:
+    """Refuse, in one line naming the file and the fix, a primary config whose
+    `hydra.searchpath` lacks the engine's groups, or a project engine.yaml shadowing the
+    engine's. A `hydra.searchpath=` on the command line is checked where it fails
+    (engine/config/command_line.py `searchpath_lost`)."""
+    primary = config_dirs(script_dir, argv)[0]
+    main_file = primary / "config.yaml"
+    if (primary / "engine.yaml").exists():
+        raise ConfigError(
+            f"{shown(primary / 'engine.yaml')}: it shadows the engine's engine.yaml "
+            f"({ENGINE_CONF}), which conf/config.yaml's defaults load as `engine`, so the "
+            "engine's own keys (mode, the modes' settings, run dirs, callbacks) would be lost: "
+            "put your keys in conf/config.yaml (or conf/local/default.yaml), and remove or "
+            "rename this file."
+        )
+    if any(arg.startswith("hydra.searchpath=") for arg in argv) or not main_file.is_file():
+        return
+    main = primary_config(primary)
+    hydra = main.get("hydra") if isinstance(main, dict) else None
+    entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
+    if not isinstance(entries, list) or ENGINE_CONF not in entries:
+        raise ConfigError(
+            f"{shown(main_file)}: its hydra.searchpath {'lacks' if entries else 'is not set to'} "
+            f"{ENGINE_CONF}, where the engine's config groups are (eval, predict, benchmark, "
+            f"logger, hydra/launcher, ...): add `- {ENGINE_CONF}` first under hydra.searchpath."
+        )
