@@ -104,3 +104,24 @@ def test_a_file_that_cannot_be_read_is_one_line_naming_its_index_and_path(tmp_pa
             Preprocess(PREPROCESS.pipelines, max_scans=1)([PIXELS] * (index + 1) + [path])
         with pytest.raises(SampleError, match=rf"from {path}: {says}"):
             Preprocess(PREPROCESS.pipelines, max_scans=1)([path])
+
+
+def test_predict_names_a_uint8_batch_and_a_sample_without_its_batch_axis() -> None:
+    """torch's own errors (a dtype mismatch deep in a conv) named neither the call nor the fix."""
+    from engine.inference.labeller import Labeller
+    from engine.inference.model import Predict
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 2))
+    model.labeller = Labeller(["cat", "dog"])
+    predict = Predict(model, [3, 8, 8])
+    with pytest.raises(
+        TypeError,
+        match=r"not uint8 images \(shape \[2, 3, 8, 8\]\): model\.predict\(model\.preprocess",
+    ):
+        predict(torch.zeros(2, 3, 8, 8, dtype=torch.uint8))
+    with pytest.raises(
+        ValueError, match=r"a batch \(N, 3, 8, 8\), not one sample of shape \[3, 8, 8\]"
+    ):
+        predict(torch.zeros(3, 8, 8))
+    labels, scores = predict(torch.zeros(1, 3, 8, 8))  # the float batch preprocess gives
+    assert len(labels) == 1 and scores.shape == (1, 2)

@@ -164,13 +164,30 @@ def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> 
 
 class Predict:
     """`model.predict(*inputs)`: the model's labels and scores of an input batch, decoded by
-    `model.labeller` as it is at the call (so a changed threshold applies)."""
+    `model.labeller` as it is at the call (so a changed threshold applies). What the model
+    cannot take is one line naming the fix: a uint8 image batch (not yet through
+    `model.preprocess`), or one sample without its batch axis (`input_shape`: the saved
+    model's, where it has one), where torch's errors named neither."""
 
-    def __init__(self, model: nn.Module) -> None:
-        self.model = model
+    def __init__(self, model: nn.Module, input_shape: list[int] | None = None) -> None:
+        self.model, self.input_shape = model, input_shape
 
     @torch.no_grad()
     def __call__(self, *inputs: torch.Tensor) -> tuple[list[list[str]], torch.Tensor]:
+        first = inputs[0] if inputs else None
+        if isinstance(first, torch.Tensor) and first.dtype == torch.uint8:
+            raise TypeError(
+                f"model.predict takes the normalised float batch model.preprocess gives, not "
+                f"uint8 images (shape {list(first.shape)}): model.predict(model.preprocess(x)); "
+                "preprocess takes files, PIL images and uint8 tensors, one or a list."
+            )
+        shape = self.input_shape
+        if isinstance(first, torch.Tensor) and shape and first.dim() == len(shape):
+            raise ValueError(
+                f"model.predict takes a batch (N, {', '.join(map(str, shape))}), not one sample "
+                f"of shape {list(first.shape)}: add the batch axis (x[None]), or pass it through "
+                "model.preprocess, which gives a batch."
+            )
         return self.model.labeller.decode(self.model(*inputs))
 
 
@@ -231,7 +248,8 @@ def load_model(
     model.classes = labeller.classes
     model.multi_label = labeller.multi_label
     model.labeller = labeller
-    model.predict = Predict(model)
+    shape = config["model"].get("input_shape") if isinstance(config["model"], dict) else None
+    model.predict = Predict(model, list(shape) if isinstance(shape, list | tuple) else None)
     image_sides(config["transforms"], max_image_pixels, file)
     pipelines = build(config["transforms"], "transforms", file)
     model.preprocess = Preprocess(pipelines, max_image_pixels, max_jpeg_scans)
