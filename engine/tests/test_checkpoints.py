@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from engine.core.seeding import restore_rng_states, rng_states
 from engine.runs.checkpoint_checks import RunShape
@@ -437,3 +438,23 @@ def test_a_forged_record_that_passes_alone_is_refused_against_the_run(tmp_path: 
         ValueError, match=r"is malformed: its topology.batch_size is .*, not an int >= 1"
     ):
         check_resume(old, now, "batch", path)
+
+
+def test_the_trainings_own_model_override_keeps_what_the_data_filled_in() -> None:
+    """`mode=eval eval.checkpoint=latest model=mlp` (the training's command line) stopped with
+    a raw MissingMandatoryValue: num_classes; the checkpoint's data values fill the node."""
+    from engine.inference.checkpoint import run_config
+
+    model = {
+        "_target_": "src.models.mlp.MLP",
+        "num_classes": "???",
+        "input_shape": "???",
+        "hidden": 64,
+    }
+    others = {key: {} for key in ("dataset", "transforms", "loss", "metrics", "loader", "trainer")}
+    cfg = OmegaConf.create({"model": model, **others})
+    filled = model | {"num_classes": 5, "input_shape": [3, 48, 48], "hidden": 32}
+    saved = {"model": filled, **others, "data": {"classes": list("abcde")}}
+    merged = run_config(cfg, saved, ["mode=eval", "model=mlp"])
+    assert merged.model.num_classes == 5 and list(merged.model.input_shape) == [3, 48, 48]
+    assert merged.model.hidden == 64  # what the command line gave stays this run's

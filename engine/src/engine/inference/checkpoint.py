@@ -22,6 +22,7 @@ from braceexpand import UnbalancedBracesError, braceexpand
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from engine.config.tree import FILLED_FROM_DATA
 from engine.data.image_header import PILLOW_MAX_PIXELS
 from engine.data.shards.sources import kind
 from engine.inference.moved_targets import moved_targets
@@ -394,8 +395,22 @@ def run_config(
         value = OmegaConf.select(OmegaConf.create(current), dotted)
         value = OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
         _set(merged, dotted, value, delete=text.startswith("~"))  # type: ignore[arg-type]
+    _filled_from_data(merged, saved)
     _own_limits(merged, current, overrides, file)  # type: ignore[arg-type]
     return OmegaConf.create(merged)  # type: ignore[arg-type]
+
+
+def _filled_from_data(merged: dict[str, Any], saved: dict[str, Any]) -> None:
+    """A model node the command line gave again (`model=mlp`, the training's own override)
+    comes without the values training filled in from the data (num_classes, input_shape,
+    vocab_size: `???`): they are the checkpoint's, as its weights are. Such a run stopped with
+    a raw `MissingMandatoryValue: num_classes`."""
+    ours, theirs = merged.get("model"), saved.get("model")
+    if not isinstance(ours, dict) or not isinstance(theirs, dict):
+        return
+    for key in FILLED_FROM_DATA:
+        if ours.get(key) == "???" and key in theirs:
+            ours[key] = copy.deepcopy(theirs[key])
 
 
 def _own_limits(
