@@ -328,8 +328,10 @@ def _items_problem(value: Any, schema: Any, field: str) -> str | None:
     fixed = get_origin(schema) is tuple and args and args[-1] is not Ellipsis
     if fixed and len(value) != len(args):
         return _not(value, schema, field)
-    if not fixed and args and (test := _scalar_test(args[0])) is not None and all(map(test, value)):
-        return None  # a million labels: one pass of a plain test, not a million checks
+    test = _scalar_test(args[0]) if args and not fixed else None
+    if test is not None:  # a million labels: one pass of a plain test, not a million walks
+        bad = next((i for i, item in enumerate(value) if not test(item)), None)
+        return None if bad is None else problem(value[bad], args[0], f"{field}[{bad}]")
     for index, item in enumerate(value):
         hint = args[index] if fixed else (args[0] if args else Any)
         found = problem(item, hint, f"{field}[{index}]")
