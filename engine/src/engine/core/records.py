@@ -78,10 +78,11 @@ def _unopened(path: str | os.PathLike[str], err: OSError) -> str:
         return f"it cannot be opened ({err.strerror or err})"
 
 
-def open_regular(path: str | os.PathLike[str], what: str, buffering: int = -1) -> BinaryIO:
-    """The regular file `path`, open for reading (blocking, as any file). Anything else (FIFO,
-    device, socket, folder) raises ValueError `it is a FIFO (named pipe), not <what>` before
-    a blocking open: O_NONBLOCK returns at once on a FIFO with no writer."""
+def _opened(path: str | os.PathLike[str], what: str) -> tuple[int, os.stat_result]:
+    """A descriptor of the regular file `path` and its stat; anything else raises ValueError
+    `it is a FIFO (named pipe), not <what>` before a blocking open (O_NONBLOCK returns at once
+    on a FIFO with no writer, and a regular file ignores it). A missing file is
+    FileNotFoundError."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
@@ -90,29 +91,38 @@ def open_regular(path: str | os.PathLike[str], what: str, buffering: int = -1) -
     except OSError as err:  # a socket (ENXIO), a loop of links (ELOOP), no permission
         raise ValueError(f"{_unopened(path, err)}, not {what}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ValueError(f"it is {kind_of(mode)}, not {what}")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb", buffering=buffering)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"it is {kind_of(info.st_mode)}, not {what}")
     except BaseException:
         os.close(fd)
         raise
+    return fd, info
+
+
+def open_regular(path: str | os.PathLike[str], what: str, buffering: int = -1) -> BinaryIO:
+    """The regular file `path`, open for reading as a stream (see `_opened`)."""
+    fd, _ = _opened(path, what)
+    os.set_blocking(fd, True)  # O_NONBLOCK served the open only
+    return os.fdopen(fd, "rb", buffering=buffering)
 
 
 def regular_file_bytes(
     path: str | os.PathLike[str], max_bytes: int | None, what: str, limit: str = ""
 ) -> bytes:
-    """The bytes of the regular file `path` (`open_regular`); a file over `max_bytes` raises
-    ValueError `it is N bytes, more than <limit>` (by default `<what> holds`) before it is
-    read, so /dev/zero or a 50 GB file is never read into memory."""
-    with open_regular(path, what) as f:
-        size = os.fstat(f.fileno()).st_size
-        if max_bytes is not None and size > max_bytes:
+    """The bytes of the regular file `path` (see `_opened`: one open and one fstat, as a plain
+    read costs, for every image a worker reads); a file over `max_bytes` raises ValueError `it
+    is N bytes, more than <limit>` (by default `<what> holds`) before it is read, so /dev/zero
+    or a 50 GB file is never read into memory."""
+    fd, info = _opened(path, what)
+    with os.fdopen(fd, "rb") as f:
+        if max_bytes is not None and info.st_size > max_bytes:
             limit = limit or f"{what} holds"
-            raise ValueError(f"it is {size:,} bytes, more than {limit} ({max_bytes:,} bytes)")
-        data = f.read(size + 1)  # one byte past fstat's size tells a growing file
-    if len(data) > size:
+            raise ValueError(
+                f"it is {info.st_size:,} bytes, more than {limit} ({max_bytes:,} bytes)"
+            )
+        data = f.read(info.st_size + 1)  # one byte past fstat's size tells a growing file
+    if len(data) > info.st_size:
         raise ValueError("it grew while it was read (is another process writing it?)")
     return data
 
