@@ -211,8 +211,16 @@ LAYOUTS = {  # the files of a dataset folder, as users and the Hub lay them out
     "a Spark folder": ["train.parquet/part-0.parquet", "validation.parquet/part-0.parquet"],
     "words inside other words": ["retrain.parquet", "contest.parquet", "train.parquet"],
     "a folder naming one split": ["validation/a.parquet", "train-0.parquet"],
+    "names in capitals (datasets' globs are case-sensitive)": ["Train-0.parquet", "TEST/b.parquet", "train/y.parquet"],
+    "no split word: all train": ["a.parquet", "b/c.parquet"],
+    "sharded under another split name": ["data/custom-00000-of-00001.parquet", "train.parquet"],
+    "sharded val": ["data/train-00000-of-00001.parquet", "data/val-00000-of-00001.parquet"],
 }  # fmt: skip
-HUB_SPLITS = {"train": "train", "validation": "val", "test": "test"}
+HUB_SPLITS = {"train": "train", "validation": "val", "val": "val", "test": "test"}
+REFUSED = {  # where datasets reads a file in two splits, or refuses a name: refused in one line
+    "a file naming two splits": (["train_test.parquet"], "name the train and test splits in it"),
+    "a sharded name that is no split": (["data/my-train-00000-of-00001.parquet"], "no split name"),
+}
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
@@ -231,6 +239,18 @@ def test_the_files_of_each_split_are_the_ones_datasets_finds(tmp_path, layout) -
         str(Path(f).relative_to(tmp_path)): HUB_SPLITS[split]
         for split, files in found.items()
         for f in files
+        if split in HUB_SPLITS  # another split name (`custom`) is none of the template's
     }
     ours, _ = splits_of(sorted(LAYOUTS[layout]))
     assert ours == theirs
+
+
+@pytest.mark.parametrize("layout", list(REFUSED))
+def test_where_datasets_reads_a_file_twice_or_refuses_its_name_it_is_refused_here(
+    tmp_path, layout
+) -> None:
+    from engine.data.parquet.files import splits_of
+
+    names, says = REFUSED[layout]
+    with pytest.raises(ValueError, match=re.escape(says)):
+        splits_of(names)

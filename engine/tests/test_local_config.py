@@ -151,3 +151,37 @@ def test_the_fix_for_an_emptied_searchpath_is_one_hydra_takes() -> None:
         line = searchpath_lost(MissingConfigException("missing", "eval"), [given])
         fix = line.rsplit("keep them first: ", 1)[1]
         OverridesParser.create().parse_overrides([fix])  # raises on a list it refuses
+
+
+def test_a_relative_searchpath_entry_is_read_from_the_working_directory_as_hydra_reads_it(
+    tmp_path, monkeypatch
+) -> None:
+    """Hydra reads `file://extra` from the working directory, not from conf/: the check once
+    looked in conf/extra (refusing a file Hydra never composes) and passed over the one used."""
+    from engine.config.local_config import config_dirs
+
+    conf = _conf(tmp_path, "")
+    (conf / "local" / "default.yaml").unlink()
+    (conf / "config.yaml").write_text(
+        MAIN + "hydra:\n  searchpath:\n    - pkg://engine.conf\n    - file://extra\n"
+    )
+    work = tmp_path / "work"
+    (work / "extra" / "local").mkdir(parents=True)
+    (work / "extra" / "local" / "default.yaml").write_text("foo_marker: 1\n")
+    monkeypatch.chdir(work)
+    assert config_dirs(tmp_path, ["-cd", "x"]) == [conf, work / "x", work / "extra"]
+    with pytest.raises(
+        ConfigError, match=rf"^{work / 'extra' / 'local' / 'default.yaml'}: no `# @package"
+    ):
+        check_local_config(conf, [])
+
+
+def test_an_engine_yaml_in_config_dir_shadows_the_engines_too(tmp_path) -> None:
+    from engine.config.search_path import check_search_path
+
+    conf = _conf(tmp_path, "# @package _global_\n")
+    (conf / "config.yaml").write_text(MAIN + "hydra:\n  searchpath:\n    - pkg://engine.conf\n")
+    (tmp_path / "cd2").mkdir()
+    (tmp_path / "cd2" / "engine.yaml").write_text("mode: train\n")
+    with pytest.raises(ConfigError, match=r"cd2/engine\.yaml: it shadows the engine's"):
+        check_search_path(tmp_path, ["--config-dir", str(tmp_path / "cd2")])

@@ -280,8 +280,8 @@ def test_split_words_end_in_a_dot_or_name_a_spark_folder(tmp_path: Path) -> None
     _write(tmp_path / "validation.parquet" / "part-00000.parquet", [2])  # a Spark folder
     assert len(ParquetDataset("val", str(tmp_path), classes=NAMES)) == 1
     # as in datasets: a folder naming a split makes the folders decide, for every split
-    with pytest.raises(FileNotFoundError, match=r"the folder names decide the splits here, "
-                       r"and place 1 of its 3 files in others"):  # fmt: skip
+    with pytest.raises(FileNotFoundError, match=r"the folder names decided the splits here, "
+                       r"placing 1 of its 3 files in others"):  # fmt: skip
         ParquetDataset("train", str(tmp_path))
 
 

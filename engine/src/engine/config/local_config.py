@@ -96,19 +96,28 @@ def primary_config(primary: Path) -> object:
         return None
 
 
-def config_dirs(script_dir: Path, argv: list[str]) -> list[Path]:
-    """The folders Hydra searches for config groups, in its order: the primary one (conf/, or
-    `--config-path`), the `file://` entries of its config.yaml's `hydra.searchpath`, then
-    `--config-dir` (hydra/_internal/utils.py prepends it before the structured configs only).
-    The first that holds local/default.yaml gives the file Hydra composes."""
+def search_entries(script_dir: Path, argv: list[str]) -> list[Path | str]:
+    """Hydra's config search path past its own, in its order (hydra/_internal/utils.py and
+    config_loader_impl.py): the primary folder (conf/, or `--config-path`), `--config-dir`
+    (inserted before the structured configs), then the entries of the primary config.yaml's
+    `hydra.searchpath`, appended: a `file://` entry as the folder it names (relative to the
+    working directory, as Hydra reads it), any other (`pkg://engine.conf`) as written."""
     primary = script_dir / (_flag(argv, ("--config-path", "-cp")) or "conf")
+    extra = _flag(argv, ("--config-dir", "-cd"))
     main = primary_config(primary)
     hydra = main.get("hydra") if isinstance(main, dict) else None
     entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
-    files = [e[len("file://") :] for e in entries or [] if str(e).startswith("file://")]
-    extra = _flag(argv, ("--config-dir", "-cd"))
-    folders = [primary, *(primary / f if not Path(f).is_absolute() else Path(f) for f in files)]
-    return folders + ([Path(extra).absolute()] if extra else [])
+    listed = [
+        Path(str(e)[len("file://") :]).absolute() if str(e).startswith("file://") else str(e)
+        for e in (entries if isinstance(entries, list) else [])
+    ]
+    return [primary, *([Path(extra).absolute()] if extra else []), *listed]
+
+
+def config_dirs(script_dir: Path, argv: list[str]) -> list[Path]:
+    """The project's folders on Hydra's search path (`search_entries`), in its order: the
+    first that holds local/default.yaml gives the file Hydra composes."""
+    return [e for e in search_entries(script_dir, argv) if isinstance(e, Path)]
 
 
 def check_local_config(conf_dir: Path, argv: list[str] | None = None) -> None:

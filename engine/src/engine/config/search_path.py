@@ -10,20 +10,27 @@ from pathlib import Path
 
 from engine.config.command_line import ENGINE_CONF
 from engine.config.errors import ConfigError
-from engine.config.local_config import config_dirs, primary_config
+from engine.config.local_config import primary_config, search_entries
 from engine.core.text import shown
 
 
 def check_search_path(script_dir: Path, argv: list[str]) -> None:
     """Refuse, in one line naming the file and the fix, a primary config whose
-    `hydra.searchpath` lacks the engine's groups, or a project engine.yaml shadowing the
-    engine's. A `hydra.searchpath=` on the command line is checked where it fails
+    `hydra.searchpath` lacks the engine's groups, or an engine.yaml of a folder Hydra searches
+    before the engine's (conf/, `--config-dir`, an earlier searchpath entry) shadowing it. A `hydra.searchpath=` on the command line is checked where it fails
     (engine/config/command_line.py `searchpath_lost`)."""
-    primary = config_dirs(script_dir, argv)[0]
+    entries = search_entries(script_dir, argv)
+    primary = entries[0]
+    assert isinstance(primary, Path)
     main_file = primary / "config.yaml"
-    if (primary / "engine.yaml").exists():
+    before = entries[: entries.index(ENGINE_CONF)] if ENGINE_CONF in entries else entries
+    shadow = next(
+        (e / "engine.yaml" for e in before if isinstance(e, Path) and (e / "engine.yaml").exists()),
+        None,
+    )
+    if shadow is not None:
         raise ConfigError(
-            f"{shown(primary / 'engine.yaml')}: it shadows the engine's engine.yaml "
+            f"{shown(shadow)}: it shadows the engine's engine.yaml "
             f"({ENGINE_CONF}), which conf/config.yaml's defaults load as `engine`, so the "
             "engine's own keys (mode, the modes' settings, run dirs, callbacks) would be lost: "
             "put your keys in conf/config.yaml (or conf/local/default.yaml), and remove or "

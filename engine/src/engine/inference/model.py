@@ -175,18 +175,35 @@ class Predict:
     @torch.no_grad()
     def __call__(self, *inputs: torch.Tensor) -> tuple[list[list[str]], torch.Tensor]:
         first = inputs[0] if inputs else None
-        if isinstance(first, torch.Tensor) and first.dtype == torch.uint8:
+        if not isinstance(first, torch.Tensor):
+            raise TypeError(
+                f"model.predict takes a batch tensor, not {type(first).__name__}: "
+                "model.predict(model.preprocess(images)); preprocess takes files, PIL images "
+                "and uint8 tensors, one or a list."
+            )
+        if first.dtype == torch.uint8:
             raise TypeError(
                 f"model.predict takes the normalised float batch model.preprocess gives, not "
                 f"uint8 images (shape {list(first.shape)}): model.predict(model.preprocess(x)); "
                 "preprocess takes files, PIL images and uint8 tensors, one or a list."
             )
         shape = self.input_shape
-        if isinstance(first, torch.Tensor) and shape and first.dim() == len(shape):
+        if shape and first.dim() == len(shape):
             raise ValueError(
                 f"model.predict takes a batch (N, {', '.join(map(str, shape))}), not one sample "
                 f"of shape {list(first.shape)}: add the batch axis (x[None]), or pass it through "
                 "model.preprocess, which gives a batch."
+            )
+        if shape and len(shape) == 3 and first.dim() == 4 and first.shape[1] != shape[0]:
+            raise ValueError(
+                f"model.predict takes batches of {shape[0]} channels first (N, {shape[0]}, H, W), "
+                f"not {list(first.shape)} (channels last? x.permute(0, 3, 1, 2)); "
+                "model.preprocess gives that layout."
+            )
+        if first.is_floating_point() and first.dtype != torch.float32:
+            raise TypeError(
+                f"model.predict takes float32 batches, as model.preprocess gives, not "
+                f"{first.dtype}: x.float()."
             )
         return self.model.labeller.decode(self.model(*inputs))
 

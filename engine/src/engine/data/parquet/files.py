@@ -54,14 +54,15 @@ def _is_url(name: str) -> bool:
 
 
 SEPARATORS = "-._ 0123456789"  # datasets' NON_WORDS_CHARS around a split word
-SHARDED = re.compile(
-    r"data/(?P<split>\w+)-\d{5}-of-\d{5}[^/]*\.[^/]*"
-)  # datasets' SPLIT_PATTERN_SHARDED
+SHARDED = re.compile(r"data/(?P<split>[^/]+)-\d{5}-of-\d{5}[^/]*\.[^/]*")  # SPLIT_PATTERN_SHARDED
+SPLIT_NAME = re.compile(r"\w+(\.\w+)*")  # datasets' _split_re: what a sharded name may call a split
+SHARDED_SPLITS = {"train": "train", "validation": "val", "val": "val", "test": "test"}
 
 
 def _names_split(part: str, word: str, first: bool) -> bool:
-    """Whether `part` (a folder or file name) names split `word` as datasets' patterns do: the
-    word, or the word between separators (or at the start, when `first`)."""
+    """Whether `part` (a folder or file name) names split `word` as datasets' patterns do
+    (case-sensitive, as its globs): the word, or the word between separators (or at the
+    start, when `first`)."""
     if part == word:
         return True
     at = part.find(word)
@@ -74,35 +75,57 @@ def _names_split(part: str, word: str, first: bool) -> bool:
     return False
 
 
-def _split_by(relative: str, folders: bool) -> str | None:
-    """The split the folders (`folders`) or else the file name of `relative` name, or None."""
-    parts = relative.lower().split("/")
+def _splits_by(relative: str, folders: bool) -> list[str]:
+    """The splits the folders (`folders`) or else the file name of `relative` name."""
+    parts = relative.split("/")
     names = parts[:-1] if folders else [parts[-1]]
-    for split, words in SPLIT_WORDS.items():
-        if any(_names_split(name, word, True) for name in names for word in words):
-            return split
-    return None
+    return [
+        split
+        for split, words in SPLIT_WORDS.items()
+        if any(_names_split(name, word, True) for name in names for word in words)
+    ]
 
 
-RULES = ("data/<split>-00000-of-00001 file names", "folder names", "file names")
+RULES = (
+    "the data/<split>-00000-of-00001 file names",
+    "the folder names",
+    "the file names",
+    "the absence of any split word (every file is train)",
+)
 
 
-def splits_of(relatives: list[str]) -> tuple[dict[str, str], str | None]:
+def splits_of(relatives: list[str]) -> tuple[dict[str, str], str]:
     """Each file's split, resolved as `datasets` resolves a folder's data files
     (datasets/data_files.py `_get_data_files_patterns`), the first rule that finds any file
     deciding for all: `data/<split>-00000-of-00001*` files alone when there are any (`data/`
-    beats a `train.parquet` beside it); else the split a folder names (`test/train-0.parquet`
-    is test); else the split a file name names. A file no rule places is in no split. Also
-    which of RULES decided (None: none found a file)."""
+    beats a `train.parquet` beside it; a split named otherwise than train, validation, val or
+    test is none of the template's); else the split a folder names (`test/train-0.parquet` is
+    test); else the split a file name names; else every file is train. Also which of RULES
+    decided. Where `datasets` would put one file in two splits (`train_test.parquet`), or
+    refuses a sharded split name, one ValueError names the file: on purpose, never the same
+    samples in train and test."""
     sharded = {r: m["split"] for r in relatives if (m := SHARDED.fullmatch(r))}
     if sharded:
-        words = {word: split for split, ws in SPLIT_WORDS.items() for word in ws}
-        return {r: words[s.lower()] for r, s in sharded.items() if s.lower() in words}, RULES[0]
+        bad = next((r for r, split in sharded.items() if not SPLIT_NAME.fullmatch(split)), None)
+        if bad is not None:
+            raise ValueError(
+                f"{shown(bad)}: datasets reads data/<split>-NNNNN-of-NNNNN names as splits, and "
+                f"{sharded[bad]!r} is no split name (letters, digits, _ and . only): rename it."
+            )
+        placed = {r: SHARDED_SPLITS[s] for r, s in sharded.items() if s in SHARDED_SPLITS}
+        return placed, RULES[0]
     for folders, rule in ((True, RULES[1]), (False, RULES[2])):
-        found = {r: split for r in relatives if (split := _split_by(r, folders)) is not None}
+        found = {r: splits for r in relatives if (splits := _splits_by(r, folders))}
+        twice = next((r for r, splits in found.items() if len(splits) > 1), None)
+        if twice is not None:
+            raise ValueError(
+                f"{shown(twice)}: {rule} name the {' and '.join(found[twice])} splits in it, "
+                "and datasets would read it in each: rename it, or list each split's files with "
+                "dataset.<split>_files."
+            )
         if found:
-            return found, rule
-    return {}, None
+            return {r: splits[0] for r, splits in found.items()}, rule
+    return dict.fromkeys(relatives, "train"), RULES[3]
 
 
 class Folder:
@@ -207,16 +230,19 @@ def split_files(folder: Folder, patterns: str | Sequence[str] | None, split: str
         return named_once(found, key, listed, "file")
     every = folder.every_parquet()
     start = len(folder.root.rstrip("/")) + 1
-    placed, rule = splits_of([f[start:].replace(os.sep, "/") for f in every])
+    try:
+        placed, rule = splits_of([f[start:].replace(os.sep, "/") for f in every])
+    except ValueError as err:
+        raise ValueError(f"dataset.root={shown(folder.root)}: {err}") from None
     mine = [f for f in every if placed.get(f[start:].replace(os.sep, "/")) == split]
     if mine:
         return mine
     words = ", ".join(f"{w}-*" for w in SPLIT_WORDS[split])
     seen = ", ".join(shown(f[start:]) for f in every[:6]) + (", ..." if len(every) > 6 else "")
     decided = (
-        f"; as in Hugging Face datasets, the {rule} decide the splits here, and place "
+        f"; as in Hugging Face datasets, {rule} decided the splits here, placing "
         f"{len(placed)} of its {len(every)} files in others"
-        if rule
+        if every
         else ""
     )
     raise FileNotFoundError(
