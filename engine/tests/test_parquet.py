@@ -349,3 +349,18 @@ def test_a_file_named_twice_in_train_files_is_refused_as_a_shard_named_twice_is(
     with pytest.raises(ValueError, match=r"dataset.train_files: file .*train-00000-of-00002\.parquet "
                        r"is named twice \(as .* and .*\).*list it once"):  # fmt: skip
         ParquetDataset("train", str(root), train_files=twice)
+
+
+def test_a_link_beside_its_file_in_the_layout_and_an_empty_list_are_refused(hub) -> None:
+    """With dataset.<split>_files null, a link to a train file was read twice without a word;
+    an empty list named no file and gave an empty split."""
+    root, _ = hub
+    link = root / "data" / "train-00002-of-00002.parquet"
+    link.symlink_to(root / "data" / "train-00000-of-00002.parquet")
+    with pytest.raises(
+        ValueError, match=r"dataset.root: file .*train-0000[02]-of-00002\.parquet is named twice"
+    ):
+        ParquetDataset("train", str(root))
+    link.unlink()
+    with pytest.raises(ValueError, match=r"dataset.train_files=\[\]: it names no file"):
+        ParquetDataset("train", str(root), train_files=[])

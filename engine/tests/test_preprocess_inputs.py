@@ -125,7 +125,10 @@ def test_predict_names_a_uint8_batch_and_a_sample_without_its_batch_axis() -> No
         predict(torch.zeros(3, 8, 8))
     for given, says in [
         (torch.zeros(1, 8, 8, 3), r"of 3 channels first .*not \[1, 8, 8, 3\] \(channels last"),
-        (torch.zeros(1, 3, 8, 8, dtype=torch.float64), r"float32 batches, as model.preprocess gives, not torch.float64"),
+        (
+            torch.zeros(1, 3, 8, 8, dtype=torch.float64),
+            r"float32 batches, as model.preprocess gives, not torch.float64",
+        ),
         ([torch.zeros(3, 8, 8)], r"a batch tensor, not list"),
     ]:
         with pytest.raises((TypeError, ValueError), match=says):

@@ -216,6 +216,11 @@ def split_files(folder: Folder, patterns: str | Sequence[str] | None, split: str
     key = f"dataset.{split}_files"
     if patterns is not None:
         listed = [patterns] if isinstance(patterns, str) else [str(p) for p in patterns]
+        if not listed:
+            raise ValueError(
+                f"{key}=[]: it names no file; list the split's files (globs relative to "
+                "dataset.root), or set it to null to find them in the Hugging Face layout."
+            )
         found: list[str] = []
         for pattern in listed:
             if not any(ch in pattern for ch in "*?["):
@@ -235,8 +240,8 @@ def split_files(folder: Folder, patterns: str | Sequence[str] | None, split: str
     except ValueError as err:
         raise ValueError(f"dataset.root={shown(folder.root)}: {err}") from None
     mine = [f for f in every if placed.get(f[start:].replace(os.sep, "/")) == split]
-    if mine:
-        return mine
+    if mine:  # a link beside the file it names would be read twice, as in a listed pattern
+        return named_once(mine, "dataset.root", folder.root, "file")
     words = ", ".join(f"{w}-*" for w in SPLIT_WORDS[split])
     seen = ", ".join(shown(f[start:]) for f in every[:6]) + (", ..." if len(every) > 6 else "")
     decided = (
