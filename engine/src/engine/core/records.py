@@ -8,11 +8,13 @@ parses JSON with deep nesting caught (json recurses once per level), and checks 
 against a schema written as type hints: a TypedDict of fields, `list[...]`, `Literal[...]`,
 unions, and the bounds the config checker reads (`Annotated[int, Bound(...)]`,
 engine/core/bounds.py). What is wrong is one line: the file, the field, what it must be, and the
-reader's fix. `problem` checks a value already in memory (a checkpoint's records) the same way.
+reader's fix. `problem` checks a value already in memory (a checkpoint's records) the same way,
+and `read_table` reads a CSV the engine wrote (pipeline.csv) as typed rows checked by line.
 
 Kept rather than pydantic (not otherwise a dependency): its strict mode would need our Bound
 translated into its own constraints, and its errors are multi-line reports, where a refusal here
-is one line naming the file and the fix; the checker is the ~100 lines below.
+is one line naming the file and the fix; the checker and its fast tests for plain values (a
+manifest's million labels, 300,000 pipeline.csv rows) are ~200 lines below.
 """
 
 from __future__ import annotations
