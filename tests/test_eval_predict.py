@@ -218,6 +218,25 @@ def test_eval_from_the_command_line(trained, demo_dir: Path, tmp_path: Path) -> 
     assert links[0].resolve() == (tmp_path / "eval" / "tensorboard").resolve()
 
 
+def test_another_model_on_the_eval_command_line_is_named_as_the_cause(
+    trained, demo_dir: Path, tmp_path: Path
+) -> None:
+    """The refusal blamed the checkpoint ("the model its saved config describes is not the
+    one of its weights") for the command line's own model=mlp."""
+    run, _ = trained
+    result = run_cli(
+        "mode=eval",
+        f"eval.checkpoint={run}",
+        "model=mlp",
+        f"dataset.root={demo_dir / 'imagefolder'}",
+        f"paths.log_dir={tmp_path}",
+        f"hydra.run.dir={tmp_path / 'eval'}",
+        cwd=tmp_path,
+    )
+    assert result.returncode != 0
+    assert "model=mlp on the command line builds another model than the one" in result.stderr
+
+
 def test_a_checkpoint_from_before_the_engine_split_still_evaluates(
     trained, on_checkpoint, tmp_path: Path, caplog
 ) -> None:

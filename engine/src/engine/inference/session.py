@@ -36,6 +36,7 @@ from engine.inference.checkpoint import (
 from engine.inference.indexed import indexed_loader
 from engine.inference.model import build, rebuild_model
 from engine.runs.bookends import latest_run
+from engine.runs.checkpoint_files import CheckpointError
 from engine.runs.checkpoint_weights import saved_monitor
 from engine.runs.outputs import DATA_KEY, write_resolved_config
 from engine.training.batches import BatchMover
@@ -118,7 +119,19 @@ def open_checkpoint(
     seed_everything(settings.seed)
     layout = torch.channels_last if settings.channels_last else torch.preserve_format
     model_cfg = {"model": OmegaConf.to_container(run_cfg.model)}
-    model = rebuild_model(model_cfg, state, file).to(device, memory_format=layout)
+    try:
+        model = rebuild_model(model_cfg, state, file).to(device, memory_format=layout)
+    except CheckpointError as err:
+        given_model = [
+            o for o in overrides if o.lstrip("+~").split("=")[0].split(".")[0] == "model"
+        ]
+        if not given_model:
+            raise
+        raise CheckpointError(
+            f"{' '.join(given_model)} on the command line builds another model than the one "
+            f"the checkpoint's weights are of: drop it (eval and predict build the checkpoint's "
+            f"own model). {err}"
+        ) from None
     data = OmegaConf.to_container(run_cfg[DATA_KEY])
     log.info(
         "checkpoint %s (epoch %s, step %s) | %d classes | device %s | precision %s",
