@@ -288,6 +288,11 @@ def test_the_report_names_a_run_without_timings_and_a_forged_row(tmp_path: Path)
             r"line 4: its asked is 5.0 \(1970-01-01 00:00:05 UTC\), more than a year from the "
             r"file's other rows"
         ),
+        # the epoch itself: 0.0 once passed as no moment at all
+        f"{moments}\n1,1,0,0,{moments}\n1,1,0,0,0," + moments.partition(",")[2]: (
+            r"line 4: its asked is 0.0 \(1970-01-01 00:00:00 UTC\), more than a year from the "
+            r"file's other rows"
+        ),
         moments.replace(
             f"{now - 1:.6f}", f"{now - 9:.6f}"
         ): r"its step_to .* is before its step_from",

@@ -131,7 +131,8 @@ def read_spans(path: Path) -> list[Span]:
         raise ValueError(f"{path} holds no batches: a training writes one row per train batch.")
     middle = statistics.median(row["asked"] for _, row in rows)
     for line, row in rows:
-        key = next((k for k in MOMENTS if abs((row.get(k) or middle) - middle) > MAX_SPAN), None)
+        moments = {k: row[k] for k in MOMENTS if row.get(k) is not None}  # 0.0 is a moment
+        key = next((k for k, moment in moments.items() if abs(moment - middle) > MAX_SPAN), None)
         if key is not None:
             raise RecordError(
                 f"{path} line {line}: its {key} is {row[key]}{_utc(row[key])}, more than a year "
