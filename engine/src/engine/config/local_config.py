@@ -96,6 +96,13 @@ def primary_config(primary: Path) -> object:
         return None
 
 
+def searchpath_of(main: object) -> list[object] | None:
+    """The `hydra.searchpath` list of a parsed primary config, None where it sets none."""
+    hydra = main.get("hydra") if isinstance(main, dict) else None
+    entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
+    return entries if isinstance(entries, list) else None
+
+
 def search_entries(script_dir: Path, argv: list[str]) -> list[Path | str]:
     """Hydra's config search path past its own, in its order (hydra/_internal/utils.py and
     config_loader_impl.py): the primary folder (conf/, or `--config-path`), `--config-dir`
@@ -104,12 +111,9 @@ def search_entries(script_dir: Path, argv: list[str]) -> list[Path | str]:
     working directory, as Hydra reads it), any other (`pkg://engine.conf`) as written."""
     primary = script_dir / (_flag(argv, ("--config-path", "-cp")) or "conf")
     extra = _flag(argv, ("--config-dir", "-cd"))
-    main = primary_config(primary)
-    hydra = main.get("hydra") if isinstance(main, dict) else None
-    entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
     listed = [
         Path(str(e)[len("file://") :]).absolute() if str(e).startswith("file://") else str(e)
-        for e in (entries if isinstance(entries, list) else [])
+        for e in searchpath_of(primary_config(primary)) or []
     ]
     return [primary, *([Path(extra).absolute()] if extra else []), *listed]
 

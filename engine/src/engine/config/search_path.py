@@ -10,14 +10,15 @@ from pathlib import Path
 
 from engine.config.command_line import ENGINE_CONF
 from engine.config.errors import ConfigError
-from engine.config.local_config import primary_config, search_entries
+from engine.config.local_config import primary_config, search_entries, searchpath_of
 from engine.core.text import shown
 
 
 def check_search_path(script_dir: Path, argv: list[str]) -> None:
     """Refuse, in one line naming the file and the fix, a primary config whose
     `hydra.searchpath` lacks the engine's groups, or an engine.yaml of a folder Hydra searches
-    before the engine's (conf/, `--config-dir`, an earlier searchpath entry) shadowing it. A `hydra.searchpath=` on the command line is checked where it fails
+    before the engine's (conf/, `--config-dir`, an earlier searchpath entry) shadowing it. A
+    `hydra.searchpath=` on the command line is checked where it fails
     (engine/config/command_line.py `searchpath_lost`)."""
     entries = search_entries(script_dir, argv)
     primary = entries[0]
@@ -38,12 +39,10 @@ def check_search_path(script_dir: Path, argv: list[str]) -> None:
         )
     if any(arg.startswith("hydra.searchpath=") for arg in argv) or not main_file.is_file():
         return
-    main = primary_config(primary)
-    hydra = main.get("hydra") if isinstance(main, dict) else None
-    entries = hydra.get("searchpath") if isinstance(hydra, dict) else None
-    if not isinstance(entries, list) or ENGINE_CONF not in entries:
+    listed = searchpath_of(primary_config(primary))
+    if listed is None or ENGINE_CONF not in listed:
         raise ConfigError(
-            f"{shown(main_file)}: its hydra.searchpath {'lacks' if entries else 'is not set to'} "
+            f"{shown(main_file)}: its hydra.searchpath {'lacks' if listed else 'is not set to'} "
             f"{ENGINE_CONF}, where the engine's config groups are (eval, predict, benchmark, "
             f"logger, hydra/launcher, ...): add `- {ENGINE_CONF}` first under hydra.searchpath."
         )

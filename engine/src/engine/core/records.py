@@ -153,19 +153,24 @@ def parse_record(data: bytes, schema: Any, source: str, fix: str) -> Any:
     return value
 
 
-def read_record(path: str | Path, schema: Any, max_bytes: int, what: str, fix: str) -> Any:
-    """The JSON file `path` (at most `max_bytes`, a regular file), checked against `schema`;
-    else RecordError `<path>: <why>: <fix>`. `what` names the file in words (`a fold.json`).
-    A missing file is FileNotFoundError, for the caller to decide."""
+def _record_bytes(path: str | Path, max_bytes: int, what: str, fix: str) -> bytes:
+    """`regular_file_bytes`, any failure but a missing file as RecordError `<path>: <why>:
+    <fix>`; a missing file is FileNotFoundError, for the caller to decide."""
     try:
-        data = regular_file_bytes(path, max_bytes, what)
+        return regular_file_bytes(path, max_bytes, what)
     except FileNotFoundError:
         raise
     except OSError as err:  # unreadable, a link to nothing
         raise RecordError(f"{path}: it cannot be read ({err.strerror}): {fix}") from None
     except ValueError as err:
         raise RecordError(f"{path}: {err}: {fix}") from None
-    return parse_record(data, schema, str(path), fix)
+
+
+def read_record(path: str | Path, schema: Any, max_bytes: int, what: str, fix: str) -> Any:
+    """The JSON file `path` (at most `max_bytes`, a regular file), checked against `schema`;
+    else RecordError `<path>: <why>: <fix>`. `what` names the file in words (`a fold.json`).
+    A missing file is FileNotFoundError, for the caller to decide."""
+    return parse_record(_record_bytes(path, max_bytes, what, fix), schema, str(path), fix)
 
 
 def read_table(
@@ -176,15 +181,12 @@ def read_table(
     ASCII digits as Python writes them, not `٣` or `1_000`) and checked against it; else
     RecordError `<path> line <n>: <why>: <fix>`. A header naming a column twice, a row of more
     or fewer cells than columns, and an unclosed quote are refused; a UTF-8 byte order mark
-    (a spreadsheet's save) is passed over."""
+    (a spreadsheet's save) is passed over. A missing file is FileNotFoundError."""
+    data = _record_bytes(path, max_bytes, what, fix)
     try:
-        text = regular_file_bytes(path, max_bytes, what).decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise RecordError(f"{path}: byte {err.start} is not UTF-8: {fix}") from None
-    except OSError as err:
-        raise RecordError(f"{path}: it cannot be read ({err.strerror}): {fix}") from None
-    except ValueError as err:
-        raise RecordError(f"{path}: {err}: {fix}") from None
     hints = _hints(row)
     reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
     try:
@@ -276,18 +278,13 @@ def problem(value: Any, schema: Any, field: str = "") -> str | None:
 
 
 def _is(value: Any, schema: Any) -> bool:
+    plain = _PLAIN.get(None if schema is type(None) else schema)
+    if plain is not None:
+        return plain(value)
     if schema is Any:
         return True
-    if schema is None or schema is type(None):
-        return value is None
     if get_origin(schema) is Literal:
         return any(value == arg and type(value) is type(arg) for arg in get_args(schema))
-    if schema is float:  # an int too large for a float (10**600) is none
-        if isinstance(value, int) and not isinstance(value, bool):
-            return -sys.float_info.max <= value <= sys.float_info.max
-        return isinstance(value, float)
-    if schema is int:
-        return isinstance(value, int) and not isinstance(value, bool)
     return isinstance(value, schema)
 
 
@@ -353,15 +350,15 @@ def _items_problem(value: Any, schema: Any, field: str) -> str | None:
 
 
 _FLOAT_MAX = sys.float_info.max
-_PLAIN: dict[Any, Callable[[Any], bool]] = {  # what _is says of each, without its dispatch
+_PLAIN: dict[Any, Callable[[Any], bool]] = {  # the plain types' tests (of _is and the fast path)
     int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-    float: lambda v: (
+    float: lambda v: (  # an int too large for a float (10**600) is none
         isinstance(v, float)
         or (isinstance(v, int) and not isinstance(v, bool) and -_FLOAT_MAX <= v <= _FLOAT_MAX)
     ),
     str: lambda v: isinstance(v, str),
     bool: lambda v: isinstance(v, bool),
-    type(None): lambda v: v is None,
+    None: lambda v: v is None,
 }
 
 
@@ -381,7 +378,7 @@ def _scalar_test(schema: Any) -> Callable[[Any], bool] | None:
         bound = next((m for m in meta if isinstance(m, Bound)), None)
         if bound is None:
             return None
-    plain = _PLAIN.get(schema)
+    plain = _PLAIN.get(None if schema is type(None) else schema)
     if plain is None or bound is None:
         return plain
     admits = bound.admits
