@@ -1,6 +1,7 @@
-"""A run replaces its own files only: a fixed hydra.run.dir that no run has held (no .run.lock)
-and that holds files of a run's names (a user's metrics.json, predictions.csv) is refused in one
-line before anything is written; following its advice lets the run go on. Every entry a run
+"""A run writes only into a folder of its own (engine/core/folder_mark.py): a fixed
+hydra.run.dir that no run has marked (no .run.lock) and that holds anything (a user's
+metrics.json, a dataset root, a checkout), or that another mode marked, is refused in one line
+before anything is written; following its advice lets the run go on. Every entry a run
 leaves at the top of its dir is a name that rule protects (engine.runs.run_lock.RUN_FILES).
 A sweep dir alike, by its .sweep.lock (what a multirun leaves there: tests/test_sweep_reports.py)."""
 
@@ -19,8 +20,18 @@ from tests.conftest import TRAIN, reference_args
 TINY = ("trainer.max_epochs=1", "loader.num_workers=0")
 
 
+def _not_ours(key: str, folder: Path, shown: str, run: str = "run", mode: str = "mode=train"):
+    lock = LOCK_NAME if run == "run" else SWEEP_LOCK_NAME
+    return (
+        f"{key}: {folder} already holds {shown}, and no {lock} (the mark {mode} leaves in a "
+        f"folder of its own): it is someone else's, and {mode} writes only into a new or empty "
+        f"folder, or one it marked; give this {run} another {key}, or move those entries out "
+        f"(a {run}'s folder whose {lock} was deleted: touch {folder / lock})."
+    )
+
+
 @pytest.mark.parametrize("logging", [(), ("hydra/job_logging=disabled",)])  # no log file
-def test_a_folder_of_the_users_files_is_refused_then_trains_when_claimed(
+def test_a_folder_of_the_users_files_is_refused_then_trains_when_emptied(
     demo_dir, tmp_path, logging
 ):
     mine = tmp_path / "results"
@@ -34,22 +45,62 @@ def test_a_folder_of_the_users_files_is_refused_then_trains_when_claimed(
     args = reference_args(demo_dir, tmp_path, *TINY, f"hydra.run.dir={mine}", *logging)
     refused = run_script(TRAIN, *args, cwd=tmp_path)
     assert refused.returncode == 1
-    assert refused.stderr.strip().splitlines() == [
-        f"hydra.run.dir: {mine} already holds .hydra, history.csv, metrics.json, "
-        f"predictions.csv, which no run wrote (no run has used this folder: it has no "
-        f"{LOCK_NAME}), and this run would write over them; move them, or give this run "
-        f"another hydra.run.dir (if it is a run's folder whose {LOCK_NAME} was deleted: touch "
-        f"{mine / LOCK_NAME})."
-    ]
-    assert tree_fingerprint(mine) == before and sorted(p.name for p in mine.iterdir()) == sorted(
-        [".hydra", "history.csv", "metrics.json", "predictions.csv", "README.md"]
-    )  # not even a log file
-    for name in (".hydra", "history.csv", "metrics.json", "predictions.csv"):
-        (mine / name).rename(tmp_path / name)
+    shown = ".hydra, README.md, history.csv, metrics.json and 1 more"
+    assert refused.stderr.strip().splitlines() == [_not_ours("hydra.run.dir", mine, shown)]
+    assert tree_fingerprint(mine) == before  # not even a log file
+    for entry in mine.iterdir():
+        entry.rename(tmp_path / entry.name)
     trained = run_script(TRAIN, *args, cwd=tmp_path)
     assert trained.returncode == 0, trained.stderr[-3000:]
-    assert (mine / "README.md").read_text() == "a file no run writes\n"
-    assert (mine / "metrics.json").read_text() != '{"mine": 1}\n'
+    assert (tmp_path / "README.md").read_text() == "a file no run writes\n"
+
+
+@pytest.mark.parametrize("where", ["a dataset root", "a checkout"])
+def test_a_folder_of_someone_elses_entries_is_refused_before_hydra_writes_there(
+    demo_dir, tmp_path, where
+):
+    """A run dir that is a folder of class folders, or `hydra.run.dir=.` in a checkout: no
+    .hydra/, no FAILED, no log written among their entries (issue 48 item 11)."""
+    if where == "a dataset root":
+        folder = tmp_path / "images"
+        for name in ("cat", "dog"):
+            (folder / name).mkdir(parents=True)
+            (folder / name / "0.jpg").write_bytes(b"jpeg")
+        shown = "cat, dog"
+    else:
+        folder = tmp_path / "checkout"
+        folder.mkdir()
+        for name in ("train.py", "conf", "Makefile", "README.md", "src"):
+            (folder / name).touch()
+        shown = "Makefile, README.md, conf, src and 1 more"
+    before = tree_fingerprint(folder)
+    args = reference_args(demo_dir, tmp_path, *TINY, f"hydra.run.dir={folder}")
+    refused = run_script(TRAIN, *args, cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [_not_ours("hydra.run.dir", folder, shown)]
+    assert tree_fingerprint(folder) == before
+
+
+def test_mode_eval_never_writes_into_a_trainings_folder(demo_dir, tmp_path):
+    """mode=eval with hydra.run.dir set to a training's dir is refused by the dir's mark (it
+    wrote over the training's metrics.json, config_resolved.yaml and .hydra/: issue 48 item
+    11); the training itself goes on there (a requeue)."""
+    run = tmp_path / "run"
+    args = reference_args(demo_dir, tmp_path, *TINY, f"hydra.run.dir={run}")
+    assert run_script(TRAIN, *args, cwd=tmp_path).returncode == 0
+    before = tree_fingerprint(run)
+    evaluated = run_script(
+        TRAIN, *args, "mode=eval", f"eval.checkpoint={run / 'checkpoints' / 'last.pt'}",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert evaluated.returncode == 1
+    assert evaluated.stderr.strip().splitlines() == [
+        f"hydra.run.dir: {run} is the folder of mode=train (its {LOCK_NAME} says so), and "
+        "mode=eval would write over that one's files; give this run another hydra.run.dir."
+    ]
+    assert tree_fingerprint(run) == before
+    again = run_script(TRAIN, *args, "trainer.resume=auto", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
 
 
 def test_the_lock_file_the_message_asks_for_lets_a_runs_folder_go_on(demo_dir, tmp_path):
@@ -79,7 +130,7 @@ def test_every_entry_a_run_writes_at_the_top_of_its_dir_is_protected(demo_dir, t
 
 
 def _run(run_dir: Path) -> object:
-    return OmegaConf.create({"hydra": {"run": {"dir": str(run_dir)}}})
+    return OmegaConf.create({"hydra": {"run": {"dir": str(run_dir)}, "job": {"name": "train"}}})
 
 
 @pytest.mark.parametrize("kind", ["a folder", "a link to nothing"])
@@ -93,8 +144,8 @@ def test_a_lock_path_that_is_no_file_is_refused_naming_it(tmp_path, kind):
     with pytest.raises(SystemExit) as stopped:
         MultirunDirs().on_run_start(_run(run))
     assert str(stopped.value) == (
-        f"hydra.run.dir: {run / LOCK_NAME} is {kind}, where a run keeps its lock file; remove "
-        "it, or give this run another hydra.run.dir."
+        f"hydra.run.dir: {run / LOCK_NAME} is {kind}, where mode=train keeps its mark; remove "
+        f"{run / LOCK_NAME}, or give this run another hydra.run.dir."
     )
 
 
@@ -116,12 +167,8 @@ def test_a_sweep_dir_of_the_users_files_is_refused_before_the_first_job(tmp_path
     (mine / "optimization_results.yaml").write_text("best: mine\n")  # the Optuna sweeper's
     with pytest.raises(SystemExit) as stopped:
         MultirunDirs().on_multirun_start(_multirun(mine))
-    assert str(stopped.value) == (
-        f"hydra.sweep.dir: {mine} already holds optimization_results.yaml, summary.csv, which "
-        "no multirun wrote (no "
-        f"multirun has used this folder: it has no {SWEEP_LOCK_NAME}), and this multirun would "
-        "write over them; move them, or give this multirun another hydra.sweep.dir (if it is a "
-        f"multirun's folder whose {SWEEP_LOCK_NAME} was deleted: touch {mine / SWEEP_LOCK_NAME})."
+    assert str(stopped.value) == _not_ours(
+        "hydra.sweep.dir", mine, "optimization_results.yaml, summary.csv", "multirun", "a multirun"
     )
     assert sorted(p.name for p in mine.iterdir()) == ["optimization_results.yaml", "summary.csv"]
     (mine / SWEEP_LOCK_NAME).touch()  # a sweep's own folder, rerun into (summary.skip_completed)

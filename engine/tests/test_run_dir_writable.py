@@ -31,7 +31,10 @@ def read_only(tmp_path: Path) -> Iterator[Path]:
 def _config(log_dir: Path, run_dir: str = "${paths.log_dir}/runs/1") -> object:
     sweep = {"dir": "${paths.log_dir}/multiruns/1", "subdir": "${hydra.job.num}"}
     return OmegaConf.create(
-        {"paths": {"log_dir": str(log_dir)}, "hydra": {"run": {"dir": run_dir}, "sweep": sweep}}
+        {
+            "paths": {"log_dir": str(log_dir)},
+            "hydra": {"run": {"dir": run_dir}, "sweep": sweep, "job": {"name": "train"}},
+        }
     )
 
 

@@ -55,7 +55,7 @@ def run(cfg: DictConfig, train: Run, step: type) -> float:
     """Check `cfg`, then run its mode; returns the ranking metric (summary.rank_by) for
     sweepers. A bad config stops before any work; the error that stops a run is one line,
     and the run dir is the first and the last line of its log (engine/runs/bookends.py)."""
-    with run_dir_held(), bookends(cfg) as ends, failures_reported():
+    with run_dir_held(cfg.mode), bookends(cfg) as ends, failures_reported():
         validate_config(cfg)
         ends.checked()  # outputs/latest, latest_<mode>
         if cfg.mode == "train":  # a logger's missing package stops the run here, not at its end

@@ -56,6 +56,9 @@ class Holder(TypedDict, total=False):
     sweep: str | None  # a run dir's: the multirun its job is of (engine/runs/run_lock.py)
     job: Count | None
     writes: list[str]  # a shard write's planned files (engine/data/shards/writer.py)
+    writer: str  # the mark's (engine/core/folder_mark.py): who owns the folder, e.g. mode=train
+    version: str  # the engine version that wrote the mark
+    files: list[str]  # the files the writer writes in the folder
 
 
 def read_holder(path: Path) -> Holder:

@@ -8,7 +8,12 @@ on a stale one.
 
 A lock ends with its run, so it cannot tell the second job of a multirun apart from a rerun:
 the file also records which multirun and job last held it, and a later job of the same
-multirun is refused there too."""
+multirun is refused there too.
+
+The lock file is also the dir's mark (engine/core/folder_mark.py): the mode that owns it and
+the files a run writes (RUN_FILES). A run writes only into a new or empty folder, or one its
+own mode marked: a dataset root, a checkout or a training's dir given to mode=eval is
+refused before Hydra writes .hydra/ there. A sweep dir alike, by its .sweep.lock."""
 
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from engine.core import folder_lock
+from engine.core import folder_lock, folder_mark
 from engine.core.launch import launch_rank
 
 LOCK_NAME = ".run.lock"
@@ -49,6 +54,7 @@ SWEEP_FILES = frozenset(
         "optimization_results.yaml",
     }
 )  # fmt: skip
+MULTIRUN = "a multirun"  # the writer of a sweep dir's mark
 HYDRAS = frozenset({".hydra"})  # what Hydra writes into a run dir before the run acts
 # the raw hydra.sweep.subdir of a multirun must name the job, or every job gets one folder
 JOB_FIELDS = ("hydra.job.num", "hydra.job.id", "hydra.job.override_dirname")
@@ -59,53 +65,61 @@ class RunDirInUse(CompactHydraException):
 
 
 class UsersFolder(RunDirInUse):
-    """The run dir is a folder no run has held, and holds files a run would write over."""
+    """The run dir is not this run's to write (engine/core/folder_mark.py): someone else's
+    folder, another mode's, or holding files a run would write over."""
+
+
+def writer_of(mode: str) -> str:
+    """The writer a run of `mode` marks its dir with: mode=eval never writes into a
+    training's dir, nor a training into an evaluation's."""
+    return f"mode={mode}"
+
+
+def log_name(hydra: DictConfig) -> frozenset[str]:
+    """The run's log file: appended by every rank, never replaced, and opened by the other
+    ranks of a torchrun job as soon as rank 0 (which claims the dir)."""
+    return frozenset({f"{hydra.job.name}.log"})
 
 
 def refuse_users_files(
-    folder: Path, key: str, sweep: bool = False, ours: frozenset[str] = frozenset()
+    folder: Path, key: str, writer: str, sweep: bool = False, ours: frozenset[str] = frozenset()
 ) -> None:
-    """Refuse `folder` (placed by config key `key`) when no run (multirun: `sweep`) has held it,
-    as its lock file says, and it holds entries named as that run's files: those are the
-    user's, and a run replaces its own files only (a requeued run's folder has its lock file,
-    and goes on). Names are looked up as the file system does (a case-insensitive disk finds
-    METRICS.JSON), links to nothing included, but for `ours` (what this run's Hydra wrote
-    already). A lock path that is no file is refused too."""
+    """Refuse `folder` (placed by config key `key`) unless `writer` (a run's, or a multirun's
+    with `sweep`) owns it or may claim it (engine/core/folder_mark.py): UsersFolder, one line
+    with the fix. `ours`: what this run's Hydra wrote already (.hydra/, the log file)."""
     lock, names, run = (SWEEP_LOCK_NAME, SWEEP_FILES, "multirun") if sweep else (
         LOCK_NAME, RUN_FILES, "run"
     )  # fmt: skip
-    held = folder / lock
-    if os.path.lexists(held) and not held.is_file():
-        kind = (
-            "a folder" if held.is_dir() else "a link to nothing" if held.is_symlink() else "no file"
-        )
-        raise UsersFolder(
-            f"{key}: {held} is {kind}, where a {run} keeps its lock file; remove it, or give "
-            f"this {run} another {key}."
-        )
-    if held.is_file() or not folder.is_dir():
+    problem = folder_mark.owner_problem(folder, lock, writer, names, ours)
+    if problem is None:
         return
-    theirs = sorted(name for name in names - ours if os.path.lexists(folder / name))
-    if theirs:
-        raise UsersFolder(
-            f"{key}: {folder} already holds {', '.join(theirs)}, which no {run} wrote (no "
-            f"{run} has used this folder: it has no {lock}), and this {run} would write over "
-            f"them; move them, or give this {run} another {key} (if it is a {run}'s folder "
-            f"whose {lock} was deleted: touch {held})."
+    fix = f"give this {run} another {key}"
+    if not (folder / lock).exists() and not os.path.lexists(folder / lock):
+        fix += (
+            f", or move those entries out (a {run}'s folder whose {lock} was deleted: touch "
+            f"{folder / lock})"
         )
+    elif not (folder / lock).is_file():
+        fix = f"remove {folder / lock}, or {fix}"
+    raise UsersFolder(f"{key}: {problem}; {fix}.")
 
 
 def _lock(run_dir: str | Path) -> Path:
     return Path(os.path.abspath(run_dir)) / LOCK_NAME
 
 
-def claim(run_dir: str | Path, sweep: str | None = None, job: int | None = None) -> None:
-    """Hold `run_dir`'s lock until `release` (or this process ends); refuse with RunDirInUse
-    when another process holds it, or when another job of multirun `sweep` (its sweep dir)
-    held it. Claiming a folder this process holds already does nothing."""
+def claim(
+    run_dir: str | Path, mode: str = "train", sweep: str | None = None, job: int | None = None
+) -> None:
+    """Hold `run_dir`'s lock, its mark as a run of `mode` (engine/core/folder_mark.py), until
+    `release` (or this process ends); refuse with RunDirInUse when another process holds it,
+    or when another job of multirun `sweep` (its sweep dir) held it. Claiming a folder this
+    process holds already does nothing."""
     lock = _lock(run_dir)
     try:
-        last = folder_lock.hold(lock, sweep=sweep, job=job)
+        last = folder_mark.claim(
+            lock.parent, LOCK_NAME, writer_of(mode), RUN_FILES, sweep=sweep, job=job
+        )
     except folder_lock.FolderBusy as busy:
         record = busy.record
         job_of = (
@@ -163,11 +177,11 @@ def writable(folder: str | Path, key: str) -> None:
         raise SystemExit(unwritable(key, folder, err)) from None
 
 
-def claim_job_dir() -> None:
-    """Claim the run dir of the Hydra job running now (rank 0 only: the ranks of a torchrun
-    job share one dir), with its multirun and job number when it is a multirun's job; a run
-    dir that cannot be written, or a user's folder holding files of a run's names, exits in
-    one line naming the key that placed it."""
+def claim_job_dir(mode: str) -> None:
+    """Claim the run dir of the Hydra job running now for a run of `mode` (rank 0 only: the
+    ranks of a torchrun job share one dir), with its multirun and job number when it is a
+    multirun's job; a run dir that cannot be written, or that is not this run's to write
+    (refuse_users_files), exits in one line naming the key that placed it."""
     if launch_rank() != 0 or not HydraConfig.initialized():
         return
     hydra = HydraConfig.get()
@@ -176,33 +190,34 @@ def claim_job_dir() -> None:
     try:
         # .hydra/: Hydra wrote it for this run already when no log file claimed the dir first
         # (a user's was refused before: MultirunDirs.on_run_start)
-        refuse_users_files(Path(os.path.abspath(hydra.runtime.output_dir)), key, ours=HYDRAS)
+        folder = Path(os.path.abspath(hydra.runtime.output_dir))
+        refuse_users_files(folder, key, writer_of(mode), ours=HYDRAS | log_name(hydra))
         if multirun:
-            claim(hydra.runtime.output_dir, str(Path(hydra.sweep.dir).absolute()), hydra.job.num)
+            claim(folder, mode, str(Path(hydra.sweep.dir).absolute()), hydra.job.num)
         else:
-            claim(hydra.runtime.output_dir)
+            claim(folder, mode)
     except OSError as err:
         raise SystemExit(unwritable(key, hydra.runtime.output_dir, err)) from None
 
 
-def log_file(path: str) -> str:
-    """`${run_log:PATH}`, the run's log file as engine/conf/hydra/job_logging names it: PATH, once
-    the run dir is claimed. Hydra opens that file (and then writes .hydra/) before a
+def log_file(path: str, mode: str) -> str:
+    """`${run_log:PATH,${mode}}`, the run's log file as engine/conf/hydra/job_logging names it:
+    PATH, once the run dir is claimed for a run of `mode`. Hydra opens that file (and then writes .hydra/) before a
     callback or train.py can act, so this is where a second run is stopped before it
     writes; it exits (SystemExit: the one line on stderr, status 1), which also ends a
     multirun at the job that would share a folder."""
     try:
-        claim_job_dir()
+        claim_job_dir(mode)
     except RunDirInUse as err:
         raise SystemExit(str(err)) from None
     return path
 
 
 @contextmanager
-def run_dir_held() -> Iterator[None]:
-    """Around a run: its dir claimed (when a log file did not claim it already) and let go
-    at the end, however the run ends."""
-    claim_job_dir()
+def run_dir_held(mode: str) -> Iterator[None]:
+    """Around a run of `mode`: its dir claimed (when a log file did not claim it already) and
+    let go at the end, however the run ends."""
+    claim_job_dir(mode)
     try:
         yield
     finally:
@@ -220,7 +235,9 @@ class MultirunDirs(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         key = dir_key(config.hydra, "run")
         if launch_rank() == 0:  # before Hydra writes .hydra/, also with no log file to claim
-            self._refuse_users_files(Path(os.path.abspath(config.hydra.run.dir)), key)
+            writer = writer_of(OmegaConf.select(config, "mode", default="train"))
+            folder = Path(os.path.abspath(config.hydra.run.dir))
+            self._refuse_users_files(folder, key, writer, ours=log_name(config.hydra))
         writable(config.hydra.run.dir, key)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -232,10 +249,10 @@ class MultirunDirs(Callback):
             )
         sweep = Path(os.path.abspath(config.hydra.sweep.dir))
         key = dir_key(config.hydra, "sweep")
-        self._refuse_users_files(sweep, key, sweep=True)
+        self._refuse_users_files(sweep, key, MULTIRUN, sweep=True)
         writable(sweep, key)
         try:
-            folder_lock.hold(sweep / SWEEP_LOCK_NAME)
+            folder_mark.claim(sweep, SWEEP_LOCK_NAME, MULTIRUN, SWEEP_FILES)
         except folder_lock.FolderBusy as busy:
             raise SystemExit(
                 f"{sweep} is in use by another multirun ({busy.holder}): two there would mix "
@@ -244,9 +261,11 @@ class MultirunDirs(Callback):
             ) from None
 
     @staticmethod
-    def _refuse_users_files(folder: Path, key: str, sweep: bool = False) -> None:
+    def _refuse_users_files(
+        folder: Path, key: str, writer: str, sweep: bool = False, ours: frozenset[str] = frozenset()
+    ) -> None:
         try:
-            refuse_users_files(folder, key, sweep)
+            refuse_users_files(folder, key, writer, sweep, ours)
         except UsersFolder as err:
             raise SystemExit(str(err)) from None
         except OSError as err:

@@ -1,0 +1,78 @@
+"""One owned folder for every writer: a writer claims its folder before its first byte, with
+one mark (writer, engine version, the files it writes there), and writes only there.
+
+The mark is the writer's lock file (engine/core/folder_lock.py), so the same file says who
+holds the folder now and who owns it. The rules, the same for every writer:
+- a missing or empty folder is claimed;
+- a folder holding entries and no mark is someone else's (a dataset root, a checkout, a
+  user's results): refused, before anything is written there;
+- a folder marked by another writer (a training's run dir given to mode=eval) is refused;
+- in its own folder a writer replaces only the files its mark lists: an entry of the
+  writer's names that the mark does not list was put there by someone else, and is refused.
+A mark written before marks named their writer (an old run's `.run.lock`) counts as the
+mark of that writer, listing the files it writes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from engine import __version__
+from engine.core import folder_lock
+
+
+def _kind(path: Path) -> str:
+    return "a folder" if path.is_dir() else "a link to nothing" if path.is_symlink() else "no file"
+
+
+def owner_problem(
+    folder: Path, mark: str, writer: str, files: frozenset[str], ours: frozenset[str] = frozenset()
+) -> str | None:
+    """Why `writer` may not write `files` into `folder` whose mark is file `mark`, or None.
+    `ours`: entries this writer's own framework wrote before it could claim (Hydra's .hydra/).
+    Names are looked up as the file system does (a case-insensitive disk finds METRICS.JSON),
+    links to nothing included."""
+    path = folder / mark
+    if os.path.lexists(path) and not path.is_file():
+        return f"{path} is {_kind(path)}, where {writer} keeps its mark"
+    if path.is_file():
+        record = folder_lock.read_holder(path)
+        owner = record.get("writer", writer)
+        if owner != writer:
+            return (
+                f"{folder} is the folder of {owner} (its {mark} says so), and {writer} would "
+                "write over that one's files"
+            )
+        listed = set(record.get("files", files))
+        theirs = sorted(name for name in files - listed if os.path.lexists(folder / name))
+        if theirs:
+            return (
+                f"{folder} holds {', '.join(theirs)}, which its mark ({mark}) does not list as "
+                f"{writer}'s, and {writer} would write over them"
+            )
+        return None
+    if not folder.is_dir():
+        return None
+    entries = sorted(set(os.listdir(folder)) - ours)
+    if entries:
+        shown = ", ".join(entries[:4]) + (
+            f" and {len(entries) - 4} more" if len(entries) > 4 else ""
+        )
+        return (
+            f"{folder} already holds {shown}, and no {mark} (the mark {writer} leaves in a "
+            f"folder of its own): it is someone else's, and {writer} writes only into a new or "
+            "empty folder, or one it marked"
+        )
+    return None
+
+
+def claim(folder: Path, mark: str, writer: str, files: frozenset[str], **record: Any) -> Any:
+    """Hold `folder`'s mark for `writer` (its lock: engine/core/folder_lock.py `hold`), the
+    mark listing `files` besides what an earlier mark of this writer listed; returns the
+    earlier record. Check `owner_problem` first: this only writes the mark."""
+    path = folder / mark
+    listed = folder_lock.read_holder(path).get("files", []) if path.is_file() else []
+    return folder_lock.hold(
+        path, writer=writer, version=__version__, files=sorted({*listed, *files}), **record
+    )

@@ -1,0 +1,57 @@
+"""One owned folder for every writer (engine/core/folder_mark.py): the rules every writer's
+claim follows, on folders made here."""
+
+from __future__ import annotations
+
+import json
+
+from engine import __version__
+from engine.core import folder_lock
+from engine.core.folder_mark import claim, owner_problem
+
+FILES = frozenset({"metrics.json", "report.csv"})
+
+
+def test_a_new_or_empty_folder_is_claimed_with_a_mark_naming_writer_version_and_files(tmp_path):
+    assert owner_problem(tmp_path / "new", ".mark", "mode=x", FILES) is None
+    assert owner_problem(tmp_path, ".mark", "mode=x", FILES) is None
+    claim(tmp_path, ".mark", "mode=x", FILES)
+    try:
+        record = json.loads((tmp_path / ".mark").read_text())
+        assert (record["writer"], record["version"], record["files"]) == (
+            "mode=x", __version__, ["metrics.json", "report.csv"]
+        )  # fmt: skip
+    finally:
+        folder_lock.release(tmp_path / ".mark")
+
+
+def test_entries_without_a_mark_or_under_another_writers_mark_are_refused(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    assert owner_problem(tmp_path, ".mark", "mode=x", FILES).startswith(
+        f"{tmp_path} already holds notes.txt, and no .mark (the mark mode=x leaves in a folder "
+        "of its own)"
+    )
+    assert owner_problem(tmp_path, ".mark", "mode=x", FILES, ours=frozenset({"notes.txt"})) is None
+    (tmp_path / ".mark").write_text(json.dumps({"writer": "mode=y", "files": []}))
+    assert owner_problem(tmp_path, ".mark", "mode=x", FILES) == (
+        f"{tmp_path} is the folder of mode=y (its .mark says so), and mode=x would write over "
+        "that one's files"
+    )
+
+
+def test_a_writer_replaces_only_the_files_its_mark_lists(tmp_path):
+    """An older version's mark listing fewer files: a file of the newer one's names found
+    there is someone else's; an old mark naming no writer or files counts as this writer's."""
+    (tmp_path / "report.csv").write_text("a user's\n")
+    (tmp_path / ".mark").write_text(json.dumps({"writer": "mode=x", "files": ["metrics.json"]}))
+    assert owner_problem(tmp_path, ".mark", "mode=x", FILES) == (
+        f"{tmp_path} holds report.csv, which its mark (.mark) does not list as mode=x's, and "
+        "mode=x would write over them"
+    )
+    (tmp_path / ".mark").write_text("")  # an old lock file: no record
+    assert owner_problem(tmp_path, ".mark", "mode=x", FILES) is None
+    claim(tmp_path, ".mark", "mode=x", frozenset({"more.csv"}))
+    try:
+        assert json.loads((tmp_path / ".mark").read_text())["files"] == ["more.csv"]
+    finally:
+        folder_lock.release(tmp_path / ".mark")
