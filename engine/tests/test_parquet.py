@@ -342,6 +342,84 @@ def test_footers_that_lie_are_named_in_one_line(tmp_path: Path) -> None:
         ParquetDataset("train", str(tmp_path))
 
 
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        value, at, shift = value | (data[at] & 0x7F) << shift, at + 1, shift + 7
+        if not data[at - 1] & 0x80:
+            return value, at
+
+
+def _thrift_ints(data: bytes, at: int, kind: int, path: tuple, out: dict) -> int:
+    """Walk one value of thrift compact type `kind` at `at` (a footer is a struct, 12),
+    noting where each integer lies by its field path; where the value ends."""
+    if kind in (4, 5, 6):  # i16, i32, i64: a zigzag varint
+        out[path] = at, _varint(data, at)[1]
+        return out[path][1]
+    if kind == 8:  # binary
+        size, at = _varint(data, at)
+        return at + size
+    if kind in (9, 10):  # list, set: the count in the high nibble (15: a varint follows)
+        count, inner, at = data[at] >> 4, data[at] & 15, at + 1
+        if count == 15:
+            count, at = _varint(data, at)
+        for i in range(count):
+            at = at + 1 if inner in (1, 2) else _thrift_ints(data, at, inner, (*path, i), out)
+        return at
+    if kind == 12:  # struct: field headers of (id delta, type) until a stop byte
+        field = 0
+        while data[at]:
+            delta, inner, at = data[at] >> 4, data[at] & 15, at + 1
+            assert delta, "a long field header: not written by pyarrow"
+            field += delta
+            at = _thrift_ints(data, at, inner, (*path, field), out) if inner > 2 else at
+        return at + 1
+    return at + {1: 0, 2: 0, 3: 1, 7: 8}[kind]  # bool, byte, double (no maps in a footer)
+
+
+def _footer_patched(path: Path, ints: dict[tuple, int]) -> None:
+    """`path` with the footer's integers at the field paths `ints` names set to their values
+    (each kept one byte long): `(3,)` is the file's row count, `(4, G, 3)` row group G's."""
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[-8:-4], "little")
+    where: dict[tuple, tuple[int, int]] = {}
+    _thrift_ints(bytes(data[-8 - size : -8]), 0, 12, (), where)
+    for field, value in ints.items():
+        start, end = where[field]
+        assert end - start == 1 and 0 <= value < 64  # one zigzag byte: the length stays
+        data[len(data) - 8 - size + start] = value << 1
+    path.write_bytes(bytes(data))
+
+
+def test_a_footer_declaring_fewer_rows_than_its_pages_hold_is_refused(tmp_path: Path) -> None:
+    """8 rows written, the footer patched to declare 4: pyarrow (and datasets) read 4 rows
+    without a word, so 4 samples went missing; a file's count off its row groups' is named."""
+    path = tmp_path / "train-0.parquet"
+    _write(path, [0, 1, 2, 0, 1, 2, 0, 1], group=8)
+    _footer_patched(path, {(3,): 4, (4, 0, 3): 4})
+    assert pq.ParquetFile(path).read().num_rows == 4  # what pyarrow does with it
+    with pytest.raises(ParquetFileError) as err:
+        ParquetDataset("train", str(tmp_path))
+    assert re.fullmatch(
+        r".*/train-0\.parquet: row group 0 \(rows 0-3\): its footer declares 4 rows, but its "
+        r"column chunk 'image\.bytes' holds 8 values, not 4: the footer is damaged .* Download "
+        r"or write it again\. Or set dataset\.on_error=skip .*",
+        str(err.value),
+    )
+    _write(path, [0, 1, 2, 0, 1, 2, 0, 1], group=8)
+    _footer_patched(path, {(3,): 4})
+    with pytest.raises(
+        ParquetFileError, match=r"footer declares 4 rows but its row groups hold 8: the footer"
+    ):
+        ParquetDataset("train", str(tmp_path))
+    multi = schema_for(NAMES, multi_label=True)
+    _write(path, [[0], [], [2], [1, 2]], multi, group=4)  # a list column: 5 values, 4 rows
+    assert len(ParquetDataset("train", str(tmp_path))) == 4
+    _footer_patched(path, {(3,): 3, (4, 0, 3): 3})
+    with pytest.raises(ParquetFileError, match=r"declares 3 rows, but its column chunk"):
+        ParquetDataset("train", str(tmp_path))
+
+
 def test_a_file_named_twice_in_train_files_is_refused_as_a_shard_named_twice_is(hub) -> None:
     """A glob and `data/../data/...` naming one file read it twice: 24 samples of 12."""
     root, _ = hub

@@ -270,9 +270,11 @@ def check_layout(
     max_group_bytes: int,
 ) -> Layout:
     """What the footer of the open file `name` (`size` bytes) declares, checked: the two
-    columns exist with usable types, and every row group lies within the file and is at most
-    `max_group_bytes` uncompressed. (Its row counts are checked against the label column
-    when that is read: engine/data/parquet/labels.py.)"""
+    columns exist with usable types, and every row group lies within the file, is at most
+    `max_group_bytes` uncompressed and declares as many rows as its column chunks hold values
+    (pyarrow reads the rows a row group declares and drops the rest without a word). (Its row
+    counts are checked against the label column when that is read:
+    engine/data/parquet/labels.py.)"""
     meta, schema = pf.metadata, pf.schema_arrow
     for key, column in (("image_column", image_column), ("label_column", label_column)):
         if column not in schema.names:
@@ -328,6 +330,7 @@ def check_layout(
                     f"{begin:,}-{end:,} of a {size:,}-byte file: the file is cut short or its "
                     "footer is damaged. Download or write it again."
                 )
+            _check_values(chunk, group.num_rows, pf.schema.column(c).max_repetition_level, where)
         rows.append(group.num_rows)
         first += group.num_rows
     if first != meta.num_rows:
@@ -336,6 +339,22 @@ def check_layout(
             f"hold {first:,}: the footer is damaged. Download or write it again."
         )
     return Layout(name, tuple(rows), struct, labels, schema)
+
+
+def _check_values(chunk: pq.ColumnChunkMetaData, rows: int, repetition: int, where: str) -> None:
+    """A column chunk holds one value per row (nulls included), a list column at least one
+    (an empty or null list counts one): its footer's count, as pyarrow's reader counts the
+    pages. Else the row group's row count lies, and pyarrow would read that many rows."""
+    values = chunk.num_values
+    if values == rows or (repetition > 0 and values > rows):
+        return
+    held = f"at least {rows:,}" if repetition > 0 else f"{rows:,}"
+    raise ParquetFileError(
+        f"{where}: its footer declares {rows:,} rows, but its column chunk "
+        f"{chunk.path_in_schema!r} holds {values:,} values, not {held}: the footer is damaged "
+        "(pyarrow would read the rows it declares and drop the rest without a word). Download "
+        "or write it again."
+    )
 
 
 def read_layout(
