@@ -9,6 +9,7 @@ import io
 import logging
 import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from engine.data.decode import SampleError, decode_image_bytes
 from engine.data.parquet.files import ParquetFileError
 from engine.data.parquet.layout import schema_for
 from engine.data.samplers import RandomOrder, block_order
+from engine_dev.shard_server import Faults, serving
 
 NAMES = ["cat", "dog", "owl"]
 
@@ -442,3 +444,64 @@ def test_a_link_beside_its_file_in_the_layout_and_an_empty_list_are_refused(hub)
     link.unlink()
     with pytest.raises(ValueError, match=r"dataset.train_files=\[\]: it names no file"):
         ParquetDataset("train", str(root), train_files=[])
+
+
+TRAIN = ["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"]
+QUICK = {"retries": 0, "backoff": 0.0, "read_timeout": 1.0}  # a failure in about a second
+
+
+def test_parquet_over_http_is_read_by_ranges_through_broken_connections(hub) -> None:
+    """http(s) files are read as remote tar shards are: Range requests, a connection cut
+    mid-body continued where it broke, a missing file or a glob one line naming the key."""
+    root, images = hub
+    faults = Faults(cut=300, drops=1, suffixes=(".parquet",))
+    with serving(root, faults) as url:
+        data = ParquetDataset("train", url, train_files=TRAIN, retries=1, backoff=0.0)
+        got = [data[i][0] for i in range(len(data))]
+        with pytest.raises(ParquetFileError, match=r"/data/nope\.parquet: HTTP 404 .*check the "
+                           r"URL in dataset\.root / dataset\.<split>_files"):  # fmt: skip
+            ParquetDataset("train", url, train_files=["data/nope.parquet"])
+        with pytest.raises(ValueError, match=r"dataset\.train_files: 'data/\*\.parquet' is a "
+                           r"glob, and a web server cannot be listed .*name each file"):  # fmt: skip
+            ParquetDataset("train", url, train_files=["data/*.parquet"])
+    assert all(torch.equal(got[i], decode_image_bytes(images[i], "x")) for i in range(12))
+    assert any(r is not None and r != "bytes=0-" for _, r in faults.served(".parquet"))
+
+
+@pytest.mark.parametrize(
+    ("faults", "said"),
+    [  # a server that sends 64 bytes a second; one whose bodies end before their Content-Length
+        (Faults(drip=0.25, suffixes=(".parquet",)), r"fewer than 65,536 in dataset\.read_timeout"
+         r"\); check the server, or raise dataset\.read_timeout"),
+        (Faults(cut=300, drops=99, suffixes=(".parquet",)), r"IncompleteRead"),
+        # down after the footer's read: the label column's is the one that fails
+        (Faults(down=True, suffixes=(".parquet",)), r"HTTP Error 503"),
+    ],
+)  # fmt: skip
+def test_a_dripping_or_cut_parquet_server_stops_in_one_line_naming_the_url(
+    hub, faults: Faults, said: str
+) -> None:
+    """A drip left the start waiting without a word; a cut body gave aiohttp's raw
+    ClientPayloadError, naming no URL (fsspec's http, which no read timeout bounded)."""
+    root, _ = hub
+    with serving(root, faults) as url:
+        start = time.monotonic()
+        with pytest.raises(ParquetFileError) as err:
+            ParquetDataset("train", url, train_files=TRAIN[:1], **QUICK)
+    message = str(err.value)
+    assert time.monotonic() - start < 10 and "\n" not in message
+    assert message.startswith(f"{url}/{TRAIN[0]}: network error at byte ")
+    assert re.search(said, message)
+
+
+def test_a_server_gone_down_mid_epoch_fails_a_row_group_once(hub) -> None:
+    """A network failure is the row group's, as a damaged page is: its rows fail without
+    asking the server again for each (it was asked once a row, each ask with its retries)."""
+    root, _ = hub
+    faults = Faults(suffixes=(".parquet",))
+    with serving(root, faults) as url:
+        data = ParquetDataset("train", url, train_files=TRAIN[:1], on_error="skip", **QUICK)
+        faults.down, before = True, len(faults.requests)
+        bad = [data[i] for i in range(4)]  # row group 0
+    assert [b.path for b in bad] == [f"{url}/{TRAIN[0]}#row={i}" for i in range(4)]
+    assert "HTTP Error 503" in bad[3].error and len(faults.requests) == before + 1

@@ -1,13 +1,15 @@
 """The Parquet files of a split, found and opened, each footer checked as hostile input before
 a row is read.
 
-Files are named relative to `dataset.root`, a local folder or any fsspec URL (`s3://...`,
-`https://...`, `hf://datasets/ORG/NAME` with `huggingface_hub`), by the globs of
-`dataset.<split>_files`, or, when those are null, by the Hugging Face layout's split names:
+Files are named relative to `dataset.root`, a local folder, an `https://...` prefix (the
+files named) or any fsspec URL (`s3://...`, `hf://datasets/ORG/NAME` with `huggingface_hub`),
+by the globs of `dataset.<split>_files`, or, when those are null, by the Hugging Face layout's
+split names:
 `train-00000-of-00004.parquet`, `validation-*`/`val-*`, `test-*`, or the same words as a folder
 (`default/train/0000.parquet`). A footer is the file's own index of row groups; one that
 claims bytes beyond the file, or a row group over `dataset.max_row_group_bytes`, is refused
-before anything it declares is read.
+before anything it declares is read. An `http(s)://` file is read as remote tar shards are
+(engine/data/shards/remote.py): by Range requests, retried, within `dataset.read_timeout`.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ import pyarrow.parquet as pq
 
 from engine.core.text import shown
 from engine.data.parquet.layout import SPLIT_WORDS, image_bytes_field, label_kind
+from engine.data.shards import ShardError
+from engine.data.shards.remote import Network, open_ranged
 from engine.data.shards.sources import check_fsspec, kind, named_once
 
 FOOTER_BYTES = 8  # the footer's length and the closing magic `PAR1`
+KEYS = "dataset.root / dataset.<split>_files"  # what names a file, for the fix of a bad URL
 
 
 class ParquetFileError(ValueError):
@@ -129,14 +134,15 @@ def splits_of(relatives: list[str]) -> tuple[dict[str, str], str]:
 
 
 class Folder:
-    """`dataset.root`: a local folder or a URL prefix, listed and opened alike."""
+    """`dataset.root`: a local folder or a URL prefix, listed and opened alike; an http(s)
+    file read as `network` says (retries, backoff, read timeout)."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, network: Network) -> None:
         if not isinstance(root, str) or not root:
             raise ValueError(
                 f"dataset.root={root!r}: give the folder or URL that holds the Parquet files."
             )
-        self.url = _is_url(root)
+        self.url, self.network = _is_url(root), network
         # ./x, x//y and x/. name the folder x/y names: one spelling, so names can be cut
         self.root = (root.rstrip("/") or "/") if self.url else os.path.normpath(root)
         if kind(self.root) == "pipe":
@@ -145,7 +151,7 @@ class Folder:
                 "give a folder or URL."
             )
         self.fs: Any = None
-        if self.url:
+        if kind(self.root) == "fsspec":
             check_fsspec(self.root, "dataset.root")
             import fsspec  # the `remote` extra; checked just above
 
@@ -175,6 +181,9 @@ class Folder:
     def open(self, name: str) -> tuple[pq.ParquetFile, int]:
         """`name` opened for reading by row group, and its size in bytes; only a regular file
         (a FIFO would block the open, a device never end)."""
+        if kind(name) == "http":
+            reader = open_ranged(name, self.network, KEYS)
+            return pq.ParquetFile(reader), reader.size
         if not _is_url(name):
             what = _not_regular(Path(name))
             if what is not None:
@@ -224,8 +233,13 @@ def split_files(folder: Folder, patterns: str | Sequence[str] | None, split: str
         found: list[str] = []
         for pattern in listed:
             if not any(ch in pattern for ch in "*?["):
-                found.append(folder.name(pattern))  # one file, named: a URL cannot be globbed
+                found.append(folder.name(pattern))  # one file, named
                 continue
+            if kind(folder.name(pattern)) == "http":
+                raise ValueError(
+                    f"{key}: {pattern!r} is a glob, and a web server cannot be listed "
+                    f"(dataset.root={shown(folder.root)}): name each file."
+                )
             matched = folder.glob(pattern)
             if not matched:
                 raise FileNotFoundError(
@@ -366,6 +380,8 @@ def read_layout(
         pf, size = folder.open(name)
     except ParquetFileError:
         raise
+    except ShardError as err:  # the network's, naming the URL and the fix
+        raise ParquetFileError(str(err)) from err
     except (pa.ArrowException, OSError, ValueError) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ParquetFileError(
