@@ -9,6 +9,7 @@ import io
 import logging
 import os
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from engine.data.decode import SampleError, decode_image_bytes
 from engine.data.parquet.files import ParquetFileError
 from engine.data.parquet.layout import schema_for
 from engine.data.samplers import RandomOrder, block_order
+from engine_dev.shard_server import Faults, serving
 
 NAMES = ["cat", "dog", "owl"]
 
@@ -342,6 +344,84 @@ def test_footers_that_lie_are_named_in_one_line(tmp_path: Path) -> None:
         ParquetDataset("train", str(tmp_path))
 
 
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        value, at, shift = value | (data[at] & 0x7F) << shift, at + 1, shift + 7
+        if not data[at - 1] & 0x80:
+            return value, at
+
+
+def _thrift_ints(data: bytes, at: int, kind: int, path: tuple, out: dict) -> int:
+    """Walk one value of thrift compact type `kind` at `at` (a footer is a struct, 12),
+    noting where each integer lies by its field path; where the value ends."""
+    if kind in (4, 5, 6):  # i16, i32, i64: a zigzag varint
+        out[path] = at, _varint(data, at)[1]
+        return out[path][1]
+    if kind == 8:  # binary
+        size, at = _varint(data, at)
+        return at + size
+    if kind in (9, 10):  # list, set: the count in the high nibble (15: a varint follows)
+        count, inner, at = data[at] >> 4, data[at] & 15, at + 1
+        if count == 15:
+            count, at = _varint(data, at)
+        for i in range(count):
+            at = at + 1 if inner in (1, 2) else _thrift_ints(data, at, inner, (*path, i), out)
+        return at
+    if kind == 12:  # struct: field headers of (id delta, type) until a stop byte
+        field = 0
+        while data[at]:
+            delta, inner, at = data[at] >> 4, data[at] & 15, at + 1
+            assert delta, "a long field header: not written by pyarrow"
+            field += delta
+            at = _thrift_ints(data, at, inner, (*path, field), out) if inner > 2 else at
+        return at + 1
+    return at + {1: 0, 2: 0, 3: 1, 7: 8}[kind]  # bool, byte, double (no maps in a footer)
+
+
+def _footer_patched(path: Path, ints: dict[tuple, int]) -> None:
+    """`path` with the footer's integers at the field paths `ints` names set to their values
+    (each kept one byte long): `(3,)` is the file's row count, `(4, G, 3)` row group G's."""
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[-8:-4], "little")
+    where: dict[tuple, tuple[int, int]] = {}
+    _thrift_ints(bytes(data[-8 - size : -8]), 0, 12, (), where)
+    for field, value in ints.items():
+        start, end = where[field]
+        assert end - start == 1 and 0 <= value < 64  # one zigzag byte: the length stays
+        data[len(data) - 8 - size + start] = value << 1
+    path.write_bytes(bytes(data))
+
+
+def test_a_footer_declaring_fewer_rows_than_its_pages_hold_is_refused(tmp_path: Path) -> None:
+    """8 rows written, the footer patched to declare 4: pyarrow (and datasets) read 4 rows
+    without a word, so 4 samples went missing; a file's count off its row groups' is named."""
+    path = tmp_path / "train-0.parquet"
+    _write(path, [0, 1, 2, 0, 1, 2, 0, 1], group=8)
+    _footer_patched(path, {(3,): 4, (4, 0, 3): 4})
+    assert pq.ParquetFile(path).read().num_rows == 4  # what pyarrow does with it
+    with pytest.raises(ParquetFileError) as err:
+        ParquetDataset("train", str(tmp_path))
+    assert re.fullmatch(
+        r".*/train-0\.parquet: row group 0 \(rows 0-3\): its footer declares 4 rows, but its "
+        r"column chunk 'image\.bytes' holds 8 values, not 4: the footer is damaged .* Download "
+        r"or write it again\. Or set dataset\.on_error=skip .*",
+        str(err.value),
+    )
+    _write(path, [0, 1, 2, 0, 1, 2, 0, 1], group=8)
+    _footer_patched(path, {(3,): 4})
+    with pytest.raises(
+        ParquetFileError, match=r"footer declares 4 rows but its row groups hold 8: the footer"
+    ):
+        ParquetDataset("train", str(tmp_path))
+    multi = schema_for(NAMES, multi_label=True)
+    _write(path, [[0], [], [2], [1, 2]], multi, group=4)  # a list column: 5 values, 4 rows
+    assert len(ParquetDataset("train", str(tmp_path))) == 4
+    _footer_patched(path, {(3,): 3, (4, 0, 3): 3})
+    with pytest.raises(ParquetFileError, match=r"declares 3 rows, but its column chunk"):
+        ParquetDataset("train", str(tmp_path))
+
+
 def test_a_file_named_twice_in_train_files_is_refused_as_a_shard_named_twice_is(hub) -> None:
     """A glob and `data/../data/...` naming one file read it twice: 24 samples of 12."""
     root, _ = hub
@@ -364,3 +444,64 @@ def test_a_link_beside_its_file_in_the_layout_and_an_empty_list_are_refused(hub)
     link.unlink()
     with pytest.raises(ValueError, match=r"dataset.train_files=\[\]: it names no file"):
         ParquetDataset("train", str(root), train_files=[])
+
+
+TRAIN = ["data/train-00000-of-00002.parquet", "data/train-00001-of-00002.parquet"]
+QUICK = {"retries": 0, "backoff": 0.0, "read_timeout": 1.0}  # a failure in about a second
+
+
+def test_parquet_over_http_is_read_by_ranges_through_broken_connections(hub) -> None:
+    """http(s) files are read as remote tar shards are: Range requests, a connection cut
+    mid-body continued where it broke, a missing file or a glob one line naming the key."""
+    root, images = hub
+    faults = Faults(cut=300, drops=1, suffixes=(".parquet",))
+    with serving(root, faults) as url:
+        data = ParquetDataset("train", url, train_files=TRAIN, retries=1, backoff=0.0)
+        got = [data[i][0] for i in range(len(data))]
+        with pytest.raises(ParquetFileError, match=r"/data/nope\.parquet: HTTP 404 .*check the "
+                           r"URL in dataset\.root / dataset\.<split>_files"):  # fmt: skip
+            ParquetDataset("train", url, train_files=["data/nope.parquet"])
+        with pytest.raises(ValueError, match=r"dataset\.train_files: 'data/\*\.parquet' is a "
+                           r"glob, and a web server cannot be listed .*name each file"):  # fmt: skip
+            ParquetDataset("train", url, train_files=["data/*.parquet"])
+    assert all(torch.equal(got[i], decode_image_bytes(images[i], "x")) for i in range(12))
+    assert any(r is not None and r != "bytes=0-" for _, r in faults.served(".parquet"))
+
+
+@pytest.mark.parametrize(
+    ("faults", "said"),
+    [  # a server that sends 64 bytes a second; one whose bodies end before their Content-Length
+        (Faults(drip=0.25, suffixes=(".parquet",)), r"fewer than 65,536 in dataset\.read_timeout"
+         r"\); check the server, or raise dataset\.read_timeout"),
+        (Faults(cut=300, drops=99, suffixes=(".parquet",)), r"IncompleteRead"),
+        # down after the footer's read: the label column's is the one that fails
+        (Faults(down=True, suffixes=(".parquet",)), r"HTTP Error 503"),
+    ],
+)  # fmt: skip
+def test_a_dripping_or_cut_parquet_server_stops_in_one_line_naming_the_url(
+    hub, faults: Faults, said: str
+) -> None:
+    """A drip left the start waiting without a word; a cut body gave aiohttp's raw
+    ClientPayloadError, naming no URL (fsspec's http, which no read timeout bounded)."""
+    root, _ = hub
+    with serving(root, faults) as url:
+        start = time.monotonic()
+        with pytest.raises(ParquetFileError) as err:
+            ParquetDataset("train", url, train_files=TRAIN[:1], **QUICK)
+    message = str(err.value)
+    assert time.monotonic() - start < 10 and "\n" not in message
+    assert message.startswith(f"{url}/{TRAIN[0]}: network error at byte ")
+    assert re.search(said, message)
+
+
+def test_a_server_gone_down_mid_epoch_fails_a_row_group_once(hub) -> None:
+    """A network failure is the row group's, as a damaged page is: its rows fail without
+    asking the server again for each (it was asked once a row, each ask with its retries)."""
+    root, _ = hub
+    faults = Faults(suffixes=(".parquet",))
+    with serving(root, faults) as url:
+        data = ParquetDataset("train", url, train_files=TRAIN[:1], on_error="skip", **QUICK)
+        faults.down, before = True, len(faults.requests)
+        bad = [data[i] for i in range(4)]  # row group 0
+    assert [b.path for b in bad] == [f"{url}/{TRAIN[0]}#row={i}" for i in range(4)]
+    assert "HTTP Error 503" in bad[3].error and len(faults.requests) == before + 1

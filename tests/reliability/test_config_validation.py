@@ -158,6 +158,7 @@ def test_a_monitor_set_by_hand_is_still_checked_against_the_metrics_group(make_c
         ("sampler=weighted sampler.num_samples=0", "sampler.num_samples=0: expected >= 1"),
         ("dataset=iterable dataset.shuffle_buffer=-1", "dataset.shuffle_buffer=-1: expected >= 0"),
         ("dataset=iterable dataset.read_timeout=0", "dataset.read_timeout=0: expected > 0"),
+        ("dataset=parquet dataset.read_timeout=0", "dataset.read_timeout=0: expected > 0"),
         ("dataset=tensor dataset.val_fraction=1", "dataset.val_fraction=1: expected > 0 and < 1"),
         ("summary.top=-1", "summary.top=-1: expected an int >= 1"),
         ("model.widths=[8,10000000000]", "model.widths=[8, 10000000000]: expected every item"),

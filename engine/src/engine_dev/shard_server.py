@@ -1,10 +1,11 @@
-"""Test helpers for streamed shards: a loopback HTTP server (engine/data/shards/serve.py) that can
-break connections and ignore Range requests, and shards written by webdataset itself."""
+"""Test helpers for remote files: a loopback HTTP server (engine/data/shards/serve.py) that can
+break connections, drip and ignore Range requests, and shards written by webdataset itself."""
 
 from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,7 +22,8 @@ class Faults:
     """What the server does wrong: cut each of the first `drops` answers per file after `cut`
     bytes (a connection that breaks mid-shard), answer Range requests (or not), and with
     `down`, answer each shard's requests after its first with 503 (a server gone down); send
-    `etag` as each shard's ETag; without `head`, refuse HEAD requests (405)."""
+    `etag` as each shard's ETag; without `head`, refuse HEAD requests (405); with `drip`, send
+    bodies at 16 bytes per `drip` seconds. A shard is a file whose name ends in `suffixes`."""
 
     cut: int | None = None
     drops: float = 1
@@ -29,6 +31,8 @@ class Faults:
     down: bool = False
     etag: str | None = None
     head: bool = True
+    drip: float | None = None
+    suffixes: tuple[str, ...] = (".tar", ".gz")
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # GETs: (path, Range)
     heads: list[str] = field(default_factory=list)  # the paths of HEAD requests
 
@@ -47,7 +51,7 @@ class FaultyHandler(RangeHandler):
                 return None
             return super().send_head()
         self.faults.requests.append((self.path, self.headers.get("Range")))
-        shard = self.path.endswith((".tar", ".gz"))
+        shard = self.path.endswith(self.faults.suffixes)
         if shard and self.faults.down and len(self.faults.served(self.path)) > 1:
             self.send_error(503, "Service Unavailable")
             return None
@@ -56,16 +60,29 @@ class FaultyHandler(RangeHandler):
         return SimpleHTTPRequestHandler.send_head(self)
 
     def end_headers(self) -> None:
-        if self.faults.etag is not None and self.path.endswith((".tar", ".gz")):
+        if self.faults.etag is not None and self.path.endswith(self.faults.suffixes):
             self.send_header("ETag", self.faults.etag)
         super().end_headers()
 
     def copyfile(self, source: Any, outputfile: Any) -> None:
         cut, done = self.faults.cut, len(self.faults.served(self.path))
-        if cut is None or not self.path.endswith((".tar", ".gz")) or done > self.faults.drops:
+        shard = self.path.endswith(self.faults.suffixes)
+        if shard and self.faults.drip is not None:
+            return self._drip(source, outputfile, self.faults.drip)
+        if cut is None or not shard or done > self.faults.drops:
             return super().copyfile(source, outputfile)
         outputfile.write(source.read(cut))
         self.close_connection = True  # the client was promised more: it sees a broken read
+
+    def _drip(self, source: Any, outputfile: Any, pause: float) -> None:
+        """16 bytes every `pause` seconds, until the body is sent or the client hangs up."""
+        while chunk := source.read(16):
+            try:
+                outputfile.write(chunk)
+                outputfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                return  # the client gave up waiting: what a drip is for
+            time.sleep(pause)
 
 
 @contextmanager

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from engine.core.bounds import Bytes, Fraction, Pixels, Positive
+from engine.core.bounds import Bytes, Count, Fraction, Pixels, Positive, Seconds, Timeout
 from engine.core.text import shown
 from engine.data.bad_samples import BadSample, check_policy
 from engine.data.datasets.base import MapDataset, Transform
@@ -36,6 +36,8 @@ from engine.data.listing import unique_classes
 from engine.data.parquet.files import Folder, Layout, ParquetFileError, read_layout, split_files
 from engine.data.parquet.labels import SplitLabels
 from engine.data.safe_read import max_file_bytes, read_regular_file
+from engine.data.shards import ShardError
+from engine.data.shards.remote import Network
 from engine.data.shards.writer import unfinished_write
 from engine.data.targets import label_text
 from engine.data.transforms import decode_min_side
@@ -73,6 +75,9 @@ class ParquetDataset(MapDataset):
         max_row_group_bytes: Bytes = MAX_ROW_GROUP_BYTES,
         decode_device: str = "cpu",
         max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
+        retries: Count = 3,
+        backoff: Seconds = 1.0,
+        read_timeout: Timeout = 60.0,
     ) -> None:
         check_policy(on_error, max_bad_fraction)
         self.decode_device = check_decode_device(decode_device)
@@ -82,7 +87,7 @@ class ParquetDataset(MapDataset):
         self.image_column, self.transform = image_column, transform
         self.decode_min_side = decode_min_side(transform) if reduced_decode else None
         fixed = unique_classes(classes) if classes is not None else None
-        folder = Folder(root)
+        folder = Folder(root, Network(retries, backoff, read_timeout))
         if not folder.url and (why := unfinished_write(Path(root))) is not None:
             raise ParquetFileError(f"dataset.root: {why}.")
         patterns = {"train": train_files, "val": val_files, "test": test_files}[split]
@@ -181,7 +186,7 @@ class ParquetDataset(MapDataset):
                 with SUMS.timed("read"):  # the pipeline's read stage (engine/measure/stages.py)
                     table = self._file(file).read_row_group(group, columns=[self.image_column])
                     self._groups[block] = table.column(0).combine_chunks()
-            except (pa.ArrowException, OSError) as err:
+            except (pa.ArrowException, OSError, ShardError) as err:  # ShardError: http(s)
                 self._groups[block] = err
             if len(self._groups) > self._keep:
                 self._groups.popitem(last=False)

@@ -1,13 +1,15 @@
 """The Parquet files of a split, found and opened, each footer checked as hostile input before
 a row is read.
 
-Files are named relative to `dataset.root`, a local folder or any fsspec URL (`s3://...`,
-`https://...`, `hf://datasets/ORG/NAME` with `huggingface_hub`), by the globs of
-`dataset.<split>_files`, or, when those are null, by the Hugging Face layout's split names:
+Files are named relative to `dataset.root`, a local folder, an `https://...` prefix (the
+files named) or any fsspec URL (`s3://...`, `hf://datasets/ORG/NAME` with `huggingface_hub`),
+by the globs of `dataset.<split>_files`, or, when those are null, by the Hugging Face layout's
+split names:
 `train-00000-of-00004.parquet`, `validation-*`/`val-*`, `test-*`, or the same words as a folder
 (`default/train/0000.parquet`). A footer is the file's own index of row groups; one that
 claims bytes beyond the file, or a row group over `dataset.max_row_group_bytes`, is refused
-before anything it declares is read.
+before anything it declares is read. An `http(s)://` file is read as remote tar shards are
+(engine/data/shards/remote.py): by Range requests, retried, within `dataset.read_timeout`.
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ import pyarrow.parquet as pq
 
 from engine.core.text import shown
 from engine.data.parquet.layout import SPLIT_WORDS, image_bytes_field, label_kind
+from engine.data.shards import ShardError
+from engine.data.shards.remote import Network, open_ranged
 from engine.data.shards.sources import check_fsspec, kind, named_once
 
 FOOTER_BYTES = 8  # the footer's length and the closing magic `PAR1`
+KEYS = "dataset.root / dataset.<split>_files"  # what names a file, for the fix of a bad URL
 
 
 class ParquetFileError(ValueError):
@@ -129,14 +134,15 @@ def splits_of(relatives: list[str]) -> tuple[dict[str, str], str]:
 
 
 class Folder:
-    """`dataset.root`: a local folder or a URL prefix, listed and opened alike."""
+    """`dataset.root`: a local folder or a URL prefix, listed and opened alike; an http(s)
+    file read as `network` says (retries, backoff, read timeout)."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, network: Network) -> None:
         if not isinstance(root, str) or not root:
             raise ValueError(
                 f"dataset.root={root!r}: give the folder or URL that holds the Parquet files."
             )
-        self.url = _is_url(root)
+        self.url, self.network = _is_url(root), network
         # ./x, x//y and x/. name the folder x/y names: one spelling, so names can be cut
         self.root = (root.rstrip("/") or "/") if self.url else os.path.normpath(root)
         if kind(self.root) == "pipe":
@@ -145,7 +151,7 @@ class Folder:
                 "give a folder or URL."
             )
         self.fs: Any = None
-        if self.url:
+        if kind(self.root) == "fsspec":
             check_fsspec(self.root, "dataset.root")
             import fsspec  # the `remote` extra; checked just above
 
@@ -175,6 +181,9 @@ class Folder:
     def open(self, name: str) -> tuple[pq.ParquetFile, int]:
         """`name` opened for reading by row group, and its size in bytes; only a regular file
         (a FIFO would block the open, a device never end)."""
+        if kind(name) == "http":
+            reader = open_ranged(name, self.network, KEYS)
+            return pq.ParquetFile(reader), reader.size
         if not _is_url(name):
             what = _not_regular(Path(name))
             if what is not None:
@@ -224,8 +233,13 @@ def split_files(folder: Folder, patterns: str | Sequence[str] | None, split: str
         found: list[str] = []
         for pattern in listed:
             if not any(ch in pattern for ch in "*?["):
-                found.append(folder.name(pattern))  # one file, named: a URL cannot be globbed
+                found.append(folder.name(pattern))  # one file, named
                 continue
+            if kind(folder.name(pattern)) == "http":
+                raise ValueError(
+                    f"{key}: {pattern!r} is a glob, and a web server cannot be listed "
+                    f"(dataset.root={shown(folder.root)}): name each file."
+                )
             matched = folder.glob(pattern)
             if not matched:
                 raise FileNotFoundError(
@@ -270,9 +284,11 @@ def check_layout(
     max_group_bytes: int,
 ) -> Layout:
     """What the footer of the open file `name` (`size` bytes) declares, checked: the two
-    columns exist with usable types, and every row group lies within the file and is at most
-    `max_group_bytes` uncompressed. (Its row counts are checked against the label column
-    when that is read: engine/data/parquet/labels.py.)"""
+    columns exist with usable types, and every row group lies within the file, is at most
+    `max_group_bytes` uncompressed and declares as many rows as its column chunks hold values
+    (pyarrow reads the rows a row group declares and drops the rest without a word). (Its row
+    counts are checked against the label column when that is read:
+    engine/data/parquet/labels.py.)"""
     meta, schema = pf.metadata, pf.schema_arrow
     for key, column in (("image_column", image_column), ("label_column", label_column)):
         if column not in schema.names:
@@ -328,6 +344,7 @@ def check_layout(
                     f"{begin:,}-{end:,} of a {size:,}-byte file: the file is cut short or its "
                     "footer is damaged. Download or write it again."
                 )
+            _check_values(chunk, group.num_rows, pf.schema.column(c).max_repetition_level, where)
         rows.append(group.num_rows)
         first += group.num_rows
     if first != meta.num_rows:
@@ -336,6 +353,22 @@ def check_layout(
             f"hold {first:,}: the footer is damaged. Download or write it again."
         )
     return Layout(name, tuple(rows), struct, labels, schema)
+
+
+def _check_values(chunk: pq.ColumnChunkMetaData, rows: int, repetition: int, where: str) -> None:
+    """A column chunk holds one value per row (nulls included), a list column at least one
+    (an empty or null list counts one): its footer's count, as pyarrow's reader counts the
+    pages. Else the row group's row count lies, and pyarrow would read that many rows."""
+    values = chunk.num_values
+    if values == rows or (repetition > 0 and values > rows):
+        return
+    held = f"at least {rows:,}" if repetition > 0 else f"{rows:,}"
+    raise ParquetFileError(
+        f"{where}: its footer declares {rows:,} rows, but its column chunk "
+        f"{chunk.path_in_schema!r} holds {values:,} values, not {held}: the footer is damaged "
+        "(pyarrow would read the rows it declares and drop the rest without a word). Download "
+        "or write it again."
+    )
 
 
 def read_layout(
@@ -347,6 +380,8 @@ def read_layout(
         pf, size = folder.open(name)
     except ParquetFileError:
         raise
+    except ShardError as err:  # the network's, naming the URL and the fix
+        raise ParquetFileError(str(err)) from err
     except (pa.ArrowException, OSError, ValueError) as err:
         reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise ParquetFileError(

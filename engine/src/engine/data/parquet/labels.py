@@ -22,6 +22,7 @@ from engine.data.listing import (
 )
 from engine.data.parquet.files import Layout, ParquetFileError
 from engine.data.parquet.layout import class_label_names
+from engine.data.shards import ShardError
 
 NO_LABEL = -1  # how Hugging Face datasets marks a row without a label (a hidden test split)
 
@@ -30,6 +31,8 @@ def read_column(pf: pq.ParquetFile, layout: Layout, column: str) -> list:
     """`column` of every row of the file, as Python values."""
     try:
         values = pf.read(columns=[column]).column(0)
+    except ShardError as err:  # an http(s) file's network error, naming the URL and the fix
+        raise ParquetFileError(str(err)) from err
     except (pa.ArrowException, OSError) as err:
         reason = shown(str(err).strip().splitlines()[0]) if str(err).strip() else type(err).__name__
         raise ParquetFileError(

@@ -4,7 +4,9 @@ command run again, its output read up to the offset) and fsspec URLs (opened and
 An HTTP answer that retrying cannot change (404, 403, ...) is a `ShardError` at once (`Missing`
 for 404 and 410: there is no such file); other failures are OSErrors, which
 engine/data/shards/remote.py retries. `http_version` asks a server (HEAD) what a shard's size
-and version are, for counting shards that have no manifest (engine/data/shards/tally.py).
+and version are, for counting shards that have no manifest (engine/data/shards/tally.py);
+`http_size` what a file's size is, for reading it by byte ranges (Parquet). `keys` names the
+config keys that give the URL, for the fix a refusal names.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ RETRY_STATUS = {408, 429}  # and every 5xx: the server may answer later
 MISSING_STATUS = {404, 410}  # no such file
 HEAD_REFUSED = {403, 405, 501}  # HEAD answers after which a one-byte GET is asked instead
 VERSION_CHARS = 200  # the most of an ETag or Last-Modified kept (a server may send 64 KiB)
+SHARD_KEYS = "dataset.train_shards / val_shards (or dataset.manifest)"  # where shard URLs come from
 
 
 class Missing(ShardError):
@@ -42,7 +45,7 @@ def _skip(stream: BinaryIO, count: int) -> None:
         count -= len(chunk)
 
 
-def _http(url: str, timeout: float) -> Callable[[int], BinaryIO]:
+def _http(url: str, timeout: float, keys: str) -> Callable[[int], BinaryIO]:
     def open_at(offset: int) -> BinaryIO:
         headers = {"Range": f"bytes={offset}-"} if offset else {}
         try:
@@ -53,7 +56,7 @@ def _http(url: str, timeout: float) -> Callable[[int], BinaryIO]:
             if err.code == 416:  # nothing left after `offset`
                 err.close()
                 return io.BytesIO()
-            _refuse(err, url)
+            _refuse(err, url, keys)
             raise
         body = _Body(response)
         if offset and response.status != 206:  # no Range support: read up to `offset`
@@ -65,33 +68,49 @@ def _http(url: str, timeout: float) -> Callable[[int], BinaryIO]:
     return open_at
 
 
-def _refuse(err: urllib.error.HTTPError, url: str) -> None:
+def _refuse(err: urllib.error.HTTPError, url: str, keys: str) -> None:
     """An HTTP error that retrying cannot change as a `ShardError` (`Missing` for 404, 410)."""
     if err.code < 500 and err.code not in RETRY_STATUS:
         err.close()
         error = Missing if err.code in MISSING_STATUS else ShardError
         raise error(
-            f"{shown(url)}: HTTP {err.code} {shown(str(err.reason))}; check the URL in "
-            "dataset.train_shards / val_shards (or dataset.manifest)."
+            f"{shown(url)}: HTTP {err.code} {shown(str(err.reason))}; check the URL in {keys}."
         ) from None
 
 
-def http_version(url: str, timeout: float) -> dict[str, int | str]:
-    """What the server says of the shard at `url` (HEAD; where HEAD is refused, as by S3 URLs
-    signed for GET, a one-byte GET): its `size` (required: it bounds the read that counts the
-    shard) and, where sent, its `etag` and `last_modified`; a shard changed on the server
-    changes one of them."""
+def _headers(url: str, timeout: float, keys: str) -> tuple[Message, str]:
+    """The headers the server sends for `url` and the size they give (HEAD; where HEAD is
+    refused, as by S3 URLs signed for GET, a one-byte GET)."""
     try:
         with urllib.request.urlopen(
             urllib.request.Request(url, method="HEAD"), timeout=timeout
         ) as response:
-            headers, size = response.headers, response.headers.get("Content-Length", "")
+            return response.headers, response.headers.get("Content-Length", "")
     except urllib.error.HTTPError as err:
         if err.code not in HEAD_REFUSED:
-            _refuse(err, url)
+            _refuse(err, url, keys)
             raise
         err.close()
-        headers, size = _first_byte(url, timeout)
+        return _first_byte(url, timeout, keys)
+
+
+def http_size(url: str, timeout: float, keys: str) -> int:
+    """The size of the file at `url` as the server gives it: a read by byte ranges (Parquet's
+    footer is at the end) needs it first."""
+    size = _headers(url, timeout, keys)[1]
+    if not size.isdigit():
+        raise ShardError(
+            f"{shown(url)}: the server gives no Content-Length for it (HEAD), so it cannot be "
+            f"read by byte ranges; copy the file beside you and name that in {keys}."
+        )
+    return int(size)
+
+
+def http_version(url: str, timeout: float) -> dict[str, int | str]:
+    """What the server says of the shard at `url` (see _headers): its `size` (required: it
+    bounds the read that counts the shard) and, where sent, its `etag` and `last_modified`; a
+    shard changed on the server changes one of them."""
+    headers, size = _headers(url, timeout, SHARD_KEYS)
     if not size.isdigit():
         raise ShardError(
             f"{shown(url)}: the server gives no Content-Length for it (HEAD), so it cannot "
@@ -105,7 +124,7 @@ def http_version(url: str, timeout: float) -> dict[str, int | str]:
     return version
 
 
-def _first_byte(url: str, timeout: float) -> tuple[Message, str]:
+def _first_byte(url: str, timeout: float, keys: str) -> tuple[Message, str]:
     """The headers of a GET of the first byte of `url` and the size they give (the total of
     a 206's Content-Range, or a 200's Content-Length); the body is not read."""
     request = urllib.request.Request(url, headers={"Range": "bytes=0-0"})
@@ -117,7 +136,7 @@ def _first_byte(url: str, timeout: float) -> tuple[Message, str]:
                 ]
             return response.headers, response.headers.get("Content-Length", "")
     except urllib.error.HTTPError as err:
-        _refuse(err, url)
+        _refuse(err, url, keys)
         raise
 
 
@@ -202,11 +221,13 @@ def _fsspec(url: str) -> Callable[[int], BinaryIO]:
     return open_at
 
 
-def opener(name: str, kind: str, timeout: float) -> Callable[[int], BinaryIO]:
-    """A function that opens the remote shard `name` (of `kind`: http, pipe, fsspec) at a byte
+def opener(
+    name: str, kind: str, timeout: float, keys: str = SHARD_KEYS
+) -> Callable[[int], BinaryIO]:
+    """A function that opens the remote file `name` (of `kind`: http, pipe, fsspec) at a byte
     offset."""
     if kind == "http":
-        return _http(name, timeout)
+        return _http(name, timeout, keys)
     if kind == "pipe":
         return _command(name.removeprefix("pipe:"))
     return _fsspec(name)

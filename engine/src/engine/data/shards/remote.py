@@ -7,7 +7,8 @@ long before each next one; the count starts again once MIN_BYTES more have come.
 continues at the byte reached (engine/data/shards/openers.py: an HTTP Range request, checked
 to start there, else the source read again up to that byte). After the last retry the error
 names the URL and the byte offset. HTTP answers that retrying cannot change (404, 403, ...)
-fail at once.
+fail at once. A file read at any offset (Parquet: its footer, then the column chunks a row
+group needs) is read the same way, a Range request at each seek (RangeReader).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import BinaryIO, TypeVar
 
 from engine.core.text import shown
 from engine.data.shards import ShardError
-from engine.data.shards.openers import opener
+from engine.data.shards.openers import http_size, opener
 
 T = TypeVar("T")
 RETRYABLE = (OSError, http.client.HTTPException)
@@ -126,11 +127,67 @@ class RetryingReader(io.RawIOBase):
         super().close()
 
 
+class RangeReader(RetryingReader):
+    """A remote http(s) file of `size` bytes read at any offset: a seek away from the byte
+    reached opens it again there. A read returns every byte asked for (fewer only at the end,
+    as pyarrow expects of a file), its read timeout counted from the call: the time between
+    reads is the reader's, not the server's."""
+
+    def __init__(
+        self, name: str, open_at: Callable[[int], BinaryIO], network: Network, size: int
+    ) -> None:
+        super().__init__(name, open_at, network)
+        self.size = size
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.offset
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        target = offset + (0, self.offset, self.size)[whence]
+        if target < 0:
+            raise OSError(f"{shown(self.name)}: a seek to byte {target:,}, before its start")
+        if target != self.offset:
+            self._drop()
+            self.offset = target
+        return target
+
+    def read(self, size: int | None = -1) -> bytes:
+        left = max(0, self.size - self.offset)
+        out = bytearray(left if size is None or size < 0 else min(size, left))
+        view, done = memoryview(out), 0
+        self._since, self._got = time.monotonic(), 0
+        while done < len(out):
+            count = self.readinto(view[done:])
+            if not count:
+                raise ShardError(
+                    f"{shown(self.name)}: ends at byte {self.offset:,}, short of the "
+                    f"{self.size:,} bytes the server gave as its size: the file changed while "
+                    "being read, or the server sends something else; check the server."
+                )
+            done += count
+        return bytes(out)
+
+
+def open_ranged(name: str, network: Network, keys: str) -> RangeReader:
+    """The http(s) file `name` (named by the config `keys`) for reading at any offset: its
+    size asked of the server (retried as a read is), then read by Range requests."""
+    size = retried(name, "HEAD", network, lambda: http_size(name, network.timeout, keys))
+    return RangeReader(name, opener(name, "http", network.timeout, keys), network, size)
+
+
 def _gave_up(name: str, where: str, network: Network, err: BaseException) -> str:
+    fix = (
+        "check the server, or raise dataset.read_timeout (seconds)"
+        if isinstance(err, TimeoutError)
+        else "check that the server is up and the URL right, or raise dataset.retries / "
+        "dataset.backoff"
+    )
     return (
         f"{shown(name)}: network error {where} after {network.retries} retries "
-        f"({type(err).__name__}: {err}); check that the server is up and the URL right, or "
-        "raise dataset.retries / dataset.backoff."
+        f"({type(err).__name__}: {err}); {fix}."
     )
 
 
