@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from engine.data.transforms import Pipelines
 from engine.inference import load_model
 from engine.runs.checkpoint_files import save_checkpoint
 
@@ -44,6 +45,7 @@ def _project(root: Path, factor: int, seed: int) -> torch.Tensor:
     """A project at `root` (conf/config.yaml, src/models/net.py) and root/net.pt, a checkpoint
     of its own Net (imported from its file under a name of its own); that model's outputs on X."""
     (root / "conf").mkdir(parents=True)
+    (root / "engine").mkdir()  # a plain folder named as the engine, as the template's checkout has
     (root / "conf" / "config.yaml").write_text(CONFIG)
     (root / "src" / "models").mkdir(parents=True)
     (root / "src" / "__init__.py").write_text("")
@@ -80,6 +82,7 @@ def test_each_projects_model_is_built_with_its_own_code(tmp_path: Path, own_src:
         model = load_model(root / "net.pt", project_root=root)
         with torch.no_grad():
             assert torch.allclose(model(X), expected[root]), root.name
+        assert type(model.preprocess.pipelines) is Pipelines  # the engine imported once
         models.setdefault(root, model)
         assert type(model) is type(models[root])  # loaded again: the same class, not a copy
     for root, model in models.items():  # each still runs its own code

@@ -119,15 +119,18 @@ def project_code(root: Path, targets: Iterable[str]) -> Iterator[None]:
 
     Python imports a package once per process under its name, so a notebook loading the
     checkpoints of two projects (both naming src.models.*) built the second with the first's
-    src/. Each top-level package of `targets` that is `root`'s own (root/<name>/ or
-    root/<name>.py) and already imported from elsewhere is swapped in sys.modules for root's
-    for the duration, and the other's put back after; not yet imported, it is imported from
-    root, put first on sys.path, and stays. A model keeps its own code, as its functions hold
-    their module's globals; what looks a class up by name instead (pickle.dumps of the whole
-    model object, an import inside a function, inspect.getsource of the class) finds the
-    project imported first: save such a model's state_dict()."""
+    src/. Each top-level package of `targets` that is `root`'s own (root/<name>/__init__.py or
+    root/<name>.py; a plain folder, as the checkout's engine/, is none) and already imported
+    from elsewhere is swapped in sys.modules for root's for the duration, and the other's put
+    back after; not yet imported, it is imported from root, put first on sys.path, and stays.
+    A model keeps its own code, as its functions hold their module's globals; what looks a
+    class up by name instead (pickle.dumps of the whole model object, an import inside a
+    function, inspect.getsource of the class) finds the project imported first: save such a
+    model's state_dict()."""
     names = {target.split(".")[0] for target in targets}
-    own = sorted(n for n in names if (root / n).is_dir() or (root / f"{n}.py").is_file())
+    own = sorted(
+        n for n in names if (root / n / "__init__.py").is_file() or (root / f"{n}.py").is_file()
+    )
     held = [n for n in own if n in sys.modules and _folder(sys.modules[n]) != root]
     path = list(sys.path)
     sys.path[:] = [str(root), *(entry for entry in path if entry != str(root))]
