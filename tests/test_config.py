@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 from hydra.errors import InstantiationException
@@ -27,6 +29,8 @@ from engine.training.optimization import build_optimizer
 from engine.training.settings import TrainerSettings
 from engine_dev.fixtures import Labels
 from tests.conftest import CONF_DIR, ENGINE_CONF_DIR, group_options
+
+BLOCK_SCALAR = re.compile(r":\s*[|>][-+]?\s*(#.*)?$")  # `key: |`: the lines below are its text
 
 # experiment and debug bundles set global keys: test_experiments.py checks each applies its own
 OPTIONS = group_options("experiment", "debug")
@@ -157,11 +161,17 @@ def test_model_key_that_contradicts_data_is_refused(make_cfg) -> None:
 
 
 def test_every_yaml_key_has_a_comment() -> None:
-    """A value line explains itself: a comment on the line, or a comment line right above."""
+    """A value line explains itself: a comment on the line, or a comment line right above.
+    The text of a block scalar (`key: |`, hydra.help.template) is no key."""
     for path in [*CONF_DIR.rglob("*.yaml"), *ENGINE_CONF_DIR.rglob("*.yaml")]:
         lines = path.read_text().splitlines()
+        block = None  # the indentation of the block scalar's key the lines below may be text of
         for number, line in enumerate(lines, 1):
             body = line.strip()
+            indent = len(line) - len(line.lstrip())
+            if block is not None and (not body or indent > block):
+                continue
+            block = indent if BLOCK_SCALAR.search(line) else None
             if not body or body.startswith(("#", "- ")) or body.endswith(":"):
                 continue
             if body.startswith(("_target_:", "_partial_:")):

@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from engine.config.choices import log_config_tree
 from engine.config.command_line import errors_said_once
 from engine.config.errors import ConfigError
+from engine.config.help_groups import config_groups
 from engine.config.local_config import check_local_config
 from engine.config.search_path import check_search_path
 from engine.config.validate import validate_config
@@ -80,7 +81,8 @@ def _raise_if(problems: list[str]) -> None:
 
 def register_resolvers() -> None:
     """Register `${launch_time:FMT}`, `${run_id:}`, `${job_dir:...}`, `${null_if_set:A,B}`,
-    `${sweep_direction:}`, `${run_log:PATH}` and `${if_rank_zero:A,B}`; safe to call again."""
+    `${sweep_direction:}`, `${run_log:PATH}`, `${if_rank_zero:A,B}` and `${config_groups:KIND}`;
+    safe to call again."""
     # The launch time formatted by FMT (strftime); rank 0's under torchrun, like ${now:} otherwise.
     OmegaConf.register_new_resolver(
         "launch_time", lambda pattern: launch_time().strftime(pattern), use_cache=True, replace=True
@@ -104,6 +106,8 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver(
         "if_rank_zero", lambda a, b: a if launch_rank() == 0 else b, replace=True
     )
+    # The config groups of the whole search path, one line each: train.py --help's list
+    OmegaConf.register_new_resolver("config_groups", config_groups, replace=True)
 
 
 def launch(main: Callable[[], Any], script: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
 from engine.inference.checkpoint import image_sides, read_checkpoint
 from engine.inference.labeller import Labeller
 from engine.inference.preprocess import Preprocess
-from engine.inference.project import PROJECT_CONFIG, find_project, importable, missing_project
+from engine.inference.project import PROJECT_CONFIG, find_project, missing_project, project_code
 from engine.runs.checkpoint_checks import weights_problem
 from engine.runs.checkpoint_files import CheckpointError
 from engine.runs.checkpoint_weights import picked_weights, saved_monitor
@@ -208,6 +209,27 @@ class Predict:
         return self.model.labeller.decode(self.model(*inputs))
 
 
+def _built(
+    config: dict[str, Any],
+    state: dict[str, Any],
+    file: Path,
+    allowed_targets: list[str],
+    max_image_pixels: int | None,
+) -> tuple[nn.Module, Any]:
+    """The model and the transforms of checkpoint `file` (its `state` and saved `config`),
+    each `_target_` admitted by `allowed_targets` first: every import of the project's code
+    load_model makes."""
+    built = {"model": config["model"], "transforms": config["transforms"]}
+    try:
+        check_targets(built, allowed_targets)
+        _check_keys(built)
+    except ConfigError as err:
+        raise CheckpointError(f"{file}: its saved config is refused: {err}") from None
+    model = rebuild_model(config, state, file)
+    image_sides(config["transforms"], max_image_pixels, file)
+    return model, build(config["transforms"], "transforms", file)
+
+
 def load_model(
     path: str | Path,
     allowed_targets: list[str] | None = None,
@@ -236,7 +258,8 @@ def load_model(
     directory: the project (`project_root`; by default $PROJECT_ROOT, else the working
     directory or a folder above it holding conf/config.yaml, else the checkout this engine is
     imported from) is put on sys.path for the template's `src.*` targets. The code always
-    comes from there, never from a path the checkpoint holds (a saved paths.root_dir that
+    comes from there, another project's checkpoint loaded in the same process from its own
+    (engine.inference.project.project_code), never from a path the checkpoint holds (a saved paths.root_dir that
     names another folder is one warning). The checkpoint's `_target_`s must be in
     `allowed_targets` (default: the project's conf/config.yaml's); the file is read with
     weights_only=True and checked as hostile input (engine.inference.checkpoint.
@@ -249,15 +272,10 @@ def load_model(
         if root is None:
             raise missing_project(file)
         allowed_targets = shipped_entries(root / PROJECT_CONFIG)
-    if root is not None:
-        importable(root)
-    built = {"model": config["model"], "transforms": config["transforms"]}
-    try:
-        check_targets(built, allowed_targets)
-        _check_keys(built)
-    except ConfigError as err:
-        raise CheckpointError(f"{file}: its saved config is refused: {err}") from None
-    model = rebuild_model(config, state, file)
+    targets = _targets([config["model"], config["transforms"]])
+    own_code = project_code(root, targets) if root is not None else nullcontext()
+    with own_code:
+        model, pipelines = _built(config, state, file, allowed_targets, max_image_pixels)
     try:
         labeller = Labeller.from_config(config, threshold, "threshold")
     except ConfigError as err:
@@ -267,7 +285,5 @@ def load_model(
     model.labeller = labeller
     shape = config["model"].get("input_shape") if isinstance(config["model"], dict) else None
     model.predict = Predict(model, list(shape) if isinstance(shape, list | tuple) else None)
-    image_sides(config["transforms"], max_image_pixels, file)
-    pipelines = build(config["transforms"], "transforms", file)
     model.preprocess = Preprocess(pipelines, max_image_pixels, max_jpeg_scans)
     return model

@@ -5,14 +5,18 @@ gives the allowed `_target_`s, and its folder must be importable for the saved c
 A checkpoint names its model's class; the code comes from the project the user points at,
 never from a path stored in the file (its saved paths.root_dir put a folder of the sender's
 choosing first on sys.path, and its src/models/*.py were imported), nor from where the file
-lies (a folder unpacked from elsewhere can hold a conf/ and src/ of its own)."""
+lies (a folder unpacked from elsewhere can hold a conf/ and src/ of its own). Two projects'
+checkpoints loaded in one process each get their own project's code (`project_code`)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from engine.config.allowlist import project_config
@@ -88,8 +92,56 @@ def missing_project(file: Path) -> CheckpointError:
     )
 
 
-def importable(root: Path) -> None:
-    """Put `root` first on sys.path (once), as train.py's folder is, so the saved config's
-    targets of the template (src.models.*) import from that project."""
-    if str(root) not in sys.path:
-        sys.path.insert(0, str(root))
+def _folder(module: ModuleType) -> Path | None:
+    """The sys.path folder top-level `module` was imported from (a package's first folder's
+    parent), or None when it has no file."""
+    spec = module.__spec__
+    if spec is None:
+        return None
+    files = spec.submodule_search_locations or ([spec.origin] if spec.has_location else [])
+    where = next(iter(files), None)
+    return Path(where).resolve().parent if where else None
+
+
+def _taken(name: str) -> dict[str, ModuleType]:
+    """Top-level module `name` and its submodules, removed from sys.modules."""
+    return {key: sys.modules.pop(key) for key in list(sys.modules) if key.split(".")[0] == name}
+
+
+# The modules of the projects built by name while another project's held those names, by
+# (root, top-level name): loading one again reuses them (the same classes, nothing re-executed).
+_SET_ASIDE: dict[tuple[Path, str], dict[str, ModuleType]] = {}
+
+
+@contextmanager
+def project_code(root: Path, targets: Iterable[str]) -> Iterator[None]:
+    """Within it, `targets` (a checkpoint's `_target_`s) import from project `root`'s files.
+
+    Python imports a package once per process under its name, so a notebook loading the
+    checkpoints of two projects (both naming src.models.*) built the second with the first's
+    src/. Each top-level package of `targets` that is `root`'s own (root/<name>/__init__.py or
+    root/<name>.py; a plain folder, as the checkout's engine/, is none) and already imported
+    from elsewhere is swapped in sys.modules for root's for the duration, and the other's put
+    back after; not yet imported, it is imported from root, put first on sys.path, and stays.
+    A model keeps its own code, as its functions hold their module's globals; what looks a
+    class up by name instead (pickle.dumps of the whole model object, an import inside a
+    function, inspect.getsource of the class) finds the project imported first: save such a
+    model's state_dict()."""
+    names = {target.split(".")[0] for target in targets}
+    own = sorted(
+        n for n in names if (root / n / "__init__.py").is_file() or (root / f"{n}.py").is_file()
+    )
+    held = [n for n in own if n in sys.modules and _folder(sys.modules[n]) != root]
+    path = list(sys.path)
+    sys.path[:] = [str(root), *(entry for entry in path if entry != str(root))]
+    others = {name: _taken(name) for name in held}
+    for name in held:
+        sys.modules.update(_SET_ASIDE.get((root, name), {}))
+    try:
+        yield
+    finally:
+        for name, modules in others.items():
+            _SET_ASIDE[(root, name)] = _taken(name)
+            sys.modules.update(modules)
+        if held:
+            sys.path[:] = path
