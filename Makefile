@@ -15,13 +15,15 @@ help:  ## list the targets
 
 # Where the engine comes from: here, its source in engine/ (editable). A project made by `make
 # new-project` installs the version its pyproject.toml pins from the wheel in vendor/, that
-# file alone first (--no-index: no package index's copy of the version can stand in for it).
+# file alone first (ENGINE_FIRST: tools/upgrade_engine.py --setup, which also undoes or finishes
+# an upgrade that was killed, so pip never sees two engine wheels).
 ENGINE_INSTALL := -e ./engine
 ENGINE_FILES := engine/pyproject.toml
+ENGINE_FIRST :=
 
 $(STAMP): pyproject.toml $(ENGINE_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(if $(filter %.whl,$(ENGINE_FILES)),$(BIN)/python -m pip install --quiet --no-index --no-deps $(ENGINE_FILES))
+	$(ENGINE_FIRST)
 	$(BIN)/python -m pip install --quiet $(ENGINE_INSTALL) -e '.[dev]'
 	touch $@
 

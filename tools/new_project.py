@@ -79,6 +79,7 @@ MAKE_TARGETS = (
 ENGINE_LINES = (
     ("ENGINE_INSTALL := -e ./engine", f"ENGINE_INSTALL := --find-links {VENDOR}"),
     ("ENGINE_FILES := engine/pyproject.toml", f"ENGINE_FILES := $(wildcard {VENDOR}/*.whl)"),
+    ("ENGINE_FIRST :=", "ENGINE_FIRST := $(BIN)/python -m tools.upgrade_engine --setup"),
 )
 PIN_COMMENT = (
     "    # engine/: the library under the template (make setup installs it from that folder)\n",
