@@ -50,6 +50,9 @@ def source_requirement(engine: str) -> str:
             "cannot be pinned in pyproject.toml; give it without them."
         )
     if engine.startswith("git+"):
+        # pip's requirement parser wants a host in the URL: git+file:///repo was pinned, then
+        # make setup died in its traceback; git reads file://localhost/repo as the same folder
+        engine = re.sub(r"^git\+file:///", "git+file://localhost/", engine)
         if "subdirectory=" not in engine.partition("#")[2]:
             engine += ("&" if "#" in engine else "#") + "subdirectory=engine"
         return f"{DISTRIBUTION} @ {engine}"

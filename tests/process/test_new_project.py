@@ -7,6 +7,7 @@ import importlib.util
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,13 +16,16 @@ from tools.new_project import (
     ENGINE_TESTS,
     IMPORTS_BENCH,
     MAKE_TARGETS,
+    NewProject,
     copy_template,
     engine_version,
+    main,
     project_name,
     report,
     template_files,
     template_suite,
 )
+from tools.upgrade_engine import source_requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 # `make new-project` needs the set-up (its wheel is built with .venv's setuptools): -o takes it
@@ -298,3 +302,58 @@ def test_a_users_first_file_is_formatted_and_never_stops_the_tests(tmp_path: Pat
     assert max(len(line) for line in text.splitlines()) <= 100
     assert text.index("import os") < text.index("import sys")
     assert make("lint").returncode == 0
+
+
+def test_a_git_file_url_is_pinned_as_pip_reads_it(tmp_path: Path) -> None:
+    """ENGINE=git+file:///repo@tag was pinned as given, and make setup died in pip's traceback
+    (its requirement parser wants a host): pinned as file://localhost/, pip fetches it."""
+    repo = tmp_path / "repo"
+    (repo / "engine").mkdir(parents=True)
+    (repo / "engine" / "pyproject.toml").write_text(
+        '[project]\nname = "hydra-torch-data-engine"\nversion = "9.0.0"\n'
+        "[tool.setuptools]\npy-modules = []\n"
+    )
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "v9"], ["tag", "v9"]):
+        subprocess.run([*git, *command], check=True)
+    requirement = source_requirement(f"git+file://{repo}@v9")
+    assert requirement == (
+        f"hydra-torch-data-engine @ git+file://localhost{repo}@v9#subdirectory=engine"
+    )
+    command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-index"]
+    command += ["--no-build-isolation", "-d", str(tmp_path / "got"), requirement]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in (tmp_path / "got").iterdir()] == ["hydra-torch-data-engine-9.0.0.zip"]
+
+
+@pytest.mark.parametrize(
+    "folder", ["torchvision", "torch", "hydra", "Hydra_Core", "omegaconf", "PIL", "pillow",
+               "tensorboard", "numpy", "engine", "timm", "pytest"],
+)  # fmt: skip
+def test_a_dest_named_like_a_dependency_is_refused_in_one_line(tmp_path: Path, folder) -> None:
+    """DEST=.../torchvision made a project pip takes for torchvision: the template's and the
+    engine's dependencies (any extra) and their import names are refused, nothing written."""
+    with pytest.raises(SystemExit) as raised:
+        main([str(tmp_path / folder)])
+    said = str(raised.value.code)
+    name = project_name(folder)
+    assert said == (
+        f"DEST={str(tmp_path / folder)!r} names the project {name!r}, as the template names a "
+        "package it depends on (pip would take one for the other): name the folder otherwise, "
+        f"e.g. DEST={tmp_path}/my-{name}."
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o755), (0o027, 0o750), (0o002, 0o775)])
+def test_the_new_folder_follows_the_umask(tmp_path: Path, monkeypatch, umask, mode) -> None:
+    """It was 0700 whatever the umask (mkdtemp's mode, kept by the rename): as mkdir now."""
+    monkeypatch.setattr("tools.new_project._copy", lambda *args: NewProject("mine", 0, []))
+    before = os.umask(umask)
+    try:
+        copy_template(ROOT, tmp_path / "mine")
+    finally:
+        os.umask(before)
+    assert (tmp_path / "mine").stat().st_mode & 0o777 == mode
+
