@@ -24,6 +24,7 @@ from tools.new_project import (
     report,
     template_files,
     template_suite,
+    without_targets,
 )
 from tools.upgrade_engine import source_requirement
 
@@ -356,4 +357,35 @@ def test_the_new_folder_follows_the_umask(tmp_path: Path, monkeypatch, umask, mo
     finally:
         os.umask(before)
     assert (tmp_path / "mine").stat().st_mode & 0o777 == mode
+
+
+def test_a_venv_set_up_at_another_path_stops_make_setup_in_one_line(tmp_path: Path) -> None:
+    """A copy moved after make setup kept a .venv whose scripts run the old path's python, and
+    make setup said there was nothing to do."""
+    project = tmp_path / "moved here"
+    (project / ".venv").mkdir(parents=True)
+    (project / "Makefile").write_text(without_targets((ROOT / "Makefile").read_text()))
+    (project / "pyproject.toml").touch()
+    os.utime(project / "pyproject.toml", (0, 0))  # the stamp is newer
+    stamp = project / ".venv" / ".installed"
+
+    def setup() -> subprocess.CompletedProcess:
+        command = ["make", "-s", "--no-print-directory", "-C", str(project), "setup"]
+        return subprocess.run(command, capture_output=True, text=True)
+
+    stamp.write_text(str(tmp_path / "proj" / ".venv"))  # set up there, then moved
+    done = setup()
+    assert done.returncode != 0 and done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line.endswith(
+        f": *** .venv was set up at {tmp_path}/proj/.venv, and this project is now at {project} "
+        "(moved or copied): its scripts still run from there; rm -rf .venv, then make setup.  Stop."
+    )
+    stamp.write_text(str(project / ".venv"))  # as the set-up records it: nothing to do
+    assert setup().returncode == 0
+    stamp.unlink()
+    plan = subprocess.run(
+        ["make", "-n", "-C", str(project), "setup"], capture_output=True, text=True
+    )
+    assert f"printf '%s' '{project}/.venv' > .venv/.installed" in plan.stdout
 
