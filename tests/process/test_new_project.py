@@ -389,3 +389,27 @@ def test_a_venv_set_up_at_another_path_stops_make_setup_in_one_line(tmp_path: Pa
     )
     assert f"printf '%s' '{project}/.venv' > .venv/.installed" in plan.stdout
 
+
+UNCOMMENTED = "# my model\n_target_: src.models.tiny.Tiny\nwidths: [8, 16]\n"
+
+
+@pytest.mark.parametrize("template", [False, True])
+def test_an_uncommented_yaml_key_is_reported_in_a_copy_and_fails_the_template(
+    tmp_path: Path, template: bool
+) -> None:
+    """The YAML-comment rule failed a copy's make test, though style never does there (the
+    README): in a copy its finding is a warning; in the template (it has engine/) a failure."""
+    dest = tmp_path / "mine"
+    copy_template(ROOT, dest)
+    (dest / "conf" / "model" / "bare.yaml").write_text(UNCOMMENTED)
+    if template:
+        (dest / "engine").mkdir()
+        (dest / "engine" / "pyproject.toml").touch()
+    test = "tests/test_config.py::test_every_yaml_key_has_a_comment"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", test]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "engine" / "src")}  # as its wheel would
+    done = subprocess.run(command, cwd=dest, env=env, capture_output=True, text=True)
+    said = done.stdout + done.stderr
+    assert "bare.yaml:3: 'widths: [8, 16]'" in said
+    assert done.returncode == (1 if template else 0), said[-3000:]
+    assert ("1 passed, 1 warning" in said) != template
