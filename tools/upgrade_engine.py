@@ -142,6 +142,14 @@ def _write(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
+def _no_wheel(version: str) -> str:
+    return (
+        f"pyproject.toml pins {DISTRIBUTION}=={version}, whose wheel is not in vendor/: put "
+        f"hydra_torch_data_engine-{version}-py3-none-any.whl there, or run make upgrade-engine "
+        "WHEEL=path/to/it."
+    )
+
+
 def recover(root: Path) -> str:
     """Undo (its journal is there) or finish (it committed) an upgrade that was killed; then
     vendor/ holds the one wheel pyproject.toml pins, so pip never sees two engines. A line
@@ -169,16 +177,13 @@ def recover(root: Path) -> str:
     if version is not None and version not in wheels:
         staged = _wheels(staging).get(version) if staging.is_dir() else None
         if staged is None:
-            raise SystemExit(
-                f"pyproject.toml pins {pin}, whose wheel is not in vendor/ (an interrupted make "
-                f"upgrade-engine): put hydra_torch_data_engine-{version}-py3-none-any.whl "
-                "there, or run make upgrade-engine WHEEL=path/to/it."
-            )
+            raise SystemExit(_no_wheel(version))
         wheels[version] = Path(shutil.move(staged, vendor / staged.name))
     removed = sorted(p.name for v, p in wheels.items() if v != version)
     for name in removed:
         (vendor / name).unlink()
-    shutil.rmtree(staging, ignore_errors=True)
+    if staging.exists():
+        shutil.rmtree(staging)
     kept = f"vendor/{wheels[version].name}" if version else "no wheel (a URL pin)"
     return (
         f"An interrupted make upgrade-engine was {'undone' if undone else 'finished'}: "
@@ -216,9 +221,12 @@ def setup(root: Path) -> None:
     if said:
         print(said)
     found = PINNED_VERSION.search((root / "pyproject.toml").read_text(encoding="utf-8"))
-    wheel = _wheels(root / VENDOR).get(found[1]) if found else None
-    if wheel is not None:
-        _pip("--no-index", "--no-deps", str(wheel))
+    if found is None:
+        return  # a URL pin: pip installs it with the project
+    wheel = _wheels(root / VENDOR).get(found[1])
+    if wheel is None:
+        raise SystemExit(_no_wheel(found[1]))  # not pip's "no matching distribution"
+    _pip("--no-index", "--no-deps", str(wheel))
 
 
 def upgrade(root: Path, wheel: str, engine: str) -> str:
@@ -242,7 +250,7 @@ def upgrade(root: Path, wheel: str, engine: str) -> str:
     new_text = pinned(text, requirement)  # one it cannot pin is refused before anything is written
     staging = root / STAGING
     staging.mkdir(parents=True)
-    (staging / JOURNAL).write_text(text, encoding="utf-8")
+    _write(staging / JOURNAL, text)  # whole or absent: recover() restores pyproject.toml from it
     written = False
     try:
         if given is not None:

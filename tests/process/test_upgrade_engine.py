@@ -346,3 +346,16 @@ def test_the_engine_wheel_installs_its_changelog(
     assert changelog == str(tmp_path / "site" / "engine" / "CHANGELOG.md")
     source = ROOT / "engine" / "src" / "engine" / "CHANGELOG.md"
     assert Path(changelog).read_text() == source.read_text()
+
+
+def test_a_pinned_wheel_missing_from_vendor_is_one_line(project: Path, pip: list) -> None:
+    """Not pip's "no matching distribution" from make setup."""
+    (project / "vendor" / f"hydra_torch_data_engine-{OLD}-py3-none-any.whl").unlink()
+    with pytest.raises(SystemExit) as raised:
+        setup(project)
+    assert refusal(raised) == (
+        f"pyproject.toml pins hydra-torch-data-engine=={OLD}, whose wheel is not in vendor/: put "
+        f"hydra_torch_data_engine-{OLD}-py3-none-any.whl there, or run make upgrade-engine "
+        "WHEEL=path/to/it."
+    )
+    assert pip == []
