@@ -8,22 +8,34 @@ ARGS ?=
 PORT ?= 6006
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate pipeline-report cache shards bench bench-growth bench-ab bench-guard bench-compile bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate pipeline-report cache shards bench bench-growth bench-ab bench-guard bench-compile bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs FORCE test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 # Where the engine comes from: here, its source in engine/ (editable). A project made by `make
 # new-project` installs the version its pyproject.toml pins from the wheel in vendor/, that
-# file alone first (--no-index: no package index's copy of the version can stand in for it).
+# file alone first (ENGINE_FIRST: tools/upgrade_engine.py --setup, which also undoes or finishes
+# an upgrade that was killed, so pip never sees two engine wheels).
 ENGINE_INSTALL := -e ./engine
 ENGINE_FILES := engine/pyproject.toml
+ENGINE_FIRST :=
 
-$(STAMP): pyproject.toml $(ENGINE_FILES)
+# The stamp records where .venv was set up: a venv's scripts run the python of that path (#!),
+# so one that came along when the project was moved or copied is not this folder's. Set up
+# elsewhere, it stops the set-up with what to do (a stamp of before holds no path: trusted).
+VENV_AT := $(CURDIR)/$(VENV)
+SET_UP_AT := $(shell cat $(STAMP) 2>/dev/null)
+MOVED := $(subst $(VENV_AT),,$(SET_UP_AT))
+
+$(STAMP): pyproject.toml $(ENGINE_FILES) $(if $(MOVED),FORCE)
+	$(if $(MOVED),$(error $(VENV) was set up at $(SET_UP_AT), and this project is now at $(CURDIR) (moved or copied): its scripts still run from there; rm -rf $(VENV), then make setup))
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(if $(filter %.whl,$(ENGINE_FILES)),$(BIN)/python -m pip install --quiet --no-index --no-deps $(ENGINE_FILES))
+	$(ENGINE_FIRST)
 	$(BIN)/python -m pip install --quiet $(ENGINE_INSTALL) -e '.[dev]'
-	touch $@
+	printf '%s' $(call quoted,VENV_AT) > $@
+
+FORCE:
 
 setup: $(STAMP)  ## create .venv, install the engine and the pinned dependencies
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 
 import pytest
 import torch
@@ -28,7 +29,7 @@ from engine.training.models import build_model
 from engine.training.optimization import build_optimizer
 from engine.training.settings import TrainerSettings
 from engine_dev.fixtures import Labels
-from tests.conftest import CONF_DIR, ENGINE_CONF_DIR, group_options
+from tests.conftest import CONF_DIR, ENGINE_CONF_DIR, ROOT, group_options
 
 BLOCK_SCALAR = re.compile(r":\s*[|>][-+]?\s*(#.*)?$")  # `key: |`: the lines below are its text
 
@@ -161,8 +162,12 @@ def test_model_key_that_contradicts_data_is_refused(make_cfg) -> None:
 
 
 def test_every_yaml_key_has_a_comment() -> None:
-    """A value line explains itself: a comment on the line, or a comment line right above.
-    The text of a block scalar (`key: |`, hydra.help.template) is no key."""
+    """A value line explains itself: a comment on the line, or a comment line right above
+    (the text of a block scalar, `key: |` as hydra.help.template, is no key). A style rule:
+    it fails the template repo (its CI), and in a project made by `make new-project` (no
+    engine/ folder) its findings are reported, as lint's are, never failing the user's
+    tests."""
+    findings = []
     for path in [*CONF_DIR.rglob("*.yaml"), *ENGINE_CONF_DIR.rglob("*.yaml")]:
         lines = path.read_text().splitlines()
         block = None  # the indentation of the block scalar's key the lines below may be text of
@@ -177,7 +182,16 @@ def test_every_yaml_key_has_a_comment() -> None:
             if body.startswith(("_target_:", "_partial_:")):
                 continue  # the file's header comment says what is instantiated
             above = lines[number - 2].strip() if number > 1 else ""
-            assert "#" in line or above.startswith("#"), f"{path.name}:{number}: {line!r}"
+            if "#" not in line and not above.startswith("#"):
+                findings.append(f"{path.name}:{number}: {line!r}")
+    if (ROOT / "engine" / "pyproject.toml").is_file():
+        assert not findings, findings
+    elif findings:
+        warnings.warn(
+            f"style: a YAML key without a comment on its line or the line above: "
+            f"{'; '.join(findings)} (reported, not failing: a project's own style)",
+            stacklevel=1,
+        )
 
 
 def test_config_tree_shows_choices_and_changed_values() -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -79,6 +80,7 @@ MAKE_TARGETS = (
 ENGINE_LINES = (
     ("ENGINE_INSTALL := -e ./engine", f"ENGINE_INSTALL := --find-links {VENDOR}"),
     ("ENGINE_FILES := engine/pyproject.toml", f"ENGINE_FILES := $(wildcard {VENDOR}/*.whl)"),
+    ("ENGINE_FIRST :=", "ENGINE_FIRST := $(BIN)/python -m tools.upgrade_engine --setup"),
 )
 PIN_COMMENT = (
     "    # engine/: the library under the template (make setup installs it from that folder)\n",
@@ -264,10 +266,34 @@ def layout(dest: Path) -> str:
     return "\n".join(f"{path:<{width}}{what}".rstrip() for path, what in rows)
 
 
+# Import names of dependencies whose distribution is named otherwise, and the engine's packages
+IMPORT_NAMES = {"hydra", "pil", "engine", "engine-dev"}
+TABLE = re.compile(r"^\[([^\]\n]+)\]\n(.*?)(?=^\[|\Z)", re.M | re.S)  # [name] and its lines
+DEPENDENCIES = re.compile(r"^dependencies = \[\n(.*?)^\]", re.M | re.S)
+REQUIREMENT = re.compile(r'^\s*"([A-Za-z0-9][A-Za-z0-9._-]*)', re.M)  # a list item's name
+
+
+def dependency_names(root: Path) -> set[str]:
+    """The normalised names of what the template and its engine depend on (any extra), and of
+    the packages they import as: a project may be named like none of them."""
+    found = set(IMPORT_NAMES)
+    for pyproject in (root / "pyproject.toml", root / "engine" / "pyproject.toml"):
+        for table, body in TABLE.findall(pyproject.read_text(encoding="utf-8")):
+            if table == "project":
+                listed = DEPENDENCIES.search(body)
+                body = listed[1] if listed else ""
+            elif table != "project.optional-dependencies":
+                continue
+            found |= {project_name(name) for name in REQUIREMENT.findall(body)}
+    template = re.search(r'^name = "([^"]+)"$', (root / "pyproject.toml").read_text(), re.M)
+    return found - {template[1] if template else ""}  # dev's "<its own name>[scale]"
+
+
 def check_dest(root: Path, dest: Path, given: str) -> None:
     """`dest` (resolved, links followed) must be a new folder outside the template at `root`:
     a copy inside it becomes a nested project that the template's next lint, test or copy
-    takes in (each copy then holds every earlier one)."""
+    takes in (each copy then holds every earlier one). Its name must not be a dependency's:
+    pip would take the project installed as `torchvision` for torchvision."""
     if dest.exists() or dest.is_symlink():
         raise SystemExit(f"{dest} already exists; choose a new folder for DEST.")
     if dest.is_relative_to(root):
@@ -275,6 +301,14 @@ def check_dest(root: Path, dest: Path, given: str) -> None:
             f"DEST={given!r} is {dest}, inside the template {root}: a project there would be "
             "taken into the template's own lint, tests and copies; choose a folder outside it, "
             "e.g. DEST=../my-project."
+        )
+    name = project_name(dest.name)
+    if name in dependency_names(root):
+        other = os.path.join(os.path.dirname(given.rstrip("/")), f"my-{name}")
+        raise SystemExit(
+            f"DEST={given!r} names the project {name!r}, as the template names a package it "
+            f"depends on (pip would take one for the other): name the folder otherwise, e.g. "
+            f"DEST={other}."
         )
 
 
@@ -329,7 +363,10 @@ def copy_template(root: Path, dest: Path, engine: str = "") -> NewProject:
     never leaves a half project under the name asked for."""
     name = project_name(dest.name)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent))
+    # mkdir, as `mkdir` makes it, under the umask (mkdtemp's 0700 became the project's mode);
+    # its random name is taken by this copy alone, or mkdir fails
+    staging = dest.parent / f".{dest.name}.{secrets.token_hex(8)}.partial"
+    staging.mkdir()
     try:
         project = _copy(root, staging, name, engine)
         os.rename(staging, dest)

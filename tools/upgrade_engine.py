@@ -4,22 +4,37 @@ The project pins the engine in pyproject.toml like any dependency: `hydra-torch-
 X.Y.Z`, installed from the wheel in vendor/, or `hydra-torch-data-engine @ <url>` for a git tag
 or a path. This rewrites that one line (and vendor/), then reinstalls the engine and whatever
 new dependencies it brings; src/, conf/ and tests/ stay as they are. Standard library only.
+
+An upgrade is a transaction: the new wheel is staged in vendor/.upgrade/ beside a copy of the
+old pyproject.toml (the journal), checked against its own metadata, installed with the new
+pin, and only then moved into vendor/; the journal's removal is the commit. A failure puts
+pyproject.toml back and leaves vendor/ as it was; what a killed upgrade leaves is undone (a
+journal) or finished (no journal) by the next upgrade or `make setup` (`--setup`).
 """
 
 from __future__ import annotations
 
 import argparse
+import email.parser
+import os
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
+import zlib
 from pathlib import Path
 
 DISTRIBUTION = "hydra-torch-data-engine"
 PIN = re.compile(rf'^(\s*)"{DISTRIBUTION}\s*(?:==|@)[^"]*",?$', re.M)
+PINNED_VERSION = re.compile(rf'^\s*"{DISTRIBUTION}\s*==\s*([^"\s]+)",?$', re.M)
 WHEEL = re.compile(r"hydra_torch_data_engine-(\d+\.\d+\.\d+[^-]*)-py3-none-any\.whl")
 VENDOR = "vendor"  # the folder of the pinned wheel (make new-project puts it there)
+STAGING = Path(VENDOR) / ".upgrade"  # an upgrade's wheel until it commits (make ignores it)
+JOURNAL = "pyproject.toml.before"  # in STAGING: the pin to go back to; present = not committed
 STAMP = Path(".venv") / ".installed"  # the Makefile's set-up stamp
+METADATA_BYTES = 1 << 20  # a wheel's METADATA is read up to this: the engine's is ~2 KB
+CHANGELOG = "engine/CHANGELOG.md"  # in the wheel (package data): what each release changed
 
 
 UNSAFE = re.compile(r'["\\;\s]')  # would end the TOML string or the requirement early
@@ -35,6 +50,9 @@ def source_requirement(engine: str) -> str:
             "cannot be pinned in pyproject.toml; give it without them."
         )
     if engine.startswith("git+"):
+        # pip's requirement parser wants a host in the URL: git+file:///repo was pinned, then
+        # make setup died in its traceback; git reads file://localhost/repo as the same folder
+        engine = re.sub(r"^git\+file:///", "git+file://localhost/", engine)
         if "subdirectory=" not in engine.partition("#")[2]:
             engine += ("&" if "#" in engine else "#") + "subdirectory=engine"
         return f"{DISTRIBUTION} @ {engine}"
@@ -42,7 +60,7 @@ def source_requirement(engine: str) -> str:
     if path.is_dir() and (path / "engine" / "pyproject.toml").is_file():
         path = path / "engine"  # a checkout of the template: its engine/ folder
     if path.is_file():
-        wheel_version(path, "ENGINE")  # a file must be an engine wheel
+        check_metadata(path, wheel_version(path, "ENGINE"), f"ENGINE={engine}")
     elif not (path / "pyproject.toml").is_file():
         raise SystemExit(
             f"ENGINE={engine}: neither a git URL (git+https://...@vX.Y.Z) nor a folder holding "
@@ -62,6 +80,45 @@ def wheel_version(wheel: Path, key: str = "WHEEL") -> str:
     return found[1]
 
 
+def check_metadata(wheel: Path, version: str, given: str) -> None:
+    """The wheel's own METADATA must name the engine at `version`, the one its file name says
+    and the pin will say: a renamed wheel would be pinned as what it is not. Read as hostile
+    input (any file can be named like a wheel): bounded, and any fault is one line."""
+    fix = "build it again (pip wheel --no-deps engine/) and give that file"
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            members = [
+                info
+                for info in archive.infolist()
+                if re.fullmatch(r"[^/]+\.dist-info/METADATA", info.filename)
+            ]
+            if len(members) != 1:
+                raise SystemExit(
+                    f"{given}: {wheel.name} holds {len(members)} *.dist-info/METADATA files, "
+                    f"not one; {fix}."
+                )
+            with archive.open(members[0]) as stream:
+                raw = stream.read(METADATA_BYTES + 1)
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, OSError) as err:
+        raise SystemExit(f"{given}: {wheel.name} is no readable wheel ({err}); {fix}.") from None
+    if len(raw) > METADATA_BYTES:
+        raise SystemExit(
+            f"{given}: {members[0].filename} is over {METADATA_BYTES} bytes, no engine's; {fix}."
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SystemExit(f"{given}: {members[0].filename} is not UTF-8 text; {fix}.") from None
+    headers = email.parser.HeaderParser().parsestr(text)
+    name = re.sub(r"[-_.]+", "-", str(headers.get("Name", ""))).lower()
+    said = str(headers.get("Version", ""))
+    if name != DISTRIBUTION or said != version:
+        raise SystemExit(
+            f"{given}: its {members[0].filename} says {name or '(no name)'} "
+            f"{said or '(no version)'}, its file name {DISTRIBUTION} {version}; {fix}."
+        )
+
+
 def pinned(pyproject: str, requirement: str) -> str:
     """`pyproject` with its engine dependency line replaced by `requirement`."""
     if len(PIN.findall(pyproject)) != 1:
@@ -72,19 +129,104 @@ def pinned(pyproject: str, requirement: str) -> str:
     return PIN.sub(lambda m: f'{m[1]}"{requirement}",', pyproject, count=1)
 
 
-def _old_wheels(root: Path, keep: str = "") -> list[Path]:
-    return [p for p in (root / VENDOR).glob("hydra_torch_data_engine-*.whl") if p.name != keep]
+def _wheels(folder: Path) -> dict[str, Path]:
+    """The engine wheels in `folder`, by version."""
+    found = (WHEEL.fullmatch(p.name) for p in folder.glob("hydra_torch_data_engine-*.whl"))
+    return {m[1]: folder / m[0] for m in found if m is not None}
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace `path` by `text` at once: a kill leaves the old file or the new, never half."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+def _no_wheel(version: str) -> str:
+    return (
+        f"pyproject.toml pins {DISTRIBUTION}=={version}, whose wheel is not in vendor/: put "
+        f"hydra_torch_data_engine-{version}-py3-none-any.whl there, or run make upgrade-engine "
+        "WHEEL=path/to/it."
+    )
+
+
+def recover(root: Path) -> str:
+    """Undo (its journal is there) or finish (it committed) an upgrade that was killed; then
+    vendor/ holds the one wheel pyproject.toml pins, so pip never sees two engines. A line
+    saying what was done, or "" when nothing was left over."""
+    staging, vendor = root / STAGING, root / VENDOR
+    journal = staging / JOURNAL
+    undone = journal.is_file()
+    if undone:
+        _write(root / "pyproject.toml", journal.read_text(encoding="utf-8"))
+        (root / STAMP).unlink(missing_ok=True)  # .venv may hold the new engine: make setup
+    wheels = _wheels(vendor) if vendor.is_dir() else {}
+    if not staging.exists() and len(wheels) < 2:
+        return ""
+    text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    if len(PIN.findall(text)) != 1:
+        names = ", ".join(sorted(p.name for p in wheels.values()))
+        raise SystemExit(
+            f"vendor/ holds {len(wheels)} engine wheels ({names}), left by an interrupted make "
+            f'upgrade-engine, and pyproject.toml has no one line "{DISTRIBUTION}==X.Y.Z" to '
+            "say which is pinned: put that line back, then rerun."
+        )
+    pin = PIN.search(text)[0].strip().rstrip(",")  # type: ignore[index]
+    found = PINNED_VERSION.search(text)
+    version = found[1] if found else None  # None: a URL pin, no wheel
+    if version is not None and version not in wheels:
+        staged = _wheels(staging).get(version) if staging.is_dir() else None
+        if staged is None:
+            raise SystemExit(_no_wheel(version))
+        wheels[version] = Path(shutil.move(staged, vendor / staged.name))
+    removed = sorted(p.name for v, p in wheels.items() if v != version)
+    for name in removed:
+        (vendor / name).unlink()
+    if staging.exists():
+        shutil.rmtree(staging)
+    kept = f"vendor/{wheels[version].name}" if version else "no wheel (a URL pin)"
+    return (
+        f"An interrupted make upgrade-engine was {'undone' if undone else 'finished'}: "
+        f"pyproject.toml pins {pin}, vendor/ holds {kept}"
+        + (f" (removed {', '.join(removed)})." if removed else ".")
+    )
 
 
 def _pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *args], check=True)
 
 
-def installed_version() -> str:
-    """The engine version this environment imports now (a fresh interpreter: not this one's)."""
-    code = f"from importlib.metadata import version; print(version('{DISTRIBUTION}'))"
+def installed() -> tuple[str, str]:
+    """The engine version this environment imports now and where its CHANGELOG.md is installed
+    (a fresh interpreter: not this one's); "none" and "" when it is not installed."""
+    code = (
+        "from importlib.metadata import PackageNotFoundError, distribution\n"
+        "try:\n"
+        f"    d = distribution('{DISTRIBUTION}')\n"
+        "except PackageNotFoundError:\n"
+        "    raise SystemExit(0)\n"
+        f"logs = [f for f in d.files or () if f.as_posix() == '{CHANGELOG}']\n"
+        "print(d.version, d.locate_file(logs[0]) if logs else '', sep='\\n')\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    return done.stdout.strip() or "none"
+    version, _, changelog = done.stdout.strip().partition("\n")
+    return version or "none", changelog
+
+
+def setup(root: Path) -> None:
+    """What `make setup` runs first in a project: recover what a killed upgrade left, then
+    install the wheel the pin names from vendor/, that file alone (--no-index: no package
+    index's copy of the version can stand in for it)."""
+    said = recover(root)
+    if said:
+        print(said)
+    found = PINNED_VERSION.search((root / "pyproject.toml").read_text(encoding="utf-8"))
+    if found is None:
+        return  # a URL pin: pip installs it with the project
+    wheel = _wheels(root / VENDOR).get(found[1])
+    if wheel is None:
+        raise SystemExit(_no_wheel(found[1]))  # not pip's "no matching distribution"
+    _pip("--no-index", "--no-deps", str(wheel))
 
 
 def upgrade(root: Path, wheel: str, engine: str) -> str:
@@ -96,47 +238,72 @@ def upgrade(root: Path, wheel: str, engine: str) -> str:
         )
     if bool(wheel) == bool(engine):
         raise SystemExit("make upgrade-engine: give one of WHEEL=path/to/engine.whl or ENGINE=url")
-    before = installed_version()
+    recovered = recover(root)
+    before = installed()[0]
     pyproject = root / "pyproject.toml"
     text = pyproject.read_text(encoding="utf-8")
-    if wheel:
-        path = Path(wheel).expanduser()
-        requirement = f"{DISTRIBUTION}=={wheel_version(path)}"
-        (root / VENDOR).mkdir(exist_ok=True)
-        placed = root / VENDOR / path.name
-        if path.resolve() != placed.resolve():
-            shutil.copy2(path, placed)
-        install = ["--no-index", "--no-deps", str(placed)]  # this file, never an index's
+    given = Path(wheel).expanduser() if wheel else None
+    if given is not None:
+        requirement = f"{DISTRIBUTION}=={wheel_version(given)}"
     else:
         requirement = source_requirement(engine)
-        install = ["--no-deps", requirement]
-    new_text = pinned(text, requirement)  # one it cannot pin is refused before installing
+    new_text = pinned(text, requirement)  # one it cannot pin is refused before anything is written
+    staging = root / STAGING
+    staging.mkdir(parents=True)
+    _write(staging / JOURNAL, text)  # whole or absent: recover() restores pyproject.toml from it
+    written = False
     try:
+        if given is not None:
+            staged = Path(shutil.copyfile(given, staging / given.name))
+            check_metadata(staged, wheel_version(given), f"WHEEL={wheel}")  # the file installed
+            install = ["--no-index", "--no-deps", str(staged)]  # this file, never an index's
+        else:
+            install = ["--no-deps", requirement]
+        _write(pyproject, new_text)
+        written = True
+        # the project with the new pin: the engine and what it needs besides, resolved with
+        # the project's own pins before any of it is installed; then this very file
+        _pip("--find-links", str(staging), "--find-links", str(root / VENDOR), "-e", f"{root}[dev]")
         _pip("--force-reinstall", *install)  # even at the same version
-    except subprocess.CalledProcessError:
-        if wheel and path.resolve() != placed.resolve():
-            placed.unlink()  # nothing changed: the old pin and wheel stay
+    except BaseException as err:
+        if written:
+            _write(pyproject, text)
+        shutil.rmtree(staging)
+        if not isinstance(err, subprocess.CalledProcessError):
+            raise
+        (root / STAMP).unlink(missing_ok=True)  # pip may have begun: make setup checks .venv
         raise SystemExit(
-            f"make upgrade-engine: pip could not install {requirement}; nothing was changed."
+            f"make upgrade-engine: pip could not install {requirement} with this project's "
+            "dependencies (its error is above); pyproject.toml and vendor/ are as they were."
         ) from None
-    pyproject.write_text(new_text)
-    for old in _old_wheels(root, keep=placed.name if wheel else ""):
-        old.unlink()  # one engine wheel in vendor/: the pinned one (none for a URL pin)
-    _pip("--find-links", str(root / VENDOR), "-e", f"{root}[dev]")  # what it needs besides
+    if given is not None:
+        os.replace(staged, root / VENDOR / given.name)
+    (staging / JOURNAL).unlink()  # the commit: from here on, a kill is finished, not undone
+    recover(root)  # finishes it as it would a killed one: vendor/ keeps the pinned wheel alone
     (root / STAMP).touch()
-    return (
-        f"{DISTRIBUTION} {before} -> {installed_version()} (pyproject.toml: {requirement}); "
-        "src/ and conf/ unchanged. What changed: the engine's CHANGELOG.md. Next: make test"
+    after, changelog = installed()
+    if not changelog:
+        changelog = f"none in {requirement}"
+    elif Path(changelog).is_relative_to(root):
+        changelog = Path(changelog).relative_to(root).as_posix()
+    return (recovered + "\n" if recovered else "") + (
+        f"{DISTRIBUTION} {before} -> {after} (pyproject.toml: {requirement}); src/ and conf/ "
+        f"unchanged. What changed: {changelog} (the engine's CHANGELOG). Next: make test"
     )
 
 
 def main(argv: list[str]) -> None:
-    """CLI: `python -m tools.upgrade_engine --wheel PATH | --engine URL` (one may be empty)."""
+    """CLI: `python -m tools.upgrade_engine --wheel PATH | --engine URL` (one may be empty), or
+    `--setup` (the Makefile's set-up of a project's engine)."""
     parser = argparse.ArgumentParser(prog="make upgrade-engine")
     parser.add_argument("--wheel", default="")
     parser.add_argument("--engine", default="")
+    parser.add_argument("--setup", action="store_true")
     args = parser.parse_args(argv)
-    print(upgrade(Path.cwd(), args.wheel, args.engine))
+    if args.setup:
+        setup(Path.cwd())
+    else:
+        print(upgrade(Path.cwd(), args.wheel, args.engine))
 
 
 if __name__ == "__main__":

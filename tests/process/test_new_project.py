@@ -7,6 +7,7 @@ import importlib.util
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,13 +16,17 @@ from tools.new_project import (
     ENGINE_TESTS,
     IMPORTS_BENCH,
     MAKE_TARGETS,
+    NewProject,
     copy_template,
     engine_version,
+    main,
     project_name,
     report,
     template_files,
     template_suite,
+    without_targets,
 )
+from tools.upgrade_engine import source_requirement
 
 ROOT = Path(__file__).resolve().parents[2]
 # `make new-project` needs the set-up (its wheel is built with .venv's setuptools): -o takes it
@@ -298,3 +303,113 @@ def test_a_users_first_file_is_formatted_and_never_stops_the_tests(tmp_path: Pat
     assert max(len(line) for line in text.splitlines()) <= 100
     assert text.index("import os") < text.index("import sys")
     assert make("lint").returncode == 0
+
+
+def test_a_git_file_url_is_pinned_as_pip_reads_it(tmp_path: Path) -> None:
+    """ENGINE=git+file:///repo@tag was pinned as given, and make setup died in pip's traceback
+    (its requirement parser wants a host): pinned as file://localhost/, pip fetches it."""
+    repo = tmp_path / "repo"
+    (repo / "engine").mkdir(parents=True)
+    (repo / "engine" / "pyproject.toml").write_text(
+        '[project]\nname = "hydra-torch-data-engine"\nversion = "9.0.0"\n'
+        "[tool.setuptools]\npy-modules = []\n"
+    )
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    for command in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "v9"], ["tag", "v9"]):
+        subprocess.run([*git, *command], check=True)
+    requirement = source_requirement(f"git+file://{repo}@v9")
+    assert requirement == (
+        f"hydra-torch-data-engine @ git+file://localhost{repo}@v9#subdirectory=engine"
+    )
+    command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-index"]
+    command += ["--no-build-isolation", "-d", str(tmp_path / "got"), requirement]
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert [p.name for p in (tmp_path / "got").iterdir()] == ["hydra-torch-data-engine-9.0.0.zip"]
+
+
+@pytest.mark.parametrize(
+    "folder", ["torchvision", "torch", "hydra", "Hydra_Core", "omegaconf", "PIL", "pillow",
+               "tensorboard", "numpy", "engine", "timm", "pytest"],
+)  # fmt: skip
+def test_a_dest_named_like_a_dependency_is_refused_in_one_line(tmp_path: Path, folder) -> None:
+    """DEST=.../torchvision made a project pip takes for torchvision: the template's and the
+    engine's dependencies (any extra) and their import names are refused, nothing written."""
+    with pytest.raises(SystemExit) as raised:
+        main([str(tmp_path / folder)])
+    said = str(raised.value.code)
+    name = project_name(folder)
+    assert said == (
+        f"DEST={str(tmp_path / folder)!r} names the project {name!r}, as the template names a "
+        "package it depends on (pip would take one for the other): name the folder otherwise, "
+        f"e.g. DEST={tmp_path}/my-{name}."
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o755), (0o027, 0o750), (0o002, 0o775)])
+def test_the_new_folder_follows_the_umask(tmp_path: Path, monkeypatch, umask, mode) -> None:
+    """It was 0700 whatever the umask (mkdtemp's mode, kept by the rename): as mkdir now."""
+    monkeypatch.setattr("tools.new_project._copy", lambda *args: NewProject("mine", 0, []))
+    before = os.umask(umask)
+    try:
+        copy_template(ROOT, tmp_path / "mine")
+    finally:
+        os.umask(before)
+    assert (tmp_path / "mine").stat().st_mode & 0o777 == mode
+
+
+def test_a_venv_set_up_at_another_path_stops_make_setup_in_one_line(tmp_path: Path) -> None:
+    """A copy moved after make setup kept a .venv whose scripts run the old path's python, and
+    make setup said there was nothing to do."""
+    project = tmp_path / "moved here"
+    (project / ".venv").mkdir(parents=True)
+    (project / "Makefile").write_text(without_targets((ROOT / "Makefile").read_text()))
+    (project / "pyproject.toml").touch()
+    os.utime(project / "pyproject.toml", (0, 0))  # the stamp is newer
+    stamp = project / ".venv" / ".installed"
+
+    def setup() -> subprocess.CompletedProcess:
+        command = ["make", "-s", "--no-print-directory", "-C", str(project), "setup"]
+        return subprocess.run(command, capture_output=True, text=True)
+
+    stamp.write_text(str(tmp_path / "proj" / ".venv"))  # set up there, then moved
+    done = setup()
+    assert done.returncode != 0 and done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line.endswith(
+        f": *** .venv was set up at {tmp_path}/proj/.venv, and this project is now at {project} "
+        "(moved or copied): its scripts still run from there; rm -rf .venv, then make setup.  Stop."
+    )
+    stamp.write_text(str(project / ".venv"))  # as the set-up records it: nothing to do
+    assert setup().returncode == 0
+    stamp.unlink()
+    plan = subprocess.run(
+        ["make", "-n", "-C", str(project), "setup"], capture_output=True, text=True
+    )
+    assert f"printf '%s' '{project}/.venv' > .venv/.installed" in plan.stdout
+
+
+UNCOMMENTED = "# my model\n_target_: src.models.tiny.Tiny\nwidths: [8, 16]\n"
+
+
+@pytest.mark.parametrize("template", [False, True])
+def test_an_uncommented_yaml_key_is_reported_in_a_copy_and_fails_the_template(
+    tmp_path: Path, template: bool
+) -> None:
+    """The YAML-comment rule failed a copy's make test, though style never does there (the
+    README): in a copy its finding is a warning; in the template (it has engine/) a failure."""
+    dest = tmp_path / "mine"
+    copy_template(ROOT, dest)
+    (dest / "conf" / "model" / "bare.yaml").write_text(UNCOMMENTED)
+    if template:
+        (dest / "engine").mkdir()
+        (dest / "engine" / "pyproject.toml").touch()
+    test = "tests/test_config.py::test_every_yaml_key_has_a_comment"
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0", test]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "engine" / "src")}  # as its wheel would
+    done = subprocess.run(command, cwd=dest, env=env, capture_output=True, text=True)
+    said = done.stdout + done.stderr
+    assert "bare.yaml:3: 'widths: [8, 16]'" in said
+    assert done.returncode == (1 if template else 0), said[-3000:]
+    assert ("1 passed, 1 warning" in said) != template

@@ -1,6 +1,8 @@
 """`make upgrade-engine`: a project made by `make new-project` moves to the engine's next
 release with one command, its src/ and conf/ untouched; the release's new config key reaches
-its runs with the default, and a checkpoint the older engine wrote still evaluates."""
+its runs with the default, and a checkpoint the older engine wrote still evaluates. An upgrade
+that fails, is refused or is killed leaves a project that sets up (the fast tests below: pip
+faked, wheels of a few bytes)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,13 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from tools.new_project import engine_version
+from tools.new_project import build_wheel, engine_version, without_targets
+from tools.upgrade_engine import STAGING, installed, setup, upgrade
 
 ROOT = Path(__file__).resolve().parents[2]
 # The next release adds a key with a default to a group of the engine (eval/default.yaml) and
@@ -113,6 +117,7 @@ def test_a_project_upgrades_its_engine_and_an_old_checkpoint_evaluates(
     assert f'"hydra-torch-data-engine=={new}",' in (dest / "pyproject.toml").read_text()
     assert [p.name for p in (dest / "vendor").iterdir()] == [wheel.name]
     assert {name: fingerprint(dest / name) for name in owned} == owned
+    assert "What changed: .venv/lib/python" in upgraded.stdout  # its CHANGELOG, installed
 
     evaluated = run(python, "train.py", *small, "mode=eval", "eval.checkpoint=old_run",
                     "hydra.run.dir=eval_old")  # fmt: skip
@@ -121,3 +126,236 @@ def test_a_project_upgrades_its_engine_and_an_old_checkpoint_evaluates(
     assert f"{NEW_KEY}: new" in composed  # the new release's key, by its default
     run(python, "train.py", *small, "hydra.run.dir=new_run")
     assert (dest / "new_run" / "checkpoints" / "last.pt").is_file()
+
+
+PYPROJECT = """[project]
+name = "proj"
+dependencies = [
+    # the library under this project, pinned
+    "{pin}",
+    "torch==2.14.1",
+]
+"""
+OLD, NEW = "3.0.0", "3.1.0"
+
+
+def wheel_file(folder: Path, version: str, metadata: str | bytes | None = None) -> Path:
+    """An engine wheel named for `version` holding only its METADATA (by default, the truth)."""
+    path = folder / f"hydra_torch_data_engine-{version}-py3-none-any.whl"
+    if metadata is None:
+        metadata = f"Metadata-Version: 2.1\nName: hydra-torch-data-engine\nVersion: {version}\n"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(f"hydra_torch_data_engine-{version}.dist-info/METADATA", metadata)
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """What an upgrade reads of a set-up project: the pin, vendor/ with its wheel, the stamp."""
+    root = tmp_path / "proj"
+    (root / "vendor").mkdir(parents=True)
+    (root / "pyproject.toml").write_text(PYPROJECT.format(pin=f"hydra-torch-data-engine=={OLD}"))
+    wheel_file(root / "vendor", OLD)
+    (root / ".venv").mkdir()
+    (root / ".venv" / ".installed").touch()
+    return root
+
+
+@pytest.fixture
+def pip(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """pip's installs, recorded instead of run; the engine reads as installed at OLD."""
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr("tools.upgrade_engine._pip", lambda *args: calls.append(args))
+    monkeypatch.setattr("tools.upgrade_engine.installed", lambda: (OLD, ""))
+    return calls
+
+
+def state(root: Path) -> tuple[str, list[str]]:
+    """The project as pip and make see it: pyproject.toml and every file under vendor/."""
+    files = sorted(p.relative_to(root).as_posix() for p in (root / "vendor").rglob("*"))
+    return (root / "pyproject.toml").read_text(), files
+
+
+def refusal(raised: pytest.ExceptionInfo[SystemExit]) -> str:
+    said = str(raised.value.code)
+    assert "\n" not in said, said
+    return said
+
+
+def test_an_upgrade_commits_the_pin_and_the_wheel_and_names_the_changelog(
+    project: Path, pip: list, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wheel = wheel_file(tmp_path, NEW)
+    log = project / ".venv/lib/python3.11/site-packages/engine/CHANGELOG.md"
+    monkeypatch.setattr("tools.upgrade_engine.installed", lambda: (NEW, str(log)))
+    said = upgrade(project, str(wheel), "")
+    pyproject, files = state(project)
+    assert f'"hydra-torch-data-engine=={NEW}",' in pyproject
+    assert files == [f"vendor/{wheel.name}"]  # the old wheel and the staging folder gone
+    assert (project / ".venv" / ".installed").is_file()
+    assert said.endswith(
+        "What changed: .venv/lib/python3.11/site-packages/engine/CHANGELOG.md (the engine's "
+        "CHANGELOG). Next: make test"
+    )
+    assert pip[-1][-1] == str(project / STAGING / wheel.name)  # installed from the staged copy
+
+
+def test_a_pin_line_it_cannot_rewrite_leaves_vendor_as_it_was(
+    project: Path, pip: list, tmp_path: Path
+) -> None:
+    """The new wheel was copied into vendor/ first: two wheels, and make train, make setup and
+    the next upgrade all stopped at pip's ResolutionImpossible."""
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f"=={OLD}", ">=3"))
+    before = state(project)
+    with pytest.raises(SystemExit) as raised:
+        upgrade(project, str(wheel_file(tmp_path, NEW)), "")
+    assert refusal(raised).startswith("pyproject.toml: expected one dependency line")
+    assert state(project) == before and pip == []
+
+
+@pytest.mark.parametrize(
+    ("metadata", "said"),
+    [
+        ("Name: hydra-torch-data-engine\nVersion: 2.3.0\n", "says hydra-torch-data-engine 2.3.0, "
+         "its file name hydra-torch-data-engine 9.9.9"),
+        ("Name: torch\nVersion: 9.9.9\n", "says torch 9.9.9"),
+        ("Name: hydra-torch-data-engine\n", "(no version)"),
+        (b"Version: \xff\n", "is not UTF-8 text"),
+        ("Version: 9.9.9\n" + "X" * (2 << 20), "is over 1048576 bytes"),
+        (None, "is no readable wheel"),
+    ],
+)  # fmt: skip
+def test_a_wheel_whose_own_metadata_disagrees_is_refused_in_one_line(
+    project: Path, pip: list, tmp_path: Path, metadata: str | bytes | None, said: str
+) -> None:
+    """Named 9.9.9, it was pinned as ==9.9.9 whatever its METADATA said; read as hostile."""
+    wheel = wheel_file(tmp_path, "9.9.9", metadata)
+    if metadata is None:
+        wheel.write_bytes(b"PK\x03\x04 not a zip")
+    before = state(project)
+    with pytest.raises(SystemExit) as raised:
+        upgrade(project, str(wheel), "")
+    assert refusal(raised).startswith(f"WHEEL={wheel}: ") and said in refusal(raised)
+    assert refusal(raised).endswith("(pip wheel --no-deps engine/) and give that file.")
+    assert state(project) == before and pip == []
+
+
+def test_a_dependency_pip_cannot_install_leaves_the_project_as_it_was(
+    project: Path, pip: list, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new engine was pinned and the old wheel deleted before pip's raw traceback."""
+
+    def no_dependency(*args: str) -> None:
+        raise subprocess.CalledProcessError(1, ["pip", "install", *args])
+
+    monkeypatch.setattr("tools.upgrade_engine._pip", no_dependency)
+    before = state(project)
+    with pytest.raises(SystemExit) as raised:
+        upgrade(project, str(wheel_file(tmp_path, NEW)), "")
+    assert refusal(raised) == (
+        f"make upgrade-engine: pip could not install hydra-torch-data-engine=={NEW} with this "
+        "project's dependencies (its error is above); pyproject.toml and vendor/ are as they were."
+    )
+    assert state(project) == before
+    assert not (project / ".venv" / ".installed").exists()  # make setup checks .venv again
+
+
+def test_an_upgrade_killed_while_pip_installs_is_undone_by_make_setup(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -9 during pip left two wheels in vendor/: ResolutionImpossible from then on. Each
+    moment pip runs is copied as a kill would leave it; make setup's first step undoes it."""
+    killed: list[Path] = []
+
+    def kill(*args: str) -> None:
+        killed.append(Path(shutil.copytree(project, tmp_path / f"killed{len(killed)}")))
+
+    monkeypatch.setattr("tools.upgrade_engine._pip", kill)
+    monkeypatch.setattr("tools.upgrade_engine.installed", lambda: (OLD, ""))
+    before = state(project)
+    upgrade(project, str(wheel_file(tmp_path, NEW)), "")
+    assert len(killed) == 2
+    installs: list[tuple[str, ...]] = []
+    monkeypatch.setattr("tools.upgrade_engine._pip", lambda *args: installs.append(args))
+    for root in killed:
+        installs.clear()
+        setup(root)
+        assert state(root) == before
+        assert installs == [("--no-index", "--no-deps", str(root / before[1][0]))]
+        assert not (root / ".venv" / ".installed").exists()
+
+
+@pytest.mark.parametrize("pinned", [OLD, NEW])
+def test_two_wheels_in_vendor_are_recovered_from_in_one_line(
+    project: Path, pip: list, capsys: pytest.CaptureFixture, pinned: str
+) -> None:
+    """What a kill left (the old code's copy before pip, or this one's after its commit): the
+    wheel the pin names stays, the other goes, and the upgrade goes on."""
+    wheel_file(project / "vendor", NEW)
+    (project / STAGING).mkdir()
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(OLD, pinned))
+    setup(project)
+    other = OLD if pinned == NEW else NEW
+    assert capsys.readouterr().out == (
+        "An interrupted make upgrade-engine was finished: pyproject.toml pins "
+        f'"hydra-torch-data-engine=={pinned}", vendor/ holds '
+        f"vendor/hydra_torch_data_engine-{pinned}-py3-none-any.whl (removed "
+        f"hydra_torch_data_engine-{other}-py3-none-any.whl).\n"
+    )
+    assert state(project)[1] == [f"vendor/hydra_torch_data_engine-{pinned}-py3-none-any.whl"]
+
+
+def test_two_wheels_and_no_pin_to_choose_between_them_is_one_line(project: Path, pip) -> None:
+    wheel_file(project / "vendor", NEW)
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f"=={OLD}", ">=3"))
+    with pytest.raises(SystemExit) as raised:
+        setup(project)
+    assert refusal(raised).startswith("vendor/ holds 2 engine wheels (")
+    assert refusal(raised).endswith("to say which is pinned: put that line back, then rerun.")
+    assert pip == []
+
+
+def test_make_setup_in_a_project_never_hands_pip_two_wheels(tmp_path: Path) -> None:
+    """The copy's set-up installs the pinned wheel through tools.upgrade_engine --setup, which
+    recovers first, never `pip install vendor/*.whl`."""
+    (tmp_path / "Makefile").write_text(without_targets((ROOT / "Makefile").read_text()))
+    (tmp_path / "pyproject.toml").touch()
+    (tmp_path / "vendor").mkdir()
+    for version in (OLD, NEW):
+        wheel_file(tmp_path / "vendor", version)
+    command = ["make", "-n", "-C", str(tmp_path), "setup"]
+    plan = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    assert ".venv/bin/python -m tools.upgrade_engine --setup" in plan
+    assert ".whl" not in plan
+
+
+def test_the_engine_wheel_installs_its_changelog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The upgrade's report named a CHANGELOG.md that neither the project nor the wheel held."""
+    build_wheel(ROOT, tmp_path)
+    (wheel,) = tmp_path.glob("*.whl")
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index"]
+    subprocess.run([*command, "--target", str(tmp_path / "site"), str(wheel)], check=True)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))  # before the editable engine
+    version, changelog = installed()
+    assert version == engine_version(ROOT)
+    assert changelog == str(tmp_path / "site" / "engine" / "CHANGELOG.md")
+    source = ROOT / "engine" / "src" / "engine" / "CHANGELOG.md"
+    assert Path(changelog).read_text() == source.read_text()
+
+
+def test_a_pinned_wheel_missing_from_vendor_is_one_line(project: Path, pip: list) -> None:
+    """Not pip's "no matching distribution" from make setup."""
+    (project / "vendor" / f"hydra_torch_data_engine-{OLD}-py3-none-any.whl").unlink()
+    with pytest.raises(SystemExit) as raised:
+        setup(project)
+    assert refusal(raised) == (
+        f"pyproject.toml pins hydra-torch-data-engine=={OLD}, whose wheel is not in vendor/: put "
+        f"hydra_torch_data_engine-{OLD}-py3-none-any.whl there, or run make upgrade-engine "
+        "WHEEL=path/to/it."
+    )
+    assert pip == []
