@@ -505,3 +505,20 @@ def test_a_server_gone_down_mid_epoch_fails_a_row_group_once(hub) -> None:
         bad = [data[i] for i in range(4)]  # row group 0
     assert [b.path for b in bad] == [f"{url}/{TRAIN[0]}#row={i}" for i in range(4)]
     assert "HTTP Error 503" in bad[3].error and len(faults.requests) == before + 1
+
+
+def test_a_network_failure_names_the_servers_fix_not_the_files(hub) -> None:
+    """A row unreadable because the server went down: the network's own fix, not "Fix or
+    rewrite the file" (the attack's one Parquet finding)."""
+    root, _ = hub
+    faults = Faults(suffixes=(".parquet",))
+    with serving(root, faults) as url:
+        data = ParquetDataset("train", url, train_files=TRAIN[:1], **QUICK)
+        faults.down = True
+        with pytest.raises(SampleError) as failed:
+            data[0]
+    said = str(failed.value)
+    assert "HTTP Error 503" in said and "rewrite" not in said
+    assert said.endswith(
+        "Or set dataset.on_error=skip to leave unreadable rows out (listed in bad_samples.csv)."
+    )

@@ -133,20 +133,52 @@ def _run(run_dir: Path) -> object:
     return OmegaConf.create({"hydra": {"run": {"dir": str(run_dir)}, "job": {"name": "train"}}})
 
 
-@pytest.mark.parametrize("kind", ["a folder", "a link to nothing"])
+@pytest.mark.parametrize("kind", ["a folder", "a link to nothing", "a link"])
 def test_a_lock_path_that_is_no_file_is_refused_naming_it(tmp_path, kind):
+    """A link to a file elsewhere too: the lock record would be written over that file."""
     run = tmp_path / "run"
     run.mkdir()
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("a user's file\n")
     if kind == "a folder":
         (run / LOCK_NAME).mkdir()
     else:
-        (run / LOCK_NAME).symlink_to(tmp_path / "gone" / "lock")
+        (run / LOCK_NAME).symlink_to(elsewhere if kind == "a link" else tmp_path / "gone" / "lock")
     with pytest.raises(SystemExit) as stopped:
         MultirunDirs().on_run_start(_run(run))
     assert str(stopped.value) == (
         f"hydra.run.dir: {run / LOCK_NAME} is {kind}, where mode=train keeps its mark; remove "
         f"{run / LOCK_NAME}, or give this run another hydra.run.dir."
     )
+    assert elsewhere.read_text() == "a user's file\n"
+
+
+def test_a_run_dir_that_is_a_file_is_named_as_one(tmp_path):
+    file = tmp_path / "results"
+    file.write_text("x")
+    with pytest.raises(SystemExit) as stopped:
+        MultirunDirs().on_run_start(_run(file))
+    assert str(stopped.value) == (
+        f"hydra.run.dir: {file} is a file, not a folder; give this run another hydra.run.dir."
+    )
+
+
+@pytest.mark.parametrize(
+    "lock", ['{"pid": 1, "sweep": null, "job": null}', "", "{not json", '{"writer": ["x"]}']
+)
+@pytest.mark.parametrize("saved", ["mode: train\n", None])
+def test_a_mark_naming_no_writer_is_the_mode_hydra_saved_there(tmp_path, lock, saved):
+    """An old run's .run.lock (before marks named their writer), an empty or unreadable one:
+    its owner is the mode in the folder's .hydra/config.yaml, else train (the default mode);
+    mode=eval never writes over such a training's files (the attack's A1), train goes on."""
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / LOCK_NAME).write_text(lock)
+    if saved is not None:
+        (run / ".hydra" / "config.yaml").write_text(f"model:\n  mode: eval\n{saved}seed: 1\n")
+    with pytest.raises(SystemExit, match=r"is the folder of mode=train .*mode=eval would write"):
+        MultirunDirs().on_run_start(OmegaConf.merge(_run(run), {"mode": "eval"}))
+    MultirunDirs().on_run_start(OmegaConf.merge(_run(run), {"mode": "train"}))
 
 
 def _multirun(sweep_dir: Path) -> object:

@@ -14,7 +14,7 @@ import torch
 
 from engine.data.transforms import Pipelines
 from engine.inference import load_model
-from engine.runs.checkpoint_files import save_checkpoint
+from engine.runs.checkpoint_files import CheckpointError, save_checkpoint
 
 # src/models/net.py of a project: the two differ only in the factor applied to the logits
 NET = """
@@ -90,3 +90,32 @@ def test_each_projects_model_is_built_with_its_own_code(tmp_path: Path, own_src:
             assert torch.allclose(model(X), expected[root]), root.name
     assert type(models[first]) is not type(models[second])
     assert Path(sys.modules["src.models.net"].__file__).is_relative_to(second)  # the first loaded
+
+
+def test_a_namespace_src_that_another_projects_src_would_replace_is_refused(
+    tmp_path: Path, own_src: None
+) -> None:
+    """A project whose src/ has no __init__.py loses to a regular src of another project,
+    imported already or anywhere on sys.path: refused in one line, never built with that
+    project's code (the attack's D1)."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    _project(first, 2, 0)
+    expected = _project(second, 3, 1)
+    for init in (second / "src" / "__init__.py", second / "src" / "models" / "__init__.py"):
+        init.unlink()
+    sys.path[:0] = [str(first)]  # the first project's regular src, not imported yet
+    for _ in range(2):  # then imported by its own load
+        with pytest.raises(CheckpointError) as refused:
+            load_model(second / "net.pt", project_root=second)
+        assert str(refused.value) == (
+            f"project_root={second}: its src/ has no __init__.py (a namespace package), and the "
+            f"src package of {first} is imported in its place, whose code would build this "
+            f"checkpoint's model; add {second / 'src' / '__init__.py'} (and one in each of its "
+            "folders, as the template's src/ has)."
+        )
+        load_model(first / "net.pt", project_root=first)
+    for name in [k for k in sys.modules if k.split(".")[0] == "src"]:
+        del sys.modules[name]
+    sys.path.remove(str(first))  # alone, the namespace project builds with its own code
+    with torch.no_grad():
+        assert torch.allclose(load_model(second / "net.pt", project_root=second)(X), expected)

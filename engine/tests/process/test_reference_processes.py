@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from engine.runs.checkpoint_files import load_checkpoint
+from engine_dev.fixtures import tree_fingerprint
 from engine_dev.processes import Child, run_child
 from tests.conftest import TRAIN, reference_args
 
@@ -137,3 +138,16 @@ def test_a_torchrun_job_stopped_and_resumed_ends_as_the_uninterrupted_one(
     a, b = _last(whole.parent), _last(again.parent)
     assert _same(a["model"], b["model"]) and _same(a["train_step"]["ema"], b["train_step"]["ema"])
     assert _same(a["ema"]["weights"], b["ema"]["weights"])
+
+
+def test_a_torchrun_job_refused_a_folder_writes_nothing_there(demo_dir, tmp_path):
+    """Rank 0 refuses a folder of someone else's entries; the other rank, whose logging
+    builds the log file's handler too (never attached), creates no log file there."""
+    folder = tmp_path / "images"
+    (folder / "cat").mkdir(parents=True)
+    before = tree_fingerprint(folder)
+    args = reference_args(demo_dir, tmp_path, "loader.num_workers=0", f"hydra.run.dir={folder}")
+    refused = run_child(TRAIN, *args, cwd=tmp_path, nproc=2)
+    assert refused.returncode != 0
+    assert f"hydra.run.dir: {folder} already holds cat, and no .run.lock" in refused.stderr
+    assert tree_fingerprint(folder) == before

@@ -9,12 +9,15 @@ holds the folder now and who owns it. The rules, the same for every writer:
 - a folder marked by another writer (a training's run dir given to mode=eval) is refused;
 - in its own folder a writer replaces only the files its mark lists: an entry of the
   writer's names that the mark does not list was put there by someone else, and is refused.
-A mark written before marks named their writer (an old run's `.run.lock`) counts as the
-mark of that writer, listing the files it writes."""
+A mark naming no writer (an old run's `.run.lock`, or one unreadable: a hand edit) counts
+as the mark of the writer its caller infers from the folder (`unnamed`), listing the files it
+writes. A mark that is no regular file of the folder (a folder, a link: its record would be
+written wherever the link points) is refused."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,22 +26,32 @@ from engine.core import folder_lock
 
 
 def _kind(path: Path) -> str:
-    return "a folder" if path.is_dir() else "a link to nothing" if path.is_symlink() else "no file"
+    if path.is_symlink():
+        return "a link" if path.exists() else "a link to nothing"
+    return "a folder" if path.is_dir() else "no regular file"
 
 
 def owner_problem(
-    folder: Path, mark: str, writer: str, files: frozenset[str], ours: frozenset[str] = frozenset()
+    folder: Path,
+    mark: str,
+    writer: str,
+    files: frozenset[str],
+    ours: frozenset[str] = frozenset(),
+    unnamed: Callable[[Path], str] | None = None,
 ) -> str | None:
     """Why `writer` may not write `files` into `folder` whose mark is file `mark`, or None.
-    `ours`: entries this writer's own framework wrote before it could claim (Hydra's .hydra/).
-    Names are looked up as the file system does (a case-insensitive disk finds METRICS.JSON),
-    links to nothing included."""
+    `ours`: entries this writer's own framework wrote before it could claim (Hydra's .hydra/);
+    `unnamed`: the writer a mark naming none stands for (default: this one). Names are looked
+    up as the file system does (a case-insensitive disk finds METRICS.JSON), links to nothing
+    included."""
+    if os.path.lexists(folder) and not folder.is_dir():
+        return f"{folder} is {'a file' if folder.is_file() else _kind(folder)}, not a folder"
     path = folder / mark
-    if os.path.lexists(path) and not path.is_file():
+    if os.path.lexists(path) and (path.is_symlink() or not path.is_file()):
         return f"{path} is {_kind(path)}, where {writer} keeps its mark"
     if path.is_file():
         record = folder_lock.read_holder(path)
-        owner = record.get("writer", writer)
+        owner = record.get("writer") or (unnamed(folder) if unnamed else writer)
         if owner != writer:
             return (
                 f"{folder} is the folder of {owner} (its {mark} says so), and {writer} would "

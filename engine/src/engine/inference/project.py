@@ -10,11 +10,13 @@ checkpoints loaded in one process each get their own project's code (`project_co
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,6 +27,7 @@ from engine.runs.checkpoint_files import CheckpointError
 log = logging.getLogger(__name__)
 
 PROJECT_CONFIG = Path("conf") / "config.yaml"  # what marks a project's root
+ENGINE = __name__.split(".")[0]  # never a project's code (a checkout's engine/ is a plain folder)
 
 
 def _is_project(folder: Path) -> bool:
@@ -92,15 +95,17 @@ def missing_project(file: Path) -> CheckpointError:
     )
 
 
-def _folder(module: ModuleType) -> Path | None:
-    """The sys.path folder top-level `module` was imported from (a package's first folder's
-    parent), or None when it has no file."""
-    spec = module.__spec__
-    if spec is None:
-        return None
+def _spec_folder(spec: ModuleSpec) -> Path | None:
+    """The sys.path folder a top-level module of `spec` is imported from (a package's first
+    folder's parent), or None when it has no file."""
     files = spec.submodule_search_locations or ([spec.origin] if spec.has_location else [])
     where = next(iter(files), None)
     return Path(where).resolve().parent if where else None
+
+
+def _folder(module: ModuleType) -> Path | None:
+    """The sys.path folder top-level `module` was imported from, or None (no file)."""
+    return _spec_folder(module.__spec__) if module.__spec__ is not None else None
 
 
 def _taken(name: str) -> dict[str, ModuleType]:
@@ -111,6 +116,25 @@ def _taken(name: str) -> dict[str, ModuleType]:
 # The modules of the projects built by name while another project's held those names, by
 # (root, top-level name): loading one again reuses them (the same classes, nothing re-executed).
 _SET_ASIDE: dict[tuple[Path, str], dict[str, ModuleType]] = {}
+
+
+def _refuse_shadowed_namespaces(root: Path, names: set[str]) -> None:
+    """A package of the project with no __init__.py (a namespace package) loses to a regular
+    package of its name anywhere on sys.path, or to one imported already: Python would build
+    the checkpoint's model from that other project's code without a word. Refused in one line."""
+    for name in sorted(names):
+        if not (root / name).is_dir():
+            continue
+        module = sys.modules.get(name)
+        spec = module.__spec__ if module is not None else importlib.util.find_spec(name)
+        where = _spec_folder(spec) if spec is not None else None
+        if where is not None and where != root.resolve():
+            raise CheckpointError(
+                f"project_root={root}: its {name}/ has no __init__.py (a namespace package), "
+                f"and the {name} package of {where} is imported in its place, whose code would "
+                f"build this checkpoint's model; add {root / name / '__init__.py'} (and one in "
+                "each of its folders, as the template's src/ has)."
+            )
 
 
 @contextmanager
@@ -134,6 +158,11 @@ def project_code(root: Path, targets: Iterable[str]) -> Iterator[None]:
     held = [n for n in own if n in sys.modules and _folder(sys.modules[n]) != root]
     path = list(sys.path)
     sys.path[:] = [str(root), *(entry for entry in path if entry != str(root))]
+    try:
+        _refuse_shadowed_namespaces(root, names - {*own, ENGINE})
+    except CheckpointError:
+        sys.path[:] = path
+        raise
     others = {name: _taken(name) for name in held}
     for name in held:
         sys.modules.update(_SET_ASIDE.get((root, name), {}))

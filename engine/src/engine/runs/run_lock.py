@@ -18,6 +18,7 @@ refused before Hydra writes .hydra/ there. A sweep dir alike, by its .sweep.lock
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from engine.core import folder_lock, folder_mark
 from engine.core.launch import launch_rank
+from engine.core.records import regular_file_bytes
 
 LOCK_NAME = ".run.lock"
 SWEEP_LOCK_NAME = ".sweep.lock"
@@ -56,6 +58,8 @@ SWEEP_FILES = frozenset(
 )  # fmt: skip
 MULTIRUN = "a multirun"  # the writer of a sweep dir's mark
 HYDRAS = frozenset({".hydra"})  # what Hydra writes into a run dir before the run acts
+SAVED_MODE = re.compile(r"^mode: *['\"]?(\w+)['\"]? *$", re.MULTILINE)  # in .hydra/config.yaml
+SAVED_CONFIG_BYTES = 2**24  # a run's .hydra/config.yaml: its whole config
 # the raw hydra.sweep.subdir of a multirun must name the job, or every job gets one folder
 JOB_FIELDS = ("hydra.job.num", "hydra.job.id", "hydra.job.override_dirname")
 
@@ -81,6 +85,18 @@ def log_name(hydra: DictConfig) -> frozenset[str]:
     return frozenset({f"{hydra.job.name}.log"})
 
 
+def _saved_writer(folder: Path) -> str:
+    """The writer of a run dir whose .run.lock names none (written before marks named their
+    writer, or unreadable): the mode in the config Hydra saved there, else the engine's
+    default mode (train)."""
+    try:
+        text = regular_file_bytes(folder / ".hydra" / "config.yaml", SAVED_CONFIG_BYTES, "")
+    except (OSError, ValueError):
+        return writer_of("train")
+    found = SAVED_MODE.search(text.decode("utf-8", "replace"))
+    return writer_of(found.group(1) if found else "train")
+
+
 def refuse_users_files(
     folder: Path, key: str, writer: str, sweep: bool = False, ours: frozenset[str] = frozenset()
 ) -> None:
@@ -90,17 +106,17 @@ def refuse_users_files(
     lock, names, run = (SWEEP_LOCK_NAME, SWEEP_FILES, "multirun") if sweep else (
         LOCK_NAME, RUN_FILES, "run"
     )  # fmt: skip
-    problem = folder_mark.owner_problem(folder, lock, writer, names, ours)
+    unnamed = None if sweep else _saved_writer
+    problem = folder_mark.owner_problem(folder, lock, writer, names, ours, unnamed)
     if problem is None:
         return
-    fix = f"give this {run} another {key}"
-    if not (folder / lock).exists() and not os.path.lexists(folder / lock):
+    mark, fix = folder / lock, f"give this {run} another {key}"
+    if folder.is_dir() and not os.path.lexists(mark):
         fix += (
-            f", or move those entries out (a {run}'s folder whose {lock} was deleted: touch "
-            f"{folder / lock})"
+            f", or move those entries out (a {run}'s folder whose {lock} was deleted: touch {mark})"
         )
-    elif not (folder / lock).is_file():
-        fix = f"remove {folder / lock}, or {fix}"
+    elif folder.is_dir() and (mark.is_symlink() or not mark.is_file()):
+        fix = f"remove {mark}, or {fix}"
     raise UsersFolder(f"{key}: {problem}; {fix}.")
 
 

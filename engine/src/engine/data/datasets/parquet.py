@@ -193,7 +193,9 @@ class ParquetDataset(MapDataset):
         self._groups.move_to_end(block)
         found = self._groups[block]
         if isinstance(found, Exception):
-            raise ValueError(f"its row group cannot be read: {shown(describe_error(found))}")
+            raise ValueError(
+                f"its row group cannot be read: {shown(describe_error(found))}"
+            ) from found
         return found
 
     def _encoded(self, index: int) -> bytes:
@@ -236,12 +238,21 @@ class ParquetDataset(MapDataset):
                 return encode_sample(data, name, index, self.sends_encoded, *limits)
             return decode_image_bytes(data, name, self.decode_min_side, *limits)
         except Exception as err:  # re-raised with the file, the row and the fix
+            fix = "Or set" if self._from_network(err) else "Fix or rewrite the file, or set"
             raise SampleError(
                 f"cannot decode sample {index} (class {self.label_name(index)!r}) from "
-                f"{shown(self.get_filename(index))}: {describe_error(err)}. Fix or rewrite the "
-                "file, or set dataset.on_error=skip to leave unreadable rows out (listed in "
-                "bad_samples.csv)."
+                f"{shown(self.get_filename(index))}: {describe_error(err)}. {fix} "
+                "dataset.on_error=skip to leave unreadable rows out (listed in bad_samples.csv)."
             ) from err
+
+    def _from_network(self, err: BaseException | None) -> bool:
+        """Whether `err` came from reading a remote file (its message names the server's fix,
+        not the file's)."""
+        while err is not None:
+            if isinstance(err, ShardError) or (self._folder.url and isinstance(err, OSError)):
+                return True
+            err = err.__cause__ or err.__context__
+        return False
 
     def _bad(self, index: int, err: SampleError) -> BadSample:
         reason = describe_error(err.__cause__ or err)
