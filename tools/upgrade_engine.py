@@ -23,11 +23,15 @@ import subprocess
 import sys
 import zipfile
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 DISTRIBUTION = "hydra-torch-data-engine"
-PIN = re.compile(rf'^(\s*)"{DISTRIBUTION}\s*(?:==|@)[^"]*",?$', re.M)
-PINNED_VERSION = re.compile(rf'^\s*"{DISTRIBUTION}\s*==\s*([^"\s]+)",?$', re.M)
+NAME = r"(?i:hydra[-_.]+torch[-_.]+data[-_.]+engine)(?![\w.-])"  # any spelling pip reads as it
+# a list item naming the engine, in either TOML quote: its indent, the requirement, a comment
+PIN = re.compile(rf"""^([ \t]*)(["'])({NAME}(?:(?!\2).)*)\2[ \t]*,?([ \t]*#.*)?$""", re.M)
+EXACT = re.compile(rf"{NAME}\s*==\s*([0-9][\w.+!-]*)\s*")  # ==X.Y.Z: the wheel in vendor/
+URL = re.compile(rf"{NAME}\s*@\s*[^\s;]+\s*")  # @ url: pip installs it with the project
 WHEEL = re.compile(r"hydra_torch_data_engine-(\d+\.\d+\.\d+[^-]*)-py3-none-any\.whl")
 VENDOR = "vendor"  # the folder of the pinned wheel (make new-project puts it there)
 STAGING = Path(VENDOR) / ".upgrade"  # an upgrade's wheel until it commits (make ignores it)
@@ -119,14 +123,52 @@ def check_metadata(wheel: Path, version: str, given: str) -> None:
         )
 
 
-def pinned(pyproject: str, requirement: str) -> str:
-    """`pyproject` with its engine dependency line replaced by `requirement`."""
-    if len(PIN.findall(pyproject)) != 1:
+@dataclass(frozen=True)
+class Pin:
+    """pyproject.toml's engine dependency: the requirement as written, and the version of a
+    wheel pin (None: a URL pin, which pip installs with the project)."""
+
+    requirement: str
+    version: str | None
+
+
+def engine_pin(pyproject: str) -> Pin:
+    """The one engine line of `pyproject`, read as make setup and an upgrade use it: exactly
+    ==X.Y.Z (the wheel in vendor/) or @ url. Anything else is refused in one line: a marker
+    read as a URL pin made make setup delete every wheel, the pinned one too. Not parsed
+    with `packaging`: make setup runs this in a new .venv, which has pip alone."""
+    found = list(PIN.finditer(pyproject))
+    if not found:
         raise SystemExit(
             f'pyproject.toml: expected one dependency line "{DISTRIBUTION}==X.Y.Z" (or "... @ '
             'url") among [project] dependencies; put it back, then rerun.'
         )
-    return PIN.sub(lambda m: f'{m[1]}"{requirement}",', pyproject, count=1)
+    if len(found) > 1:
+        lines = ", ".join(f'"{m[3]}"' for m in found)
+        raise SystemExit(
+            f"pyproject.toml: {len(found)} engine dependency lines ({lines}), and make setup "
+            "installs one; keep one, then rerun."
+        )
+    requirement = found[0][3]
+    exact = EXACT.fullmatch(requirement)
+    if exact is None and URL.fullmatch(requirement) is None:
+        why = (
+            "an environment marker (the project imports the engine wherever it runs)"
+            if ";" in requirement
+            else "extras or a version range"
+        )
+        raise SystemExit(
+            f'pyproject.toml: the engine pin "{requirement}" has {why}, and make setup and make '
+            f'upgrade-engine read "{DISTRIBUTION}==X.Y.Z" or "{DISTRIBUTION} @ url" alone; '
+            "write it as one of those, then rerun."
+        )
+    return Pin(requirement, exact[1] if exact else None)
+
+
+def pinned(pyproject: str, requirement: str) -> str:
+    """`pyproject` with its engine dependency line replaced by `requirement` (its comment kept)."""
+    engine_pin(pyproject)  # one line of a form this rewrites, or refused
+    return PIN.sub(lambda m: f'{m[1]}"{requirement}",{m[4] or ""}', pyproject, count=1)
 
 
 def _wheels(folder: Path) -> dict[str, Path]:
@@ -163,17 +205,15 @@ def recover(root: Path) -> str:
     wheels = _wheels(vendor) if vendor.is_dir() else {}
     if not staging.exists() and len(wheels) < 2:
         return ""
-    text = (root / "pyproject.toml").read_text(encoding="utf-8")
-    if len(PIN.findall(text)) != 1:
+    try:
+        pin = engine_pin((root / "pyproject.toml").read_text(encoding="utf-8"))
+    except SystemExit as err:  # before any wheel is removed: the pin says which one stays
         names = ", ".join(sorted(p.name for p in wheels.values()))
         raise SystemExit(
             f"vendor/ holds {len(wheels)} engine wheels ({names}), left by an interrupted make "
-            f'upgrade-engine, and pyproject.toml has no one line "{DISTRIBUTION}==X.Y.Z" to '
-            "say which is pinned: put that line back, then rerun."
-        )
-    pin = PIN.search(text)[0].strip().rstrip(",")  # type: ignore[index]
-    found = PINNED_VERSION.search(text)
-    version = found[1] if found else None  # None: a URL pin, no wheel
+            f"upgrade-engine, and the pin says which stays: {err.code}"
+        ) from None
+    version = pin.version  # None: a URL pin, no wheel
     if version is not None and version not in wheels:
         staged = _wheels(staging).get(version) if staging.is_dir() else None
         if staged is None:
@@ -187,7 +227,7 @@ def recover(root: Path) -> str:
     kept = f"vendor/{wheels[version].name}" if version else "no wheel (a URL pin)"
     return (
         f"An interrupted make upgrade-engine was {'undone' if undone else 'finished'}: "
-        f"pyproject.toml pins {pin}, vendor/ holds {kept}"
+        f'pyproject.toml pins "{pin.requirement}", vendor/ holds {kept}'
         + (f" (removed {', '.join(removed)})." if removed else ".")
     )
 
@@ -220,12 +260,12 @@ def setup(root: Path) -> None:
     said = recover(root)
     if said:
         print(said)
-    found = PINNED_VERSION.search((root / "pyproject.toml").read_text(encoding="utf-8"))
-    if found is None:
+    version = engine_pin((root / "pyproject.toml").read_text(encoding="utf-8")).version
+    if version is None:
         return  # a URL pin: pip installs it with the project
-    wheel = _wheels(root / VENDOR).get(found[1])
+    wheel = _wheels(root / VENDOR).get(version)
     if wheel is None:
-        raise SystemExit(_no_wheel(found[1]))  # not pip's "no matching distribution"
+        raise SystemExit(_no_wheel(version))  # not pip's "no matching distribution"
     _pip("--no-index", "--no-deps", str(wheel))
 
 

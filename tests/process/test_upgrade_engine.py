@@ -210,7 +210,8 @@ def test_a_pin_line_it_cannot_rewrite_leaves_vendor_as_it_was(
     before = state(project)
     with pytest.raises(SystemExit) as raised:
         upgrade(project, str(wheel_file(tmp_path, NEW)), "")
-    assert refusal(raised).startswith("pyproject.toml: expected one dependency line")
+    said = refusal(raised)
+    assert said.startswith('pyproject.toml: the engine pin "hydra-torch-data-engine>=3" has')
     assert state(project) == before and pip == []
 
 
@@ -314,7 +315,13 @@ def test_two_wheels_and_no_pin_to_choose_between_them_is_one_line(project: Path,
     with pytest.raises(SystemExit) as raised:
         setup(project)
     assert refusal(raised).startswith("vendor/ holds 2 engine wheels (")
-    assert refusal(raised).endswith("to say which is pinned: put that line back, then rerun.")
+    assert refusal(raised).endswith(
+        "and the pin says which stays: pyproject.toml: the engine pin "
+        '"hydra-torch-data-engine>=3" has extras or a version range, and make setup and make '
+        "upgrade-engine read "
+        '"hydra-torch-data-engine==X.Y.Z" or "hydra-torch-data-engine @ url" alone; write it as '
+        "one of those, then rerun."
+    )
     assert pip == []
 
 
@@ -359,3 +366,44 @@ def test_a_pinned_wheel_missing_from_vendor_is_one_line(project: Path, pip: list
         "WHEEL=path/to/it."
     )
     assert pip == []
+
+
+MARKER = "; python_version>='3.10'"
+
+
+@pytest.mark.parametrize("step", ["setup", "upgrade"])
+def test_a_pin_with_a_marker_is_refused_in_one_line_and_no_wheel_is_removed(
+    project: Path, pip: list, tmp_path: Path, step: str
+) -> None:
+    """Read as a URL pin, it made make setup remove every wheel in vendor/, the pinned one
+    too, and install none; an upgrade rewrote the line without its marker."""
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f"=={OLD}", f"=={OLD}{MARKER}"))
+    wheel_file(project / "vendor", NEW)  # left over: recover() reads the pin to choose
+    before = state(project)
+    with pytest.raises(SystemExit) as raised:
+        if step == "setup":
+            setup(project)
+        else:
+            upgrade(project, str(wheel_file(tmp_path, NEW)), "")
+    assert refusal(raised).endswith(
+        f'the engine pin "hydra-torch-data-engine=={OLD}{MARKER}" has an environment marker (the '
+        "project imports the engine wherever it runs), and make setup and make upgrade-engine "
+        'read "hydra-torch-data-engine==X.Y.Z" or "hydra-torch-data-engine @ url" alone; '
+        "write it as one of those, then rerun."
+    )
+    assert state(project) == before and pip == []
+
+
+def test_a_pin_with_a_comment_is_set_up_and_upgraded_with_its_comment(
+    project: Path, pip: list, tmp_path: Path
+) -> None:
+    """`"...==3.0.0",  # why` was refused as missing by an upgrade, and make setup installed
+    no wheel, silently."""
+    pyproject = project / "pyproject.toml"
+    comment = "  # the library under this project"
+    pyproject.write_text(pyproject.read_text().replace(f'{OLD}",', f'{OLD}",{comment}'))
+    setup(project)
+    assert pip == [("--no-index", "--no-deps", str(project / state(project)[1][0]))]
+    upgrade(project, str(wheel_file(tmp_path, NEW)), "")
+    assert f'    "hydra-torch-data-engine=={NEW}",{comment}\n' in pyproject.read_text()
