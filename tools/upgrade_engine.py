@@ -15,7 +15,9 @@ journal) or finished (no journal) by the next upgrade or `make setup` (`--setup`
 from __future__ import annotations
 
 import argparse
+import contextlib
 import email.parser
+import fcntl
 import os
 import re
 import shutil
@@ -23,7 +25,9 @@ import subprocess
 import sys
 import zipfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 DISTRIBUTION = "hydra-torch-data-engine"
@@ -37,6 +41,7 @@ VENDOR = "vendor"  # the folder of the pinned wheel (make new-project puts it th
 STAGING = Path(VENDOR) / ".upgrade"  # an upgrade's wheel until it commits (make ignores it)
 JOURNAL = "pyproject.toml.before"  # in STAGING: the pin to go back to; present = not committed
 STAMP = Path(".venv") / ".installed"  # the Makefile's set-up stamp
+LOCK = Path(".venv") / ".engine.lock"  # held by an upgrade or make setup while it runs
 METADATA_BYTES = 1 << 20  # a wheel's METADATA is read up to this: the engine's is ~2 KB
 CHANGELOG = "engine/CHANGELOG.md"  # in the wheel (package data): what each release changed
 
@@ -192,11 +197,44 @@ def _no_wheel(version: str) -> str:
     )
 
 
+@contextlib.contextmanager
+def engine_lock(root: Path, doing: str) -> Iterator[None]:
+    """Hold the project's LOCK while `doing` (make setup, make upgrade-engine) changes its pin,
+    vendor/ or .venv: make setup run beside a live upgrade took it for a killed one and undid
+    it, and the upgrade died in a traceback. flock, so the kernel lets go when the holder
+    dies (kill -9 too) and the next run recovers what it left. Not engine.core.folder_lock:
+    make setup runs this before the engine is installed (a new .venv), and the tools serve
+    every engine release, whatever its modules."""
+    path = root / LOCK
+    path.parent.mkdir(exist_ok=True)
+    with path.open("a+", encoding="utf-8") as file:  # not inherited by pip (PEP 446)
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.seek(0)
+            holder = file.readline().strip() or "another make setup or make upgrade-engine"
+            raise SystemExit(
+                f"{doing}: {holder} is changing this project's engine ({LOCK} is locked); let "
+                f"it end, or stop it (a stopped upgrade is undone), then rerun {doing}."
+            ) from None
+        file.truncate(0)
+        started = datetime.now().isoformat(timespec="seconds")
+        file.write(f"{doing} (pid {os.getpid()}, started {started})\n")
+        file.flush()
+        yield
+
+
 def recover(root: Path) -> str:
     """Undo (its journal is there) or finish (it committed) an upgrade that was killed; then
     vendor/ holds the one wheel pyproject.toml pins, so pip never sees two engines. A line
     saying what was done, or "" when nothing was left over."""
     staging, vendor = root / STAGING, root / VENDOR
+    if staging.is_symlink() or (staging.exists() and not staging.is_dir()):
+        raise SystemExit(
+            f"{STAGING} is a {'link' if staging.is_symlink() else 'file'}, where make "
+            "upgrade-engine stages a wheel in a folder of its own: move it out of vendor/, "
+            "then rerun."
+        )
     journal = staging / JOURNAL
     undone = journal.is_file()
     if undone:
@@ -256,7 +294,12 @@ def installed() -> tuple[str, str]:
 def setup(root: Path) -> None:
     """What `make setup` runs first in a project: recover what a killed upgrade left, then
     install the wheel the pin names from vendor/, that file alone (--no-index: no package
-    index's copy of the version can stand in for it)."""
+    index's copy of the version can stand in for it). Refused while an upgrade runs."""
+    with engine_lock(root, "make setup"):
+        _setup(root)
+
+
+def _setup(root: Path) -> None:
     said = recover(root)
     if said:
         print(said)
@@ -278,6 +321,11 @@ def upgrade(root: Path, wheel: str, engine: str) -> str:
         )
     if bool(wheel) == bool(engine):
         raise SystemExit("make upgrade-engine: give one of WHEEL=path/to/engine.whl or ENGINE=url")
+    with engine_lock(root, "make upgrade-engine"):
+        return _upgrade(root, wheel, engine)
+
+
+def _upgrade(root: Path, wheel: str, engine: str) -> str:
     recovered = recover(root)
     before = installed()[0]
     pyproject = root / "pyproject.toml"

@@ -7,6 +7,7 @@ faked, wheels of a few bytes)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -407,3 +408,62 @@ def test_a_pin_with_a_comment_is_set_up_and_upgraded_with_its_comment(
     assert pip == [("--no-index", "--no-deps", str(project / state(project)[1][0]))]
     upgrade(project, str(wheel_file(tmp_path, NEW)), "")
     assert f'    "hydra-torch-data-engine=={NEW}",{comment}\n' in pyproject.read_text()
+
+
+def test_make_setup_or_an_upgrade_during_an_upgrade_is_refused_naming_it(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """make setup run while an upgrade's pip ran took it for a killed one and undid it; the
+    upgrade then died in a raw FileNotFoundError. Both are run here as another process would
+    (a second open file: flock sets them apart as it does two processes)."""
+    refused: list[str] = []
+    running: list[bool] = []
+
+    def meanwhile(*args: str) -> None:
+        if running:  # the pip of a step let through (the old code's)
+            return
+        running.append(True)
+        for step in (lambda: setup(project), lambda: upgrade(project, str(newer), "")):
+            with pytest.raises(SystemExit) as raised:
+                step()
+            refused.append(refusal(raised))
+        running.clear()
+
+    newer = wheel_file(tmp_path, "3.2.0")
+    monkeypatch.setattr("tools.upgrade_engine._pip", meanwhile)
+    monkeypatch.setattr("tools.upgrade_engine.installed", lambda: (OLD, ""))
+    upgrade(project, str(wheel_file(tmp_path, NEW)), "")
+    assert state(project)[1] == [f"vendor/hydra_torch_data_engine-{NEW}-py3-none-any.whl"]
+    assert len(refused) == 4
+    holder = rf"make upgrade-engine \(pid {os.getpid()}, started [0-9T:-]+\)"
+    for said, doing in zip(refused, ["make setup", "make upgrade-engine"] * 2, strict=True):
+        assert re.fullmatch(
+            rf"{doing}: {holder} is changing this project's engine \(\.venv/\.engine\.lock is "
+            rf"locked\); let it end, or stop it \(a stopped upgrade is undone\), then rerun "
+            rf"{doing}\.",
+            said,
+        ), said
+    setup(project)  # let go once done
+
+
+@pytest.mark.parametrize("link", [False, True])
+def test_a_staging_path_that_is_no_folder_is_one_line(
+    project: Path, pip: list, tmp_path: Path, link: bool
+) -> None:
+    """A file there made an upgrade die in a raw NotADirectoryError."""
+    if link:
+        (project / STAGING).symlink_to(tmp_path, target_is_directory=True)
+    else:
+        (project / STAGING).write_text("mine")
+    before = state(project)
+    for step in (
+        lambda: setup(project),
+        lambda: upgrade(project, str(wheel_file(tmp_path, NEW)), ""),
+    ):
+        with pytest.raises(SystemExit) as raised:
+            step()
+        assert refusal(raised) == (
+            f"vendor/.upgrade is a {'link' if link else 'file'}, where make upgrade-engine "
+            "stages a wheel in a folder of its own: move it out of vendor/, then rerun."
+        )
+    assert state(project) == before and pip == []
