@@ -58,10 +58,17 @@ def source_requirement(engine: str) -> str:
             f"ENGINE={engine!r}: a URL or path with a quote, backslash, semicolon or space "
             "cannot be pinned in pyproject.toml; give it without them."
         )
-    if engine.startswith("git+"):
+    if engine.startswith("git+file:") and not engine.startswith("git+file://localhost/"):
         # pip's requirement parser wants a host in the URL: git+file:///repo was pinned, then
         # make setup died in its traceback; git reads file://localhost/repo as the same folder
-        engine = re.sub(r"^git\+file:///", "git+file://localhost/", engine)
+        path = engine.removeprefix("git+file:")
+        if not path.startswith("///"):  # git+file://tmp/x names host tmp, git+file:/x none
+            raise SystemExit(
+                f"ENGINE={engine!r}: a git file URL names its folder after three slashes; "
+                f"give git+file:///{path.lstrip('/')} (git+file:///path/to/repo@TAG)."
+            )
+        engine = "git+file://localhost/" + path.removeprefix("///")
+    if engine.startswith("git+"):
         if "subdirectory=" not in engine.partition("#")[2]:
             engine += ("&" if "#" in engine else "#") + "subdirectory=engine"
         return f"{DISTRIBUTION} @ {engine}"
