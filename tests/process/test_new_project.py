@@ -362,6 +362,27 @@ def test_a_dest_named_like_a_dependency_is_refused_in_one_line(tmp_path: Path, f
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("folder", "owner"),
+    [("pip", "pip"), ("setuptools", "setuptools"), ("filelock", "filelock"),
+     ("typing_extensions", "typing_extensions"), ("yaml", "PyYAML")],
+)  # fmt: skip
+def test_a_dest_named_like_an_installed_package_is_refused_in_one_line(
+    tmp_path: Path, folder: str, owner: str
+) -> None:
+    """The template's dependencies bring others they do not name: DEST=../pip made a project
+    pip takes for pip. Every installed distribution's name and import names are refused."""
+    with pytest.raises(SystemExit) as raised:
+        main([str(tmp_path / folder)])
+    name = project_name(folder)
+    assert raised.value.code == (
+        f"DEST={str(tmp_path / folder)!r} names the project {name!r}, as {owner}, installed with "
+        "the template's dependencies, is named or imported (pip would take one for the "
+        f"other): name the folder otherwise, e.g. DEST={tmp_path}/my-{name}."
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o755), (0o027, 0o750), (0o002, 0o775)])
 def test_the_new_folder_follows_the_umask(tmp_path: Path, monkeypatch, umask, mode) -> None:
     """It was 0700 whatever the umask (mkdtemp's mode, kept by the rename): as mkdir now."""
