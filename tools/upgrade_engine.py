@@ -9,7 +9,8 @@ An upgrade is a transaction: the new wheel is staged in vendor/.upgrade/ beside 
 old pyproject.toml (the journal), checked against its own metadata, installed with the new
 pin, and only then moved into vendor/; the journal's removal is the commit. A failure puts
 pyproject.toml back and leaves vendor/ as it was; what a killed upgrade leaves is undone (a
-journal) or finished (no journal) by the next upgrade or `make setup` (`--setup`).
+journal) or finished (no journal) by the next upgrade or `make setup` (`--setup`). One of them
+runs at a time (.venv/.engine.lock): a second is refused, naming the first.
 """
 
 from __future__ import annotations
