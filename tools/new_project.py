@@ -12,6 +12,7 @@ library and pip only.
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import os
 import re
 import secrets
@@ -170,9 +171,15 @@ def template_files(root: Path) -> list[Path]:
     return [Path(p) for p in names if p and (root / p).is_file()]
 
 
+def normalised(name: str) -> str:
+    """`name` as a distribution name, "" when it holds no letter or digit: `My Project!` ->
+    my-project, typing_extensions -> typing-extensions."""
+    return re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower()
+
+
 def project_name(folder: str) -> str:
     """A valid, normalised distribution name from a folder name: `My Project!` -> my-project."""
-    name = re.sub(r"[^A-Za-z0-9]+", "-", folder).strip("-").lower()
+    name = normalised(folder)
     if not name:
         raise SystemExit(
             f"DEST={folder!r}: name the folder with ASCII letters or digits (it names the "
@@ -285,15 +292,45 @@ def dependency_names(root: Path) -> set[str]:
             elif table != "project.optional-dependencies":
                 continue
             found |= {project_name(name) for name in REQUIREMENT.findall(body)}
-    template = re.search(r'^name = "([^"]+)"$', (root / "pyproject.toml").read_text(), re.M)
-    return found - {template[1] if template else ""}  # dev's "<its own name>[scale]"
+    return found - {template_name(root)}  # dev's "<its own name>[scale]"
+
+
+def template_name(root: Path) -> str:
+    """The template's distribution name (its pyproject.toml's), "" when it names none."""
+    found = re.search(r'^name = "([^"]+)"$', (root / "pyproject.toml").read_text(), re.M)
+    return found[1] if found else ""
+
+
+def installed_names(skip: str) -> dict[str, str]:
+    """The normalised names of every distribution installed here (but `skip`) and of the
+    packages each imports as (its top_level.txt, else its RECORD's top-level entries), each
+    with the distribution's name: what the template's dependencies bring without naming it
+    (pip, setuptools, filelock, typing_extensions) is taken as well."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        owner = dist.metadata["Name"]
+        if not owner or normalised(owner) == skip:
+            continue
+        listed = dist.read_text("top_level.txt")
+        tops = set(listed.split()) if listed else set()
+        for file in () if listed else dist.files or ():
+            top, nested = file.parts[0], len(file.parts) > 1
+            if nested and top not in ("..", "__pycache__") and not top.endswith(".dist-info"):
+                tops.add(top)  # a package
+            elif not nested and file.suffix in (".py", ".so"):
+                tops.add(top.split(".")[0])  # a module: typing_extensions.py
+        for name in {owner, *tops}:
+            if normal := normalised(name):
+                found.setdefault(normal, owner)
+    return found
 
 
 def check_dest(root: Path, dest: Path, given: str) -> None:
     """`dest` (resolved, links followed) must be a new folder outside the template at `root`:
     a copy inside it becomes a nested project that the template's next lint, test or copy
-    takes in (each copy then holds every earlier one). Its name must not be a dependency's:
-    pip would take the project installed as `torchvision` for torchvision."""
+    takes in (each copy then holds every earlier one). Its name must not be a dependency's,
+    direct or installed with them (pip, filelock): pip would take the project installed as
+    `torchvision` for torchvision."""
     if dest.exists() or dest.is_symlink():
         raise SystemExit(f"{dest} already exists; choose a new folder for DEST.")
     if dest.is_relative_to(root):
@@ -303,12 +340,19 @@ def check_dest(root: Path, dest: Path, given: str) -> None:
             "e.g. DEST=../my-project."
         )
     name = project_name(dest.name)
+    other = os.path.join(os.path.dirname(given.rstrip("/")), f"my-{name}")
     if name in dependency_names(root):
-        other = os.path.join(os.path.dirname(given.rstrip("/")), f"my-{name}")
         raise SystemExit(
             f"DEST={given!r} names the project {name!r}, as the template names a package it "
             f"depends on (pip would take one for the other): name the folder otherwise, e.g. "
             f"DEST={other}."
+        )
+    owner = installed_names(template_name(root)).get(name)
+    if owner is not None:
+        raise SystemExit(
+            f"DEST={given!r} names the project {name!r}, as {owner}, installed with the "
+            "template's dependencies, is named or imported (pip would take one for the "
+            f"other): name the folder otherwise, e.g. DEST={other}."
         )
 
 

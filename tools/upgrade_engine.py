@@ -9,13 +9,16 @@ An upgrade is a transaction: the new wheel is staged in vendor/.upgrade/ beside 
 old pyproject.toml (the journal), checked against its own metadata, installed with the new
 pin, and only then moved into vendor/; the journal's removal is the commit. A failure puts
 pyproject.toml back and leaves vendor/ as it was; what a killed upgrade leaves is undone (a
-journal) or finished (no journal) by the next upgrade or `make setup` (`--setup`).
+journal) or finished (no journal) by the next upgrade or `make setup` (`--setup`). One of them
+runs at a time (.venv/.engine.lock): a second is refused, naming the first.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import email.parser
+import fcntl
 import os
 import re
 import shutil
@@ -23,16 +26,23 @@ import subprocess
 import sys
 import zipfile
 import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 DISTRIBUTION = "hydra-torch-data-engine"
-PIN = re.compile(rf'^(\s*)"{DISTRIBUTION}\s*(?:==|@)[^"]*",?$', re.M)
-PINNED_VERSION = re.compile(rf'^\s*"{DISTRIBUTION}\s*==\s*([^"\s]+)",?$', re.M)
+NAME = r"(?i:hydra[-_.]+torch[-_.]+data[-_.]+engine)(?![\w.-])"  # any spelling pip reads as it
+# a list item naming the engine, in either TOML quote: its indent, the requirement, a comment
+PIN = re.compile(rf"""^([ \t]*)(["'])({NAME}(?:(?!\2).)*)\2[ \t]*,?([ \t]*#.*)?$""", re.M)
+EXACT = re.compile(rf"{NAME}\s*==\s*([0-9][\w.+!-]*)\s*")  # ==X.Y.Z: the wheel in vendor/
+URL = re.compile(rf"{NAME}\s*@\s*[^\s;]+\s*")  # @ url: pip installs it with the project
 WHEEL = re.compile(r"hydra_torch_data_engine-(\d+\.\d+\.\d+[^-]*)-py3-none-any\.whl")
 VENDOR = "vendor"  # the folder of the pinned wheel (make new-project puts it there)
 STAGING = Path(VENDOR) / ".upgrade"  # an upgrade's wheel until it commits (make ignores it)
 JOURNAL = "pyproject.toml.before"  # in STAGING: the pin to go back to; present = not committed
 STAMP = Path(".venv") / ".installed"  # the Makefile's set-up stamp
+LOCK = Path(".venv") / ".engine.lock"  # held by an upgrade or make setup while it runs
 METADATA_BYTES = 1 << 20  # a wheel's METADATA is read up to this: the engine's is ~2 KB
 CHANGELOG = "engine/CHANGELOG.md"  # in the wheel (package data): what each release changed
 
@@ -49,10 +59,17 @@ def source_requirement(engine: str) -> str:
             f"ENGINE={engine!r}: a URL or path with a quote, backslash, semicolon or space "
             "cannot be pinned in pyproject.toml; give it without them."
         )
-    if engine.startswith("git+"):
+    if engine.startswith("git+file:") and not engine.startswith("git+file://localhost/"):
         # pip's requirement parser wants a host in the URL: git+file:///repo was pinned, then
         # make setup died in its traceback; git reads file://localhost/repo as the same folder
-        engine = re.sub(r"^git\+file:///", "git+file://localhost/", engine)
+        path = engine.removeprefix("git+file:")
+        if not path.startswith("///"):  # git+file://tmp/x names host tmp, git+file:/x none
+            raise SystemExit(
+                f"ENGINE={engine!r}: a git file URL names its folder after three slashes; "
+                f"give git+file:///{path.lstrip('/')} (git+file:///path/to/repo@TAG)."
+            )
+        engine = "git+file://localhost/" + path.removeprefix("///")
+    if engine.startswith("git+"):
         if "subdirectory=" not in engine.partition("#")[2]:
             engine += ("&" if "#" in engine else "#") + "subdirectory=engine"
         return f"{DISTRIBUTION} @ {engine}"
@@ -119,14 +136,52 @@ def check_metadata(wheel: Path, version: str, given: str) -> None:
         )
 
 
-def pinned(pyproject: str, requirement: str) -> str:
-    """`pyproject` with its engine dependency line replaced by `requirement`."""
-    if len(PIN.findall(pyproject)) != 1:
+@dataclass(frozen=True)
+class Pin:
+    """pyproject.toml's engine dependency: the requirement as written, and the version of a
+    wheel pin (None: a URL pin, which pip installs with the project)."""
+
+    requirement: str
+    version: str | None
+
+
+def engine_pin(pyproject: str) -> Pin:
+    """The one engine line of `pyproject`, read as make setup and an upgrade use it: exactly
+    ==X.Y.Z (the wheel in vendor/) or @ url. Anything else is refused in one line: a marker
+    read as a URL pin made make setup delete every wheel, the pinned one too. Not parsed
+    with `packaging`: make setup runs this in a new .venv, which has pip alone."""
+    found = list(PIN.finditer(pyproject))
+    if not found:
         raise SystemExit(
             f'pyproject.toml: expected one dependency line "{DISTRIBUTION}==X.Y.Z" (or "... @ '
             'url") among [project] dependencies; put it back, then rerun.'
         )
-    return PIN.sub(lambda m: f'{m[1]}"{requirement}",', pyproject, count=1)
+    if len(found) > 1:
+        lines = ", ".join(f'"{m[3]}"' for m in found)
+        raise SystemExit(
+            f"pyproject.toml: {len(found)} engine dependency lines ({lines}), and make setup "
+            "installs one; keep one, then rerun."
+        )
+    requirement = found[0][3]
+    exact = EXACT.fullmatch(requirement)
+    if exact is None and URL.fullmatch(requirement) is None:
+        why = (
+            "an environment marker (the project imports the engine wherever it runs)"
+            if ";" in requirement
+            else "extras or a version range"
+        )
+        raise SystemExit(
+            f'pyproject.toml: the engine pin "{requirement}" has {why}, and make setup and make '
+            f'upgrade-engine read "{DISTRIBUTION}==X.Y.Z" or "{DISTRIBUTION} @ url" alone; '
+            "write it as one of those, then rerun."
+        )
+    return Pin(requirement, exact[1] if exact else None)
+
+
+def pinned(pyproject: str, requirement: str) -> str:
+    """`pyproject` with its engine dependency line replaced by `requirement` (its comment kept)."""
+    engine_pin(pyproject)  # one line of a form this rewrites, or refused
+    return PIN.sub(lambda m: f'{m[1]}"{requirement}",{m[4] or ""}', pyproject, count=1)
 
 
 def _wheels(folder: Path) -> dict[str, Path]:
@@ -150,11 +205,44 @@ def _no_wheel(version: str) -> str:
     )
 
 
+@contextlib.contextmanager
+def engine_lock(root: Path, doing: str) -> Iterator[None]:
+    """Hold the project's LOCK while `doing` (make setup, make upgrade-engine) changes its pin,
+    vendor/ or .venv: make setup run beside a live upgrade took it for a killed one and undid
+    it, and the upgrade died in a traceback. flock, so the kernel lets go when the holder
+    dies (kill -9 too) and the next run recovers what it left. Not engine.core.folder_lock:
+    make setup runs this before the engine is installed (a new .venv), and the tools serve
+    every engine release, whatever its modules."""
+    path = root / LOCK
+    path.parent.mkdir(exist_ok=True)
+    with path.open("a+", encoding="utf-8") as file:  # not inherited by pip (PEP 446)
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.seek(0)
+            holder = file.readline().strip() or "another make setup or make upgrade-engine"
+            raise SystemExit(
+                f"{doing}: {holder} is changing this project's engine ({LOCK} is locked); let "
+                f"it end, or stop it (a stopped upgrade is undone), then rerun {doing}."
+            ) from None
+        file.truncate(0)
+        started = datetime.now().isoformat(timespec="seconds")
+        file.write(f"{doing} (pid {os.getpid()}, started {started})\n")
+        file.flush()
+        yield
+
+
 def recover(root: Path) -> str:
     """Undo (its journal is there) or finish (it committed) an upgrade that was killed; then
     vendor/ holds the one wheel pyproject.toml pins, so pip never sees two engines. A line
     saying what was done, or "" when nothing was left over."""
     staging, vendor = root / STAGING, root / VENDOR
+    if staging.is_symlink() or (staging.exists() and not staging.is_dir()):
+        raise SystemExit(
+            f"{STAGING} is a {'link' if staging.is_symlink() else 'file'}, where make "
+            "upgrade-engine stages a wheel in a folder of its own: move it out of vendor/, "
+            "then rerun."
+        )
     journal = staging / JOURNAL
     undone = journal.is_file()
     if undone:
@@ -163,17 +251,15 @@ def recover(root: Path) -> str:
     wheels = _wheels(vendor) if vendor.is_dir() else {}
     if not staging.exists() and len(wheels) < 2:
         return ""
-    text = (root / "pyproject.toml").read_text(encoding="utf-8")
-    if len(PIN.findall(text)) != 1:
+    try:
+        pin = engine_pin((root / "pyproject.toml").read_text(encoding="utf-8"))
+    except SystemExit as err:  # before any wheel is removed: the pin says which one stays
         names = ", ".join(sorted(p.name for p in wheels.values()))
         raise SystemExit(
             f"vendor/ holds {len(wheels)} engine wheels ({names}), left by an interrupted make "
-            f'upgrade-engine, and pyproject.toml has no one line "{DISTRIBUTION}==X.Y.Z" to '
-            "say which is pinned: put that line back, then rerun."
-        )
-    pin = PIN.search(text)[0].strip().rstrip(",")  # type: ignore[index]
-    found = PINNED_VERSION.search(text)
-    version = found[1] if found else None  # None: a URL pin, no wheel
+            f"upgrade-engine, and the pin says which stays: {err.code}"
+        ) from None
+    version = pin.version  # None: a URL pin, no wheel
     if version is not None and version not in wheels:
         staged = _wheels(staging).get(version) if staging.is_dir() else None
         if staged is None:
@@ -187,7 +273,7 @@ def recover(root: Path) -> str:
     kept = f"vendor/{wheels[version].name}" if version else "no wheel (a URL pin)"
     return (
         f"An interrupted make upgrade-engine was {'undone' if undone else 'finished'}: "
-        f"pyproject.toml pins {pin}, vendor/ holds {kept}"
+        f'pyproject.toml pins "{pin.requirement}", vendor/ holds {kept}'
         + (f" (removed {', '.join(removed)})." if removed else ".")
     )
 
@@ -216,16 +302,21 @@ def installed() -> tuple[str, str]:
 def setup(root: Path) -> None:
     """What `make setup` runs first in a project: recover what a killed upgrade left, then
     install the wheel the pin names from vendor/, that file alone (--no-index: no package
-    index's copy of the version can stand in for it)."""
+    index's copy of the version can stand in for it). Refused while an upgrade runs."""
+    with engine_lock(root, "make setup"):
+        _setup(root)
+
+
+def _setup(root: Path) -> None:
     said = recover(root)
     if said:
         print(said)
-    found = PINNED_VERSION.search((root / "pyproject.toml").read_text(encoding="utf-8"))
-    if found is None:
+    version = engine_pin((root / "pyproject.toml").read_text(encoding="utf-8")).version
+    if version is None:
         return  # a URL pin: pip installs it with the project
-    wheel = _wheels(root / VENDOR).get(found[1])
+    wheel = _wheels(root / VENDOR).get(version)
     if wheel is None:
-        raise SystemExit(_no_wheel(found[1]))  # not pip's "no matching distribution"
+        raise SystemExit(_no_wheel(version))  # not pip's "no matching distribution"
     _pip("--no-index", "--no-deps", str(wheel))
 
 
@@ -238,6 +329,11 @@ def upgrade(root: Path, wheel: str, engine: str) -> str:
         )
     if bool(wheel) == bool(engine):
         raise SystemExit("make upgrade-engine: give one of WHEEL=path/to/engine.whl or ENGINE=url")
+    with engine_lock(root, "make upgrade-engine"):
+        return _upgrade(root, wheel, engine)
+
+
+def _upgrade(root: Path, wheel: str, engine: str) -> str:
     recovered = recover(root)
     before = installed()[0]
     pyproject = root / "pyproject.toml"

@@ -328,6 +328,21 @@ def test_a_git_file_url_is_pinned_as_pip_reads_it(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "got").iterdir()] == ["hydra-torch-data-engine-9.0.0.zip"]
 
 
+@pytest.mark.parametrize("url", ["git+file://tmp/x@v9", "git+file:/tmp/x@v9", "git+file:tmp/x@v9"])
+def test_a_git_file_url_without_three_slashes_is_refused_in_one_line(url: str) -> None:
+    """git+file://tmp/x (host tmp) was pinned, and git failed on '/x'; git+file:/tmp/x was
+    too, and git tried ssh to a host named file."""
+    with pytest.raises(SystemExit) as raised:
+        source_requirement(url)
+    assert raised.value.code == (
+        f"ENGINE={url!r}: a git file URL names its folder after three slashes; give "
+        "git+file:///tmp/x@v9 (git+file:///path/to/repo@TAG)."
+    )
+    assert source_requirement("git+file://localhost/tmp/x@v9") == (
+        "hydra-torch-data-engine @ git+file://localhost/tmp/x@v9#subdirectory=engine"
+    )
+
+
 @pytest.mark.parametrize(
     "folder", ["torchvision", "torch", "hydra", "Hydra_Core", "omegaconf", "PIL", "pillow",
                "tensorboard", "numpy", "engine", "timm", "pytest"],
@@ -343,6 +358,27 @@ def test_a_dest_named_like_a_dependency_is_refused_in_one_line(tmp_path: Path, f
         f"DEST={str(tmp_path / folder)!r} names the project {name!r}, as the template names a "
         "package it depends on (pip would take one for the other): name the folder otherwise, "
         f"e.g. DEST={tmp_path}/my-{name}."
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("folder", "owner"),
+    [("pip", "pip"), ("setuptools", "setuptools"), ("filelock", "filelock"),
+     ("typing_extensions", "typing_extensions"), ("yaml", "PyYAML")],
+)  # fmt: skip
+def test_a_dest_named_like_an_installed_package_is_refused_in_one_line(
+    tmp_path: Path, folder: str, owner: str
+) -> None:
+    """The template's dependencies bring others they do not name: DEST=../pip made a project
+    pip takes for pip. Every installed distribution's name and import names are refused."""
+    with pytest.raises(SystemExit) as raised:
+        main([str(tmp_path / folder)])
+    name = project_name(folder)
+    assert raised.value.code == (
+        f"DEST={str(tmp_path / folder)!r} names the project {name!r}, as {owner}, installed with "
+        "the template's dependencies, is named or imported (pip would take one for the "
+        f"other): name the folder otherwise, e.g. DEST={tmp_path}/my-{name}."
     )
     assert list(tmp_path.iterdir()) == []
 

@@ -7,6 +7,7 @@ faked, wheels of a few bytes)."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -210,7 +211,8 @@ def test_a_pin_line_it_cannot_rewrite_leaves_vendor_as_it_was(
     before = state(project)
     with pytest.raises(SystemExit) as raised:
         upgrade(project, str(wheel_file(tmp_path, NEW)), "")
-    assert refusal(raised).startswith("pyproject.toml: expected one dependency line")
+    said = refusal(raised)
+    assert said.startswith('pyproject.toml: the engine pin "hydra-torch-data-engine>=3" has')
     assert state(project) == before and pip == []
 
 
@@ -314,7 +316,13 @@ def test_two_wheels_and_no_pin_to_choose_between_them_is_one_line(project: Path,
     with pytest.raises(SystemExit) as raised:
         setup(project)
     assert refusal(raised).startswith("vendor/ holds 2 engine wheels (")
-    assert refusal(raised).endswith("to say which is pinned: put that line back, then rerun.")
+    assert refusal(raised).endswith(
+        "and the pin says which stays: pyproject.toml: the engine pin "
+        '"hydra-torch-data-engine>=3" has extras or a version range, and make setup and make '
+        "upgrade-engine read "
+        '"hydra-torch-data-engine==X.Y.Z" or "hydra-torch-data-engine @ url" alone; write it as '
+        "one of those, then rerun."
+    )
     assert pip == []
 
 
@@ -359,3 +367,105 @@ def test_a_pinned_wheel_missing_from_vendor_is_one_line(project: Path, pip: list
         "WHEEL=path/to/it."
     )
     assert pip == []
+
+
+MARKER = "; python_version>='3.10'"
+
+
+@pytest.mark.parametrize("leftover", [False, True])
+@pytest.mark.parametrize("step", ["setup", "upgrade"])
+def test_a_pin_with_a_marker_is_refused_in_one_line_and_no_wheel_is_removed(
+    project: Path, pip: list, tmp_path: Path, step: str, leftover: bool
+) -> None:
+    """Read as a URL pin, it made make setup remove every wheel in vendor/, the pinned one
+    too, and install none; an upgrade rewrote the line without its marker."""
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(f"=={OLD}", f"=={OLD}{MARKER}"))
+    if leftover:  # a killed upgrade's: recover() reads the pin to choose which wheel stays
+        wheel_file(project / "vendor", NEW)
+    before = state(project)
+    with pytest.raises(SystemExit) as raised:
+        if step == "setup":
+            setup(project)
+        else:
+            upgrade(project, str(wheel_file(tmp_path, NEW)), "")
+    assert refusal(raised).endswith(
+        f'the engine pin "hydra-torch-data-engine=={OLD}{MARKER}" has an environment marker (the '
+        "project imports the engine wherever it runs), and make setup and make upgrade-engine "
+        'read "hydra-torch-data-engine==X.Y.Z" or "hydra-torch-data-engine @ url" alone; '
+        "write it as one of those, then rerun."
+    )
+    assert state(project) == before and pip == []
+
+
+def test_a_pin_with_a_comment_is_set_up_and_upgraded_with_its_comment(
+    project: Path, pip: list, tmp_path: Path
+) -> None:
+    """`"...==3.0.0",  # why` was refused as missing by an upgrade, and make setup installed
+    no wheel, silently."""
+    pyproject = project / "pyproject.toml"
+    comment = "  # the library under this project"
+    pyproject.write_text(pyproject.read_text().replace(f'{OLD}",', f'{OLD}",{comment}'))
+    setup(project)
+    assert pip == [("--no-index", "--no-deps", str(project / state(project)[1][0]))]
+    upgrade(project, str(wheel_file(tmp_path, NEW)), "")
+    assert f'    "hydra-torch-data-engine=={NEW}",{comment}\n' in pyproject.read_text()
+
+
+def test_make_setup_or_an_upgrade_during_an_upgrade_is_refused_naming_it(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """make setup run while an upgrade's pip ran took it for a killed one and undid it; the
+    upgrade then died in a raw FileNotFoundError. Both are run here as another process would
+    (a second open file: flock sets them apart as it does two processes)."""
+    refused: list[str] = []
+    running: list[bool] = []
+
+    def meanwhile(*args: str) -> None:
+        if running:  # the pip of a step let through (the old code's)
+            return
+        running.append(True)
+        for step in (lambda: setup(project), lambda: upgrade(project, str(newer), "")):
+            with pytest.raises(SystemExit) as raised:
+                step()
+            refused.append(refusal(raised))
+        running.clear()
+
+    newer = wheel_file(tmp_path, "3.2.0")
+    monkeypatch.setattr("tools.upgrade_engine._pip", meanwhile)
+    monkeypatch.setattr("tools.upgrade_engine.installed", lambda: (OLD, ""))
+    upgrade(project, str(wheel_file(tmp_path, NEW)), "")
+    assert state(project)[1] == [f"vendor/hydra_torch_data_engine-{NEW}-py3-none-any.whl"]
+    assert len(refused) == 4
+    holder = rf"make upgrade-engine \(pid {os.getpid()}, started [0-9T:-]+\)"
+    for said, doing in zip(refused, ["make setup", "make upgrade-engine"] * 2, strict=True):
+        assert re.fullmatch(
+            rf"{doing}: {holder} is changing this project's engine \(\.venv/\.engine\.lock is "
+            rf"locked\); let it end, or stop it \(a stopped upgrade is undone\), then rerun "
+            rf"{doing}\.",
+            said,
+        ), said
+    setup(project)  # let go once done
+
+
+@pytest.mark.parametrize("link", [False, True])
+def test_a_staging_path_that_is_no_folder_is_one_line(
+    project: Path, pip: list, tmp_path: Path, link: bool
+) -> None:
+    """A file there made an upgrade die in a raw NotADirectoryError."""
+    if link:
+        (project / STAGING).symlink_to(tmp_path, target_is_directory=True)
+    else:
+        (project / STAGING).write_text("mine")
+    before = state(project)
+    for step in (
+        lambda: setup(project),
+        lambda: upgrade(project, str(wheel_file(tmp_path, NEW)), ""),
+    ):
+        with pytest.raises(SystemExit) as raised:
+            step()
+        assert refusal(raised) == (
+            f"vendor/.upgrade is a {'link' if link else 'file'}, where make upgrade-engine "
+            "stages a wheel in a folder of its own: move it out of vendor/, then rerun."
+        )
+    assert state(project) == before and pip == []
