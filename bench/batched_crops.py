@@ -1,4 +1,4 @@
-"""The batched crops of `dataset.decode_device=main|cuda` against torchvision's per-sample
+"""The batched crops of `dataset.decode.device=main|cuda` against torchvision's per-sample
 pipeline on the same draws: how many levels apart, for roi_align (the engine's choice,
 engine/src/engine/data/batched_geometry.py) and for affine grids with grid_sample.
 

@@ -135,7 +135,7 @@ def text(
         "cycles two random uint8 batches already on the device, normalised as the loop does "
         "(the fed batches' shape, dtype and channels_last layout); `of ceiling` is a row's "
         "median images/s over the eager ceiling's. The "
-        f"dataset.decode_device={other} row and the compiled fed row use {sizes.fixed} "
+        f"dataset.decode.device={other} row and the compiled fed row use {sizes.fixed} "
         "workers, a fixed count, so that they are timed in the same rotated rounds as the rest.",
         "",
         "| setting | images/s | data wait, % | of ceiling |",
@@ -159,7 +159,7 @@ def text(
         " medians over the rounds): in the main process ms per batch (wait: blocked on the "
         "loader; h2d: the copy and the normalisation; step: forward, backward and optimizer "
         "step, by CUDA events on CUDA), in the workers ms per image, summed over a batch's "
-        f"images (collate: the batch's, per image). With dataset.decode_device={other} the "
+        f"images (collate: the batch's, per image). With dataset.decode.device={other} the "
         "workers read the files, check their headers (their `decode`) and draw the crops; the "
         "main process decodes and crops each batch, inside its wait.",
         "",

@@ -13,6 +13,7 @@ from torchvision.transforms import v2
 
 from bench.gpu_rows import Sizes, loader_settings
 from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.decode_policy import DecodePolicy
 from engine.data.loaders import make_loader
 from engine.measure.timing import BatchMeter, time_window
 
@@ -25,14 +26,14 @@ def agreement(root: Path, sizes: Sizes, device: torch.device) -> tuple[str, str]
     batches = {}
     for decode in ("cpu", "cuda" if device.type == "cuda" else "main"):
         data = ImageFolderDataset(
-            str(root), "val", pipeline, decode_device=decode, reduced_decode=False
+            str(root), "val", pipeline, decode=DecodePolicy(reduced=False, device=decode)
         )
         settings, _ = loader_settings(sizes, sizes.fixed, False).applicable(False)
         loader = make_loader(data, settings, None, False, "val")
         batches[decode] = torch.cat([inputs.cpu() for inputs, _ in loader])
     cpu, other = batches.values()
     gap = (cpu.int() - other.int()).abs()
-    name = f"val pixels: dataset.decode_device={list(batches)[1]} against cpu"
+    name = f"val pixels: dataset.decode.device={list(batches)[1]} against cpu"
     return name, (
         f"mean {gap.float().mean():.2f}, max {int(gap.max())}, "
         f"{100 * (gap > 2).float().mean():.1f}% over 2 levels"

@@ -22,6 +22,7 @@ from torchvision.transforms import v2
 from bench.gpu_model import ceiling_batches, compiled_warm_up, train_step
 from engine.core.cpus import main_threads
 from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.decode_policy import DecodePolicy
 from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import endless, make_loader
 from engine.data.resolve_loader import resolve_loader_settings
@@ -55,7 +56,7 @@ class Sizes:
 
 @dataclass(frozen=True)
 class Setting:
-    """One row: who decodes (dataset.decode_device; None: the ceiling, no loader), with how
+    """One row: who decodes (dataset.decode.device; None: the ceiling, no loader), with how
     many workers, whether the model is compiled, and the main process's torch threads."""
 
     name: str
@@ -109,7 +110,8 @@ def _dataset(root: Path, sizes: Sizes, decode_device: str) -> SeededSamples:
     crop = v2.RandomResizedCrop(sizes.crop, antialias=True)
     pipeline = TimedCompose([crop, v2.RandomHorizontalFlip()])  # as Pipelines.train: timed
     return SeededSamples(
-        ImageFolderDataset(str(root), "train", pipeline, decode_device=decode_device), 0
+        ImageFolderDataset(str(root), "train", pipeline, decode=DecodePolicy(device=decode_device)),
+        0,
     )
 
 
@@ -214,13 +216,13 @@ def _grid(
     if compiling:
         grid.append(Setting("ceiling, trainer.compile=default", compiled, compiled=True))
     for n in sorted({*sizes.workers, auto}):
-        name = f"dataset.decode_device=cpu, loader.num_workers={f'auto (={n})' if n == auto else n}"
+        name = f"dataset.decode.device=cpu, loader.num_workers={f'auto (={n})' if n == auto else n}"
         grid.append(Setting(name, main_threads(n), "cpu", n))
     other = "cuda" if device.type == "cuda" else "main"
-    name = f"dataset.decode_device={other}, loader.num_workers={sizes.fixed}"
+    name = f"dataset.decode.device={other}, loader.num_workers={sizes.fixed}"
     grid.append(Setting(name, compiled, other, sizes.fixed))
     if compiling:
-        name = f"dataset.decode_device=cpu, loader.num_workers={sizes.fixed}"
+        name = f"dataset.decode.device=cpu, loader.num_workers={sizes.fixed}"
         grid.append(Setting(f"{name}, trainer.compile=default", compiled, "cpu", sizes.fixed, True))
     return grid
 

@@ -62,15 +62,15 @@ def template_overrides(batch: int, workers: int) -> list[str]:
 
 def template_rows(root: Path, split: str, batch: int, workers: int) -> list[Candidate]:
     """The template's path on an ImageFolder: model-ready float inputs and uint8 batches, the
-    workers decoding (dataset.decode_device=cpu), and uint8 batches decoded and cropped a batch
+    workers decoding (dataset.decode.device=cpu), and uint8 batches decoded and cropped a batch
     at once in the main process (main: the path of decode_device=cuda, on the CPU)."""
     overrides = ("dataset=imagefolder", f"dataset.root={root}", *template_overrides(batch, workers))
     cfg = template_config(*overrides)
-    main = template_config(*overrides, "dataset.decode_device=main")
+    main = template_config(*overrides, "dataset.decode.device=main")
     return [
         template_candidate("template, normalised float", cfg, split, normalise=True),
         template_candidate("template, uint8 (normalise on device)", cfg, split, normalise=False),
-        template_candidate("template, uint8, dataset.decode_device=main", main, split, False),
+        template_candidate("template, uint8, dataset.decode.device=main", main, split, False),
     ]
 
 

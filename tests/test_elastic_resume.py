@@ -274,7 +274,11 @@ def test_record_samples_leaves_out_unreadable_files_under_skip(
     shutil.copytree(demo_dir / "imagefolder", tree)
     bad = sorted((tree / "train" / "star").iterdir())[0]
     bad.write_bytes(b"junk")
-    skip = ("dataset.on_error=skip", "dataset.max_bad_fraction=0.2", f"dataset.root={tree}")
+    skip = (
+        "dataset.decode.on_error=skip",
+        "dataset.decode.max_bad_fraction=0.2",
+        f"dataset.root={tree}",
+    )
     out = tmp_path / "run"
     train(
         make_cfg(

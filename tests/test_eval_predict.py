@@ -137,7 +137,11 @@ def test_predict_inputs_top_k_and_unreadable_files(trained, on_checkpoint, demo_
         predict(
             on_checkpoint("mode=predict", f"predict.checkpoint={run}", f"predict.input={listing}")
         )
-    skip = ("dataset.on_error=skip", "dataset.max_bad_fraction=0.5", "predict.top_k=3")
+    skip = (
+        "dataset.decode.on_error=skip",
+        "dataset.decode.max_bad_fraction=0.5",
+        "predict.top_k=3",
+    )
     metrics = predict(
         on_checkpoint(
             "mode=predict",
@@ -167,7 +171,7 @@ def test_new_output_files_follow_the_umask(trained, on_checkpoint, demo_dir, tmp
         one_step = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "model.widths=[8]")
         train(compose_config(demo_dir, tmp_path / "train", *one_step))
         evaluate_checkpoint(on_checkpoint("mode=eval", f"eval.checkpoint={run}"))
-        skip = ("dataset.on_error=skip", "dataset.max_bad_fraction=0.5")
+        skip = ("dataset.decode.on_error=skip", "dataset.decode.max_bad_fraction=0.5")
         predict(
             on_checkpoint(
                 "mode=predict", f"predict.checkpoint={run}", f"predict.input={inputs}", *skip

@@ -33,17 +33,17 @@ def test_the_tiny_check_produces_the_block(monkeypatch, tmp_path: Path, compiled
     names = [row[0].removeprefix("| ") for row in rows]
     assert names[0] == "ceiling: the model alone, on batches already on the device"
     assert rows[0][3] == "1.00 |" and all(len(row) == 4 for row in rows)
-    fed = [name for name in names if name.startswith("dataset.decode_device=")]
+    fed = [name for name in names if name.startswith("dataset.decode.device=")]
     workers = [name.split("loader.num_workers=")[1] for name in fed if "=cpu," in name]
     assert {"1", "2"} <= set(workers) and any(w.startswith("auto (=") for w in workers)
-    assert "dataset.decode_device=main, loader.num_workers=2" in fed  # the batched decode
+    assert "dataset.decode.device=main, loader.num_workers=2" in fed  # the batched decode
     assert "loader.num_workers=auto resolved to " in block
 
     compiled_rows = [name for name in names if "trainer.compile=default" in name]
     if compiled:
         assert compiled_rows == [
             "ceiling, trainer.compile=default",
-            "dataset.decode_device=cpu, loader.num_workers=2, trainer.compile=default",
+            "dataset.decode.device=cpu, loader.num_workers=2, trainer.compile=default",
         ]
         assert "ms compiled (medians); compiling cost " in block
     else:
@@ -60,4 +60,4 @@ def test_the_tiny_check_produces_the_block(monkeypatch, tmp_path: Path, compiled
 
     decode = {line.split(" | ")[0] for line in lines if "decode_jpeg" in line}
     assert len(decode) == 2 and "not available: no CUDA device" in block
-    assert any(line.startswith("| val pixels: dataset.decode_device=main") for line in lines)
+    assert any(line.startswith("| val pixels: dataset.decode.device=main") for line in lines)

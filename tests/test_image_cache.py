@@ -23,6 +23,7 @@ from engine.data.cache_store import StaleCacheError
 from engine.data.datasets.cache import CachedImages
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import SampleError, read_image
+from engine.data.decode_policy import DecodePolicy
 from engine.data.folds import without_fold_keys
 from engine.modes.cache import CacheSettings, cache, shrink, write_split
 from engine.modes.cache_plan import side_from_transforms
@@ -289,7 +290,7 @@ def _damage_jpeg_entries(folder: Path) -> dict[int, str]:
     rows.tofile(folder / "index.i64")
     return {
         1: f"declares {HUGE}x{HUGE} pixels, the index records the",
-        2: f"{HUGE}x{HUGE} = 4,290,250,000 pixels, more than dataset.max_image_pixels=89,478,485",
+        2: f"{HUGE}x{HUGE} = 4,290,250,000 pixels, more than dataset.decode.max_image_pixels=89,478,485",
         3: "Image is incomplete or truncated",
         4: "the entry is empty (0 bytes)",
         5: "not a JPEG (first bytes b'\\x00",
@@ -313,8 +314,10 @@ def test_damaged_jpeg_entries_name_entry_source_and_rebuild_or_are_skipped(
         assert f"cache entry {i} " in message and f"cached from {source}: " in message
         assert reason in message, message
         rebuild = f"python train.py mode=cache cache.dir={tmp_path / 'cache'} cache.rebuild=true"
-        assert rebuild in message and "dataset.on_error=skip" in message
-    skipping = CachedImages(str(tmp_path / "cache"), "train", check_sources=False, on_error="skip")
+        assert rebuild in message and "dataset.decode.on_error=skip" in message
+    skipping = CachedImages(
+        str(tmp_path / "cache"), "train", check_sources=False, decode=DecodePolicy(on_error="skip")
+    )
     for i in range(len(skipping)):
         sample = skipping[i]
         if i in reasons:

@@ -120,7 +120,7 @@ def test_eval_decodes_in_its_workers_and_a_large_row_group_limit_is_a_valid_key(
     train(cfg)
     run = cfg.paths.output_dir
     results = evaluate_checkpoint(
-        on_checkpoint("mode=eval", f"eval.checkpoint={run}", "dataset.decode_device=main")
+        on_checkpoint("mode=eval", f"eval.checkpoint={run}", "dataset.decode.device=main")
     )
     assert 0.0 <= results["val/acc"] <= 1.0
 

@@ -14,6 +14,7 @@ from torchvision.transforms import v2
 from bench.images import photo_like
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import decode_image_bytes
+from engine.data.decode_policy import DecodePolicy
 from engine.data.folds import without_fold_keys
 from engine.data.transforms import decode_min_side
 
@@ -73,9 +74,9 @@ def test_datasets_decode_reduced_only_when_enabled(demo_dir, make_cfg) -> None:
     val = instantiate(make_cfg("transforms=imagenet").transforms).val
     root = str(demo_dir / "imagefolder")
     assert ImageFolderDataset(root, "val", transform=val).decode_min_side == 256
-    off = ImageFolderDataset(root, "val", transform=val, reduced_decode=False)
+    off = ImageFolderDataset(root, "val", transform=val, decode=DecodePolicy(reduced=False))
     assert off.decode_min_side is None
-    cfg = make_cfg("transforms=imagenet", "dataset.reduced_decode=false")
+    cfg = make_cfg("transforms=imagenet", "dataset.decode.reduced=false")
     node = without_fold_keys(cfg.dataset)  # the kind's own keys
     assert instantiate(node, split="val", transform=val).decode_min_side is None
 

@@ -14,6 +14,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from engine.data.datasets.tar_shards import TarShardDataset
+from engine.data.decode_policy import DecodePolicy
 from engine.data.shards import ShardError, tally
 from engine_dev.shard_server import Faults, serving, write_wds_shards
 from src.loop import train
@@ -145,7 +146,9 @@ def test_a_truncated_shard_stops_the_count_naming_it(bare, tmp_path) -> None:
     with serving(bare) as url:
         with pytest.raises(ShardError, match=rf"^{url}/train-000002\.tar: not a readable tar"):
             _dataset(url, tmp_path / "cache")
-        skipping = _dataset(url, tmp_path / "cache", on_error="skip", skip_bad_shards=True)
+        skipping = _dataset(
+            url, tmp_path / "cache", decode=DecodePolicy(on_error="skip"), skip_bad_shards=True
+        )
     assert skipping.shard_sizes[:2] == [16, 16] and skipping.shard_sizes[2] < 16
 
 

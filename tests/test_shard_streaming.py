@@ -21,6 +21,7 @@ from torchvision.transforms import v2
 from engine.core.failures import one_line
 from engine.data.bad_samples import BadDataError
 from engine.data.datasets.tar_shards import TarShardDataset
+from engine.data.decode_policy import DecodePolicy
 from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.shards import ShardError
@@ -209,7 +210,7 @@ def faulty_shards(demo_dir: Path, tmp_path: Path) -> Path:
 
 
 def _skipping(url: str, report: Path, fraction: float) -> DataLoader:
-    skip = {"on_error": "skip", "skip_bad_shards": True, "max_bad_fraction": fraction}
+    skip = {"decode": DecodePolicy("skip", fraction), "skip_bad_shards": True}
     shards = f"{url}/s-{{000000..000002}}.tar"
     data = TarShardDataset("train", shards, "unused", shuffle_buffer=1, **skip, **FAST)
     data.transform = v2.Resize((16, 16))  # batches need equal sizes
@@ -242,7 +243,7 @@ def test_without_skip_a_fault_the_manifest_knows_stops_the_start_naming_it(fault
     with pytest.raises(ShardError, match=r"s-000001\.tar::x2\.jpg: a sample without a label"):
         TarShardDataset("train", pattern, "unused")
     with pytest.raises(ShardError, match=r"s-000002\.tar: not a readable tar shard after"):
-        TarShardDataset("train", pattern, "unused", on_error="skip")
+        TarShardDataset("train", pattern, "unused", decode=DecodePolicy(on_error="skip"))
 
 
 def test_network_settings_do_not_change_which_run_resume_auto_continues() -> None:

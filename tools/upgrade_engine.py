@@ -214,6 +214,15 @@ def engine_lock(root: Path, doing: str) -> Iterator[None]:
     make setup runs this before the engine is installed (a new .venv), and the tools serve
     every engine release, whatever its modules."""
     path = root / LOCK
+    if path.parent.exists() and not path.parent.is_dir():  # a raw FileExistsError
+        raise SystemExit(
+            f"{doing}: .venv is a file, not the project's virtualenv: move it away, then rerun."
+        )
+    if path.is_symlink() or path.is_dir():  # a link's target would be written over
+        raise SystemExit(
+            f"{doing}: {LOCK} is {'a link' if path.is_symlink() else 'a folder'}, where {doing} "
+            "keeps its lock file: remove it, then rerun."
+        )
     path.parent.mkdir(exist_ok=True)
     with path.open("a+", encoding="utf-8") as file:  # not inherited by pip (PEP 446)
         try:
@@ -244,6 +253,12 @@ def recover(root: Path) -> str:
             "then rerun."
         )
     journal = staging / JOURNAL
+    if journal.is_symlink() or (journal.exists() and not journal.is_file()):
+        raise SystemExit(
+            f"{STAGING}/{JOURNAL} is no file of make upgrade-engine's own (a link or a folder), "
+            "so pyproject.toml is not restored from it: check pyproject.toml's engine pin, "
+            f"remove {STAGING}, then rerun."
+        )
     undone = journal.is_file()
     if undone:
         _write(root / "pyproject.toml", journal.read_text(encoding="utf-8"))

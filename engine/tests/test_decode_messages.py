@@ -20,7 +20,7 @@ from engine_dev.hostile import (
     truncated_tiff,
 )
 
-LIMIT = 89_478_485  # the default dataset.max_image_pixels
+LIMIT = 89_478_485  # the default dataset.decode.max_image_pixels
 
 
 def _file(tmp_path: Path, name: str, data: bytes) -> str:
@@ -34,7 +34,9 @@ def test_a_bomb_pillow_refuses_names_the_configured_limit_and_its_size(tmp_path,
     with pytest.raises(SampleError) as caught:
         load_sample(_file(tmp_path, "bomb.gif", gif), 0, "x", None, LIMIT)
     message = str(caught.value)
-    stated = f"declares {HUGE * HUGE:,} pixels, more than dataset.max_image_pixels={LIMIT:,} ("
+    stated = (
+        f"declares {HUGE * HUGE:,} pixels, more than dataset.decode.max_image_pixels={LIMIT:,} ("
+    )
     assert stated in message
     assert "178956970" not in message and "178,956,970" not in message  # Pillow's 2x
     with open_image(gif, None) as image:  # null: no limit, Pillow's neither

@@ -1,6 +1,6 @@
 """A JPEG of thousands of scans (a 466 KB one of 10,000 took 98 s to decode) is refused from
 its bytes before any decoding, in one line naming the file and the key that sets the limit
-(`dataset.max_jpeg_scans`, on every decode path); real progressive JPEGs (~10 scans) decode as
+(`dataset.decode.max_jpeg_scans`, on every decode path); real progressive JPEGs (~10 scans) decode as
 before."""
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from PIL import Image
 
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import SampleError, decode_image_bytes, load_sample
+from engine.data.decode_policy import DecodePolicy
 from engine.data.image_header import MAX_JPEG_SCANS, TooManyScans, check_scans, jpeg_scans
 from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.seeded import SeededSamples
 
-LIMIT = 89_478_485  # the default dataset.max_image_pixels
+LIMIT = 89_478_485  # the default dataset.decode.max_image_pixels
 
 
 def _progressive(channels: int, comment: bytes = b"") -> bytes:
@@ -60,18 +61,25 @@ def test_a_jpeg_of_10000_scans_is_refused_before_decoding_naming_the_file(
     assert (
         f"sample 7 (class 'cat') from {path}: it holds more than {MAX_JPEG_SCANS} scans" in message
     )
-    assert "\n" not in message and "dataset.on_error=skip" in message
-    assert f"(dataset.max_jpeg_scans={MAX_JPEG_SCANS}; a progressive JPEG has about 10)" in message
-    assert "raise dataset.max_jpeg_scans if this file is genuine" in message
+    assert "\n" not in message and "dataset.decode.on_error=skip" in message
+    assert (
+        f"(dataset.decode.max_jpeg_scans={MAX_JPEG_SCANS}; a progressive JPEG has about 10)"
+        in message
+    )
+    assert "raise dataset.decode.max_jpeg_scans if this file is genuine" in message
 
 
 def test_a_raised_limit_lets_a_file_through_and_null_lifts_it(tmp_path) -> None:
-    """150 scans: refused under the default, read under dataset.max_jpeg_scans=200 (by the
+    """150 scans: refused under the default, read under dataset.decode.max_jpeg_scans=200 (by the
     decoder and by a dataset given the key), and with null (no limit)."""
     data = _with_scans(_progressive(3), 150)
-    with pytest.raises(TooManyScans, match=r"more than 100 scans \(dataset\.max_jpeg_scans=100;"):
+    with pytest.raises(
+        TooManyScans, match=r"more than 100 scans \(dataset\.decode\.max_jpeg_scans=100;"
+    ):
         decode_image_bytes(data, "s.jpg")
-    with pytest.raises(TooManyScans, match=r"more than 149 scans \(dataset\.max_jpeg_scans=149;"):
+    with pytest.raises(
+        TooManyScans, match=r"more than 149 scans \(dataset\.decode\.max_jpeg_scans=149;"
+    ):
         check_scans(data, 149)
     check_scans(data, 150)
     check_scans(data, None)
@@ -81,20 +89,26 @@ def test_a_raised_limit_lets_a_file_through_and_null_lifts_it(tmp_path) -> None:
     (tmp_path / "val" / "a").mkdir(parents=True)
     (tmp_path / "val" / "a" / "s.jpg").write_bytes(data)
     for limit, reads in ((None, True), (200, True), (100, False)):
-        dataset = ImageFolderDataset(str(tmp_path), "val", max_jpeg_scans=limit)
+        dataset = ImageFolderDataset(
+            str(tmp_path), "val", decode=DecodePolicy(max_jpeg_scans=limit)
+        )
         assert (dataset.check_sample(0) is None) == reads, limit
-    refused = ImageFolderDataset(str(tmp_path), "val", on_error="skip").check_sample(0)
-    assert refused is not None and "dataset.max_jpeg_scans=100" in refused.error
+    refused = ImageFolderDataset(
+        str(tmp_path), "val", decode=DecodePolicy(on_error="skip")
+    ).check_sample(0)
+    assert refused is not None and "dataset.decode.max_jpeg_scans=100" in refused.error
 
 
 @pytest.mark.parametrize("limit", [MAX_JPEG_SCANS, 50])
 def test_decode_device_main_refuses_a_bomb_in_the_worker_naming_the_key(tmp_path, limit) -> None:
-    """dataset.decode_device=main: the worker counts the scans before it sends the bytes
+    """dataset.decode.device=main: the worker counts the scans before it sends the bytes
     (TorchCodec's batched decode has no such guard), under the dataset's own limit."""
     (tmp_path / "val" / "a").mkdir(parents=True)
     (tmp_path / "val" / "a" / "bomb.jpg").write_bytes(_with_scans(_progressive(3), 10_000))
     data = ImageFolderDataset(
-        str(tmp_path), "val", decode_device="main", reduced_decode=False, max_jpeg_scans=limit
+        str(tmp_path),
+        "val",
+        decode=DecodePolicy(device="main", reduced=False, max_jpeg_scans=limit),
     )
     settings = LoaderSettings(8, False, 0, None, False, False, None, False, 0, None)
     loader = make_loader(SeededSamples(data, 0), settings, None, False, "val")
@@ -102,7 +116,7 @@ def test_decode_device_main_refuses_a_bomb_in_the_worker_naming_the_key(tmp_path
     with pytest.raises(SampleError, match=rf"bomb\.jpg: it holds more than {limit} scans") as err:
         next(iter(loader))
     assert time.perf_counter() - start < 5
-    assert f"dataset.max_jpeg_scans={limit};" in str(err.value)
+    assert f"dataset.decode.max_jpeg_scans={limit};" in str(err.value)
 
 
 def test_the_count_walks_segments_and_stops_past_the_limit() -> None:

@@ -1,4 +1,4 @@
-"""dataset.decode_device=main: the workers send encoded bytes with each sample's crop, the main
+"""dataset.decode.device=main: the workers send encoded bytes with each sample's crop, the main
 process decodes each batch at once and resamples the crops in one op: the workers' own pixels
 to within interpolation, the same crops under the same seed, every EXIF orientation turned as
 Pillow turns it, augmentations that repeat under the seed whatever the worker count, a step
@@ -21,6 +21,7 @@ from torchvision.transforms import v2
 from engine.data.batched_geometry import Geometry, Plan
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import SampleError
+from engine.data.decode_policy import DecodePolicy
 from engine.data.encoded import EXIF_ORIENTATION, BatchDecoder, EncodedBatch, upright
 from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
@@ -48,9 +49,12 @@ def _tree(demo_dir: Path, tmp_path: Path) -> Path:
 
 def _batches(root: Path, decode_device: str, workers: int, transform, seed: int = 0):
     """Every batch of the val folder, decoded by `decode_device`; the workers' path at full
-    size (dataset.reduced_decode=false), as a batched decode has it."""
+    size (dataset.decode.reduced=false), as a batched decode has it."""
     data = ImageFolderDataset(
-        str(root), "val", transform=transform, decode_device=decode_device, reduced_decode=False
+        str(root),
+        "val",
+        transform=transform,
+        decode=DecodePolicy(reduced=False, device=decode_device),
     )
     seeded = SeededSamples(data, seed)
     order = RandomOrder(seeded, seed) if transform is TRAIN else SequentialOrder(seeded)
@@ -113,9 +117,12 @@ def test_a_step_without_a_batched_form_is_refused_when_the_loader_is_made(
 ) -> None:
     pipeline = v2.Compose([*TRAIN.transforms, step, v2.CenterCrop(16)])
     data = ImageFolderDataset(
-        str(demo_dir / "imagefolder"), "train", transform=pipeline, decode_device="main"
+        str(demo_dir / "imagefolder"),
+        "train",
+        transform=pipeline,
+        decode=DecodePolicy(device="main"),
     )
-    with pytest.raises(ValueError, match=named + r".*dataset\.decode_device=cpu"):
+    with pytest.raises(ValueError, match=named + r".*dataset\.decode\.device=cpu"):
         make_loader(SeededSamples(data, 0), _settings(0), None, False, "train")
 
 
@@ -151,7 +158,10 @@ def test_a_bad_file_is_named_or_left_out_and_listed(demo_dir, tmp_path) -> None:
     with pytest.raises(SampleError, match=r"sample \d+ from .*garbled\.jpg: .*on_error=skip"):
         _batches(root, "main", 0, VAL)
     data = ImageFolderDataset(
-        str(root), "val", transform=VAL, decode_device="main", on_error="skip", max_bad_fraction=0.1
+        str(root),
+        "val",
+        transform=VAL,
+        decode=DecodePolicy(device="main", on_error="skip", max_bad_fraction=0.1),
     )
     loader = make_loader(SeededSamples(data, 0), _settings(2), None, False, "val")
     kept = sum(len(y) for _, y in loader)
@@ -162,8 +172,8 @@ def test_a_bad_file_is_named_or_left_out_and_listed(demo_dir, tmp_path) -> None:
 def test_cuda_without_a_gpu_is_one_line_with_the_fix(demo_dir) -> None:
     if torch.cuda.is_available():
         pytest.skip("a GPU is here")
-    with pytest.raises(ValueError, match=r"decode_device=cuda: no CUDA device here; use"):
-        ImageFolderDataset(str(demo_dir / "imagefolder"), "val", decode_device="cuda")
+    with pytest.raises(ValueError, match=r"dataset\.decode\.device=cuda: no CUDA device here; use"):
+        ImageFolderDataset(str(demo_dir / "imagefolder"), "val", decode=DecodePolicy(device="cuda"))
 
 
 def _jpeg_with(path: Path, exif: bytes = b"") -> None:
@@ -179,12 +189,14 @@ def _orientation_as_text(text: bytes) -> bytes:
 
 def test_main_keeps_the_users_pixel_limit_not_pillows(tmp_path, monkeypatch) -> None:
     """Pillow's own bomb limit (here lowered under the 1,200-pixel image) must not stand in
-    for dataset.max_image_pixels=null, as the workers' decode lets it through too."""
+    for dataset.decode.max_image_pixels=null, as the workers' decode lets it through too."""
     (tmp_path / "val" / "a").mkdir(parents=True)
     _jpeg_with(tmp_path / "val" / "a" / "big.jpg")
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 500)
     data = ImageFolderDataset(
-        str(tmp_path), "val", decode_device="main", max_image_pixels=None, reduced_decode=False
+        str(tmp_path),
+        "val",
+        decode=DecodePolicy(device="main", max_image_pixels=None, reduced=False),
     )
     loader = make_loader(SeededSamples(data, 0), _settings(0), None, False, "val")
     assert [tuple(x.shape) for x, _ in loader] == [(1, 3, 30, 40)]

@@ -37,7 +37,7 @@ pytestmark = pytest.mark.process  # every input is read in a child process
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("FUZZ_SEED", "0"))  # another seed: FUZZ_SEED=7 make test
-LIMIT = 89_478_485  # the default dataset.max_image_pixels
+LIMIT = 89_478_485  # the default dataset.decode.max_image_pixels
 HEADROOM = 2**30  # address space the child may add: far below what a lying header asks for
 EXPECTED = {
     "image": {"SampleError"},
@@ -225,7 +225,7 @@ def test_damaged_and_lying_images_fail_cleanly_naming_the_file(fuzzed: Fuzzed) -
         if not result["ok"]:
             _assert_one_line_naming(result, "image", path)
         if any(stem.endswith(name) for name in fuzzed.lying):
-            assert not result["ok"] and "dataset.max_image_pixels" in result["error"], result
+            assert not result["ok"] and "dataset.decode.max_image_pixels" in result["error"], result
     assert sum(not r["ok"] for r in images.values()) > fuzzed.damaged // 3  # the damage is real
 
 

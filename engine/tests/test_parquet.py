@@ -1,7 +1,7 @@
 """dataset=parquet on files built here: the Hugging Face layout read by split name (ClassLabel
 names, string and list labels, plain binary images), every bad label and every hostile file
 refused in one line naming the file and the row (or row group), or left out under
-dataset.on_error=skip; the train order reads row groups in runs."""
+dataset.decode.on_error=skip; the train order reads row groups in runs."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from PIL import Image
 
 from engine.data.datasets.parquet import ParquetDataset
 from engine.data.decode import SampleError, decode_image_bytes
+from engine.data.decode_policy import DecodePolicy
 from engine.data.parquet.files import ParquetFileError
 from engine.data.parquet.layout import schema_for
 from engine.data.samplers import RandomOrder, block_order
@@ -153,9 +154,9 @@ def test_hostile_files_stop_in_one_line_each_or_are_left_out(tmp_path: Path, cap
             ParquetDataset("train", str(tmp_path), train_files=[name])
         message = str(err.value)
         assert name in message and said in message and "\n" not in message
-        assert "dataset.on_error=skip" in message
+        assert "dataset.decode.on_error=skip" in message
     with caplog.at_level(logging.WARNING):
-        kept = ParquetDataset("train", str(tmp_path), on_error="skip")
+        kept = ParquetDataset("train", str(tmp_path), decode=DecodePolicy(on_error="skip"))
     assert len(kept) == 8 and [f for f in bad if f not in caplog.text] == []
     assert sorted(kept.left_out) == sorted(str(tmp_path / f) for f in bad)
 
@@ -181,7 +182,7 @@ def test_a_damaged_row_group_names_its_rows_or_is_skipped_row_by_row(tmp_path: P
         match=r"sample 4 .*/train-0.parquet#row=4: its row group cannot be read: .*on_error=skip",
     ):
         strict[4]
-    lenient = ParquetDataset("train", str(tmp_path), on_error="skip")
+    lenient = ParquetDataset("train", str(tmp_path), decode=DecodePolicy(on_error="skip"))
     bad = [lenient[i] for i in range(3, 6)]
     assert [b.path for b in bad] == [f"{path}#row={i}" for i in range(3, 6)]
 
@@ -232,7 +233,7 @@ def test_what_is_no_regular_file_is_named_not_dropped(tmp_path: Path, caplog) ->
         with pytest.raises(ParquetFileError, match=rf"{name} is {what}, not a Parquet file"):
             ParquetDataset("train", str(tmp_path), train_files=[name])
     with caplog.at_level(logging.WARNING):
-        kept = ParquetDataset("train", str(tmp_path), on_error="skip")
+        kept = ParquetDataset("train", str(tmp_path), decode=DecodePolicy(on_error="skip"))
     assert len(kept) == 4 and all(name in caplog.text for name in said)
 
 
@@ -405,7 +406,7 @@ def test_a_footer_declaring_fewer_rows_than_its_pages_hold_is_refused(tmp_path: 
     assert re.fullmatch(
         r".*/train-0\.parquet: row group 0 \(rows 0-3\): its footer declares 4 rows, but its "
         r"column chunk 'image\.bytes' holds 8 values, not 4: the footer is damaged .* Download "
-        r"or write it again\. Or set dataset\.on_error=skip .*",
+        r"or write it again\. Or set dataset\.decode\.on_error=skip .*",
         str(err.value),
     )
     _write(path, [0, 1, 2, 0, 1, 2, 0, 1], group=8)
@@ -500,7 +501,9 @@ def test_a_server_gone_down_mid_epoch_fails_a_row_group_once(hub) -> None:
     root, _ = hub
     faults = Faults(suffixes=(".parquet",))
     with serving(root, faults) as url:
-        data = ParquetDataset("train", url, train_files=TRAIN[:1], on_error="skip", **QUICK)
+        data = ParquetDataset(
+            "train", url, train_files=TRAIN[:1], decode=DecodePolicy(on_error="skip"), **QUICK
+        )
         faults.down, before = True, len(faults.requests)
         bad = [data[i] for i in range(4)]  # row group 0
     assert [b.path for b in bad] == [f"{url}/{TRAIN[0]}#row={i}" for i in range(4)]
@@ -520,5 +523,19 @@ def test_a_network_failure_names_the_servers_fix_not_the_files(hub) -> None:
     said = str(failed.value)
     assert "HTTP Error 503" in said and "rewrite" not in said
     assert said.endswith(
-        "Or set dataset.on_error=skip to leave unreadable rows out (listed in bad_samples.csv)."
+        "Or set dataset.decode.on_error=skip to leave unreadable rows out (listed in bad_samples.csv)."
     )
+
+
+def test_an_image_that_does_not_decode_over_http_keeps_the_files_fix(tmp_path) -> None:
+    """PIL's UnidentifiedImageError is an OSError too: served over http, the row's own fault
+    still says to fix the file, not the server (the second attack)."""
+    schema = schema_for(NAMES, multi_label=False)
+    table = pa.table(
+        {"image": [{"bytes": b"not an image at all" * 5, "path": "0.jpg"}], "label": [0]}
+    )
+    pq.write_table(table.cast(schema), tmp_path / "train-0.parquet")
+    with serving(tmp_path, Faults(suffixes=(".parquet",))) as url:
+        data = ParquetDataset("train", url, train_files=["train-0.parquet"], **QUICK)
+        with pytest.raises(SampleError, match="Fix or rewrite the file, or set dataset"):
+            data[0]

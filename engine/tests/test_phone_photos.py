@@ -53,7 +53,7 @@ def test_a_folder_of_heic_and_avif_photos_trains_one_epoch(phone, reference_cfg)
     cfg = reference_cfg(
         "phone", f"dataset.root={root}", "trainer.max_epochs=1", "loader.batch_size=2"
     )
-    assert train(cfg)["epochs"] == 1  # dataset.on_error=raise: one unreadable photo stops it
+    assert train(cfg)["epochs"] == 1  # dataset.decode.on_error=raise: one unreadable photo stops it
 
 
 @pytest.mark.parametrize("name", ["train/cat/dinner.avif", "train/dog/park.heic"])
@@ -84,12 +84,14 @@ def test_the_pixel_limit_is_checked_from_the_header_before_any_decode(phone, mon
     monkeypatch.setattr(AvifImagePlugin.AvifImageFile, "load", decoded)
     for name in ("train/cat/beach.heic", "train/dog/sofa.avif"):
         declared = f"declares {SIZE[0]}x{SIZE[1]} = {SIZE[0] * SIZE[1]:,} pixels, more than "
-        with pytest.raises(SampleError, match=f"{declared}dataset.max_image_pixels=500,000 "):
+        with pytest.raises(
+            SampleError, match=f"{declared}dataset.decode.max_image_pixels=500,000 "
+        ):
             load_sample(str(root / name), 0, "cat", None, 500_000)
     for name in ("lying.heic", "lying.avif"):  # tiny files whose headers declare 256M+ pixels
         path = tmp_path / name
         path.write_bytes(lying_images(random.Random(0))[name])
-        with pytest.raises(SampleError, match=r"dataset\.max_image_pixels=89,478,485 "):
+        with pytest.raises(SampleError, match=r"dataset\.decode\.max_image_pixels=89,478,485 "):
             load_sample(str(path), 0, "cat", None, 89_478_485)
 
 

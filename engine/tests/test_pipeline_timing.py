@@ -24,6 +24,7 @@ from torchvision.transforms import v2
 
 from engine.data.datasets.base import MapDataset
 from engine.data.datasets.image_files import LabelledImageFiles
+from engine.data.decode_policy import DecodePolicy
 from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.seeded import seeded
@@ -189,14 +190,18 @@ def _jpeg_files(root: Path, count: int, size: tuple[int, int]) -> LabelledImageF
         paths.append(str(root / f"{i}.jpg"))
     crop = v2.RandomResizedCrop(16, antialias=True)
     return LabelledImageFiles(
-        paths, [0] * count, ["a"], transform=TimedCompose([crop]), decode_device="main"
+        paths,
+        [0] * count,
+        ["a"],
+        transform=TimedCompose([crop]),
+        decode=DecodePolicy(device="main"),
     )
 
 
 def test_a_decode_in_the_main_process_is_no_workers_stage(
     tmp_path: Path, main_process_timed: None
 ) -> None:
-    """dataset.decode_device=main with no workers: the crops the main process resamples
+    """dataset.decode.device=main with no workers: the crops the main process resamples
     from the sent bytes count in its wait, never in the next batch's stages."""
     for batch in _loader(_jpeg_files(tmp_path, 8, (24, 16))):
         times = split_times(batch)[1]
@@ -213,7 +218,7 @@ def test_the_hint_names_the_batched_decode_when_it_fills_the_wait(
     limit = limiting_stage(times.epoch(), loader, False, times.uint8)
     assert limit is not None and limit.stage == "batched decode", limit
     assert limit.line.startswith("the batched decode ") and " ms and crops " in limit.line
-    assert any("dataset.decode_device=cpu" in fix for fix in limit.fixes)
+    assert any("dataset.decode.device=cpu" in fix for fix in limit.fixes)
 
 
 def test_a_training_logs_its_stages_and_draws_them(

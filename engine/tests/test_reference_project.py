@@ -88,7 +88,7 @@ def test_several_unreadable_files_are_skipped_and_each_named(demo_dir, reference
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
     metrics = train(
         reference_cfg(
-            "skip", f"dataset.root={root}", "dataset.on_error=skip", "trainer.max_epochs=1"
+            "skip", f"dataset.root={root}", "dataset.decode.on_error=skip", "trainer.max_epochs=1"
         )
     )
     assert metrics["epochs"] == 1
@@ -104,7 +104,7 @@ def test_the_first_unreadable_file_stops_the_run_naming_it(demo_dir, tmp_path):
     said = result.stdout + result.stderr
     assert "Traceback" not in said
     assert any(path in said for path in bad), said[-2000:]
-    assert "dataset.on_error=skip" in said
+    assert "dataset.decode.on_error=skip" in said
 
 
 def _nan_at_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:

@@ -7,6 +7,8 @@ A sweep dir alike, by its .sweep.lock (what a multirun leaves there: tests/test_
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -101,6 +103,19 @@ def test_mode_eval_never_writes_into_a_trainings_folder(demo_dir, tmp_path):
     assert tree_fingerprint(run) == before
     again = run_script(TRAIN, *args, "trainer.resume=auto", cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
+    sweep = tmp_path / "sweep"  # a multirun's eval job given an old training's dir, no log file
+    shutil.copytree(run, sweep / "0")
+    (sweep / "0" / LOCK_NAME).write_text('{"pid": 1, "sweep": null, "job": null}')
+    (sweep / SWEEP_LOCK_NAME).touch()
+    before = tree_fingerprint(sweep / "0")
+    multirun = run_script(
+        TRAIN, "-m", *reference_args(demo_dir, tmp_path, *TINY), "mode=eval",
+        f"eval.checkpoint={run}", f"hydra.sweep.dir={sweep}", "hydra.sweep.subdir=${hydra.job.num}",
+        "hydra/job_logging=disabled",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert multirun.returncode == 1 and "is the folder of mode=train" in multirun.stderr
+    assert tree_fingerprint(sweep / "0") == before  # its .hydra/config.yaml too
 
 
 def test_the_lock_file_the_message_asks_for_lets_a_runs_folder_go_on(demo_dir, tmp_path):
@@ -166,7 +181,7 @@ def test_a_run_dir_that_is_a_file_is_named_as_one(tmp_path):
 @pytest.mark.parametrize(
     "lock", ['{"pid": 1, "sweep": null, "job": null}', "", "{not json", '{"writer": ["x"]}']
 )
-@pytest.mark.parametrize("saved", ["mode: train\n", None])
+@pytest.mark.parametrize("saved", ["mode: train\n", "mode: train\r\n", None])
 def test_a_mark_naming_no_writer_is_the_mode_hydra_saved_there(tmp_path, lock, saved):
     """An old run's .run.lock (before marks named their writer), an empty or unreadable one:
     its owner is the mode in the folder's .hydra/config.yaml, else train (the default mode);
@@ -179,6 +194,36 @@ def test_a_mark_naming_no_writer_is_the_mode_hydra_saved_there(tmp_path, lock, s
     with pytest.raises(SystemExit, match=r"is the folder of mode=train .*mode=eval would write"):
         MultirunDirs().on_run_start(OmegaConf.merge(_run(run), {"mode": "eval"}))
     MultirunDirs().on_run_start(OmegaConf.merge(_run(run), {"mode": "train"}))
+
+
+def test_a_mark_naming_no_writer_is_the_mode_its_files_show(tmp_path):
+    """An old evaluation's dir whose .hydra/config.yaml is gone (or says otherwise): its
+    per_class.csv shows mode=eval wrote it, so a training never writes over it."""
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    (run / LOCK_NAME).write_text('{"pid": 1}')
+    (run / "per_class.csv").write_text("class,acc\n")
+    with pytest.raises(SystemExit, match=r"is the folder of mode=eval \(its \.run\.lock names"):
+        MultirunDirs().on_run_start(OmegaConf.merge(_run(run), {"mode": "train"}))
+    (run / ".hydra" / "config.yaml").write_text("mode: train\n")
+    with pytest.raises(SystemExit, match=r"is the folder of mode=eval"):
+        MultirunDirs().on_run_start(OmegaConf.merge(_run(run), {"mode": "train"}))
+    MultirunDirs().on_run_start(OmegaConf.merge(_run(run), {"mode": "eval"}))
+
+
+def test_a_mark_that_is_a_hard_link_is_refused_and_its_file_untouched(tmp_path):
+    run, elsewhere = tmp_path / "run", tmp_path / "elsewhere.txt"
+    run.mkdir()
+    elsewhere.write_text("a user's file\n")
+    os.link(elsewhere, run / LOCK_NAME)
+    with pytest.raises(SystemExit) as stopped:
+        MultirunDirs().on_run_start(_run(run))
+    assert str(stopped.value) == (
+        f"hydra.run.dir: {run / LOCK_NAME} is a hard link (one file of 2 names), where "
+        f"mode=train keeps its mark; remove {run / LOCK_NAME}, or give this run another "
+        "hydra.run.dir."
+    )
+    assert elsewhere.read_text() == "a user's file\n"
 
 
 def _multirun(sweep_dir: Path) -> object:

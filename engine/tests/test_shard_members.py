@@ -18,6 +18,7 @@ from webdataset.tariterators import base_plus_ext, group_by_keys, tar_file_expan
 
 from engine.data.bad_samples import BadSample
 from engine.data.datasets.tar_shards import TarShardDataset
+from engine.data.decode_policy import DecodePolicy
 from engine.data.shards import ShardError
 from engine.data.shards.manifest import main as write_manifest
 from engine.data.shards.members import KEY_EXT, Record, Rules, read_records
@@ -105,7 +106,9 @@ def test_members_without_extension_are_no_samples_of_a_split(tmp_path: Path) -> 
     shard = tmp_path / "d.tar"
     members = {"README": b"r", "a.jpg": b"J", "a.cls": b"0", "._a.jpg": b"mac", "b.jpg": b"J"}
     shard.write_bytes(tar_of({**members, "b.cls": b"1"}))
-    split = TarShardDataset("train", str(shard), str(shard), on_error="skip", max_bad_fraction=0.0)
+    split = TarShardDataset(
+        "train", str(shard), str(shard), decode=DecodePolicy(on_error="skip", max_bad_fraction=0.0)
+    )
     assert split.shard_sizes == [2]
 
 
@@ -255,7 +258,7 @@ def test_a_fix_of_the_member_rules_takes_effect_and_switching_back_reads_again(t
         split()
     assert _stream(split(ignore_exts="seg.png")) == [0, 1]
     assert _stream(split(ignore_exts="seg.png", shuffle_buffer=1)) == [0, 1]
-    again = _stream(split(on_error="skip", max_bad_fraction=0.5))
+    again = _stream(split(decode=DecodePolicy("skip", 0.5)))
     assert "extension 'seg.png' fits no sample rule" in again[0] and again[1:] == [1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cache", "d.tar"]
 

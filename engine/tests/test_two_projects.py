@@ -119,3 +119,21 @@ def test_a_namespace_src_that_another_projects_src_would_replace_is_refused(
     sys.path.remove(str(first))  # alone, the namespace project builds with its own code
     with torch.no_grad():
         assert torch.allclose(load_model(second / "net.pt", project_root=second)(X), expected)
+
+
+def test_two_namespace_projects_are_kept_apart_by_refusing_the_second(
+    tmp_path: Path, own_src: None
+) -> None:
+    """Both projects' src/ without __init__.py: the first's namespace package is imported,
+    and its __path__ follows sys.path; the second is refused, not built with the first's
+    Net (the second attack's D1)."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    expected = _project(first, 2, 0)
+    _project(second, 3, 1)
+    for root in (first, second):
+        for init in (root / "src" / "__init__.py", root / "src" / "models" / "__init__.py"):
+            init.unlink()
+    with torch.no_grad():
+        assert torch.allclose(load_model(first / "net.pt", project_root=first)(X), expected)
+    with pytest.raises(CheckpointError, match=rf"the src package of {first} is imported"):
+        load_model(second / "net.pt", project_root=second)

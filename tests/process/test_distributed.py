@@ -88,7 +88,7 @@ FAULTS = ROOT / "tests" / "ddp_faults.py"
 
 @pytest.fixture(scope="module")
 def faulty_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    """A job on a folder with three unreadable train files (dataset.on_error=skip) whose rank 1
+    """A job on a folder with three unreadable train files (dataset.decode.on_error=skip) whose rank 1
     meets a NaN loss (trainer.max_nonfinite_steps=1)."""
     tmp = tmp_path_factory.mktemp("faulty")
     root, bad = corrupt_tree(demo_dir, tmp / "tree")
@@ -96,8 +96,8 @@ def faulty_job(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory):
         f"paths.demo_dir={demo_dir}",
         f"paths.log_dir={tmp / 'logs'}",
         f"dataset.root={root}",
-        "dataset.on_error=skip",
-        "dataset.max_bad_fraction=0.1",
+        "dataset.decode.on_error=skip",
+        "dataset.decode.max_bad_fraction=0.1",
         "loader.batch_size=8",
         "loader.num_workers=0",
         "trainer.max_epochs=1",

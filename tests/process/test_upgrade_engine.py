@@ -469,3 +469,31 @@ def test_a_staging_path_that_is_no_folder_is_one_line(
             "stages a wheel in a folder of its own: move it out of vendor/, then rerun."
         )
     assert state(project) == before and pip == []
+
+
+def test_a_lock_or_journal_that_is_a_link_is_refused_and_its_target_untouched(
+    project: Path, tmp_path: Path
+) -> None:
+    """A link at .venv/.engine.lock had its target written over with the lock's line; a
+    journal that is a link was copied over pyproject.toml (the second attack)."""
+    target = tmp_path / "mine.txt"
+    target.write_text("mine\n")
+    (project / ".venv").mkdir(exist_ok=True)
+    (project / ".venv" / ".engine.lock").symlink_to(target)
+    with pytest.raises(SystemExit) as raised:
+        setup(project)
+    assert refusal(raised) == (
+        "make setup: .venv/.engine.lock is a link, where make setup keeps its lock file: "
+        "remove it, then rerun."
+    )
+    (project / ".venv" / ".engine.lock").unlink()
+    staging = project / "vendor" / ".upgrade"
+    staging.mkdir()
+    (staging / "pyproject.toml.before").symlink_to(target)
+    before = (project / "pyproject.toml").read_text()
+    with pytest.raises(SystemExit) as raised:
+        setup(project)
+    assert refusal(raised).startswith(
+        "vendor/.upgrade/pyproject.toml.before is no file of make upgrade-engine's own"
+    )
+    assert (project / "pyproject.toml").read_text() == before and target.read_text() == "mine\n"

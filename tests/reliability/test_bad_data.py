@@ -24,8 +24,8 @@ from engine.data.bad_samples import (
     SkipBadCollate,
 )
 from engine.data.datasets.base import MapDataset
-from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import SampleError
+from engine.data.decode_policy import DecodePolicy
 from engine.data.loaders import make_loader
 from engine_dev.hostile import corrupt_tree
 from src.loop import train
@@ -51,15 +51,15 @@ def test_raise_names_the_file_its_index_class_and_the_option(make_cfg, demo_dir,
     named = re.search(NAMED, message)
     assert named and named.group(3) in bad
     assert re.search(r"truncated|empty \(0 bytes\)|Unsupported image file", message)
-    assert "dataset.on_error=skip" in message
+    assert "dataset.decode.on_error=skip" in message
 
 
 def test_skip_trains_to_the_end_and_lists_each_bad_file_once(make_cfg, demo_dir, tmp_path, caplog):
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
     cfg = make_cfg(
         f"dataset.root={root}",
-        "dataset.on_error=skip",
-        "dataset.max_bad_fraction=0.1",
+        "dataset.decode.on_error=skip",
+        "dataset.decode.max_bad_fraction=0.1",
         "trainer.max_epochs=2",
     )
     with caplog.at_level(logging.WARNING, logger="engine.data.bad_samples"):
@@ -74,8 +74,10 @@ def test_skip_trains_to_the_end_and_lists_each_bad_file_once(make_cfg, demo_dir,
 
 def test_more_bad_than_max_bad_fraction_stops_naming_the_key(make_cfg, demo_dir, tmp_path):
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
-    cfg = make_cfg(f"dataset.root={root}", "dataset.on_error=skip", "trainer.max_epochs=1")
-    with pytest.raises(BadDataError, match=r"of 49 train samples.*dataset\.max_bad_fraction=0\.01"):
+    cfg = make_cfg(f"dataset.root={root}", "dataset.decode.on_error=skip", "trainer.max_epochs=1")
+    with pytest.raises(
+        BadDataError, match=r"of 49 train samples.*dataset\.decode\.max_bad_fraction=0\.01"
+    ):
         train(cfg)
     run = Path(cfg.paths.output_dir)
     assert {r["path"] for r in _report(run)} <= bad  # written before the stop
@@ -83,11 +85,14 @@ def test_more_bad_than_max_bad_fraction_stops_naming_the_key(make_cfg, demo_dir,
 
 @pytest.mark.parametrize(
     ("kwargs", "key"),
-    [({"on_error": "ignore"}, "dataset.on_error"), ({"max_bad_fraction": 1.5}, "max_bad_fraction")],
+    [
+        ({"on_error": "ignore"}, "dataset.decode.on_error"),
+        ({"max_bad_fraction": 1.5}, "dataset.decode.max_bad_fraction"),
+    ],
 )
-def test_invalid_policy_names_the_key(demo_dir: Path, kwargs: dict, key: str) -> None:
+def test_invalid_policy_names_the_key(kwargs: dict, key: str) -> None:
     with pytest.raises(ValueError, match=re.escape(key)):
-        ImageFolderDataset(str(demo_dir / "imagefolder"), "train", **kwargs)
+        DecodePolicy(**kwargs)
 
 
 class Flaky(MapDataset):
@@ -154,7 +159,7 @@ def test_worker_reraise_keeps_the_message(demo_dir: Path, tmp_path: Path) -> Non
     assert "DataLoader worker process" in log  # the worker's traceback: in the log file only
     assert "DataLoader worker process" not in result.stderr
     named = re.search(NAMED, result.stderr)
-    assert named and named.group(3) in bad and "dataset.on_error=skip" in result.stderr
+    assert named and named.group(3) in bad and "dataset.decode.on_error=skip" in result.stderr
 
 
 def test_skip_with_two_workers_reports_exactly_the_bad_files(demo_dir: Path, tmp_path: Path):
@@ -162,8 +167,8 @@ def test_skip_with_two_workers_reports_exactly_the_bad_files(demo_dir: Path, tmp
     run = tmp_path / "run"
     result = run_cli(
         f"dataset.root={root}",
-        "dataset.on_error=skip",
-        "dataset.max_bad_fraction=0.1",
+        "dataset.decode.on_error=skip",
+        "dataset.decode.max_bad_fraction=0.1",
         "loader.num_workers=2",
         "loader.batch_size=16",
         "trainer.max_epochs=1",

@@ -141,10 +141,22 @@ def test_a_monitor_set_by_hand_is_still_checked_against_the_metrics_group(make_c
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("dataset.max_image_pixels=0", "dataset.max_image_pixels=0: expected >= 1 and <= 2"),
-        ("dataset.max_jpeg_scans=0", "dataset.max_jpeg_scans=0: expected >= 1 and <= 2"),
-        ("dataset=parquet dataset.max_jpeg_scans=-1", "dataset.max_jpeg_scans=-1: expected >= 1"),
-        ("dataset.max_bad_fraction=2", "dataset.max_bad_fraction=2: expected >= 0 and <= 1"),
+        (
+            "dataset.decode.max_image_pixels=0",
+            "dataset.decode.max_image_pixels=0: expected >= 1 and <= 2",
+        ),
+        (
+            "dataset.decode.max_jpeg_scans=0",
+            "dataset.decode.max_jpeg_scans=0: expected >= 1 and <= 2",
+        ),
+        (
+            "dataset=parquet dataset.decode.max_jpeg_scans=-1",
+            "dataset.decode.max_jpeg_scans=-1: expected >= 1",
+        ),
+        (
+            "dataset.decode.max_bad_fraction=2",
+            "dataset.decode.max_bad_fraction=2: expected >= 0 and <= 1",
+        ),
         ("optimizer.lr=-1", "optimizer.lr=-1: expected >= 0, e.g. optimizer.lr=0.001"),
         ("optimizer.weight_decay=-1", "optimizer.weight_decay=-1: expected >= 0"),
         ("loss.label_smoothing=1", "loss.label_smoothing=1: expected >= 0 and < 1"),

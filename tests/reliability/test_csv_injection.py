@@ -79,8 +79,8 @@ def test_a_run_writes_no_csv_cell_a_spreadsheet_would_run(
     cfg = make_cfg(
         ROOT_KEY,
         "dataset.val_fraction=0.25",
-        "dataset.on_error=skip",
-        "dataset.max_bad_fraction=0.2",
+        "dataset.decode.on_error=skip",
+        "dataset.decode.max_bad_fraction=0.2",
         "trainer.max_epochs=1",
         "trainer.record_samples=true",
         "logger=csv",
@@ -136,8 +136,8 @@ def test_a_run_writes_no_csv_cell_a_spreadsheet_would_run(
 RESUMED = (
     *RUN,
     "loader.batch_size=8",
-    "dataset.on_error=skip",
-    "dataset.max_bad_fraction=0.2",
+    "dataset.decode.on_error=skip",
+    "dataset.decode.max_bad_fraction=0.2",
     ROOT_KEY,
 )
 

@@ -238,37 +238,40 @@ def test_a_saved_brace_pattern_is_checked_by_its_expansion_within_a_bound(
 def test_a_checkpoint_cannot_lift_the_pixel_limit(
     checkpoint, demo_dir, tmp_path, monkeypatch, caplog
 ) -> None:
-    """A saved dataset.max_image_pixels=null lifted the limit in eval and predict: the limit is
+    """A saved dataset.decode.max_image_pixels=null lifted the limit in eval and predict: the limit is
     this run's (its config's value, here 100 pixels; the command line's when it sets one)."""
-    dataset = {**checkpoint["config"]["dataset"], "max_image_pixels": None}
+    saved = checkpoint["config"]["dataset"]
+    dataset = {**saved, "decode": {**saved["decode"], "max_image_pixels": None}}
     file = _hostile(checkpoint, tmp_path, dataset=dataset)
     args = ("mode=eval", f"eval.checkpoint={file}")
     monkeypatch.setattr("engine.inference.session.task_overrides", lambda: list(args))
     cfg = compose_config(
-        demo_dir, tmp_path / "out", NARROW_MODEL, *args, "dataset.max_image_pixels=100"
+        demo_dir, tmp_path / "out", NARROW_MODEL, *args, "dataset.decode.max_image_pixels=100"
     )
-    with pytest.raises(SampleError, match=r"dataset\.max_image_pixels"):
+    with pytest.raises(SampleError, match=r"dataset\.decode\.max_image_pixels"):
         evaluate_checkpoint(cfg)
     noted = [r.getMessage() for r in caplog.records if "max_image_pixels" in r.getMessage()]
     assert len(noted) == 1 and str(file) in noted[0] and "=None" in noted[0], noted
-    lifted = _evaluate(demo_dir, tmp_path, monkeypatch, file, "dataset.max_image_pixels=null")
+    lifted = _evaluate(
+        demo_dir, tmp_path, monkeypatch, file, "dataset.decode.max_image_pixels=null"
+    )
     assert "val/acc" in lifted
 
 
 def test_a_checkpoint_cannot_lift_the_scan_limit(make_cfg, caplog) -> None:
-    """A saved dataset.max_jpeg_scans=null (or a larger limit) is not taken either: the limit
+    """A saved dataset.decode.max_jpeg_scans=null (or a larger limit) is not taken either: the limit
     is this run's (its config's 100, or the command line's)."""
     saved = OmegaConf.to_container(make_cfg(), resolve=True)
-    saved["dataset"]["max_jpeg_scans"] = None  # type: ignore[index]
+    saved["dataset"]["decode"]["max_jpeg_scans"] = None  # type: ignore[index]
     saved["data"] = {"classes": ["a", "b"]}  # type: ignore[index]
     cfg = make_cfg("mode=eval")
     merged = run_config(cfg, saved, ["mode=eval"], "hostile.pt")  # type: ignore[arg-type]
-    assert merged.dataset.max_jpeg_scans == 100
+    assert merged.dataset.decode.max_jpeg_scans == 100
     noted = [r.getMessage() for r in caplog.records if "max_jpeg_scans" in r.getMessage()]
     assert len(noted) == 1 and "hostile.pt" in noted[0] and "=None" in noted[0], noted
-    given = ["mode=eval", "dataset.max_jpeg_scans=500"]
+    given = ["mode=eval", "dataset.decode.max_jpeg_scans=500"]
     merged = run_config(make_cfg(*given), saved, given)  # type: ignore[arg-type]
-    assert merged.dataset.max_jpeg_scans == 500
+    assert merged.dataset.decode.max_jpeg_scans == 500
 
 
 @pytest.mark.parametrize(

@@ -32,8 +32,8 @@ def test_skip_trains_every_epoch_and_lists_exactly_the_bad_files(demo_dir, tmp_p
     run = tmp_path / "run"
     result = run_cli(
         f"dataset.root={root}",
-        "dataset.on_error=skip",
-        "dataset.max_bad_fraction=0.05",
+        "dataset.decode.on_error=skip",
+        "dataset.decode.max_bad_fraction=0.05",
         f"loader.num_workers={workers}",
         "loader.batch_size=8",  # batches of every size from 1 to 8 meet in the normaliser
         "trainer.max_epochs=2",
@@ -57,7 +57,7 @@ def test_skip_trains_every_epoch_and_lists_exactly_the_bad_files(demo_dir, tmp_p
         (
             "bomb.jpg",
             lying_images(__import__("random").Random(0))["lying.jpg"],
-            "dataset.max_image_pixels=89,478,485",
+            "dataset.decode.max_image_pixels=89,478,485",
         ),
         ("pipe.jpg", None, "a FIFO (named pipe), not an image file"),
     ],
@@ -87,7 +87,7 @@ def test_validate_lists_every_bad_file_without_hanging(demo_dir, tmp_path) -> No
     result = run_cli(
         "mode=validate",
         f"dataset.root={root}",
-        "dataset.max_bad_fraction=0.05",
+        "dataset.decode.max_bad_fraction=0.05",
         "loader.num_workers=1000",  # capped at 4 per core, with a line saying so
         f"hydra.run.dir={run}",
         cwd=tmp_path,

@@ -23,7 +23,7 @@ def _reported(run: Path) -> list[str]:
 
 def test_validate_lists_exactly_the_bad_files_and_trains_nothing(make_cfg, demo_dir, tmp_path):
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
-    cfg = make_cfg("mode=validate", f"dataset.root={root}", "dataset.max_bad_fraction=0.1")
+    cfg = make_cfg("mode=validate", f"dataset.root={root}", "dataset.decode.max_bad_fraction=0.1")
     metrics = validate(cfg)
     run = Path(cfg.paths.output_dir)
     assert _reported(run) == sorted(bad)
@@ -51,7 +51,7 @@ def test_validate_exits_non_zero_past_max_bad_fraction(demo_dir: Path, tmp_path:
     )
     assert result.returncode != 0
     assert "3 of 49 train samples are unreadable" in result.stderr
-    assert "dataset.max_bad_fraction=0.01" in result.stderr
+    assert "dataset.decode.max_bad_fraction=0.01" in result.stderr
     assert _reported(run) == sorted(bad)  # the report is written before the exit
     assert json.loads((run / "metrics.json").read_text())["validate/bad"] == 3
     assert not (run / "checkpoints").exists()
@@ -68,7 +68,7 @@ def test_validate_with_workers_lists_every_bad_file_a_bad_first_one_included(
     cfg = make_cfg(
         "mode=validate",
         f"dataset.root={root}",
-        "dataset.max_bad_fraction=0.2",
+        "dataset.decode.max_bad_fraction=0.2",
         "loader.num_workers=2",
     )
     metrics = validate(cfg)

@@ -7,6 +7,7 @@ The template passes in what it owns: its training function (mode=train) and its 
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -25,16 +26,19 @@ from engine.config.search_path import check_search_path
 from engine.config.validate import validate_config
 from engine.core.failures import failures_reported
 from engine.core.launch import job_dir, launch_id, launch_rank, launch_time
+from engine.data.decode_policy import move_old_keys, moved_overrides
 from engine.modes import benchmark, cache, evaluation, inspect, prediction, shards, validate
 from engine.runs.bookends import bookends
 from engine.runs.loggers.build import logger_problems
-from engine.runs.run_lock import log_file, run_dir_held
+from engine.runs.run_lock import config_subdir, log_file, run_dir_held
 from engine.sweeps.direction import direction_of, direction_problem
 from engine.sweeps.reuse import previous_result
 from engine.sweeps.summary import headline
 from engine.training.distributed import distributed_job, init_distributed
 
 Run = Callable[[DictConfig], dict[str, Any]]
+log = logging.getLogger(__name__)
+_moved_said: str | None = None  # the command line's old decode keys (`launch`), said by `run`
 
 
 def modes(train: Run, step: type) -> dict[str, Run]:
@@ -57,6 +61,9 @@ def run(cfg: DictConfig, train: Run, step: type) -> float:
     sweepers. A bad config stops before any work; the error that stops a run is one line,
     and the run dir is the first and the last line of its log (engine/runs/bookends.py)."""
     with run_dir_held(cfg.mode), bookends(cfg) as ends, failures_reported():
+        if _moved_said:  # the command line's, said once logging is set up (the run's log too)
+            log.warning(_moved_said)
+        move_old_keys(cfg.dataset, "your config (conf/dataset/*.yaml, an experiment)")
         validate_config(cfg)
         ends.checked()  # outputs/latest, latest_<mode>
         if cfg.mode == "train":  # a logger's missing package stops the run here, not at its end
@@ -81,8 +88,8 @@ def _raise_if(problems: list[str]) -> None:
 
 def register_resolvers() -> None:
     """Register `${launch_time:FMT}`, `${run_id:}`, `${job_dir:...}`, `${null_if_set:A,B}`,
-    `${sweep_direction:}`, `${run_log:PATH}`, `${if_rank_zero:A,B}` and `${config_groups:KIND}`;
-    safe to call again."""
+    `${sweep_direction:}`, `${run_log:PATH}`, `${run_subdir:MODE}`, `${if_rank_zero:A,B}` and
+    `${config_groups:KIND}`; safe to call again."""
     # The launch time formatted by FMT (strftime); rank 0's under torchrun, like ${now:} otherwise.
     OmegaConf.register_new_resolver(
         "launch_time", lambda pattern: launch_time().strftime(pattern), use_cache=True, replace=True
@@ -106,6 +113,7 @@ def register_resolvers() -> None:
     OmegaConf.register_new_resolver(
         "if_rank_zero", lambda a, b: a if launch_rank() == 0 else b, replace=True
     )
+    OmegaConf.register_new_resolver("run_subdir", config_subdir, replace=True)
     # The config groups of the whole search path, one line each: train.py --help's list
     OmegaConf.register_new_resolver("config_groups", config_groups, replace=True)
 
@@ -121,6 +129,8 @@ def launch(main: Callable[[], Any], script: str) -> None:
         filter(None, [os.environ["PROJECT_ROOT"], os.environ.get("PYTHONPATH")])
     )
     register_resolvers()
+    global _moved_said
+    sys.argv[1:], _moved_said = moved_overrides(sys.argv[1:])  # engine 2.x's decode keys
     with errors_said_once(), distributed_job():
         check_search_path(Path(script).resolve().parent, sys.argv[1:])
         check_local_config(Path(script).resolve().parent / "conf", sys.argv[1:])

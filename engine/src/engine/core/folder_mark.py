@@ -31,6 +31,20 @@ def _kind(path: Path) -> str:
     return "a folder" if path.is_dir() else "no regular file"
 
 
+def mark_problem(path: Path, writer: str) -> str | None:
+    """Why file `path` cannot be `writer`'s mark, or None: it is there and no regular file of
+    its own (a folder, a link, a hard link: the lock record would be written over the file it
+    shares its bytes with)."""
+    if not os.path.lexists(path):
+        return None
+    if path.is_symlink() or not path.is_file():
+        return f"{path} is {_kind(path)}, where {writer} keeps its mark"
+    names = path.stat().st_nlink
+    if names > 1:
+        return f"{path} is a hard link (one file of {names} names), where {writer} keeps its mark"
+    return None
+
+
 def owner_problem(
     folder: Path,
     mark: str,
@@ -47,15 +61,18 @@ def owner_problem(
     if os.path.lexists(folder) and not folder.is_dir():
         return f"{folder} is {'a file' if folder.is_file() else _kind(folder)}, not a folder"
     path = folder / mark
-    if os.path.lexists(path) and (path.is_symlink() or not path.is_file()):
-        return f"{path} is {_kind(path)}, where {writer} keeps its mark"
+    problem = mark_problem(path, writer)
+    if problem is not None:
+        return problem
     if path.is_file():
         record = folder_lock.read_holder(path)
-        owner = record.get("writer") or (unnamed(folder) if unnamed else writer)
+        named = record.get("writer")
+        owner = named or (unnamed(folder) if unnamed else writer)
         if owner != writer:
+            how = f"its {mark} says so" if named else f"its {mark} names none; its files do"
             return (
-                f"{folder} is the folder of {owner} (its {mark} says so), and {writer} would "
-                "write over that one's files"
+                f"{folder} is the folder of {owner} ({how}), and {writer} would write over "
+                "that one's files"
             )
         listed = set(record.get("files", files))
         theirs = sorted(name for name in files - listed if os.path.lexists(folder / name))

@@ -1,6 +1,6 @@
-"""Unreadable samples under `dataset.on_error=skip`: the record a dataset returns instead of a
+"""Unreadable samples under `dataset.decode.on_error=skip`: the record a dataset returns instead of a
 sample, the collate wrapper that sets those records apart, the per-split ledger that logs each
-bad file once, lists it in `bad_samples.csv` and stops the run past `dataset.max_bad_fraction`,
+bad file once, lists it in `bad_samples.csv` and stops the run past `dataset.decode.max_bad_fraction`,
 and the DataLoader that hands the records to its ledger and yields only clean batches.
 """
 
@@ -30,21 +30,21 @@ REPORT_TEXT = {"encoding": "utf-8", "errors": "surrogateescape", "newline": ""}
 
 
 class BadDataError(RuntimeError):
-    """More samples of a split are unreadable than `dataset.max_bad_fraction` allows."""
+    """More samples of a split are unreadable than `dataset.decode.max_bad_fraction` allows."""
 
 
 def check_policy(on_error: str, max_bad_fraction: float) -> None:
-    """Validate `dataset.on_error` and `dataset.max_bad_fraction`; the error names the key."""
+    """Validate `dataset.decode.on_error` and `dataset.decode.max_bad_fraction`; the error names the key."""
     if on_error not in ON_ERROR:
         raise ValueError(
-            f"dataset.on_error={on_error!r}: expected one of {ON_ERROR} (raise = stop at the "
+            f"dataset.decode.on_error={on_error!r}: expected one of {ON_ERROR} (raise = stop at the "
             f"first unreadable file; skip = leave such files out and list them in {REPORT_NAME})."
         )
     number = isinstance(max_bad_fraction, (int, float)) and not isinstance(max_bad_fraction, bool)
     if not number or not 0 <= max_bad_fraction <= 1:
         raise ValueError(
-            f"dataset.max_bad_fraction={max_bad_fraction!r}: expected a number in [0, 1], the "
-            "share of a split's samples that may be unreadable with dataset.on_error=skip."
+            f"dataset.decode.max_bad_fraction={max_bad_fraction!r}: expected a number in [0, 1], the "
+            "share of a split's samples that may be unreadable with dataset.decode.on_error=skip."
         )
 
 
@@ -99,7 +99,7 @@ class BadSampleLedger:
         size: int,
         max_bad_fraction: float,
         report: Path | None = None,
-        note: str = " and left out (dataset.on_error=skip)",
+        note: str = " and left out (dataset.decode.on_error=skip)",
     ) -> None:
         self.split, self.size, self.max_bad_fraction, self.report = (
             split,
@@ -156,9 +156,9 @@ class BadSampleLedger:
             where = f"; all listed in {self.report}" if self.report is not None else ""
             raise BadDataError(
                 f"{self.count} of {self.size} {self.split} samples are unreadable "
-                f"({self.fraction:.2%}), more than dataset.max_bad_fraction="
+                f"({self.fraction:.2%}), more than dataset.decode.max_bad_fraction="
                 f"{self.max_bad_fraction} allows{where}. Fix or remove the files, or raise "
-                "dataset.max_bad_fraction if losing them is acceptable."
+                "dataset.decode.max_bad_fraction if losing them is acceptable."
             )
 
     def take(self, delivery: Delivery) -> Any:

@@ -1,4 +1,4 @@
-"""A split's crops, resizes and flips as one batched op on the device (`dataset.decode_device=
+"""A split's crops, resizes and flips as one batched op on the device (`dataset.decode.device=
 main|cuda`), with each sample's random choices drawn in the worker exactly as the per-sample
 pipeline draws them.
 
@@ -128,9 +128,9 @@ class Geometry:
         steps = list(getattr(transform, "transforms", [transform] if transform else []))
         size: tuple[int, int] | None = None
         fix = (
-            f"the batched path (dataset.decode_device=main|cuda) crops, resizes and flips only "
+            f"the batched path (dataset.decode.device=main|cuda) crops, resizes and flips only "
             f"({SUPPORTED_NAMES}, bilinear): drop it from {key}, or decode in the workers "
-            "(dataset.decode_device=cpu), where every transform runs"
+            "(dataset.decode.device=cpu), where every transform runs"
         )
         for i, step in enumerate(steps):
             name = _step_name(key, i, step)

@@ -13,8 +13,8 @@ Pillow's images are turned here. TorchCodec's PNG decoder raises on image data s
 header declares (torchvision's crashed the process with SIGSEGV, Pillow filled the rows with
 black; engine/tests/test_fuzz.py reads such a file in a child process), so PNG needs no
 pre-check. Every path checks the declared size against the pixel limit
-(`dataset.max_image_pixels`) before it decodes, and a JPEG's scan count against
-`dataset.max_jpeg_scans` (engine/data/image_header.py). A failure is one line with the
+(`dataset.decode.max_image_pixels`) before it decodes, and a JPEG's scan count against
+`dataset.decode.max_jpeg_scans` (engine/data/image_header.py). A failure is one line with the
 decoder's own cause, the warnings it gave on the way appended.
 """
 
@@ -208,7 +208,7 @@ def sample_errors(path: str, index: int, label: str | None) -> Iterator[None]:
             f"cannot decode sample {index}{'' if label is None else f' (class {label!r})'} from "
             f"{shown(path)}: "
             f"{describe_error(err)}. "
-            f"{lead} it from the dataset listing, or set dataset.on_error=skip to leave "
+            f"{lead} it from the dataset listing, or set dataset.decode.on_error=skip to leave "
             "unreadable files out (listed in bad_samples.csv)."
         ) from err
 

@@ -1,17 +1,17 @@
-"""Decoding in the main process (`dataset.decode_device=main|cuda`): the workers read each
+"""Decoding in the main process (`dataset.decode.device=main|cuda`): the workers read each
 JPEG's bytes and draw its crop, the main process decodes the whole batch with one TorchCodec
 call on the device (batched nvJPEG on a GPU) and resamples every crop in one op
 (engine/data/batched_geometry.py). A GPU then decodes and crops what would cost the CPUs most,
 and the workers only read files and headers.
 
-A worker checks the image's declared size against `dataset.max_image_pixels` and a JPEG's scans
-against `dataset.max_jpeg_scans` before it sends anything (the batched decode has no such
+A worker checks the image's declared size against `dataset.decode.max_image_pixels` and a JPEG's scans
+against `dataset.decode.max_jpeg_scans` before it sends anything (the batched decode has no such
 guard), and draws the sample's crop box and flip from the run's per-sample RNG
 (engine/data/seeded.py) on the image's upright size, as the per-sample pipeline draws them: the
 same seed gives the same crops on every decode device. Other formats than JPEG are decoded in
 the worker (the engine's decoder: its guards, Pillow's formats) and join the batch as pixels.
 When the batched call fails, each JPEG is decoded alone to name the file that broke it, which
-stops the run (`dataset.on_error=raise`) or is left out and listed in bad_samples.csv
+stops the run (`dataset.decode.on_error=raise`) or is left out and listed in bad_samples.csv
 (`skip`).
 """
 
@@ -73,15 +73,15 @@ class EncodedBatch(NamedTuple):
 
 
 def check_decode_device(value: str) -> str:
-    """`dataset.decode_device`, checked (a GPU must be there for cuda)."""
+    """`dataset.decode.device`, checked (a GPU must be there for cuda)."""
     if value not in DECODE_DEVICES:
         raise ValueError(
-            f"dataset.decode_device={value!r}: expected one of {DECODE_DEVICES} (cpu = the "
+            f"dataset.decode.device={value!r}: expected one of {DECODE_DEVICES} (cpu = the "
             "workers decode; main = the main process, a batch at once; cuda = the GPU)."
         )
     if value == "cuda" and not torch.cuda.is_available():
         raise ValueError(
-            "dataset.decode_device=cuda: no CUDA device here; use dataset.decode_device=cpu "
+            "dataset.decode.device=cuda: no CUDA device here; use dataset.decode.device=cpu "
             "(or main, the same batched path on the CPU)."
         )
     return value
@@ -164,10 +164,10 @@ def decoder_turns_upright(device: torch.device) -> bool:
 @dataclass
 class BatchDecoder:
     """Decodes `EncodedBatch`es on `device` and resamples each sample's crop (`geometry`,
-    engine/data/batched_geometry.py) into one uint8 batch; `skip` (dataset.on_error=skip)
+    engine/data/batched_geometry.py) into one uint8 batch; `skip` (dataset.decode.on_error=skip)
     leaves unreadable samples out, named by their `classes` in bad_samples.csv; `max_pixels`
-    and `max_scans` are the limits of a JPEG decoded alone (dataset.max_image_pixels,
-    dataset.max_jpeg_scans). `seconds` sums the main process's time in the decode and the
+    and `max_scans` are the limits of a JPEG decoded alone (dataset.decode.max_image_pixels,
+    dataset.decode.max_jpeg_scans). `seconds` sums the main process's time in the decode and the
     resample (`transform`) since `take_seconds` last read it, for the limiting-stage line."""
 
     device: torch.device
@@ -215,7 +215,7 @@ class BatchDecoder:
     def _error(self, batch: EncodedBatch, i: int, reason: str) -> SampleError:
         return SampleError(
             f"cannot decode sample {batch.indices[i]} from {shown(batch.names[i])}: {reason}. "
-            "Fix or remove the file, or set dataset.on_error=skip to leave unreadable files "
+            "Fix or remove the file, or set dataset.decode.on_error=skip to leave unreadable files "
             "out (listed in bad_samples.csv)."
         )
 
@@ -343,7 +343,7 @@ class DecodingLoader(DataLoader):
 
 
 class DecodingSkippingLoader(SkippingLoader):
-    """`DecodingLoader` under dataset.on_error=skip: what fails to decode joins the delivery's
+    """`DecodingLoader` under dataset.decode.on_error=skip: what fails to decode joins the delivery's
     bad samples before the ledger takes them (engine/data/bad_samples.py)."""
 
     decoder: BatchDecoder

@@ -1,6 +1,6 @@
 """What an encoded image declares before any pixel is decoded: its format and size.
 
-The pixel limit (`dataset.max_image_pixels`) is checked against these declared sizes, so a
+The pixel limit (`dataset.decode.max_image_pixels`) is checked against these declared sizes, so a
 file whose header claims 65500 x 65500 pixels is refused before a decoder allocates 13 GB.
 JPEG headers are read here, the way libjpeg reads them (the first frame header before the
 scan); every other format is identified by Pillow, which reads only the header on `open` (AVIF
@@ -12,7 +12,7 @@ progressive file of thousands of near-empty scans takes minutes ("Two Issues wit
 Standard", libjpeg-turbo.org). libjpeg-turbo leaves the guard to the application
 (TurboJPEG's TJPARAM_SCANLIMIT, djpeg -maxscans: no limit by default) and its own decompress
 fuzzer sets it to 100 (fuzz/decompress.cc); encoders write ~10 (jpegtran's progressive
-script: 10 for colour, 6 for grey), so past `dataset.max_jpeg_scans` (default MAX_JPEG_SCANS)
+script: 10 for colour, 6 for grey), so past `dataset.decode.max_jpeg_scans` (default MAX_JPEG_SCANS)
 a JPEG is refused before decoding.
 """
 
@@ -27,7 +27,7 @@ import numpy as np
 import pillow_heif
 from PIL import Image
 
-# Pillow's own default (PIL.Image.MAX_IMAGE_PIXELS): the default of dataset.max_image_pixels
+# Pillow's own default (PIL.Image.MAX_IMAGE_PIXELS): the default of dataset.decode.max_image_pixels
 PILLOW_MAX_PIXELS = 89_478_485
 JPEG_MAGIC = b"\xff\xd8"
 # Start-of-frame markers (baseline, progressive, lossless, arithmetic): they carry the size.
@@ -36,7 +36,7 @@ _NO_LENGTH = {0x01, *range(0xD0, 0xD8)}  # TEM and RST0-7: markers without a seg
 _SOS, _EOI = 0xDA, 0xD9
 # The marker that ends a scan's entropy-coded data (stuffed 0xFF00 and RST0-7 lie within it)
 _SCAN_END = re.compile(rb"\xff+[^\x00\xd0-\xd7\xff]")
-# The default of dataset.max_jpeg_scans: libjpeg-turbo's fuzzer's TJPARAM_SCANLIMIT; real files
+# The default of dataset.decode.max_jpeg_scans: libjpeg-turbo's fuzzer's TJPARAM_SCANLIMIT; real files
 # have ~10
 MAX_JPEG_SCANS = 100
 
@@ -51,11 +51,11 @@ pillow_heif.register_heif_opener()
 
 
 class ImageTooLarge(ValueError):
-    """An image declares more pixels than `dataset.max_image_pixels` allows."""
+    """An image declares more pixels than `dataset.decode.max_image_pixels` allows."""
 
 
 class TooManyScans(ValueError):
-    """A JPEG holds more scans than `dataset.max_jpeg_scans` allows: a decode would take
+    """A JPEG holds more scans than `dataset.decode.max_jpeg_scans` allows: a decode would take
     minutes."""
 
 
@@ -65,8 +65,8 @@ class UnknownFormat(ValueError):
 
 def _too_large(declared: str, max_pixels: int) -> ImageTooLarge:
     return ImageTooLarge(
-        f"it declares {declared}, more than dataset.max_image_pixels={max_pixels:,} (a "
-        "decompression bomb, or a real image that large: raise dataset.max_image_pixels if you "
+        f"it declares {declared}, more than dataset.decode.max_image_pixels={max_pixels:,} (a "
+        "decompression bomb, or a real image that large: raise dataset.decode.max_image_pixels if you "
         "trust it)"
     )
 
@@ -147,9 +147,9 @@ def check_scans(data: bytes, max_scans: int | None = MAX_JPEG_SCANS) -> None:
         return
     if jpeg_scans(data, max_scans) > max_scans:
         raise TooManyScans(
-            f"it holds more than {max_scans:,} scans (dataset.max_jpeg_scans={max_scans:,}; a "
+            f"it holds more than {max_scans:,} scans (dataset.decode.max_jpeg_scans={max_scans:,}; a "
             "progressive JPEG has about 10): this many make the decoder run for minutes, a "
-            "decompression bomb; raise dataset.max_jpeg_scans if this file is genuine"
+            "decompression bomb; raise dataset.decode.max_jpeg_scans if this file is genuine"
         )
 
 

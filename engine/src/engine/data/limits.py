@@ -4,7 +4,7 @@ Workers hand each batch to the main process through shared memory (/dev/shm on L
 torch's default `file_descriptor` strategy every shared tensor in flight also holds an open
 file. Both limits are checked before the first batch, and a warning says what to change.
 Batch sizes are estimated from the first sample of the first few that reads: an unreadable
-one is the loader's to report (as `dataset.on_error` says, and mode=validate's scan lists it),
+one is the loader's to report (as `dataset.decode.on_error` says, and mode=validate's scan lists it),
 not this estimate's to stop the run over in the main process.
 """
 

@@ -97,7 +97,7 @@ def build_loaders(
 ) -> tuple[DataLoader, DataLoader]:
     """Train loader from resolved `settings` and the sampler group's order; val loader: same
     knobs, in order, no drop (with `val_limit`, that many samples spread over the classes).
-    With dataset.on_error=skip, unreadable samples are listed in `report_dir`/bad_samples.csv.
+    With dataset.decode.on_error=skip, unreadable samples are listed in `report_dir`/bad_samples.csv.
     In a distributed job both yield only rank `rank`'s share (engine/data/sharding.py).
     `tag_train`: train batches carry their samples' ids (engine/data/sample_ids.py);
     `time_train`: their stage times (engine/measure/stages.py)."""
@@ -229,9 +229,9 @@ def make_loader(
     if decode_on != "cpu":  # the workers send encoded images (engine/data/encoded.py)
         if collate is not None:
             raise ValueError(
-                f"dataset.decode_device={decode_on} sends encoded images, which "
+                f"dataset.decode.device={decode_on} sends encoded images, which "
                 "loader.collate_fn cannot stack: unset loader.collate_fn, or decode in the "
-                "workers (dataset.decode_device=cpu)."
+                "workers (dataset.decode.device=cpu)."
             )
         collate = encoded_collate
         # the split's crops as one batched op; a step without one is refused here, at start

@@ -27,5 +27,5 @@ def max_file_bytes(max_pixels: int | None) -> int | None:
 def read_regular_file(path: str | os.PathLike[str], max_bytes: int | None) -> bytes:
     """The bytes of the regular file `path`; anything else (FIFO, device, socket, folder) or a
     file over `max_bytes` raises `ValueError` before a blocking open or a large read."""
-    limit = "an image within dataset.max_image_pixels can take"
+    limit = "an image within dataset.decode.max_image_pixels can take"
     return regular_file_bytes(path, max_bytes, "an image file", limit)

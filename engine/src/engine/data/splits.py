@@ -74,6 +74,6 @@ def build_split(
 def input_shape(dataset: Dataset) -> tuple[int, ...]:
     """Shape of one model input, read off the first readable sample (after its transform)."""
     for sample in dataset:  # type: ignore[attr-defined]  # map-style: through __getitem__
-        if not isinstance(sample, BadSample):  # dataset.on_error=skip: an unreadable file
+        if not isinstance(sample, BadSample):  # dataset.decode.on_error=skip: an unreadable file
             return tuple(sample[0].shape)
     raise ValueError("dataset: no sample could be read to find the input shape (all unreadable).")

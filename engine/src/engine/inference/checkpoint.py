@@ -6,7 +6,7 @@ A checkpoint may come from elsewhere: `read_checkpoint`, which all three go thro
 as hostile input. Its config may not run a command nor reach the network (`pipe:` sources and
 URLs are refused, downloads turned off with a note) unless the command line sets that key;
 its counts and weights must be ones train.py writes; and `run_config` takes the limits
-(`dataset.max_image_pixels`, `dataset.max_jpeg_scans`) from this run's config, never from the
+(`dataset.decode.max_image_pixels`, `dataset.decode.max_jpeg_scans`) from this run's config, never from the
 checkpoint's."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from engine.config.tree import FILLED_FROM_DATA
+from engine.data.decode_policy import move_old_keys
 from engine.data.image_header import PILLOW_MAX_PIXELS
 from engine.data.shards.sources import kind
 from engine.inference.moved_targets import moved_targets
@@ -59,7 +60,7 @@ OFFLINE: dict[str, tuple[str | tuple[str, ...], Any]] = {
 }
 # A dataset's limits: a run on a checkpoint takes them from its own config (or the dataset
 # kind's default), never from the checkpoint's, whose `null` would lift them.
-LIMITS = ("max_image_pixels", "max_jpeg_scans", "max_row_group_bytes")
+LIMITS = ("decode.max_image_pixels", "decode.max_jpeg_scans", "max_row_group_bytes")
 # Settings of a transform that make an image side (torchvision.transforms.v2's Resize and
 # crops, Pad, ...): a saved one past the pixel limit would ask the allocator for terabytes.
 SIDES = ("size", "max_size", "min_size", "target_size", "crop_size", "resize_size", "padding")
@@ -348,7 +349,7 @@ def read_checkpoint(
 
 def image_sides(transforms: Any, limit: int | None, file: Path) -> None:
     """Refuse a transform in `transforms` (a saved config's) that makes an image side whose
-    square is past the pixel `limit` (dataset.max_image_pixels, at least Pillow's default:
+    square is past the pixel `limit` (dataset.decode.max_image_pixels, at least Pillow's default:
     a small limit on inputs does not forbid resizing them up; None: no limit), naming `file`
     and the key: a saved Resize(size=10**6) asked the allocator for 3 TB at the first image."""
     if limit is None:
@@ -361,8 +362,8 @@ def image_sides(transforms: Any, limit: int | None, file: Path) -> None:
                 raise CheckpointError(
                     f"{file}: its saved {path}.{name}={node[name]!r} makes images of "
                     f"{max(sides) ** 2:,} pixels, past the limit of {limit:,} "
-                    "(dataset.max_image_pixels): its config was changed after training, or "
-                    "(mode=eval, mode=predict) set a larger dataset.max_image_pixels."
+                    "(dataset.decode.max_image_pixels): its config was changed after training, or "
+                    "(mode=eval, mode=predict) set a larger dataset.decode.max_image_pixels."
                 )
 
 
@@ -385,6 +386,7 @@ def run_config(
     everything else from `cfg`. The data's values (`data`: classes, input shape) always stay
     the checkpoint's; the dataset's limits (`LIMITS`) are this run's (`_own_limits`)."""
     current = OmegaConf.to_container(cfg, resolve=True)
+    move_old_keys(saved.get("dataset"), f"{file}'s saved config (mapped on read)")
     merged = copy.deepcopy(current)
     for section in CARRIED:
         merged[section] = copy.deepcopy(saved[section])  # type: ignore[index]
@@ -422,27 +424,24 @@ def _own_limits(
     ours = current.get("dataset")
     for path, node in _nodes(merged.get("dataset"), "dataset"):
         for name in LIMITS:
-            key = f"{path}.{name}"
-            if name not in node or given(key, overrides):
+            key, saved = f"{path}.{name}", _lookup(node, name)
+            if saved is _MISSING or given(key, overrides):
                 continue
             value = _lookup(current, key)
             if value is _MISSING and isinstance(ours, dict):
-                value = ours.get(name, _MISSING)
-            if value is not _MISSING and node[name] == value:
+                value = _lookup(ours, name)
+            if value is not _MISSING and saved == value:
                 continue
             log.warning(
                 "%s: its saved %s=%r is not taken (a checkpoint never sets a limit): this "
                 "run's %s applies; set %s on the command line to change it.",
                 file,
                 key,
-                node[name],
+                saved,
                 "dataset kind's default" if value is _MISSING else repr(value),
                 key,
             )
-            if value is _MISSING:
-                del node[name]
-            else:
-                node[name] = value
+            _set(node, name, None if value is _MISSING else value, delete=value is _MISSING)
 
 
 def _lookup(tree: dict[str, Any], dotted: str) -> Any:

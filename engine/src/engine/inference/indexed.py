@@ -1,5 +1,5 @@
 """Samples that keep their index through the loader, so every output of an eval or predict pass
-names its file, also when dataset.on_error=skip leaves unreadable samples out of a batch."""
+names its file, also when dataset.decode.on_error=skip leaves unreadable samples out of a batch."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class Indexed(DatasetWrapper):
     """Wraps a map-style dataset: a sample comes as (sample, index), a batch of
     `returns_batches` datasets as (batch, indices); a `BadSample` passes as it is (the skip
     machinery drops it). Attributes pass through, but one: an eval or predict pass decodes in
-    its workers whatever dataset.decode_device says (its batches carry their indices, and one
+    its workers whatever dataset.decode.device says (its batches carry their indices, and one
     pass gains little from a batched decode)."""
 
     decode_device = "cpu"
@@ -56,7 +56,7 @@ def indexed_loader(
     dataset: Dataset, settings: LoaderSettings, split: str, report_dir: Path
 ) -> DataLoader:
     """A loader over every sample of `dataset` in order, batches ending with their indices;
-    unreadable samples follow dataset.on_error (skip: listed in report_dir/bad_samples.csv)."""
+    unreadable samples follow dataset.decode.on_error (skip: listed in report_dir/bad_samples.csv)."""
     collate = settings.collate_fn
     if collate is None:
         collate = already_batched if dataset.returns_batches else default_collate

@@ -13,7 +13,7 @@ from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.datasets.imagefolder import FolderWalk
 from engine.data.decode import IMAGE_SUFFIXES
-from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
+from engine.data.decode_policy import DecodePolicy
 from engine.data.listing import read_csv_rows
 
 
@@ -50,30 +50,18 @@ def list_inputs(given: str | None, path_column: str) -> list[str]:
 
 
 class InputImages(LabelledImageFiles):
-    """Unlabelled image files (every label reads 0), decoded like a dataset's: the same
-    reduced decoding, pixel and scan limits and `on_error` policy (skip: listed in
+    """Unlabelled image files (every label reads 0), decoded like a dataset's: its `decode`
+    policy (reduced decoding, pixel and scan limits, on_error; skip: listed in
     bad_samples.csv)."""
 
     def __init__(
         self,
         paths: Sequence[str],
         transform: Transform | None = None,
-        on_error: str = "raise",
-        max_bad_fraction: float = 0.01,
-        reduced_decode: bool = True,
-        max_image_pixels: int | None = PILLOW_MAX_PIXELS,
-        max_jpeg_scans: int | None = MAX_JPEG_SCANS,
+        decode: DecodePolicy | None = None,
     ) -> None:
         super().__init__(
-            paths,
-            np.zeros(len(paths), dtype=np.int64),
-            ["(unlabelled)"],
-            transform,
-            on_error,
-            max_bad_fraction,
-            reduced_decode,
-            max_image_pixels,
-            max_jpeg_scans=max_jpeg_scans,
+            paths, np.zeros(len(paths), dtype=np.int64), ["(unlabelled)"], transform, decode
         )
 
     def label_name(self, index: int) -> str | None:

@@ -254,7 +254,7 @@ def load_model(
     classes. `threshold` (multi-label only) replaces the saved metrics.threshold (0.5 when it
     has none); `model.labeller.threshold = 0.3` changes it later. `max_image_pixels` and
     `max_jpeg_scans` (None: no limit) bound the files `model.preprocess` reads, as
-    dataset.max_image_pixels and dataset.max_jpeg_scans bound a training's. Works from any working
+    dataset.decode.max_image_pixels and dataset.decode.max_jpeg_scans bound a training's. Works from any working
     directory: the project (`project_root`; by default $PROJECT_ROOT, else the working
     directory or a folder above it holding conf/config.yaml, else the checkout this engine is
     imported from) is put on sys.path for the template's `src.*` targets. The code always

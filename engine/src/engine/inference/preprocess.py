@@ -107,7 +107,7 @@ def _from_file(path: str | os.PathLike, index: int, limits: tuple[int | None, ..
     except Exception as err:  # re-raised with the index and the file
         cause = err.strerror if isinstance(err, OSError) and err.strerror else describe_error(err)
         if isinstance(err, ImageTooLarge | TooManyScans):
-            cause = cause.replace("dataset.", "load_model's ")
+            cause = cause.replace("dataset.decode.", "load_model's ")
         raise SampleError(
             f"model.preprocess: cannot read image {index} from {shown(path)}: {cause}."
         ) from err

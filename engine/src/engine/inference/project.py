@@ -98,7 +98,8 @@ def missing_project(file: Path) -> CheckpointError:
 def _spec_folder(spec: ModuleSpec) -> Path | None:
     """The sys.path folder a top-level module of `spec` is imported from (a package's first
     folder's parent), or None when it has no file."""
-    files = spec.submodule_search_locations or ([spec.origin] if spec.has_location else [])
+    files = list(spec.submodule_search_locations or [])  # a namespace package's too
+    files = files or ([spec.origin] if spec.has_location and spec.origin else [])
     where = next(iter(files), None)
     return Path(where).resolve().parent if where else None
 
@@ -118,6 +119,18 @@ def _taken(name: str) -> dict[str, ModuleType]:
 _SET_ASIDE: dict[tuple[Path, str], dict[str, ModuleType]] = {}
 
 
+def _imported_from(name: str) -> Path | None:
+    """The folder an imported namespace package `name` was first imported from, as its
+    imported submodules' files show (its own __path__ is recomputed from sys.path)."""
+    for key, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if key.startswith(f"{name}.") and file:
+            depth = key.count(".") - 1 + file.endswith("__init__.py")  # up to the package `name`
+            package = Path(file).resolve().parents[depth]
+            return package.parent if package.name == name else None
+    return None
+
+
 def _refuse_shadowed_namespaces(root: Path, names: set[str]) -> None:
     """A package of the project with no __init__.py (a namespace package) loses to a regular
     package of its name anywhere on sys.path, or to one imported already: Python would build
@@ -128,6 +141,8 @@ def _refuse_shadowed_namespaces(root: Path, names: set[str]) -> None:
         module = sys.modules.get(name)
         spec = module.__spec__ if module is not None else importlib.util.find_spec(name)
         where = _spec_folder(spec) if spec is not None else None
+        if module is not None and spec is not None and spec.origin is None:
+            where = _imported_from(name) or where  # a namespace's path follows sys.path
         if where is not None and where != root.resolve():
             raise CheckpointError(
                 f"project_root={root}: its {name}/ has no __init__.py (a namespace package), "

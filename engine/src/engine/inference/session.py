@@ -106,7 +106,8 @@ def open_checkpoint(
     except ConfigError as err:
         raise ConfigError(f"checkpoint {file}: {err}") from None
     transforms = OmegaConf.to_container(run_cfg.transforms)
-    image_sides(transforms, run_cfg.dataset.get("max_image_pixels", PILLOW_MAX_PIXELS), file)
+    pixels = OmegaConf.select(run_cfg, "dataset.decode.max_image_pixels", default=PILLOW_MAX_PIXELS)
+    image_sides(transforms, pixels, file)
     settings = instantiate(run_cfg.trainer)
     device = resolve_device(settings.device)
     fp16 = PRECISIONS.get(str(settings.precision)) is torch.float16

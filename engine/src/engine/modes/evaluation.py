@@ -122,7 +122,7 @@ def evaluate_checkpoint(cfg: DictConfig) -> dict[str, float]:
         _criterion(session, labeller.multi_label),
         f"eval {split}",
     )
-    results = totals.means(split, "check the split's files and dataset.on_error.")
+    results = totals.means(split, "check the split's files and dataset.decode.on_error.")
     report = _multi_label_reports if labeller.multi_label else _single_label_reports
     written = report(cfg, session, outputs, dataset, settings, labeller, results)
     write_json(session.out / "metrics.json", results)

@@ -8,7 +8,7 @@ python train.py mode=predict predict.checkpoint=outputs/runs/2026-05-01/12-00-00
 `label` (the class name), `score` (its probability), then `label_2`, `score_2`, ... up to
 `predict.top_k`. The images go through the training's val transforms, loader settings and
 device path (uint8 batches normalised on the device, its autocast). Unreadable inputs follow
-the checkpoint's dataset.on_error (override it: dataset.on_error=skip): raise stops naming
+the checkpoint's dataset.decode.on_error (override it: dataset.decode.on_error=skip): raise stops naming
 the file, skip leaves it out and lists it in bad_samples.csv.
 
 A multi-label checkpoint (its dataset.multi_label: true) writes `path`, `labels` (every class
@@ -23,9 +23,10 @@ import logging
 from dataclasses import dataclass
 
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from engine.core.io import write_csv, write_json
+from engine.data.decode_policy import DecodePolicy
 from engine.inference.checkpoint import BUILT as EVAL_BUILT
 from engine.inference.inputs import InputImages, list_inputs
 from engine.inference.labeller import Labeller
@@ -34,10 +35,8 @@ from engine.inference.session import open_checkpoint
 
 log = logging.getLogger(__name__)
 
-# dataset.* keys a prediction's decode takes
-DECODING = ("on_error", "max_bad_fraction", "reduced_decode", "max_image_pixels", "max_jpeg_scans")
 # The sections of a checkpoint's config a prediction builds: mode=eval's but the dataset, of
-# which it reads only the DECODING values (a saved shard URL or pipe: is never opened).
+# which it reads only the decode node (a saved shard URL or pipe: is never opened).
 BUILT = tuple(section for section in EVAL_BUILT if section != "dataset")
 MULTI_LABEL_COLUMNS = ["path", "labels", "scores"]
 
@@ -55,6 +54,14 @@ class PredictSettings:
     def __post_init__(self) -> None:
         if self.top_k < 1:
             raise ValueError(f"predict.top_k={self.top_k}: expected an int >= 1.")
+
+
+def decoding(dataset: DictConfig) -> DecodePolicy:
+    """The checkpoint's dataset.decode (the kind's default where it has none), decoded in the
+    loader workers: a prediction's inputs are files, whatever device the training decoded on."""
+    node = OmegaConf.to_container(dataset.get("decode") or {}, resolve=True)
+    given = {k: v for k, v in node.items() if k not in ("_target_", "device")}  # type: ignore[union-attr]
+    return DecodePolicy(**given)
 
 
 def columns(top_k: int) -> list[str]:
@@ -114,9 +121,8 @@ def predict(cfg: DictConfig) -> dict[str, float]:
             f"predict.checkpoint: its model takes inputs of shape {shape}, not images, and "
             "mode=predict reads image files; measure it with mode=eval on its dataset instead."
         )
-    decoding = {k: session.cfg.dataset[k] for k in DECODING if k in session.cfg.dataset}
     paths = list_inputs(settings.input, settings.path_column)
-    images = InputImages(paths, session.pipelines.val, **decoding)
+    images = InputImages(paths, session.pipelines.val, decoding(session.cfg.dataset))
     loader = session.loader(images, "predict")
     outputs = run_pass(
         session.model, loader, session.mover(loader), session.precision, desc="predict"
@@ -127,7 +133,7 @@ def predict(cfg: DictConfig) -> dict[str, float]:
         k = min(settings.top_k, len(session.classes))
         header, rows = columns(k), _top_k_rows(outputs, paths, session.classes, k)
     write_csv(session.out / "predictions.csv", header, rows)
-    ledger = getattr(loader, "bad_samples", None)  # a SkippingLoader (dataset.on_error=skip)
+    ledger = getattr(loader, "bad_samples", None)  # a SkippingLoader (dataset.decode.on_error=skip)
     metrics = {
         "predict/samples": float(len(rows)),
         "predict/unreadable": float(ledger.count if ledger is not None else 0),

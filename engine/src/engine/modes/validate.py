@@ -1,5 +1,5 @@
 """`mode=validate`: decode every train and val file once, in parallel, and list the unreadable
-ones in bad_samples.csv (no model, no training). Fails past `dataset.max_bad_fraction`. A
+ones in bad_samples.csv (no model, no training). Fails past `dataset.decode.max_bad_fraction`. A
 worker that stalls past `loader.timeout` or dies is named with the files it was reading, as in
 a training (engine/data/in_flight.py)."""
 

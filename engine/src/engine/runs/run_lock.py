@@ -58,7 +58,12 @@ SWEEP_FILES = frozenset(
 )  # fmt: skip
 MULTIRUN = "a multirun"  # the writer of a sweep dir's mark
 HYDRAS = frozenset({".hydra"})  # what Hydra writes into a run dir before the run acts
-SAVED_MODE = re.compile(r"^mode: *['\"]?(\w+)['\"]? *$", re.MULTILINE)  # in .hydra/config.yaml
+SAVED_MODE = re.compile(r"^mode: *['\"]?(\w+)['\"]?\s*$", re.MULTILINE)  # in .hydra/config.yaml
+# The files that show which mode wrote a run dir, first match wins (a training's own first)
+WRITTEN_BY = (
+    ("checkpoints", "train"), ("history.csv", "train"), ("predictions.csv", "predict"),
+    ("inspect.json", "inspect"), ("per_class.csv", "eval"), ("hardest.csv", "eval"),
+)  # fmt: skip
 SAVED_CONFIG_BYTES = 2**24  # a run's .hydra/config.yaml: its whole config
 # the raw hydra.sweep.subdir of a multirun must name the job, or every job gets one folder
 JOB_FIELDS = ("hydra.job.num", "hydra.job.id", "hydra.job.override_dirname")
@@ -87,8 +92,12 @@ def log_name(hydra: DictConfig) -> frozenset[str]:
 
 def _saved_writer(folder: Path) -> str:
     """The writer of a run dir whose .run.lock names none (written before marks named their
-    writer, or unreadable): the mode in the config Hydra saved there, else the engine's
-    default mode (train)."""
+    writer, or unreadable): the mode its own files show (WRITTEN_BY: a training's
+    checkpoints, an evaluation's per_class.csv, ...), else the mode in the config Hydra saved
+    there, else the engine's default mode (train)."""
+    shown = next((mode for name, mode in WRITTEN_BY if os.path.lexists(folder / name)), None)
+    if shown is not None:
+        return writer_of(shown)
     try:
         text = regular_file_bytes(folder / ".hydra" / "config.yaml", SAVED_CONFIG_BYTES, "")
     except (OSError, ValueError):
@@ -115,7 +124,7 @@ def refuse_users_files(
         fix += (
             f", or move those entries out (a {run}'s folder whose {lock} was deleted: touch {mark})"
         )
-    elif folder.is_dir() and (mark.is_symlink() or not mark.is_file()):
+    elif folder.is_dir() and folder_mark.mark_problem(mark, writer) is not None:
         fix = f"remove {mark}, or {fix}"
     raise UsersFolder(f"{key}: {problem}; {fix}.")
 
@@ -218,15 +227,31 @@ def claim_job_dir(mode: str) -> None:
 
 def log_file(path: str, mode: str) -> str:
     """`${run_log:PATH,${mode}}`, the run's log file as engine/conf/hydra/job_logging names it:
-    PATH, once the run dir is claimed for a run of `mode`. Hydra opens that file (and then writes .hydra/) before a
-    callback or train.py can act, so this is where a second run is stopped before it
-    writes; it exits (SystemExit: the one line on stderr, status 1), which also ends a
-    multirun at the job that would share a folder."""
+    PATH, once the run dir is claimed for a run of `mode`. Hydra opens that file (and then
+    writes .hydra/) before a callback or train.py can act, so this is where a second run is
+    stopped before it writes; it exits (SystemExit: the one line on stderr, status 1), which
+    also ends a multirun at the job that would share a folder."""
+    _claimed_or_exit(mode)
+    return path
+
+
+def _claimed_or_exit(mode: str) -> None:
     try:
         claim_job_dir(mode)
     except RunDirInUse as err:
         raise SystemExit(str(err)) from None
-    return path
+
+
+def config_subdir(mode: str) -> str | None:
+    """`${run_subdir:${mode}}`, hydra.output_subdir as engine/conf/engine.yaml sets it: `.hydra`
+    on rank 0 once the run dir is claimed for a run of `mode` (None, no copy, on the other
+    ranks). Hydra reads it right before it writes .hydra/ into the dir, also when no log file
+    claimed the dir first (hydra/job_logging=disabled), so an old training's dir given to a
+    multirun's eval job is refused before its .hydra/config.yaml is written over."""
+    if launch_rank() != 0:
+        return None
+    _claimed_or_exit(mode)
+    return ".hydra"
 
 
 @contextmanager

@@ -200,7 +200,7 @@ def gather_objects(obj: Any) -> list[Any]:
 
 
 def share_bad_samples(*loaders: Any) -> None:
-    """Under DDP with dataset.on_error=skip: every rank's unreadable samples into every
+    """Under DDP with dataset.decode.on_error=skip: every rank's unreadable samples into every
     rank's ledger (rank 0 lists them in bad_samples.csv), then the split-wide limit check."""
     if not dist.is_initialized():
         return

@@ -5,7 +5,7 @@ it (`h2d`) instead of stepping. When the copy takes longer than the wait (or, co
 the step on a side stream, longer than the step) it is the limit. When the wait is far more
 than the workers' timed stages can explain, the time goes to something untimed (start-up,
 a read the dataset does not mark, the queue), said as such, unless the main process's own
-batched decode and crops (dataset.decode_device=main|cuda) fill it. Else the workers' slowest
+batched decode and crops (dataset.decode.device=main|cuda) fill it. Else the workers' slowest
 stage per sample is."""
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def _untimed_fixes(loader: DataLoader) -> list[str]:
 
 
 def _batched_limit(loader: DataLoader, wait: float, idle: float) -> Limit | None:
-    """The main process's batched decode and crops (dataset.decode_device=main|cuda,
+    """The main process's batched decode and crops (dataset.decode.device=main|cuda,
     engine/data/encoded.py) when they take most of the wait for a batch; None otherwise."""
     decoder = getattr(loader, "decoder", None)
     if decoder is None:
@@ -139,10 +139,10 @@ def _batched_limit(loader: DataLoader, wait: float, idle: float) -> Limit | None
     fixes = (
         []
         if on_gpu or not torch.cuda.is_available()
-        else ["decode on the GPU: dataset.decode_device=cuda (batched nvJPEG and crops there)"]
+        else ["decode on the GPU: dataset.decode.device=cuda (batched nvJPEG and crops there)"]
     )
     fixes.append(
-        "decode in the workers, in parallel: dataset.decode_device=cpu with loader.num_workers "
+        "decode in the workers, in parallel: dataset.decode.device=cpu with loader.num_workers "
         f"toward the {available_cpus()} usable cores (or loader.num_workers=auto to measure)"
     )
     return Limit("batched decode", line, fixes, idle)

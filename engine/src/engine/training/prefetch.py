@@ -36,7 +36,7 @@ class CudaSideStream:
 
     def move(self, mover: BatchMover, batch: Any) -> DeviceBatch:
         on_device = [t for t in batch if isinstance(t, torch.Tensor) and t.is_cuda]
-        if on_device:  # decoded on the GPU (dataset.decode_device=cuda), on the compute stream
+        if on_device:  # decoded on the GPU (dataset.decode.device=cuda), on the compute stream
             self.stream.wait_stream(torch.cuda.current_stream(self.stream.device))
             for tensor in on_device:
                 tensor.record_stream(self.stream)

@@ -11,15 +11,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from engine.core.bounds import Fraction, Pixels, Positive
-from engine.data.bad_samples import BadSample, check_policy
+from engine.data.bad_samples import BadSample
 from engine.data.cache_store import DATA_FILES, data_file, is_jpeg_quality, open_cache
 from engine.data.datasets.base import MapDataset, Transform
 from engine.data.decode import SampleError, decode_jpeg_rgb, describe_error
+from engine.data.decode_policy import DecodePolicy
 from engine.data.image_header import (
     JPEG_MAGIC,
-    MAX_JPEG_SCANS,
-    PILLOW_MAX_PIXELS,
     check_pixels,
     check_scans,
     jpeg_size,
@@ -72,14 +70,11 @@ class CachedImages(MapDataset):
         check_sources: bool = True,
         encoding: str | None = None,
         jpeg_quality: int | None = None,
-        on_error: str = "raise",
-        max_bad_fraction: Fraction = 0.01,
-        max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
-        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
+        decode: DecodePolicy | None = None,
     ) -> None:
-        check_policy(on_error, max_bad_fraction)
-        self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
-        self.max_image_pixels, self.max_jpeg_scans = max_image_pixels, max_jpeg_scans
+        decode = (decode or DecodePolicy()).only_in_workers("cache")
+        self.on_error, self.max_bad_fraction = decode.on_error, decode.max_bad_fraction
+        self.max_image_pixels, self.max_jpeg_scans = decode.max_image_pixels, decode.max_jpeg_scans
         if encoding not in (None, *DATA_FILES):
             raise ValueError(
                 f"dataset.encoding={encoding!r}: expected null (any) or one of "
@@ -144,7 +139,7 @@ class CachedImages(MapDataset):
                 f"{self._data_file}, cached from {self.get_filename(index)}: {reason}. Rebuild "
                 f"the cache: python train.py mode=cache cache.dir={self.folder.parent} "
                 "cache.rebuild=true (with the dataset and cache settings it was built from), or "
-                "set dataset.on_error=skip to leave damaged entries out (listed in "
+                "set dataset.decode.on_error=skip to leave damaged entries out (listed in "
                 "bad_samples.csv)."
             ) from err
         if self.transform is not None:

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.bounds import Fraction, Pixels, Positive
 from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
-from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
+from engine.data.decode_policy import DecodePolicy
 from engine.data.listing import (
     RootGuard,
     class_list,
@@ -56,16 +55,11 @@ class CsvDataset(LabelledImageFiles):
         classes: Sequence[str] | None = None,
         check_files: bool = True,
         csv_encoding: str = "utf-8",
-        on_error: str = "raise",
-        max_bad_fraction: Fraction = 0.01,
-        reduced_decode: bool = True,
-        max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
-        decode_device: str = "cpu",
+        decode: DecodePolicy | None = None,
         multi_label: bool = False,
         label_separator: str = "|",
         label_columns: Sequence[str] | None = None,
         allow_empty_labels: bool = True,
-        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
     ) -> None:
         if classes is not None:  # fixed (dataset.classes), or the train split's (val, test)
             classes = unique_classes(classes, multi_label=multi_label)
@@ -177,12 +171,7 @@ class CsvDataset(LabelledImageFiles):
             targets,
             classes,
             transform,
-            on_error,
-            max_bad_fraction,
-            reduced_decode,
-            max_image_pixels,
-            decode_device,
-            max_jpeg_scans,
+            decode,
         )
 
     @staticmethod

@@ -8,12 +8,11 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from engine.core.bounds import Fraction, Pixels, Positive
-from engine.data.bad_samples import BadSample, check_policy
+from engine.data.bad_samples import BadSample
 from engine.data.datasets.base import MapDataset, Transform
 from engine.data.decode import SampleError, describe_error, load_sample, sample_errors
-from engine.data.encoded import Encoded, check_decode_device, encode_sample
-from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
+from engine.data.decode_policy import DecodePolicy
+from engine.data.encoded import Encoded, encode_sample
 from engine.data.listing import unique_classes
 from engine.data.safe_read import max_file_bytes, read_regular_file
 from engine.data.targets import is_multi_hot, label_text
@@ -27,14 +26,15 @@ class LabelledImageFiles(MapDataset):
     int64 array (multi-label: a uint8 N x classes array, each sample's label then a float32
     multi-hot tensor), so forked workers share them without copy-on-read growth (no per-sample
     Python objects).
-    With `on_error="skip"` an unreadable file gives a `BadSample` record instead of an error
-    (see engine/data/bad_samples.py); `max_bad_fraction` bounds how many a split may have.
-    With `reduced_decode`, JPEGs at least twice the size the transform's first Resize asks for
-    are decoded at 1/2, 1/4 or 1/8 scale (engine/data/decode.py). An image declaring more than
+    `decode` (engine/data/decode_policy.py) says how the files are read: with
+    `on_error="skip"` an unreadable file gives a `BadSample` record instead of an error (see
+    engine/data/bad_samples.py), `max_bad_fraction` bounds how many a split may have; with
+    `reduced`, JPEGs at least twice the size the transform's first Resize asks for are decoded
+    at 1/2, 1/4 or 1/8 scale (engine/data/decode.py); an image declaring more than
     `max_image_pixels` pixels, or a JPEG of more than `max_jpeg_scans` scans (None: no limit),
-    is unreadable, refused before it is decoded.
-    With `decode_device` main or cuda, a loader's workers send each JPEG's bytes undecoded,
-    with its crop (`sends_encoded`, set by the loader: engine/data/encoded.py).
+    is unreadable, refused before it is decoded; with `device` main or cuda, a loader's
+    workers send each JPEG's bytes undecoded, with its crop (`sends_encoded`, set by the
+    loader: engine/data/encoded.py).
     """
 
     files_checkable = True
@@ -45,17 +45,12 @@ class LabelledImageFiles(MapDataset):
         targets: Sequence[int] | np.ndarray,  # N ints, or N x classes 0/1 (multi-label)
         classes: Sequence[str],
         transform: Transform | None = None,
-        on_error: str = "raise",
-        max_bad_fraction: Fraction = 0.01,
-        reduced_decode: bool = True,
-        max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
-        decode_device: str = "cpu",
-        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
+        decode: DecodePolicy | None = None,
     ) -> None:
-        check_policy(on_error, max_bad_fraction)
-        self.decode_device = check_decode_device(decode_device)
-        self.max_image_pixels, self.max_jpeg_scans = max_image_pixels, max_jpeg_scans
-        self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
+        decode = decode or DecodePolicy()
+        self.decode_device = decode.device
+        self.max_image_pixels, self.max_jpeg_scans = decode.max_image_pixels, decode.max_jpeg_scans
+        self.on_error, self.max_bad_fraction = decode.on_error, decode.max_bad_fraction
         self._paths = (
             paths  # already encoded by the listing (no Python object per path on the way)
             if isinstance(paths, np.ndarray) and paths.dtype.kind == "S"
@@ -66,7 +61,7 @@ class LabelledImageFiles(MapDataset):
         self.classes = unique_classes(classes, multi_label=self.multi_label)
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self.transform = transform
-        self.decode_min_side = decode_min_side(transform) if reduced_decode else None
+        self.decode_min_side = decode_min_side(transform) if decode.reduced else None
 
     def __len__(self) -> int:
         return len(self.targets)

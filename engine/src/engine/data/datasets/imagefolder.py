@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.core.bounds import Fraction, Pixels, Positive, Seed, Split
+from engine.core.bounds import Seed, Split
 from engine.core.text import shown
 from engine.data.datasets.base import Transform
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode import IMAGE_SUFFIXES
+from engine.data.decode_policy import DecodePolicy
 from engine.data.holdout import held_out
-from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
 from engine.data.listing import class_name, listed, unique_classes
 
 log = logging.getLogger(__name__)
@@ -330,14 +330,9 @@ class ImageFolderDataset(LabelledImageFiles):
         split: str,
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
-        on_error: str = "raise",
-        max_bad_fraction: Fraction = 0.01,
-        reduced_decode: bool = True,
-        max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
-        decode_device: str = "cpu",
+        decode: DecodePolicy | None = None,
         val_fraction: Split | None = None,
         split_seed: Seed = 0,
-        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
     ) -> None:
         if classes is not None:  # dataset.classes, or the train split's (val, test)
             classes = unique_classes(classes)
@@ -354,10 +349,5 @@ class ImageFolderDataset(LabelledImageFiles):
             targets,
             classes,
             transform,
-            on_error,
-            max_bad_fraction,
-            reduced_decode,
-            max_image_pixels,
-            decode_device,
-            max_jpeg_scans,
+            decode,
         )

@@ -12,9 +12,11 @@ start-up (one column); the image bytes only by the workers, a row group at a tim
 
 from __future__ import annotations
 
+import http.client
 import logging
 import math
 import os
+import urllib.error
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,13 +27,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from engine.core.bounds import Bytes, Count, Fraction, Pixels, Positive, Seconds, Timeout
+from engine.core.bounds import Bytes, Count, Positive, Seconds, Timeout
 from engine.core.text import shown
-from engine.data.bad_samples import BadSample, check_policy
+from engine.data.bad_samples import BadSample
 from engine.data.datasets.base import MapDataset, Transform
 from engine.data.decode import SampleError, decode_image_bytes, describe_error
-from engine.data.encoded import Encoded, check_decode_device, encode_sample
-from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
+from engine.data.decode_policy import DecodePolicy
+from engine.data.encoded import Encoded, encode_sample
 from engine.data.listing import unique_classes
 from engine.data.parquet.files import Folder, Layout, ParquetFileError, read_layout, split_files
 from engine.data.parquet.labels import SplitLabels
@@ -44,6 +46,8 @@ from engine.data.transforms import decode_min_side
 from engine.measure.stages import SUMS
 
 log = logging.getLogger(__name__)
+# what a remote read fails with (an image that does not decode is an OSError too: PIL's)
+NETWORK = (ConnectionError, TimeoutError, http.client.HTTPException, urllib.error.URLError)
 
 MAX_ROW_GROUP_BYTES = 2**30  # the default of dataset.max_row_group_bytes
 OPEN_FILES = 16  # files a worker keeps open (a split may have thousands)
@@ -68,24 +72,19 @@ class ParquetDataset(MapDataset):
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
         shuffle_window: Positive = 1000,
-        on_error: str = "raise",
-        max_bad_fraction: Fraction = 0.01,
-        reduced_decode: bool = True,
-        max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
+        decode: DecodePolicy | None = None,
         max_row_group_bytes: Bytes = MAX_ROW_GROUP_BYTES,
-        decode_device: str = "cpu",
-        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
         retries: Count = 3,
         backoff: Seconds = 1.0,
         read_timeout: Timeout = 60.0,
     ) -> None:
-        check_policy(on_error, max_bad_fraction)
-        self.decode_device = check_decode_device(decode_device)
-        self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
-        self.max_image_pixels, self.shuffle_window = max_image_pixels, int(shuffle_window)
-        self.max_jpeg_scans = max_jpeg_scans
+        decode = decode or DecodePolicy()
+        self.decode_device, on_error = decode.device, decode.on_error
+        self.on_error, self.max_bad_fraction = on_error, decode.max_bad_fraction
+        self.max_image_pixels, self.shuffle_window = decode.max_image_pixels, int(shuffle_window)
+        self.max_jpeg_scans = decode.max_jpeg_scans
         self.image_column, self.transform = image_column, transform
-        self.decode_min_side = decode_min_side(transform) if reduced_decode else None
+        self.decode_min_side = decode_min_side(transform) if decode.reduced else None
         fixed = unique_classes(classes) if classes is not None else None
         folder = Folder(root, Network(retries, backoff, read_timeout))
         if not folder.url and (why := unfinished_write(Path(root))) is not None:
@@ -102,9 +101,9 @@ class ParquetDataset(MapDataset):
             except ParquetFileError as err:
                 if on_error != "skip":
                     raise ParquetFileError(
-                        f"{err} Or set dataset.on_error=skip to leave such files out."
+                        f"{err} Or set dataset.decode.on_error=skip to leave such files out."
                     ) from err
-                log.warning("%s split: left out (dataset.on_error=skip): %s", split, err)
+                log.warning("%s split: left out (dataset.decode.on_error=skip): %s", split, err)
                 self.left_out.append(name)
         if not labels.files:
             raise ParquetFileError(
@@ -213,7 +212,7 @@ class ParquetDataset(MapDataset):
             raise ValueError(f"column {self.image_column!r} holds no image bytes in this row")
         if limit is not None and len(value) > limit:
             raise ValueError(
-                f"{len(value):,} bytes, more than an image within dataset.max_image_pixels can take"
+                f"{len(value):,} bytes, more than an image within dataset.decode.max_image_pixels can take"
             )
         return value
 
@@ -242,14 +241,14 @@ class ParquetDataset(MapDataset):
             raise SampleError(
                 f"cannot decode sample {index} (class {self.label_name(index)!r}) from "
                 f"{shown(self.get_filename(index))}: {describe_error(err)}. {fix} "
-                "dataset.on_error=skip to leave unreadable rows out (listed in bad_samples.csv)."
+                "dataset.decode.on_error=skip to leave unreadable rows out (listed in bad_samples.csv)."
             ) from err
 
     def _from_network(self, err: BaseException | None) -> bool:
         """Whether `err` came from reading a remote file (its message names the server's fix,
         not the file's)."""
         while err is not None:
-            if isinstance(err, ShardError) or (self._folder.url and isinstance(err, OSError)):
+            if isinstance(err, (ShardError, *NETWORK)) and self._folder.url:
                 return True
             err = err.__cause__ or err.__context__
         return False

@@ -23,13 +23,13 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
-from engine.core.bounds import Count, Fraction, Pixels, Positive, Seconds, Timeout
+from engine.core.bounds import Count, Seconds, Timeout
 from engine.core.seeding import derive_seed
 from engine.core.text import shown
-from engine.data.bad_samples import BadSample, check_policy
+from engine.data.bad_samples import BadSample
 from engine.data.datasets.base import StreamDataset, Transform
 from engine.data.decode import SampleError, decode_image_bytes, describe_error
-from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
+from engine.data.decode_policy import DecodePolicy
 from engine.data.listing import unique_classes
 from engine.data.safe_read import max_file_bytes
 from engine.data.sample_ids import Tagged
@@ -80,7 +80,6 @@ class TarShardDataset(StreamDataset):
         shuffle_buffer: Count = 1000,
         seed: int = 0,
         classes_file: str | None = None,
-        max_image_pixels: Pixels | None = PILLOW_MAX_PIXELS,
         transform: Transform | None = None,
         classes: Sequence[str] | None = None,
         manifest: str | None = None,
@@ -91,14 +90,13 @@ class TarShardDataset(StreamDataset):
         retries: Count = 3,
         backoff: Seconds = 1.0,
         read_timeout: Timeout = 60.0,
-        on_error: str = "raise",
-        max_bad_fraction: Fraction = 0.01,
+        decode: DecodePolicy | None = None,
         skip_bad_shards: bool = False,
-        max_jpeg_scans: Positive | None = MAX_JPEG_SCANS,
     ) -> None:
-        check_policy(on_error, max_bad_fraction)
-        self.on_error, self.max_bad_fraction = on_error, max_bad_fraction
-        self.skip_bad_shards = skip_bad_shards and on_error == "skip"
+        decode = (decode or DecodePolicy()).only_in_workers("iterable")
+        self.on_error, self.max_bad_fraction = decode.on_error, decode.max_bad_fraction
+        max_image_pixels = decode.max_image_pixels
+        self.skip_bad_shards = skip_bad_shards and decode.on_error == "skip"
         key = f"dataset.{split}_shards"
         self.shards = expand_shards(train_shards if split == "train" else val_shards, key)
         self.split = split
@@ -106,7 +104,7 @@ class TarShardDataset(StreamDataset):
         self.shuffle_buffer = shuffle_buffer
         self.seed = seed
         self.transform = transform
-        self.max_image_pixels, self.max_jpeg_scans = max_image_pixels, max_jpeg_scans
+        self.max_image_pixels, self.max_jpeg_scans = max_image_pixels, decode.max_jpeg_scans
         self.network = Network(retries, backoff, read_timeout)
         self.rules = Rules(
             split_exts(image_exts, "dataset.image_exts"),
@@ -125,7 +123,7 @@ class TarShardDataset(StreamDataset):
         )
         location, listed = found.location, found.classes
         for entry in entries:  # faults the manifest knows of stop the run here, unless skipped
-            if entry["errors"] and on_error == "raise":
+            if entry["errors"] and self.on_error == "raise":
                 raise ShardError(shown(entry["errors"][0][1]))
             if "error" in entry and not self.skip_bad_shards:
                 raise ShardError(shown(entry["error"]))
@@ -313,7 +311,7 @@ class TarShardDataset(StreamDataset):
             raise SampleError(
                 f"cannot decode {name} (class {self.classes[label]!r}) from "
                 f"dataset.{self.split}_shards: {describe_error(err)}. Fix or remove that member "
-                "and write the shard again, or set dataset.on_error=skip to leave it out."
+                "and write the shard again, or set dataset.decode.on_error=skip to leave it out."
             ) from err
         return self._transformed(image, index, epoch), label
 

@@ -37,7 +37,7 @@ LABEL_LIMIT = 2**31  # class indices are below this (labels are int64 arrays, cl
 @dataclass(frozen=True)
 class Rules:
     """Which members make a sample (dataset.image_exts, label_field, ignore_exts) and the
-    largest member that is read (from dataset.max_image_pixels; None: no limit)."""
+    largest member that is read (from dataset.decode.max_image_pixels; None: no limit)."""
 
     image_exts: tuple[str, ...] = ("jpg", "jpeg", "png", "webp")
     label_field: str | None = None
@@ -75,7 +75,7 @@ class Rules:
                 return None
             return (
                 f"its read broke off under a member size limit of {limits[0]} bytes "
-                f"(dataset.max_image_pixels), now {limits[1]}"
+                f"(dataset.decode.max_image_pixels), now {limits[1]}"
             )
         images, ignored = set(stored["image_exts"]), set(stored["ignore_exts"])
         faulty = entry.get("errors") or "error" in entry
@@ -230,6 +230,6 @@ def _wanted(member: tarfile.TarInfo, shard: str, rules: Rules) -> bool:
     if limit is not None and member.size > limit:
         raise ShardError(
             f"{shown(shard)}::{shown(member.name)}: {member.size:,} bytes, more than an image "
-            f"within dataset.max_image_pixels can take ({limit:,} bytes)."
+            f"within dataset.decode.max_image_pixels can take ({limit:,} bytes)."
         )
     return True
