@@ -24,7 +24,9 @@ ENGINE_FIRST :=
 # The stamp records where .venv was set up: a venv's scripts run the python of that path (#!),
 # so one that came along when the project was moved or copied is not this folder's. Set up
 # elsewhere, it stops the set-up with what to do (a stamp of before holds no path: trusted).
-VENV_AT := $(CURDIR)/$(VENV)
+# Where it is: its real path, so a .venv that is a link (to another disk, or a checkout's)
+# is where its scripts run from.
+VENV_AT := $(or $(realpath $(CURDIR)/$(VENV)),$(CURDIR)/$(VENV))
 SET_UP_AT := $(shell cat $(STAMP) 2>/dev/null)
 MOVED := $(subst $(VENV_AT),,$(SET_UP_AT))
 
