@@ -63,12 +63,22 @@ def source_requirement(engine: str) -> str:
         # pip's requirement parser wants a host in the URL: git+file:///repo was pinned, then
         # make setup died in its traceback; git reads file://localhost/repo as the same folder
         path = engine.removeprefix("git+file:")
+        if path[:12].lower() == "//localhost/":  # the host as any case spells it
+            path = "///" + path[12:]
         if not path.startswith("///"):  # git+file://tmp/x names host tmp, git+file:/x none
+            folder, at, tag = path.partition("@")
+            if not folder.strip("/"):
+                raise SystemExit(
+                    f"ENGINE={engine!r} names no folder; give git+file:///path/to/repo@TAG."
+                )
+            absolute = (
+                "/" + folder.lstrip("/") if folder.startswith("/") else os.path.abspath(folder)
+            )
             raise SystemExit(
                 f"ENGINE={engine!r}: a git file URL names its folder after three slashes; "
-                f"give git+file:///{path.lstrip('/')} (git+file:///path/to/repo@TAG)."
+                f"give git+file://{absolute}{at}{tag} (git+file:///path/to/repo@TAG)."
             )
-        engine = "git+file://localhost/" + path.removeprefix("///")
+        engine = "git+file://localhost/" + path.lstrip("/")
     if engine.startswith("git+"):
         if "subdirectory=" not in engine.partition("#")[2]:
             engine += ("&" if "#" in engine else "#") + "subdirectory=engine"

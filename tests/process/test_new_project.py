@@ -328,7 +328,7 @@ def test_a_git_file_url_is_pinned_as_pip_reads_it(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "got").iterdir()] == ["hydra-torch-data-engine-9.0.0.zip"]
 
 
-@pytest.mark.parametrize("url", ["git+file://tmp/x@v9", "git+file:/tmp/x@v9", "git+file:tmp/x@v9"])
+@pytest.mark.parametrize("url", ["git+file://tmp/x@v9", "git+file:/tmp/x@v9"])
 def test_a_git_file_url_without_three_slashes_is_refused_in_one_line(url: str) -> None:
     """git+file://tmp/x (host tmp) was pinned, and git failed on '/x'; git+file:/tmp/x was
     too, and git tried ssh to a host named file."""
@@ -340,6 +340,25 @@ def test_a_git_file_url_without_three_slashes_is_refused_in_one_line(url: str) -
     )
     assert source_requirement("git+file://localhost/tmp/x@v9") == (
         "hydra-torch-data-engine @ git+file://localhost/tmp/x@v9#subdirectory=engine"
+    )
+
+
+def test_the_other_spellings_of_a_git_file_url_get_the_right_advice(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The second attack: LOCALHOST was told to become ///LOCALHOST/..., a relative folder a
+    different absolute one, an empty URL the root; four slashes were pinned with two."""
+    monkeypatch.chdir(tmp_path)
+    pinned = "hydra-torch-data-engine @ git+file://localhost/tmp/x@v9#subdirectory=engine"
+    for url in ("git+file://LOCALHOST/tmp/x@v9", "git+file:////tmp/x@v9"):
+        assert source_requirement(url) == pinned
+    with pytest.raises(SystemExit) as raised:
+        source_requirement("git+file:repos/x@v9")
+    assert f"give git+file://{tmp_path}/repos/x@v9 " in str(raised.value.code)
+    with pytest.raises(SystemExit) as raised:
+        source_requirement("git+file://")
+    assert raised.value.code == (
+        "ENGINE='git+file://' names no folder; give git+file:///path/to/repo@TAG."
     )
 
 
