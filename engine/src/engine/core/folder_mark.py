@@ -12,7 +12,12 @@ holds the folder now and who owns it. The rules, the same for every writer:
 A mark naming no writer (an old run's `.run.lock`, or one unreadable: a hand edit) counts
 as the mark of the writer its caller infers from the folder (`unnamed`), listing the files it
 writes. A mark that is no regular file of the folder (a folder, a link: its record would be
-written wherever the link points) is refused."""
+written wherever the link points) is refused.
+
+Run dirs and sweep dirs claim through it (engine/runs/run_lock.py). mode=cache and mode=shards
+keep their own marks for now (a cache's manifest.json, the shards' `shards.writing` and
+`written_by`): their output folder may hold the user's data beside it (cache.dir above the
+images), which the second rule would refuse."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ through each constructor.
 
 The keys moved from the dataset node in engine 3.0.0 (`dataset.on_error` is now
 `dataset.decode.on_error`, `dataset.reduced_decode` `dataset.decode.reduced`,
-`dataset.decode_device` `dataset.decode.device`); `MOVED` maps them, and
-engine/config/moved_keys.py reads the old spellings for a major version, with one warning."""
+`dataset.decode_device` `dataset.decode.device`); `MOVED` maps them, and for this major
+version `moved_overrides` (the command line) and `move_old_keys` (a project's YAML, a
+checkpoint's saved config) read the old spellings, each with one warning."""
 
 from __future__ import annotations
 
