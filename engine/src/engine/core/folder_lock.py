@@ -77,9 +77,14 @@ def read_holder(path: Path) -> Holder:
         return {}
 
 
+def held_here(path: Path) -> bool:
+    """Whether this process holds lock file `path`."""
+    return path.absolute() in _held
+
+
 def is_held(path: Path) -> bool:
     """Whether a live process (this one included) holds lock file `path` now."""
-    if path.absolute() in _held:
+    if held_here(path):
         return True
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

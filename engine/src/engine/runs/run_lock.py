@@ -210,6 +210,8 @@ def claim_job_dir(mode: str) -> None:
     if launch_rank() != 0 or not HydraConfig.initialized():
         return
     hydra = HydraConfig.get()
+    if folder_lock.held_here(_lock(hydra.runtime.output_dir)):
+        return  # claimed already by this run (its log file's or .hydra's resolver, then run())
     multirun = hydra.mode == RunMode.MULTIRUN
     key = dir_key(hydra, "sweep" if multirun else "run")
     try:
