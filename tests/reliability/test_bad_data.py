@@ -3,30 +3,16 @@
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 import logging
-import pickle
 import re
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import torch
-from hydra.utils import instantiate
-from torch.utils.data import DataLoader, Dataset, SequentialSampler
 
-from engine.data.bad_samples import (
-    REPORT_COLUMNS,
-    BadDataError,
-    BadSample,
-    BadSampleLedger,
-    SkipBadCollate,
-)
-from engine.data.datasets.base import MapDataset
+from engine.data.bad_samples import REPORT_COLUMNS, BadDataError, BadSample, BadSampleLedger
 from engine.data.decode import SampleError
 from engine.data.decode_policy import DecodePolicy
-from engine.data.loaders import make_loader
 from engine_dev.hostile import corrupt_tree
 from src.loop import train
 from tests.cli import run_cli
@@ -93,51 +79,6 @@ def test_more_bad_than_max_bad_fraction_stops_naming_the_key(make_cfg, demo_dir,
 def test_invalid_policy_names_the_key(kwargs: dict, key: str) -> None:
     with pytest.raises(ValueError, match=re.escape(key)):
         DecodePolicy(**kwargs)
-
-
-class Flaky(MapDataset):
-    """Six samples of a dataset with on_error=skip; samples 2 and 3 are unreadable."""
-
-    on_error, max_bad_fraction = "skip", 0.5
-
-    def __len__(self) -> int:
-        return 6
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, int] | BadSample:
-        if i in (2, 3):
-            return BadSample(i, f"/x/{i}.jpg", "cat", "truncated")
-        return torch.full((2,), float(i)), i % 2
-
-
-def _loader(make_cfg, dataset: Dataset) -> DataLoader:
-    settings = replace(instantiate(make_cfg().loader), batch_size=2).applicable(cuda=False)[0]
-    return make_loader(dataset, settings, SequentialSampler(dataset), drop_last=False)
-
-
-def test_collate_sets_bad_records_apart_and_travels_to_workers() -> None:
-    bad = [BadSample(i, f"/x/{i}.jpg", "cat", "truncated") for i in range(3)]
-    good = [(torch.zeros(3, 2, 2), 1), (torch.ones(3, 2, 2), 0)]
-    collate = pickle.loads(pickle.dumps(SkipBadCollate()))  # as spawned workers receive it
-    mixed, all_bad = collate([good[0], bad[0], good[1]]), collate(bad[1:])
-    assert mixed.bad == [bad[0]] and mixed.batch[0].shape == (2, 3, 2, 2)
-    assert all_bad.batch is None and all_bad.bad == bad[1:]
-
-
-def test_skipping_loader_drops_an_all_bad_batch_and_logs_each_file_once(make_cfg, caplog):
-    loader = _loader(make_cfg, Flaky())
-    with caplog.at_level(logging.WARNING, logger="engine.data.bad_samples"):
-        epochs = [list(loader), list(loader), list(itertools.islice(loader, 1, None))]
-    assert [len(e) for e in epochs] == [2, 2, 1]  # [0, 1], [4, 5]; [2, 3] was all bad
-    assert torch.equal(epochs[0][1][0], torch.tensor([[4.0, 4.0], [5.0, 5.0]]))
-    assert loader.bad_samples.count == 2 and len(caplog.records) == 2
-
-
-def test_raise_keeps_the_plain_loader_and_batches(make_cfg) -> None:
-    flaky = Flaky()
-    flaky.on_error = "raise"
-    loader = _loader(make_cfg, flaky)
-    assert type(loader) is DataLoader and not hasattr(loader, "bad_samples")
-    assert isinstance(next(iter(loader)), list)  # default_collate's batch, unwrapped
 
 
 def test_worker_reraise_keeps_the_message(demo_dir: Path, tmp_path: Path) -> None:

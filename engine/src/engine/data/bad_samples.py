@@ -1,19 +1,17 @@
-"""Unreadable samples under `dataset.decode.on_error=skip`: the record a dataset returns instead of a
-sample, the collate wrapper that sets those records apart, the per-split ledger that logs each
-bad file once, lists it in `bad_samples.csv` and stops the run past `dataset.decode.max_bad_fraction`,
-and the DataLoader that hands the records to its ledger and yields only clean batches.
+"""Unreadable samples under `dataset.decode.on_error=skip`: the record a dataset returns instead of
+a sample, and the per-split ledger that logs each bad file once, lists it in `bad_samples.csv`
+and stops the run past `dataset.decode.max_bad_fraction` (the loader's last stage:
+engine/data/batch_stages.py; the workers' collate sets the records apart).
 """
 
 from __future__ import annotations
 
 import csv
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
-
-from torch.utils.data import DataLoader, default_collate
 
 from engine.core.csv_cells import escaped, own_rows
 from engine.core.text import shown
@@ -60,34 +58,21 @@ class BadSample:
     count: int = 1
 
 
-class Delivery(NamedTuple):
-    """What a skipping loader yields: the clean batch (None if every sample was bad) and the
-    bad records (a NamedTuple, so pin_memory keeps the type)."""
-
-    batch: Any
-    bad: list[BadSample]
-
-
-class SkipBadCollate:
-    """Collate wrapper for on_error=skip: drops `BadSample`s, collates the rest with `collate`."""
-
-    def __init__(self, collate: Callable[[list[Any]], Any] | None = None) -> None:
-        self.collate = collate if collate is not None else default_collate
-
-    def __call__(self, samples: list[Any]) -> Delivery:
-        bad = [s for s in samples if isinstance(s, BadSample)]
-        if not bad:
-            return Delivery(self.collate(samples), [])
-        good = [s for s in samples if not isinstance(s, BadSample)]
-        return Delivery(self.collate(good) if good else None, bad)
-
-
 def _reported(report: Path | None, split: str) -> set[tuple[int, str]]:
     """(index, path) of the rows of `split` already in `report` (a run resumed in its dir)."""
     if report is None or not report.is_file():
         return set()
     with open(report, **REPORT_TEXT) as f:
         return {(int(r["index"]), r["path"]) for r in own_rows(f) if r["split"] == split}
+
+
+class Delivery(NamedTuple):
+    """What a loader worker sends and each of the loader's stages passes on
+    (engine/data/batch_stages.py): the batch (None once every sample of it was bad) and its
+    bad samples not yet accounted (a NamedTuple, so pin_memory keeps the type)."""
+
+    batch: Any
+    bad: list[BadSample]
 
 
 class BadSampleLedger:
@@ -161,39 +146,16 @@ class BadSampleLedger:
                 "dataset.decode.max_bad_fraction if losing them is acceptable."
             )
 
-    def take(self, delivery: Delivery) -> Any:
-        """Account the bad records of one delivery; the clean batch, or None if none is left."""
-        if delivery.bad:
-            self.record(delivery.bad)
-            self.check()
-        return delivery.batch
+    def __call__(self, delivery: Delivery) -> Delivery:
+        """The loader's stage: account the bad records of one delivery, pass its batch on."""
+        if not delivery.bad:
+            return delivery
+        self.record(delivery.bad)
+        self.check()
+        return delivery._replace(bad=[])
 
     def summary(self) -> str:
         """One line: how many samples of the split are bad, and where they are listed."""
         listed = f", listed in {self.report}" if self.count and self.report is not None else ""
         share = f"{self.fraction:.2%}"
         return f"{self.split}: {self.count} of {self.size} samples unreadable ({share}){listed}"
-
-
-def filtered(deliveries: Iterable[Delivery], loader: SkippingLoader) -> Iterator[Any]:
-    """The clean batches of `deliveries`, their bad samples handed to `loader`'s ledger."""
-    for delivery in deliveries:
-        batch = loader.bad_samples.take(delivery)
-        if batch is None:
-            loader.dropped_batches += 1
-        else:
-            yield batch
-
-
-class SkippingLoader(DataLoader):
-    """DataLoader for on_error=skip (collate_fn a `SkipBadCollate`): every iteration, by any
-    consumer, hands the bad records to `bad_samples` and yields only the clean batches; an
-    entirely bad batch is left out (counted in `dropped_batches`, so a checkpoint's position
-    in the epoch stays exact). `len()` still counts the batches the sampler makes."""
-
-    bad_samples: BadSampleLedger
-    dropped_batches: int = 0  # entirely bad batches left out in the current pass
-
-    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
-        self.dropped_batches = 0
-        return filtered(super().__iter__(), self)

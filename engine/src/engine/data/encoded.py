@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import io
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader, default_collate
+from torch.utils.data import default_collate
 
 from engine.core.text import shown
-from engine.data.bad_samples import BadSample, Delivery, SkippingLoader, filtered
+from engine.data.bad_samples import BadSample, Delivery
 from engine.data.batched_geometry import Geometry, Plan, resample
 from engine.data.buffers import BufferPool
 from engine.data.decode import SampleError, decode_image_bytes, describe_error
@@ -321,35 +321,10 @@ class BatchDecoder:
             out = (*out, SampleIds([ids.indices[i] for i in keep]))
         return out, bad
 
-    def delivery(self, delivery: Delivery) -> Delivery:
-        """A skipping loader's delivery with its batch decoded and the failures added."""
+    def __call__(self, delivery: Delivery) -> Delivery:
+        """The loader's stage (engine/data/batch_stages.py): the delivery with its batch
+        decoded and the samples that failed added to its bad ones."""
         if delivery.batch is None:
             return delivery
         batch, bad = self.batch(delivery.batch)
         return Delivery(batch, [*delivery.bad, *bad])
-
-
-class DecodingLoader(DataLoader):
-    """A DataLoader of encoded batches (encoded_collate) that yields them decoded on the
-    device by its `decoder`: every consumer (the loop, mode=benchmark, evaluation) gets
-    images, and the time to decode counts as the wait for the batch."""
-
-    decoder: BatchDecoder
-
-    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
-        for batch in super().__iter__():
-            decoded, _ = self.decoder.batch(batch)  # nothing left out: a failure raised
-            yield decoded
-
-
-class DecodingSkippingLoader(SkippingLoader):
-    """`DecodingLoader` under dataset.decode.on_error=skip: what fails to decode joins the delivery's
-    bad samples before the ledger takes them (engine/data/bad_samples.py)."""
-
-    decoder: BatchDecoder
-
-    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
-        self.dropped_batches = 0
-        deliveries = DataLoader.__iter__(self)
-        decoded = (self.decoder.delivery(d) for d in deliveries)
-        return filtered(decoded, self)

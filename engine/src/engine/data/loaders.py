@@ -25,25 +25,22 @@ from torch.utils.data import (
     RandomSampler,
     Sampler,
     SequentialSampler,
+    default_collate,
 )
 
-from engine.data.bad_samples import REPORT_NAME, BadSampleLedger, SkipBadCollate, SkippingLoader
+from engine.data.bad_samples import REPORT_NAME, BadSampleLedger
+from engine.data.batch_stages import Loader, WorkerCollate
 from engine.data.batched_geometry import Geometry
 from engine.data.collate import already_batched
 from engine.data.datasets.base import StreamDataset
-from engine.data.encoded import (
-    BatchDecoder,
-    DecodingLoader,
-    DecodingSkippingLoader,
-    encoded_collate,
-)
+from engine.data.encoded import BatchDecoder, encoded_collate
 from engine.data.image_header import MAX_JPEG_SCANS
 from engine.data.loader_settings import LoaderSettings
-from engine.data.sample_ids import TagsCollate, tag_samples
+from engine.data.sample_ids import tag_samples
 from engine.data.samplers import EpochSampler, RandomOrder, SequentialOrder
 from engine.data.sharding import share_train, val_order
 from engine.data.source_view import SourceView
-from engine.measure.stages import SUMS, StageCollate
+from engine.measure.stages import SUMS
 
 RANDOM_ORDERS = (RandomOrder, RandomSampler)
 SEQUENTIAL_ORDERS = (SequentialOrder, SequentialSampler)
@@ -94,7 +91,7 @@ def build_loaders(
     val_limit: int | None = None,
     tag_train: bool = False,
     time_train: bool = False,
-) -> tuple[DataLoader, DataLoader]:
+) -> tuple[Loader, Loader]:
     """Train loader from resolved `settings` and the sampler group's order; val loader: same
     knobs, in order, no drop (with `val_limit`, that many samples spread over the classes).
     With dataset.decode.on_error=skip, unreadable samples are listed in `report_dir`/bad_samples.csv.
@@ -117,7 +114,7 @@ def build_loaders(
         log.info("Train order: %s.", "; ".join(notes))
     val_sampler = val_order(val_set, rank, world_size, val_limit)
     val_loader = make_loader(val_set, settings, val_sampler, False, "val", report_dir)
-    val_loader.per_source = {  # type: ignore[attr-defined]
+    val_loader.per_source = {
         stratum.name: _source_loader(
             SourceView(val_set, stratum), val_loader, settings, rank, world_size, val_limit
         )
@@ -155,22 +152,19 @@ def exit_with(pid: int) -> None:
 
 def _source_loader(
     view: SourceView,
-    val_loader: DataLoader,
+    val_loader: Loader,
     settings: LoaderSettings,
     rank: int,
     world_size: int,
     val_limit: int | None,
-) -> DataLoader:
+) -> Loader:
     """A mix's val loader of one source, whole (or its share of `val_limit`), for evaluate's
     val/<source>/* metrics; in a distributed job this rank's disjoint share of it. Its
     unreadable samples go to `val_loader`'s ledger (their indices are the whole split's)."""
     whole = len(view.dataset)  # type: ignore[arg-type]
     limit = None if val_limit is None else max(1, math.ceil(val_limit * len(view) / whole))
     order = val_order(view, rank, world_size, limit)
-    loader = make_loader(view, settings, order, False, "val")
-    if isinstance(val_loader, SkippingLoader):
-        loader.bad_samples = val_loader.bad_samples  # type: ignore[attr-defined]
-    return loader
+    return make_loader(view, settings, order, False, "val", bad_samples=val_loader.bad_samples)
 
 
 @dataclass(frozen=True)
@@ -215,50 +209,41 @@ def make_loader(
     split: str = "train",
     report_dir: Path | None = None,
     time_stages: bool = False,
-) -> DataLoader:
-    """One DataLoader from resolved `settings`; batched datasets skip collation. With
-    `time_stages` each batch carries its `StageTimes` (engine/measure/stages.py).
-
-    A dataset with on_error=skip gets a `SkippingLoader`: clean batches only, the bad samples
-    go to its `bad_samples` ledger (reported in `report_dir`/bad_samples.csv).
+    bad_samples: BadSampleLedger | None = None,
+) -> Loader:
+    """One `Loader` (engine/data/batch_stages.py) from resolved `settings`; batched datasets
+    skip collation. With `time_stages` each batch carries its `StageTimes`
+    (engine/measure/stages.py). Its stages, in order: the batched decode
+    (dataset.decode.device=main|cuda), then the ledger of unreadable samples
+    (dataset.decode.on_error=skip: reported in `report_dir`/bad_samples.csv; `bad_samples`
+    shares another loader's, as a mix's source loaders share the val loader's).
     """
     collate = settings.collate_fn
-    if collate is None and dataset.returns_batches:
-        collate = already_batched
-    decode_on = getattr(dataset, "decode_device", "cpu")
-    if decode_on != "cpu":  # the workers send encoded images (engine/data/encoded.py)
-        if collate is not None:
-            raise ValueError(
-                f"dataset.decode.device={decode_on} sends encoded images, which "
-                "loader.collate_fn cannot stack: unset loader.collate_fn, or decode in the "
-                "workers (dataset.decode.device=cpu)."
-            )
-        collate = encoded_collate
-        # the split's crops as one batched op; a step without one is refused here, at start
-        key = f"transforms.{'train' if split == 'train' else 'val'}"
-        geometry = Geometry.of(dataset.transform, key)  # type: ignore[attr-defined]
-        inner = dataset
-        while isinstance(getattr(inner, "dataset", None), Dataset):  # SeededSamples, folds
-            inner = inner.dataset  # type: ignore[attr-defined]
-        inner.sends_encoded = geometry  # type: ignore[attr-defined]
-    if time_stages:
-        collate = StageCollate(collate)
-    if getattr(dataset, "tags_samples", False) or isinstance(dataset, IterableDataset):
-        collate = TagsCollate(collate)  # a stream may be told to tag later (a training's)
+    if collate is None:
+        collate = already_batched if dataset.returns_batches else default_collate
     skip = dataset.on_error == "skip"
+    decoder = _batched_decoder(dataset, settings, split, skip)
+    if decoder is not None:
+        collate = encoded_collate
+    if skip and bad_samples is None:
+        report = report_dir / REPORT_NAME if report_dir is not None else None
+        fraction = dataset.max_bad_fraction  # type: ignore[attr-defined]
+        bad_samples = BadSampleLedger(split, len(dataset), fraction, report)  # type: ignore[arg-type]
+    # a stream may be told to tag its samples later (a training's)
+    tags = getattr(dataset, "tags_samples", False) or isinstance(dataset, IterableDataset)
     strategy = torch_mp.get_sharing_strategy()
     start = WorkerStart(strategy, os.getpid(), time_stages) if settings.num_workers else None
     if settings.num_workers and settings.multiprocessing_context == "forkserver":
         start_forkserver(dataset)
-    kind = {(False, False): DataLoader, (True, False): SkippingLoader}.get(
-        (skip, decode_on != "cpu"), DecodingSkippingLoader if skip else DecodingLoader
-    )
-    loader = kind(
+    return Loader(
         dataset,
+        stages=[stage for stage in (decoder, bad_samples) if stage is not None],
+        decoder=decoder,
+        bad_samples=bad_samples,
         batch_size=settings.batch_size,
         sampler=sampler,
         num_workers=settings.num_workers,
-        collate_fn=SkipBadCollate(collate) if skip else collate,
+        collate_fn=WorkerCollate(collate, skip, tags, time_stages),
         pin_memory=settings.pin_memory,
         drop_last=drop_last,
         prefetch_factor=settings.prefetch_factor,
@@ -270,22 +255,39 @@ def make_loader(
         # draws from the global RNG, so model randomness is the same in resumed runs
         generator=torch.Generator().manual_seed(torch.initial_seed()),
     )
-    if decode_on != "cpu":
-        device = torch.device("cuda", torch.cuda.current_device()) if decode_on == "cuda" else None
-        loader.decoder = BatchDecoder(  # type: ignore[union-attr]
-            device or torch.device("cpu"),
-            geometry,
-            dataset.max_image_pixels,  # type: ignore[attr-defined]
-            skip,
-            list(dataset.classes),  # type: ignore[attr-defined]
-            getattr(dataset, "max_jpeg_scans", MAX_JPEG_SCANS),
+
+
+def _batched_decoder(
+    dataset: Dataset, settings: LoaderSettings, split: str, skip: bool
+) -> BatchDecoder | None:
+    """The main process's batched decode for dataset.decode.device=main|cuda (None: the
+    workers decode). The dataset (under its seeding and fold wrappers) is told the split's
+    crops, which its workers draw and send with each encoded image (its `sends_encoded`); a
+    pipeline without a batched form is refused here, at start."""
+    decode_on = getattr(dataset, "decode_device", "cpu")
+    if decode_on == "cpu":
+        return None
+    if settings.collate_fn is not None:
+        raise ValueError(
+            f"dataset.decode.device={decode_on} sends encoded images, which "
+            "loader.collate_fn cannot stack: unset loader.collate_fn, or decode in the "
+            "workers (dataset.decode.device=cpu)."
         )
-    if skip:
-        report = report_dir / REPORT_NAME if report_dir is not None else None
-        fraction = dataset.max_bad_fraction  # type: ignore[attr-defined]
-        ledger = BadSampleLedger(split, len(dataset), fraction, report)  # type: ignore[arg-type]
-        loader.bad_samples = ledger  # type: ignore[union-attr]
-    return loader
+    key = f"transforms.{'train' if split == 'train' else 'val'}"
+    geometry = Geometry.of(dataset.transform, key)  # type: ignore[attr-defined]
+    inner = dataset
+    while isinstance(getattr(inner, "dataset", None), Dataset):  # SeededSamples, folds
+        inner = inner.dataset  # type: ignore[attr-defined]
+    inner.sends_encoded = geometry  # type: ignore[attr-defined]
+    device = torch.device("cuda", torch.cuda.current_device()) if decode_on == "cuda" else None
+    return BatchDecoder(
+        device or torch.device("cpu"),
+        geometry,
+        dataset.max_image_pixels,  # type: ignore[attr-defined]
+        skip,
+        list(dataset.classes),  # type: ignore[attr-defined]
+        getattr(dataset, "max_jpeg_scans", MAX_JPEG_SCANS),
+    )
 
 
 def set_epoch(loader: DataLoader, epoch: int) -> None:

@@ -2,17 +2,17 @@
 
 When the run asks for it (trainer.record_samples, or a stream that must know what an
 interrupted epoch already used), each sample leaves the dataset as `Tagged(sample, index)`;
-the loaders' collate strips the tags and appends one `SampleIds` after the batch's fields,
-and `BatchMover` hands it to the loop as `DeviceBatch.ids`. Off, nothing is tagged: the
-samples and batches are the plain ones.
+the workers' collate (engine/data/batch_stages.py) strips the tags and appends one
+`SampleIds` after the batch's fields, and `BatchMover` hands it to the loop as
+`DeviceBatch.ids`. Off, nothing is tagged: the samples and batches are the plain ones.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from torch.utils.data import Dataset, default_collate
+from torch.utils.data import Dataset
 
 from engine.measure.stages import split_times
 
@@ -42,22 +42,6 @@ class SampleIds:
 
     def __len__(self) -> int:
         return len(self.indices)
-
-
-class TagsCollate:
-    """Collate `Tagged` samples with `collate` and append their `SampleIds`; untagged
-    samples are collated as they are. Inside SkipBadCollate, which removes bad samples first."""
-
-    def __init__(self, collate: Callable[[list[Any]], Any] | None = None) -> None:
-        self.collate = collate if collate is not None else default_collate
-
-    def __call__(self, samples: Any) -> Any:
-        if split_ids(samples)[1] is not None:
-            return samples  # a batch a dataset fetched whole (returns_batches), already tagged
-        if not samples or not isinstance(samples[0], Tagged):
-            return self.collate(samples)
-        ids = SampleIds([s.index for s in samples])
-        return (*self.collate([s.sample for s in samples]), ids)
 
 
 def split_ids(batch: Any) -> tuple[Any, SampleIds | None]:

@@ -10,10 +10,10 @@ summary columns, pipeline.csv), written once in engine/metric_keys.py:
 - in the main process, per batch: `wait` (blocked on the loader), `h2d` (the copy to the
   device and the normalisation there) and `step` (forward, backward, optimizer step).
 
-Each process sums its worker stages for the batch it is building in `SUMS`; the collate takes
-them and appends one `StageTimes` after the batch's fields (as the sample ids travel), so the
-numbers ride the loader's own queue: a few floats a batch, no queue or shared memory of their
-own. perf_counter is the system-wide monotonic clock on Linux, macOS and Windows, so a
+Each process sums its worker stages for the batch it is building in `SUMS`; the workers'
+collate (engine/data/batch_stages.py) takes them and appends one `StageTimes` after the
+batch's fields (as the sample ids travel), so the numbers ride the loader's own queue: a few
+floats a batch, no queue or shared memory of their own. perf_counter is the system-wide monotonic clock on Linux, macOS and Windows, so a
 worker's times and the main process's lie on one time line (the pipeline report's picture).
 """
 
@@ -25,9 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from torch.utils.data import default_collate, get_worker_info
+from torch.utils.data import get_worker_info
 
-from engine.measure.timing import labelled_batch_size
 from engine.metric_keys import MAIN_STAGES, WORKER_STAGES
 
 STAGES = WORKER_STAGES + MAIN_STAGES
@@ -164,23 +163,6 @@ def timed_stage(stage: str) -> Callable[[F], F]:
         return timed  # type: ignore[return-value]
 
     return decorate
-
-
-class StageCollate:
-    """Collate with `collate`, then append the batch's `StageTimes` after its fields (a batch
-    that is no tuple or list, from a collate_fn of the user's, goes as it is)."""
-
-    def __init__(self, collate: Callable[[list[Any]], Any] | None = None) -> None:
-        self.collate = collate if collate is not None else default_collate
-
-    def __call__(self, samples: list[Any]) -> Any:
-        start = time.perf_counter()
-        batch = self.collate(samples)
-        ended = time.perf_counter()
-        if not isinstance(batch, tuple | list):
-            return batch
-        count = labelled_batch_size(batch) if len(batch) > 1 else len(samples)
-        return (*batch, SUMS.take(count, ended - start, ended))
 
 
 def split_times(batch: Any) -> tuple[Any, StageTimes | None]:

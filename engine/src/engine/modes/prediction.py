@@ -133,7 +133,7 @@ def predict(cfg: DictConfig) -> dict[str, float]:
         k = min(settings.top_k, len(session.classes))
         header, rows = columns(k), _top_k_rows(outputs, paths, session.classes, k)
     write_csv(session.out / "predictions.csv", header, rows)
-    ledger = getattr(loader, "bad_samples", None)  # a SkippingLoader (dataset.decode.on_error=skip)
+    ledger = loader.bad_samples  # dataset.decode.on_error=skip
     metrics = {
         "predict/samples": float(len(rows)),
         "predict/unreadable": float(ledger.count if ledger is not None else 0),

@@ -253,7 +253,7 @@ class Epoch:
         if fit.step.steps % fit.s.log_every_n_steps == 0:
             self._log_window()
         # on_error=skip leaves entirely bad batches out: they count as done
-        self.done = self.index + 1 + getattr(loader, "dropped_batches", 0)
+        self.done = self.index + 1 + loader.dropped_batches
         self.at_boundary = True
         last = self.index + 1 - self.start == self.total
         fit.saver.at_step_boundary(

@@ -21,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from engine.core.launch import share_launch
 from engine.core.seeding import derive_seed
+from engine.data.batch_stages import Loader
 from engine.training.totals import PassTotals
 
 
@@ -199,13 +200,13 @@ def gather_objects(obj: Any) -> list[Any]:
     return gathered
 
 
-def share_bad_samples(*loaders: Any) -> None:
+def share_bad_samples(*loaders: Loader) -> None:
     """Under DDP with dataset.decode.on_error=skip: every rank's unreadable samples into every
     rank's ledger (rank 0 lists them in bad_samples.csv), then the split-wide limit check."""
     if not dist.is_initialized():
         return
     for loader in loaders:
-        ledger = getattr(loader, "bad_samples", None)
+        ledger = loader.bad_samples
         if ledger is None:
             continue
         for records in gather_objects(list(ledger.seen.values())):

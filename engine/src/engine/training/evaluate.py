@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 
+from engine.data.batch_stages import Loader
 from engine.measure.timing import BatchMeter
 from engine.training.batches import BatchMover
 from engine.training.device import Precision
@@ -22,7 +22,7 @@ from engine.training.totals import PassTotals
 @torch.no_grad()
 def evaluate(
     model: nn.Module,
-    loader: DataLoader,
+    loader: Loader,
     move: BatchMover,
     precision: Precision,
     criterion: nn.Module,
@@ -39,7 +39,7 @@ def evaluate(
     model.eval()
     totals = PassTotals(move.device, metrics)
     timer = BatchMeter()
-    passes = getattr(loader, "per_source", None) or {"": loader}
+    passes = loader.per_source or {"": loader}
     means: dict[str, float] = {}
     for name, source_loader in passes.items():
         own = PassTotals(move.device, metrics) if name else None

@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from engine.core.cpus import available_cpus
+from engine.data.batch_stages import Loader
 from engine.measure.stages import WORKER_STAGES, stage_key
 from engine.training.pipeline_timing import StageMeans
 
@@ -119,10 +120,10 @@ def _untimed_fixes(loader: DataLoader) -> list[str]:
     ]
 
 
-def _batched_limit(loader: DataLoader, wait: float, idle: float) -> Limit | None:
+def _batched_limit(loader: Loader, wait: float, idle: float) -> Limit | None:
     """The main process's batched decode and crops (dataset.decode.device=main|cuda,
     engine/data/encoded.py) when they take most of the wait for a batch; None otherwise."""
-    decoder = getattr(loader, "decoder", None)
+    decoder = loader.decoder
     if decoder is None:
         return None
     batches, seconds = decoder.take_seconds()
@@ -149,7 +150,7 @@ def _batched_limit(loader: DataLoader, wait: float, idle: float) -> Limit | None
 
 
 def limiting_stage(
-    means: StageMeans, loader: DataLoader, overlapped: bool, uint8: bool
+    means: StageMeans, loader: Loader, overlapped: bool, uint8: bool
 ) -> Limit | None:
     """The stage that keeps the model from stepping, from an epoch's stage `means`; None
     without stage times. `overlapped`: the copy runs on a side stream beside the step
