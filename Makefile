@@ -8,7 +8,7 @@ ARGS ?=
 PORT ?= 6006
 
 .DEFAULT_GOAL := help
-.PHONY: help setup scale data train sweep inspect validate pipeline-report cache shards bench bench-growth bench-ab bench-guard bench-compile bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs-outputs FORCE test test-fast test-slow lint format tensorboard clean
+.PHONY: help setup scale data train sweep inspect validate pipeline-report cache shards bench bench-growth bench-ab bench-guard bench-compile bench-decode bench-parquet bench-sampling bench-start bench-threads bench-totals bench-peers stress-torchrun gpu-check new-project upgrade-engine docs docs-outputs FORCE test test-fast test-slow lint format tensorboard clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -65,7 +65,7 @@ pipeline-report: $(STAMP)  ## one PNG of a training's input pipeline over time, 
 cache: data  ## pre-resize every train/val image once into data/cache (resumable); train with dataset=cache
 	$(BIN)/python train.py mode=cache $(ARGS)
 
-shards: data  ## write the train/val images into WebDataset tar shards in data/shards; train with dataset=iterable (docs/streaming.md)
+shards: data  ## write the train/val images into WebDataset tar shards in data/shards; train with dataset=iterable (the engine manual's streaming.md: make docs)
 	$(BIN)/python train.py mode=shards $(ARGS)
 
 bench: $(STAMP)  ## side-by-side input-pipeline benchmark vs the tutorial (and peers if installed), shards, growth to 1M files; writes BENCHMARKS.md
@@ -110,7 +110,11 @@ stress-torchrun: data  ## RUNS (default 20) consecutive 2-rank torchrun jobs wit
 bench-peers: $(STAMP)  ## install timm and NVIDIA DALI (CPU-capable) into .venv for `make bench` (the `peers` extra)
 	$(BIN)/python -m pip install --quiet -e '.[peers]'
 
-docs-outputs: data  ## rerun the commands README.md and docs/ show, and write their real output into them (NAMES="debug-fast ..." for some)
+docs: $(STAMP)  ## where the docs are: the engine's manual (installed with the engine, upgraded with it) and this project's docs/
+	@$(BIN)/python -m engine.docs
+	@echo "This project's own docs (train.py, conf/, src/): docs/README.md"
+
+docs-outputs: data  ## rerun the commands README.md, docs/ and the engine's manual show, and write their real output into them (NAMES="debug-fast ..." for some)
 	$(BIN)/python docs/regenerate.py $(NAMES)
 
 # DEST=, ENGINE= and WHEEL= are handed over as written, single-quoted: make never expands them (a

@@ -1,5 +1,6 @@
-"""`make docs-outputs`: rerun the commands whose output README.md and docs/*.md show, and write
-that output into them, so every line shown is today's.
+"""`make docs-outputs`: rerun the commands whose output README.md, docs/*.md and the engine's
+manual (engine/src/engine/docs/*.md) show, and write that output into them, so every line shown
+is today's.
 
 A shown output is a fenced block right after a marker line naming an entry of OUTPUTS:
 
@@ -26,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MANUAL = ROOT / "engine" / "src" / "engine" / "docs"  # the engine's manual, shipped in its wheel
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted(MANUAL.glob("*.md"))]
 PYTHON = f"{ROOT}/.venv/bin/python"
 TIMESTAMP = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\]")
 BROKEN_TREE = (
@@ -89,7 +91,7 @@ OUTPUTS = {
         "python train.py mode=eval eval.checkpoint=outputs/runs/2026-11-30/16-05-12_a1b2c3",
         f"{TRAIN} mode=eval eval.checkpoint={NEWEST_TRAINING}",
         r"\[engine\.runs\.outputs\].*metrics:|\[engine\.modes\.evaluation\]",
-        artifact=("*/*/confusion.png", "docs/images/confusion.png"),
+        artifact=("*/*/confusion.png", "engine/src/engine/docs/images/confusion.png"),
     ),
     "config-tree": Output(
         "python train.py experiment=shapes_tensor debug=fast",

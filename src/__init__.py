@@ -1,2 +1,3 @@
 """The template: yours to edit. Your datasets, models, losses, metrics, the train step and
-the training loop; everything else is the engine's (engine/, docs/engine.md)."""
+the training loop; everything else is the engine's (its public API: the engine manual's
+engine.md, make docs)."""

@@ -6,7 +6,8 @@ Every checkpoint keeps the model, `optimizer`, `scheduler`, the fp16 loss scale 
 what else the step holds (an EMA of the weights, a second optimizer) goes in its
 `state_dict()`, which a checkpoint saves too and a resume hands back to `load_state_dict()`.
 Under torchrun `model` is its DDP wrapper: keep the EMA of the bare model,
-`AveragedModel(unwrap(model))` (engine.training.distributed.unwrap, docs/engine.md).
+`AveragedModel(unwrap(model))` (engine.training.distributed.unwrap, in the engine manual's
+engine.md: make docs).
 
 What the engine relies on (engine.runs.run_state.StepState, checked when a training starts):
 `optimizer`, `scheduler`, `precision`, `steps` and `optimizer_step()`, which it calls itself

@@ -1,4 +1,4 @@
-"""README.md and docs/: every shown output is made by docs/regenerate.py, every command composes
+"""README.md, docs/ and the engine's manual: every shown output is made by docs/regenerate.py, every command composes
 into a valid config (or names a make target that exists), every relative link resolves."""
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from engine.config.validate import validate_config
 from tests.conftest import CONF_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 sys.path.insert(0, str(ROOT / "docs"))
-from regenerate import OUTPUTS  # noqa: E402
+from regenerate import OUTPUTS, PAGES  # noqa: E402
 
 BASH = re.compile(r"```bash\n(.*?)```", re.S)
 MARKER = re.compile(r"<!-- output: ([\w-]+) -->\n(```\w*)\n")

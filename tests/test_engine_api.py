@@ -1,4 +1,4 @@
-"""docs/engine.md is the engine's public API: every name it lists imports, and the template
+"""The engine manual's engine.md is the engine's public API: every name it lists imports, and the template
 (src/, train.py, conf/, the README and docs' code) uses no other name of the engine."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+MANUAL = ROOT / "engine" / "src" / "engine" / "docs"
 LISTED = re.compile(r"^- `(engine(?:_dev)?\.[\w.]+)` — ", re.M)
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
 TARGET = re.compile(r"_target_: (engine\.[\w.]+)")
 
 
 def listed() -> list[str]:
-    return LISTED.findall((ROOT / "docs" / "engine.md").read_text())
+    return LISTED.findall((MANUAL / "engine.md").read_text())
 
 
 def _resolve(name: str) -> object:
@@ -48,7 +49,7 @@ def used_by_the_template() -> set[str]:
     used = set()
     for path in [ROOT / "train.py", *sorted((ROOT / "src").rglob("*.py"))]:
         used |= _imports(path.read_text())
-    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *MANUAL.glob("*.md")]:
         for block in CODE_BLOCK.findall(page.read_text()):
             used |= _imports(block)
     for path in sorted((ROOT / "conf").rglob("*.yaml")):
@@ -68,7 +69,7 @@ def test_the_list_has_each_name_once() -> None:
 
 def test_the_template_uses_only_listed_names() -> None:
     unlisted = sorted(used_by_the_template() - set(listed()))
-    assert not unlisted, f"not in docs/engine.md's public API: {unlisted}"
+    assert not unlisted, f"not in engine.md's public API: {unlisted}"
 
 
 def test_the_tests_a_project_copies_import_only_listed_names() -> None:
@@ -80,7 +81,7 @@ def test_the_tests_a_project_copies_import_only_listed_names() -> None:
     for path in sorted(template_suite(ROOT)):
         used |= _imports((ROOT / path).read_text())
     unlisted = sorted(used - set(listed()))
-    assert not unlisted, f"the copied tests import names not in docs/engine.md: {unlisted}"
+    assert not unlisted, f"the copied tests import names not in engine.md: {unlisted}"
 
 
 def test_the_template_pins_the_engine_it_ships() -> None:

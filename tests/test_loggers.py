@@ -247,6 +247,6 @@ def test_a_node_that_is_not_a_logger_is_refused(demo_dir: Path, tmp_path: Path) 
     assert result.returncode == 1
     said = (
         "logger.mine._target_=torch.nn.Identity: not a logger; name a "
-        "subclass of engine.runs.loggers.base.Logger (docs/engine.md)."
+        "subclass of engine.runs.loggers.base.Logger (engine/docs/engine.md)."
     )
     assert [line for line in result.stderr.splitlines() if line.endswith(said)]

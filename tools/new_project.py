@@ -35,6 +35,10 @@ TEMPLATE_ONLY = {
     "tests/test_docs.py": "checks the template's README (its shown outputs and commands)",
     "tests/process/test_new_project.py": "checks make new-project and its walk-through (docs/walkthrough.md)",
     "docs/regenerate.py": "`make docs-outputs`: rewrites the template's README and docs",
+    "docs/measure_times.py": "`make docs-outputs`: times the template's README states",
+    "docs/elastic_resume.py": "`make docs-outputs`: a run the engine's manual shows",
+    "docs/kfold_demo.py": "`make docs-outputs`: a run the engine's manual shows",
+    "docs/multilabel_demo.py": "`make docs-outputs`: a run the engine's manual shows",
     "engine/": "the engine's source: the project installs its wheel (vendor/, pinned)",
     "tools/new_project.py": "`make new-project` itself",
     "tests/process/test_upgrade_engine.py": "builds engine wheels from the template's engine/",
@@ -103,8 +107,7 @@ models, losses, metrics, the train step in `src/step.py`, the training loop in `
 Under them is the engine, a dependency pinned in `pyproject.toml` like any other:
 {engine}. Move to a newer release with one command, which leaves `src/` and `conf/` as they
 are: `make upgrade-engine WHEEL=path/to/hydra_torch_data_engine-X.Y.Z-py3-none-any.whl` (or
-`ENGINE=git+https://...@vX.Y.Z`). What you may import from it is listed in
-[docs/engine.md](docs/engine.md).
+`ENGINE=git+https://...@vX.Y.Z`). What you may import from it: its manual's engine.md.
 
 ## The two commands
 
@@ -128,7 +131,8 @@ Fine-tune a pretrained model on a folder of your photos (one subfolder per class
 
 ## Documentation
 
-The template's guides came along in `docs/`: start at [docs/README.md](docs/README.md).
+`docs/` covers this project's own files: start at [docs/README.md](docs/README.md). What the
+engine does is its manual, installed and upgraded with the engine: `make docs` prints where.
 """
 
 
@@ -268,7 +272,7 @@ def layout(dest: Path) -> str:
     rows.append(("tools/", "`make upgrade-engine`: move the engine pin, reinstall"))
     rows.append(("tests/", "the test suite: `make test` (all), `make test-fast` (while coding)"))
     if (dest / "docs").is_dir():
-        rows.append(("docs/", "the template's guides"))
+        rows.append(("docs/", "this project's own docs (the engine's manual: make docs)"))
     width = max(len(path) for path, _ in rows) + 2
     return "\n".join(f"{path:<{width}}{what}".rstrip() for path, what in rows)
 
@@ -372,12 +376,15 @@ def build_wheel(root: Path, into: Path) -> str:
 
 
 LINK = re.compile(r"\[([^\]\n]+)\]\(([^)\s]+)\)")  # [text](target) in Markdown
+MANUAL = "engine/src/engine/docs/"  # the engine's manual: a project reads the installed one
 
 
 def unlink_missing(dest: Path) -> int:
     """Rewrite each relative Markdown link of the copy's `*.md` whose file stayed in the
-    template (the engine's source, BENCHMARKS.md) as its text and the template's path, so that
-    none leads nowhere (a new project's docs had 9 such links); returns how many."""
+    template as its text and where it is: a page of the engine's manual as that page, found by
+    `make docs` (the copy reads the manual of the engine it installed); the engine's source or
+    BENCHMARKS.md as the template's path. So none leads nowhere (a new project's docs had 9
+    such links); returns how many."""
     count = 0
     for page in dest.rglob("*.md"):
         if VENDOR in page.relative_to(dest).parts:
@@ -391,6 +398,11 @@ def unlink_missing(dest: Path) -> int:
                 return match[0]  # a URL, an anchor or a file the copy holds
             count += 1
             where = os.path.normpath(os.path.relpath(page.parent / path, dest))
+            if where.startswith(MANUAL):
+                shown = target.rpartition("/")[2]  # the page, and its anchor
+                if shown == "README.md":
+                    return f"{text} (`make docs` prints where)"
+                return f"{text} (the engine manual's {shown})"
             return text if where in text else f"{text} (the template's `{where}`)"
 
         text = page.read_text(encoding="utf-8")
@@ -460,6 +472,7 @@ def report(project: NewProject, root: Path, dest: Path) -> str:
         bench, into = shlex.quote(str(root / "bench")), shlex.quote(str(dest))
         lines.append(f"To get one back, copy it from the template: cp -r {bench} {into}/, and")
         lines.append("  the targets and the extra from the template's Makefile and pyproject.toml.")
+    lines.append("Docs: docs/ (its own files); the engine's manual, installed with it: make docs")
     lines.append(f"Next: cd {shlex.quote(str(dest))} && git init && make test")
     return "\n".join(lines)
 

@@ -1,6 +1,6 @@
 """The engine is a distribution of its own: its wheel builds from this folder alone and holds
-every module and config file under src/ (engine, what a run imports; engine_dev, the demo data
-and test fixtures), its tests left out."""
+every module, config file and page under src/ (engine, what a run imports, with its manual and
+CHANGELOG; engine_dev, the demo data and test fixtures), its tests left out."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def test_the_wheel_builds_alone_and_holds_every_module(tmp_path: Path) -> None:
     subprocess.run([*command, str(source), "-w", str(tmp_path)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("hydra_torch_data_engine-*.whl")
     assert wheel.name.startswith(f"hydra_torch_data_engine-{engine.__version__}-py3-none-any")
-    kept = (".py", ".yaml")
+    kept = (".py", ".yaml", ".md", ".png")  # .md, .png: the manual (engine/docs/), the CHANGELOG
     packed = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(kept)}
     sources = ENGINE / "src"
     files = {

@@ -340,20 +340,43 @@ def test_make_setup_in_a_project_never_hands_pip_two_wheels(tmp_path: Path) -> N
     assert ".whl" not in plan
 
 
+@pytest.fixture(scope="module")
+def engine_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The engine's wheel, built from this checkout, installed alone into a folder of its own."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    build_wheel(ROOT, tmp)
+    (wheel,) = tmp.glob("*.whl")
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index"]
+    subprocess.run([*command, "--target", str(tmp / "site"), str(wheel)], check=True)
+    return tmp / "site"
+
+
 def test_the_engine_wheel_installs_its_changelog(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine_site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The upgrade's report named a CHANGELOG.md that neither the project nor the wheel held."""
-    build_wheel(ROOT, tmp_path)
-    (wheel,) = tmp_path.glob("*.whl")
-    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index"]
-    subprocess.run([*command, "--target", str(tmp_path / "site"), str(wheel)], check=True)
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))  # before the editable engine
+    monkeypatch.setenv("PYTHONPATH", str(engine_site))  # before the editable engine
     version, changelog = installed()
     assert version == engine_version(ROOT)
-    assert changelog == str(tmp_path / "site" / "engine" / "CHANGELOG.md")
+    assert changelog == str(engine_site / "engine" / "CHANGELOG.md")
     source = ROOT / "engine" / "src" / "engine" / "CHANGELOG.md"
     assert Path(changelog).read_text() == source.read_text()
+
+
+def test_the_engine_wheel_installs_its_manual(engine_site: Path, tmp_path: Path) -> None:
+    """A copy carried the engine's manual in its own docs/, which make upgrade-engine left
+    stale: the wheel installs it (every page: engine/tests/test_package.py), and `python -m
+    engine.docs` (make docs) names the installed one with its version."""
+    manual = engine_site / "engine" / "docs"
+    source = ROOT / "engine" / "src" / "engine" / "docs" / "README.md"
+    assert (manual / "README.md").read_text() == source.read_text()
+    env = {**os.environ, "PYTHONPATH": str(engine_site)}  # before the editable engine
+    command = [sys.executable, "-m", "engine.docs"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.stdout == (
+        f"The engine's manual (hydra-torch-data-engine {engine_version(ROOT)}, installed with it "
+        f"and upgraded by make upgrade-engine): {manual / 'README.md'}\n"
+    ), done.stderr
 
 
 def test_a_pinned_wheel_missing_from_vendor_is_one_line(project: Path, pip: list) -> None:

@@ -223,7 +223,7 @@ def load_sample(
 ) -> torch.Tensor:
     """`read_image` that turns any failure into a `SampleError` (sample_errors). The datasets
     read their files here: dataset.root -> a listed path -> this -> the safe open
-    (docs/engine.md)."""
+    (engine/docs/engine.md)."""
     with sample_errors(path, index, label):
         data = read_regular_file(path, max_file_bytes(max_pixels))
         return decode_image_bytes(data, path, min_side, max_pixels, max_scans)

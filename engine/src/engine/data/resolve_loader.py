@@ -11,7 +11,7 @@ conf/loader/default.yaml --instantiate--> LoaderSettings (types and ranges check
   --build_loaders() --make_loader()--> DataLoader(...)   (engine/data/loaders.py)
 
 Three functions after instantiate, each called once by engine/training/assemble.py; nowhere
-else reinterprets a loader.* key (docs/engine.md draws the path).
+else reinterprets a loader.* key (engine/docs/engine.md draws the path).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ dataset (imagefolder, csv, cache, tensor, parquet) into files of `shards.max_sam
 
 - `tar`: WebDataset tar shards with their manifest (`shards.json`,
   engine/data/shards/manifest.py) and `classes.txt`, for `dataset=iterable` from that folder or
-  wherever it is uploaded (docs/streaming.md). A sample is `KEY.jpg|png|webp` (the image),
+  wherever it is uploaded (engine/docs/streaming.md). A sample is `KEY.jpg|png|webp` (the image),
   `KEY.cls` (its class index) and `KEY.json` (label, class name, source file), as webdataset
   itself writes and reads them.
 - `parquet`: Parquet files in the Hugging Face layout (engine/data/parquet/writer.py), for

@@ -1,6 +1,6 @@
 """trainer.record_samples: samples.csv in the run dir, one row per sample per optimizer step
 (`epoch,step,rank,source,index,path`), to answer "which samples were in the batch where the
-loss spiked" (docs/scaling.md).
+loss spiked" (engine/docs/scaling.md).
 
 Every rank keeps its rows' numbers in memory until the next checkpoint or epoch end, where
 the ranks hand them to rank 0, which names each sample (its source and index there, from the

@@ -31,7 +31,7 @@ def logger_problems(cfg: DictConfig) -> list[str]:
         if not (isinstance(target, type) and issubclass(target, Logger)):
             problems.append(
                 f"{GROUP}.{name}._target_={node._target_}: not a logger; name a subclass of "
-                "engine.runs.loggers.base.Logger (docs/engine.md)."
+                "engine.runs.loggers.base.Logger (engine/docs/engine.md)."
             )
         elif target.requires and importlib.util.find_spec(target.requires[0]) is None:
             module, install = target.requires
