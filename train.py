@@ -12,7 +12,7 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from engine.app import launch, run
+from engine.api import launch, run
 from src.loop import train
 from src.step import TrainStep
 

@@ -181,6 +181,12 @@ OUTPUTS = {
         "{py} docs/multilabel_demo.py",
         r"^device|^epoch|^best",
     ),
+    "targets": Output(
+        "python docs/regenerate.py --targets",
+        "{py} docs/regenerate.py --targets",
+        r".",
+        prompt=False,
+    ),
     "kfold": Output("python docs/kfold_demo.py", "{py} docs/kfold_demo.py", r"^fold \d|^\|"),
     "finetune": Output(
         "python docs/finetune_demo.py", "{py} docs/finetune_demo.py", r"^pretrained on|^\|"
@@ -192,6 +198,30 @@ OUTPUTS = {
         r"\[engine\.data\.resolve_loader\]|\[engine\.training\.assemble\]|epoch \d/2 ",
     ),
 }
+
+
+TARGET = re.compile(r"^\s*(?:_target_|\(\)): (engine\.[\w.]+)", re.M)  # and logging's `()`
+
+
+def target_table() -> str:
+    """engine/docs/engine.md's table of the engine's classes and functions a config names, each with
+    the options that name it (`group=a|b`; the engine's own engine.yaml by its name): conf/'s
+    and the engine's own groups (pkg://engine.conf, the installed engine's)."""
+    from importlib import resources
+
+    named: dict[str, dict[str, list[str]]] = {}  # target -> group -> options
+    for conf in (ROOT / "conf", Path(str(resources.files("engine.conf")))):
+        for path in sorted(conf.rglob("*.yaml")):
+            group = path.parent.relative_to(conf).as_posix()
+            for target in TARGET.findall(path.read_text()):
+                options = named.setdefault(target, {}).setdefault(group, [])
+                options += [path.stem] if group != "." else []
+    width = max(map(len, named)) + 2
+    return "\n".join(
+        f"{target:<{width}}"
+        + ", ".join(f"{g}={'|'.join(o)}" if o else "engine.yaml" for g, o in named[target].items())
+        for target in sorted(named)
+    )
 
 
 def produce(name: str, output: Output, tmp: Path) -> str:
@@ -255,4 +285,4 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    print(target_table()) if sys.argv[1:] == ["--targets"] else main(sys.argv[1:])

@@ -15,10 +15,7 @@ import time
 
 from omegaconf import DictConfig
 
-from engine.runs.fit import Fit
-from engine.runs.training_run import TrainingRun
-from engine.training.assemble import assemble
-from engine.training.optimization import build_optimization
+from engine.api import Fit, TrainingRun, assemble, build_optimization
 from src.step import TrainStep
 
 
@@ -36,16 +33,17 @@ def train(cfg: DictConfig) -> dict[str, float]:
             with epoch:  # a stop signal: checkpoint, exit; a dead worker: its file named
                 for batch in epoch.batches():  # a resumed epoch goes on at its batch
                     # Under torchrun, finite() and stepped() are collectives: every rank calls
-                    # them for every batch, so never `continue` past them (the others would
+                    # them for every batch, so never `continue` before them (the others would
                     # wait forever); skip work inside the `if` instead.
                     loss, logits = step.forward(batch)
-                    if epoch.finite(loss):  # a NaN loss skips the step on every rank
+                    if epoch.finite(loss):  # COLLECTIVE: a NaN loss skips the step on every rank
                         step.backward(loss)
                         epoch.count(loss, logits, batch)  # train/* sums, the loss window
                     if epoch.accumulated():  # trainer.grad_accum batches since the last step
                         step.optimizer_step()
-                        epoch.stepped()  # train/loss points, a checkpoint when due
+                        epoch.stepped()  # COLLECTIVE: train/loss points, a checkpoint when due
             # train_metrics() calls step.optimizer_step() itself for a last, partial
-            # accumulation group, then gathers train/* over the ranks (a collective too)
+            # accumulation group, then gathers train/* over the ranks: COLLECTIVE, as are
+            # evaluate() (val/* over the ranks) and end() (every rank's bad samples shared)
             epoch.end(epoch.train_metrics() | epoch.evaluate())  # log, checkpoint, history
         return fit.finish()  # metrics.json, the loggers' end (HParams, ...)

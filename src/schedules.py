@@ -7,7 +7,7 @@ import math
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
-from engine.core.bounds import Fraction
+from engine.api import Fraction
 
 
 def warmup_cosine(optimizer: Optimizer, total_steps: int, warmup_frac: Fraction) -> LambdaLR:

@@ -6,14 +6,15 @@ Every checkpoint keeps the model, `optimizer`, `scheduler`, the fp16 loss scale 
 what else the step holds (an EMA of the weights, a second optimizer) goes in its
 `state_dict()`, which a checkpoint saves too and a resume hands back to `load_state_dict()`.
 Under torchrun `model` is its DDP wrapper: keep the EMA of the bare model,
-`AveragedModel(unwrap(model))` (engine.training.distributed.unwrap, in the engine manual's
-engine.md: make docs).
+`AveragedModel(unwrap(model))` (engine.api.unwrap; the engine manual's engine.md: make docs).
 
-What the engine relies on (engine.runs.run_state.StepState, checked when a training starts):
-`optimizer`, `scheduler`, `precision`, `steps` and `optimizer_step()`, which it calls itself
-for an epoch's last, partial accumulation group. mode=benchmark (benchmark.compute=model)
-builds this class by position, `TrainStep(model, criterion, optimizer, scheduler,
-precision)`, and calls it on each batch (`__call__`): keep those five parameters first."""
+What the engine relies on: the class has `optimizer_step()`, which `epoch.train_metrics()`
+calls itself for an epoch's last, partial accumulation group, and `__call__(batch)`
+(engine.api.Step, checked before any work); an instance has `optimizer`, `scheduler`,
+`precision` and `steps` (engine.api.StepState, checked when `Fit` starts). mode=benchmark
+(benchmark.compute=model) builds this class by position, `TrainStep(model, criterion,
+optimizer, scheduler, precision)` (grad_accum left at 1; engine/modes/benchmark.py's
+`train_step`), and times `__call__` on each batch: keep those five parameters first."""
 
 from __future__ import annotations
 
@@ -22,8 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from engine.training.batches import DeviceBatch
-from engine.training.device import Precision
+from engine.api import DeviceBatch, Precision
 
 
 class TrainStep:
@@ -60,7 +60,8 @@ class TrainStep:
 
     def optimizer_step(self) -> None:
         """Step the optimizer, then the schedule (unless fp16 loss scaling skipped the step
-        for inf/NaN gradients), and clear the gradients."""
+        for inf/NaN gradients), and clear the gradients. The loop calls it every `grad_accum`
+        batches; `epoch.train_metrics()` calls it too, for an epoch's last, partial group."""
         scaler = self.precision.scaler
         stepped = True
         if scaler is not None:
@@ -85,7 +86,8 @@ class TrainStep:
         new parts keep their start values)."""
 
     def __call__(self, batch: DeviceBatch) -> torch.Tensor:
-        """A whole step on one batch (grad_accum 1): forward, backward, optimizer step."""
+        """A whole step on one batch (grad_accum 1): forward, backward, optimizer step; what
+        mode=benchmark times (src/loop.py calls the parts itself)."""
         loss, _ = self.forward(batch)
         self.backward(loss)
         self.optimizer_step()

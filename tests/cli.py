@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from engine_dev.cli import run_script
+from engine_dev.api import run_script
 
 TRAIN = Path(__file__).resolve().parents[1] / "train.py"
 LOG_DIR = "paths.log_dir="

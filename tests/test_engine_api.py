@@ -1,91 +1,89 @@
-"""The engine manual's engine.md is the engine's public API: every name it lists imports, and the template
-(src/, train.py, conf/, the README and docs' code) uses no other name of the engine."""
+"""The engine manual's engine.md: its API section is the engine's public API on one page: one line per name of
+engine.api and engine_dev.api, each naming the module it lives in, and the table of the
+`_target_`s a config names, as docs/regenerate.py writes it; the README's and docs' code
+imports only those names. (tests/test_public_imports.py, which a project copies, checks
+train.py, src/ and the copied tests.)"""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
+import engine.api
+import engine_dev.api
+
 ROOT = Path(__file__).resolve().parents[1]
 MANUAL = ROOT / "engine" / "src" / "engine" / "docs"
-LISTED = re.compile(r"^- `(engine(?:_dev)?\.[\w.]+)` — ", re.M)
+PAGE = MANUAL / "engine.md"
+sys.path.insert(0, str(ROOT / "docs"))
+from regenerate import target_table  # noqa: E402
+
+LISTED = re.compile(
+    r"^- `(\w+)` — ([\w.]+)(?: \(`(\w+)`\))?: ", re.M
+)  # name — module (`its name`):
+DEV_LIST = "`engine_dev.api`, for your tests"
+TARGETS = re.compile(r"<!-- output: targets -->\n```text\n(.*?)\n```", re.S)
 CODE_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
-TARGET = re.compile(r"_target_: (engine\.[\w.]+)")
 
 
-def listed() -> list[str]:
-    return LISTED.findall((MANUAL / "engine.md").read_text())
+def listed() -> list[tuple[str, str, str]]:
+    """(package, name, where it lives) of each line of the page's API lists."""
+    text = PAGE.read_text()
+    split = text.index(DEV_LIST)
+    return [
+        ("engine_dev" if match.start() > split else "engine", name, f"{module}.{own or name}")
+        for match in LISTED.finditer(text)
+        for name, module, own in [match.groups()]
+    ]
 
 
-def _resolve(name: str) -> object:
-    """The object a dotted name means: a module, or an attribute of the longest module."""
-    parts = name.split(".")
-    for end in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:end]))
-        except ModuleNotFoundError:
-            continue
-        for attr in parts[end:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ModuleNotFoundError(name)
+def test_the_page_lists_each_api_name_once_where_it_lives() -> None:
+    found = {(top, name) for top, name, _ in listed()}
+    assert len(found) == len(listed())  # each once
+    apis = {"engine": engine.api, "engine_dev": engine_dev.api}
+    expected = {(top, name) for top, api in apis.items() for name in api.__all__}
+    assert found == expected, f"missing: {expected - found}; not in the api: {found - expected}"
+    for top, name, where in listed():
+        module, own = f"{top}.{where}".rsplit(".", 1)
+        assert getattr(importlib.import_module(module), own) is getattr(apis[top], name), where
 
 
-def _imports(source: str) -> set[str]:
-    """`engine.x.y.Name` for every `from engine.x.y import Name` in `source`."""
-    names = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("engine"):
-            names |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return names
+def test_the_target_table_is_generated() -> None:
+    """`make docs-outputs NAMES=targets` rewrites it: every `_target_` of conf/ and of the
+    engine's own groups, each with the options that name it."""
+    (shown,) = TARGETS.findall(PAGE.read_text())
+    assert shown == target_table(), "engine.md: run make docs-outputs NAMES=targets"
 
 
-def used_by_the_template() -> set[str]:
-    """The engine names the template imports or configures."""
-    used = set()
-    for path in [ROOT / "train.py", *sorted((ROOT / "src").rglob("*.py"))]:
-        used |= _imports(path.read_text())
+def test_the_readme_and_docs_import_only_api_names() -> None:
+    wrong = []
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *MANUAL.glob("*.md")]:
         for block in CODE_BLOCK.findall(page.read_text()):
-            used |= _imports(block)
-    for path in sorted((ROOT / "conf").rglob("*.yaml")):
-        used |= set(TARGET.findall(path.read_text()))
-    return used
+            for node in ast.walk(ast.parse(block)):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("engine"):
+                    api = {"engine.api": engine.api, "engine_dev.api": engine_dev.api}
+                    known = api.get(node.module or "")
+                    wrong += [
+                        f"{page.name}: from {node.module} import {alias.name}"
+                        for alias in node.names
+                        if known is None or alias.name not in known.__all__
+                    ]
+    assert not wrong, f"import these from engine.api: {wrong}"
 
 
-@pytest.mark.parametrize("name", listed())
-def test_every_listed_name_imports(name: str) -> None:
-    assert _resolve(name) is not None
-
-
-def test_the_list_has_each_name_once() -> None:
-    names = listed()
-    assert len(names) > 40 and len(names) == len(set(names))
-
-
-def test_the_template_uses_only_listed_names() -> None:
-    unlisted = sorted(used_by_the_template() - set(listed()))
-    assert not unlisted, f"not in engine.md's public API: {unlisted}"
-
-
-def test_the_tests_a_project_copies_import_only_listed_names() -> None:
-    """A project's own suite (what `make new-project` copies) imports only listed names, so an
-    engine upgrade that keeps its public API never breaks a user's tests."""
-    from tools.new_project import template_suite
-
-    used = set()
-    for path in sorted(template_suite(ROOT)):
-        used |= _imports((ROOT / path).read_text())
-    unlisted = sorted(used - set(listed()))
-    assert not unlisted, f"the copied tests import names not in engine.md: {unlisted}"
+@pytest.mark.parametrize("api", [engine.api, engine_dev.api], ids=lambda api: api.__name__)
+def test_the_api_modules_only_re_export(api) -> None:
+    """No logic of their own: imports, `__all__`, nothing else."""
+    body = ast.parse(Path(api.__file__).read_text()).body
+    kinds = {type(node) for node in body[1:]}  # after the docstring
+    assert kinds <= {ast.ImportFrom, ast.Assign}, kinds
 
 
 def test_the_template_pins_the_engine_it_ships() -> None:
-    import engine
-
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert f'"hydra-torch-data-engine=={engine.__version__}"' in pyproject

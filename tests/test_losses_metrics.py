@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from engine.runs.checkpoint_files import load_checkpoint
-from engine_dev.fixtures import Labels
+from engine.api import load_checkpoint
+from engine_dev.api import Labels
 from src.loop import train
 from src.losses.cross_entropy import CrossEntropy
 from src.metrics.accuracy import Accuracy

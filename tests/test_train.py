@@ -14,11 +14,7 @@ from omegaconf import DictConfig
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
-from engine.runs.checkpoint_files import load_checkpoint
-from engine.training.assemble import assemble
-from engine.training.batches import mover_for
-from engine.training.device import Precision
-from engine.training.evaluate import evaluate
+from engine.api import Precision, assemble, evaluate, load_checkpoint, mover_for
 from src.loop import train
 from src.step import TrainStep
 from tests.cli import run_cli

@@ -54,6 +54,7 @@ TEMPLATE_SUITE = (
     "tests/test_experiments.py",
     "tests/test_local_paths.py",
     "tests/test_losses_metrics.py",
+    "tests/test_public_imports.py",
     "tests/test_sequences.py",
     "tests/test_train.py",
     "tests/process/__init__.py",

@@ -21,9 +21,10 @@ from engine.training.batches import DeviceBatch
 from engine.training.ema import WeightsEma
 from engine.training.freezing import Freezer
 from engine.training.param_groups import param_groups
+from engine_dev.cli import run_script
 from reference.loop import train
 from reference.step import EmaStep
-from tests.conftest import REFERENCE
+from tests.conftest import REFERENCE, TRAIN, reference_args
 
 EMA = ("trainer.ema.decay=0.5", "trainer.checkpoint.monitor=val/ema_loss")
 
@@ -269,6 +270,30 @@ def test_a_step_lacking_what_the_engine_calls_is_named_when_the_training_starts(
     monkeypatch.setattr(reference.loop, "EmaStep", Renamed)
     with pytest.raises(TypeError, match=r"train step .*Renamed lacks optimizer_step: the engine"):
         train(reference_cfg("renamed"))
+
+
+@pytest.mark.parametrize("mode", ["train", "benchmark"])
+def test_a_step_class_breaking_the_step_protocol_is_refused_before_any_work(
+    demo_dir, tmp_path, monkeypatch, mode: str
+) -> None:
+    """engine.app.run checks the step class train.py hands it against engine.api.Step (a
+    runtime_checkable protocol) before any work: one line naming the class, the missing
+    method and the fix; nothing is built or trained."""
+    import reference.step
+
+    class NoCall:
+        def optimizer_step(self) -> None: ...
+
+    monkeypatch.setattr(reference.step, "EmaStep", NoCall)
+    said = run_script(TRAIN, *reference_args(demo_dir, tmp_path, f"mode={mode}"), cwd=tmp_path)
+    assert said.returncode != 0
+    assert (
+        f"mode={mode}: the step class {NoCall.__module__}.{NoCall.__qualname__} given to "
+        "engine.app.run(step=...) in train.py lacks __call__(): the engine calls "
+        "optimizer_step()" in said.stderr
+    ), said.stderr[-2000:]
+    assert "define __call__() as src/step.py's TrainStep does." in said.stderr
+    assert not list(tmp_path.glob("runs/*/*/checkpoints"))  # refused before any work
 
 
 def test_mode_benchmark_names_a_step_it_cannot_build_by_position() -> None:

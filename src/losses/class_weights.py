@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
-from engine.data.datasets.base import DatasetHooks
+from engine.api import DatasetHooks
 
 
 def per_class_weights(

@@ -9,9 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from engine.core.bounds import Share
-from engine.data.datasets.base import DatasetHooks
-from engine.data.targets import class_counts
+from engine.api import DatasetHooks, Share, class_counts
 from src.losses.class_weights import per_class_weights
 
 

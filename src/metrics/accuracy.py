@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.core.bounds import Positive
-from engine.training.metric import Metric
+from engine.api import Metric, Positive
 
 
 class Accuracy(Metric):

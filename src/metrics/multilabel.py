@@ -11,8 +11,7 @@ from torchmetrics.functional.classification import (
     multilabel_f1_score,
 )
 
-from engine.core.bounds import Fraction
-from engine.training.metric import GatheredMetric
+from engine.api import Fraction, GatheredMetric
 
 
 class MeanAveragePrecision(GatheredMetric):

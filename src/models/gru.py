@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from engine.core.bounds import Positive, Share
+from engine.api import Positive, Share
 
 
 class GRUClassifier(nn.Module):

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from engine.core.bounds import Positive, Share
+from engine.api import Positive, Share
 
 
 class MLP(nn.Module):

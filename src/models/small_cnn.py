@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from engine.core.bounds import Positive, Share
+from engine.api import Positive, Share
 
 
 def _block(c_in: int, c_out: int) -> nn.Sequential:

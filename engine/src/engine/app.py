@@ -31,6 +31,7 @@ from engine.modes import benchmark, cache, evaluation, inspect, prediction, shar
 from engine.runs.bookends import bookends
 from engine.runs.loggers.build import logger_problems
 from engine.runs.run_lock import config_subdir, log_file, run_dir_held
+from engine.runs.run_state import step_class_problem
 from engine.sweeps.direction import direction_of, direction_problem
 from engine.sweeps.reuse import previous_result
 from engine.sweeps.summary import headline
@@ -71,6 +72,9 @@ def run(cfg: DictConfig, train: Run, step: type) -> float:
         problem = direction_problem(cfg)
         if problem is not None:
             raise ConfigError(problem)
+        unfit = step_class_problem(step, cfg.mode) if cfg.mode in ("train", "benchmark") else None
+        if unfit is not None:  # before any work: the step contract, engine.api.Step
+            raise TypeError(unfit)
         if cfg.mode != "train" and init_distributed().world_size > 1:
             raise ValueError(
                 f"mode={cfg.mode} runs in one process: start it with python train.py, not "

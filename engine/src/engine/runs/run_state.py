@@ -55,6 +55,34 @@ class StepState(Protocol):
 STEP_MEMBERS = ("optimizer", "scheduler", "precision", "steps", "optimizer_step")
 
 
+@runtime_checkable
+class Step(Protocol):
+    """The step class train.py hands to `engine.app.run(step=...)` (src/step.py's TrainStep),
+    checked before any work of mode=train or mode=benchmark: `optimizer_step()`, which
+    `Epoch.train_metrics()` calls for a last, partial accumulation group, and `__call__(batch)`,
+    one whole step, which mode=benchmark (benchmark.compute=model) times. Its instances are
+    StepStates (their attributes are set in `__init__`, so Fit checks them on the instance)."""
+
+    def optimizer_step(self) -> None: ...
+
+    def __call__(self, batch: Any) -> torch.Tensor: ...
+
+
+def step_class_problem(step: type, mode: str) -> str | None:
+    """Why the class `step` breaks the Step protocol, naming the methods it lacks, or None."""
+    if not isinstance(step, type) or issubclass(step, Step):
+        return None  # a factory function is checked on what it makes (Fit, mode=benchmark)
+    defined = {name for base in step.__mro__ for name in vars(base)}  # not the metaclass's
+    missing = [f"{name}()" for name in ("optimizer_step", "__call__") if name not in defined]
+    return (
+        f"mode={mode}: the step class {step.__module__}.{step.__qualname__} given to "
+        f"engine.app.run(step=...) in train.py lacks {', '.join(missing)}: the engine calls "
+        "optimizer_step() for an epoch's last, partial accumulation group and mode=benchmark "
+        f"calls step(batch) for one whole step (engine.api.Step); define {', '.join(missing)} "
+        "as src/step.py's TrainStep does."
+    )
+
+
 def step_problem(step: object) -> str | None:
     """Why `step` is no StepState, naming what it lacks (isinstance alone cannot say), or
     None; checked when a training starts, not at the first checkpoint or epoch's end."""
