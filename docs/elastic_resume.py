@@ -1,4 +1,5 @@
-"""The elastic-resume run the engine manual's scaling.md shows (`make docs-outputs NAMES=elastic-resume`).
+"""The elastic-resume run the engine manual's scaling.md shows
+(`make docs-outputs NAMES=elastic-resume`).
 
 On the demo data: an uninterrupted torchrun job of 2 ranks x 1 worker; the same job killed
 with -9 (the whole process group, from outside) soon after a mid-epoch checkpoint; that run

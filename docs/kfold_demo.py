@@ -1,4 +1,5 @@
-"""The 5-fold cross-validation the engine manual's scaling.md shows (`make docs-outputs NAMES=kfold`).
+"""The 5-fold cross-validation the engine manual's scaling.md shows
+(`make docs-outputs NAMES=kfold`).
 
 On the demo data: `python train.py -m +sweep=kfold model.widths=[8,16,32]
 trainer.max_epochs=10` (the default model, narrower: 5 trainings in under 3 minutes on 2

@@ -1,4 +1,5 @@
-"""The multi-label training the engine manual's datasets.md shows (`make docs-outputs NAMES=multilabel`).
+"""The multi-label training the engine manual's datasets.md shows
+(`make docs-outputs NAMES=multilabel`).
 
 Trains `experiment=multilabel_csv` on the demo's multi-label set (data/demo/multilabel) with
 logger=csv, then prints the run's start-up line, the last epochs' val/map, val/f1 and

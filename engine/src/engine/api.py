@@ -1,8 +1,9 @@
 """The engine's contract: every name a project writes against, importable from here alone
 (`from engine.api import Fit, Metric`), stable within a major version. Each is re-exported
 from where it lives, which keeps working; anything else in `engine` is internal and may change
-in any release. The classes conf/ names as `_target_`s are public by that path (engine/docs/engine.md
-lists them). tests/test_public_imports.py checks that a project imports nothing else."""
+in any release. The classes conf/ names as `_target_`s are public by that path
+(engine/docs/engine.md lists them). tests/test_public_imports.py checks that a project imports
+nothing else."""
 
 from engine.app import launch, register_resolvers, run
 from engine.config.choices import config_tree

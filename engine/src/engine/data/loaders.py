@@ -228,7 +228,8 @@ def make_loader(
     if skip and bad_samples is None:
         report = report_dir / REPORT_NAME if report_dir is not None else None
         fraction = dataset.max_bad_fraction  # type: ignore[attr-defined]
-        bad_samples = BadSampleLedger(split, len(dataset), fraction, report)  # type: ignore[arg-type]
+        size = len(dataset)  # type: ignore[arg-type]
+        bad_samples = BadSampleLedger(split, size, fraction, report)
     # a stream may be told to tag its samples later (a training's)
     tags = getattr(dataset, "tags_samples", False) or isinstance(dataset, IterableDataset)
     strategy = torch_mp.get_sharing_strategy()

@@ -13,8 +13,9 @@ summary columns, pipeline.csv), written once in engine/metric_keys.py:
 Each process sums its worker stages for the batch it is building in `SUMS`; the workers'
 collate (engine/data/batch_stages.py) takes them and appends one `StageTimes` after the
 batch's fields (as the sample ids travel), so the numbers ride the loader's own queue: a few
-floats a batch, no queue or shared memory of their own. perf_counter is the system-wide monotonic clock on Linux, macOS and Windows, so a
-worker's times and the main process's lie on one time line (the pipeline report's picture).
+floats a batch, no queue or shared memory of their own. perf_counter is the system-wide
+monotonic clock on Linux, macOS and Windows, so a worker's times and the main process's lie on
+one time line (the pipeline report's picture).
 """
 
 from __future__ import annotations
