@@ -1,18 +1,17 @@
 """Self-contained checkpoints: the config saved with a run holds what it took from its data;
 `load_model` refuses what is not a checkpoint of this project, says to pass project_root when
-it cannot find the project, and preprocesses files, PIL images and tensors alike. Each model
-kind rebuilt in a fresh interpreter: tests/process/test_load_model_processes.py."""
+it cannot find the project, and preprocesses with the run's own eval transforms (files, PIL
+images and tensors alike: engine/tests/test_preprocess_inputs.py). Each model kind rebuilt in a
+fresh interpreter: tests/process/test_load_model_processes.py."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 import yaml
-from PIL import Image
 
 from engine.inference import load_model
 from engine.inference.checkpoint import checkpoint_file
@@ -72,35 +71,5 @@ def test_load_model_without_its_project_says_to_pass_project_root(
         load_model(alone / "m.pt", project_root=alone)
     model = load_model(alone / "m.pt", project_root=ROOT)
     assert model.classes == ["circle", "cross", "square", "star", "triangle"]
-
-
-def test_preprocess_takes_files_pil_images_and_tensors_alike(make_cfg, tmp_path) -> None:
-    cfg = make_cfg(*ONE_STEP)
-    train(cfg)
-    model = load_model(Path(cfg.paths.output_dir))
-    pixels = torch.randint(0, 256, (3, 60, 70), dtype=torch.uint8)
-    picture = Image.fromarray(pixels.permute(1, 2, 0).numpy())
-    picture.save(tmp_path / "a.png")
-    one = model.preprocess(pixels)
-    assert one.shape == (1, 3, 48, 48) and one.dtype == torch.float32
-    forms = {
-        "str": str(tmp_path / "a.png"),
-        "Path": tmp_path / "a.png",
-        "PIL": picture,
-        "RGBA PIL": picture.convert("RGBA"),  # converted to RGB, as files are decoded
-        "HWC tensor": pixels.permute(1, 2, 0),
-        "HWC array": pixels.permute(1, 2, 0).numpy(),  # as cv2 and np.asarray(pil) give them
-    }
-    for name, image in forms.items():
-        assert torch.equal(model.preprocess(image), one), name
-    hwc = pixels.permute(1, 2, 0).numpy()
-    for mode in ("L", "RGBA"):  # an array of each kind: as its PIL image, as its file
-        image = Image.fromarray(hwc).convert(mode)
-        image.save(tmp_path / f"{mode}.png")
-        as_array = model.preprocess(np.asarray(image))
-        assert torch.equal(as_array, model.preprocess(image)), mode
-        assert torch.equal(as_array, model.preprocess(tmp_path / f"{mode}.png")), mode
-    mixed = model.preprocess([*forms.values(), pixels])
-    assert torch.equal(mixed, one.expand(len(forms) + 1, -1, -1, -1))
-    with pytest.raises(TypeError, match=r"image 1 is a torch\.float32 tensor .* uint8 tensors or"):
-        model.preprocess([pixels, pixels.float()])
+    one = model.preprocess(torch.randint(0, 256, (3, 60, 70), dtype=torch.uint8))
+    assert one.shape == (1, 3, 48, 48) and one.dtype == torch.float32  # the run's transforms

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import random
@@ -114,7 +115,9 @@ def test_empty_and_truncated_files_fall_back_to_the_previous_one(tmp_path: Path,
     assert caplog.text.count("skipping checkpoint") == 2
 
 
-def test_resume_auto_picks_the_newest_run_of_the_same_config(tmp_path: Path) -> None:
+def test_resume_auto_picks_the_newest_run_of_the_same_config(tmp_path: Path, caplog) -> None:
+    """The newest run of this config under the log dir; another config's runs (newer, more
+    steps) never: with none of this config, the run starts fresh and says so."""
     for name, key, step in [("old", "k1", 5), ("new", "k1", 7), ("other", "k2", 9)]:
         folder = tmp_path / name / "checkpoints"
         _manager(folder).save(_state(step, key))
@@ -122,7 +125,9 @@ def test_resume_auto_picks_the_newest_run_of_the_same_config(tmp_path: Path) -> 
         os.utime(folder / f"step{step:08d}.pt", (step, step))  # mtimes in step order
     path, state = find_resume_state("auto", "k1", tmp_path, run_dir=tmp_path / "current")
     assert state["step"] == 7 and path.parent.parent.name == "new"
-    assert find_resume_state("auto", "k3", tmp_path, run_dir=tmp_path / "x") is None
+    with caplog.at_level(logging.INFO, logger="engine.runs.resume"):
+        assert find_resume_state("auto", "k3", tmp_path, run_dir=tmp_path / "x") is None
+    assert "no earlier run of this config" in caplog.text and "starting fresh" in caplog.text
     assert find_resume_state(None, "k1", tmp_path, run_dir=tmp_path / "x") is None
     _, by_dir = find_resume_state(str(tmp_path / "old"), "k1", tmp_path, tmp_path / "x")
     assert by_dir["step"] == 5
@@ -210,7 +215,8 @@ def test_an_unusable_file_given_by_name_is_one_error_naming_it(tmp_path: Path) -
     save_checkpoint(path, _state(5, "other") | {"model": {"w": torch.zeros(3, 3)}})
     with pytest.raises(
         CheckpointError,
-        match=r"foreign\.pt: this file does not fit this run: its weights do not fit",
+        match=rf"^trainer\.resume={path}: this file does not fit this run: its weights do not "
+        r"fit this model \(w is \[3, 3\] in the file",
     ):
         find_resume_state(str(path), "k", tmp_path, tmp_path / "run", _run_shape())
     save_checkpoint(path, {"model": {}, "step": 1})

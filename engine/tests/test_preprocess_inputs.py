@@ -1,5 +1,6 @@
 """`model.preprocess` (engine/inference/preprocess.py) takes what a notebook holds: the same
-image gives the same batch as a file, a PIL image or an array, 16-bit grey included, and an
+image gives the same batch as a file (str or Path), a PIL image (RGBA and grey too), an array
+or a tensor (HWC or CHW), alone or mixed in one list, 16-bit grey included, and an
 input that is no image (object, float, empty, 5-channel, meta, bytes, None) is refused, and a
 file that cannot be read reported, in one line naming its index and what to give."""
 
@@ -31,6 +32,35 @@ def test_a_16_bit_png_gives_one_batch_by_path_by_pil_image_and_by_array(tmp_path
     assert torch.equal(PREPROCESS(grey16), by_path)
     high_byte = torch.from_numpy((grey16 >> 8).astype(np.uint8)).expand(3, -1, -1)
     assert torch.equal(PREPROCESS(high_byte), by_path)
+
+
+def test_files_pil_images_arrays_and_tensors_give_one_batch(tmp_path) -> None:
+    pixels = torch.randint(0, 256, (3, 60, 70), dtype=torch.uint8)
+    picture = Image.fromarray(pixels.permute(1, 2, 0).numpy())
+    picture.save(tmp_path / "a.png")
+    one = PREPROCESS(pixels)
+    assert one.shape[:2] == (1, 3) and one.dtype == torch.float32
+    forms = {
+        "str": str(tmp_path / "a.png"),
+        "Path": tmp_path / "a.png",
+        "PIL": picture,
+        "RGBA PIL": picture.convert("RGBA"),  # converted to RGB, as files are decoded
+        "HWC tensor": pixels.permute(1, 2, 0),
+        "HWC array": pixels.permute(1, 2, 0).numpy(),  # as cv2 and np.asarray(pil) give them
+    }
+    for name, image in forms.items():
+        assert torch.equal(PREPROCESS(image), one), name
+    hwc = pixels.permute(1, 2, 0).numpy()
+    for mode in ("L", "RGBA"):  # an array of each kind: as its PIL image, as its file
+        image = Image.fromarray(hwc).convert(mode)
+        image.save(tmp_path / f"{mode}.png")
+        as_array = PREPROCESS(np.asarray(image))
+        assert torch.equal(as_array, PREPROCESS(image)), mode
+        assert torch.equal(as_array, PREPROCESS(tmp_path / f"{mode}.png")), mode
+    mixed = PREPROCESS([*forms.values(), pixels])
+    assert torch.equal(mixed, one.expand(len(forms) + 1, -1, -1, -1))
+    with pytest.raises(TypeError, match=r"image 1 is a torch\.float32 tensor .* uint8 tensors or"):
+        PREPROCESS([pixels, pixels.float()])
 
 
 def test_grey_and_rgba_tensors_give_what_their_arrays_give() -> None:

@@ -1,6 +1,7 @@
 """The engine's guarantees end to end, on its reference project alone (reference_project/):
 a run trains and its checkpoint evaluates from the command line; a run stopped mid-epoch
-resumes to exactly the uninterrupted run's weights and the step's own state (an EMA); a folder
+resumes to exactly the uninterrupted run's weights and the step's own state (an EMA), also past
+another config's and a malformed newest step in its own folder, which it skips; a folder
 with several unreadable files trains under on_error=skip and names each, or stops at the first
 naming it; a NaN loss is skipped when allowed and stops the run naming the key when not."""
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.runs.checkpoint_files import load_checkpoint
+from engine.runs.checkpoint_files import load_checkpoint, save_checkpoint
 from engine_dev.cli import run_script
 from engine_dev.hostile import corrupt_tree
 from reference.loop import train
@@ -82,6 +83,45 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_weights_and_ema(
     assert int(ema_b["n_averaged"]) == 9
     assert all(torch.equal(ema_a[k], ema_b[k]) for k in ema_a), "EMA weights differ"
     assert resumed["val/loss"] == whole["val/loss"]
+
+
+def test_resume_auto_in_its_own_folder_skips_another_configs_and_malformed_steps(
+    reference_cfg, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A requeued run (the same run dir) whose newest steps are another config's (other
+    weights) and one lacking keys: each skipped in one line naming it, the step before
+    continued to the uninterrupted run's weights, and the skipped files set aside, not lost,
+    when the run writes its own steps of those numbers."""
+    every = ("trainer.checkpoint.every_n_steps=1",)
+    whole = train(reference_cfg("whole", *every))
+    _stop_at_step(monkeypatch, 3, signal.SIGTERM)
+    with pytest.raises(SystemExit):
+        train(reference_cfg("run", *every))
+    monkeypatch.undo()
+    run = Path(reference_cfg("run").paths.output_dir) / "checkpoints"
+    good = load_checkpoint(run / "step00000003.pt")
+    layer = next(iter(good["model"]))
+    other = good | {
+        "config_key": "0123456789abcdef",
+        "step": 4,
+        "model": good["model"] | {layer: torch.zeros(3, 1)},
+    }
+    foreign, malformed = run / "step00000004.pt", run / "step00000005.pt"
+    save_checkpoint(foreign, other)
+    save_checkpoint(malformed, {k: v for k, v in good.items() if k != "batches_done"} | {"step": 5})
+    with caplog.at_level(logging.INFO, logger="engine"):
+        again = train(reference_cfg("run", *every, "trainer.resume=auto"))
+    said = "\n".join(caplog.messages)
+    assert f"skipping checkpoint: {foreign} comes from another config (config_key 0123" in said
+    assert f"skipping checkpoint: {malformed} is not a training checkpoint" in said
+    assert "lacks ['batches_done']" in said
+    assert f"resumed from {run}/step00000003.pt" in said
+    a, b = _last(run.parent), _last(Path(reference_cfg("whole").paths.output_dir))
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert again["val/loss"] == whole["val/loss"]
+    aside = sorted(p.name for p in run.glob("*.set-aside"))
+    assert aside == [f"{foreign.name}.set-aside", f"{malformed.name}.set-aside"]
+    assert load_checkpoint(run / aside[0])["config_key"] == "0123456789abcdef"
 
 
 def test_several_unreadable_files_are_skipped_and_each_named(demo_dir, reference_cfg, tmp_path):

@@ -2,7 +2,8 @@
 wrote themselves, as their own lock, manifest or mark records them, wherever the data came
 from: a folder a CSV dataset reads from is refused as an output, and a user's files of the
 writers' names (manifest.json, classes.txt, train-000000.tar, a Hugging Face Parquet set) are
-never replaced, with or without cache.rebuild / shards.overwrite."""
+never replaced, with or without cache.rebuild / shards.overwrite (nor through a linked folder);
+an output folder that is a link to nothing or a file is one line naming the key."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from engine.data.cache_store import CacheWriter
+from engine.data.datasets.cache import CachedImages
 from engine.modes.cache import cache
 from engine.modes.shards import shards
 
 USERS = "the user's own"
+TRAIN_SAMPLES = 48  # the test demo set's train split
 
 
 @pytest.fixture
@@ -59,6 +62,30 @@ def test_an_output_folder_a_csv_dataset_reads_from_is_refused(reference_cfg, csv
     assert all(p.suffix in (".png", ".jpg") for p in (csv_data / "val").iterdir())
 
 
+@pytest.mark.parametrize("mode", ["cache", "shards"])
+def test_an_output_folder_inside_the_dataset_root_is_refused(reference_cfg, demo_dir, mode):
+    root = demo_dir / "imagefolder"
+    inside = root / "train"
+    write = cache if mode == "cache" else shards
+    with pytest.raises(ValueError, match=rf"{mode}.dir={inside} is inside dataset.root={root}"):
+        write(reference_cfg(mode, f"mode={mode}", f"{mode}.dir={inside}"))
+
+
+@pytest.mark.parametrize("mode", ["cache", "shards"])
+def test_an_output_folder_that_is_a_link_to_nothing_or_a_file_is_one_line(
+    reference_cfg, tmp_path, mode
+) -> None:
+    dangling, file = tmp_path / "dangling", tmp_path / "file"
+    dangling.symlink_to(tmp_path / "nowhere")
+    file.write_text("x")
+    write = cache if mode == "cache" else shards
+    with pytest.raises(FileNotFoundError, match=rf"{mode}.dir={dangling}: a symbolic link to .*"):
+        write(reference_cfg(mode, f"mode={mode}", f"{mode}.dir={dangling}"))
+    with pytest.raises(NotADirectoryError, match=rf"{mode}.dir={file} is a file, not a folder"):
+        write(reference_cfg(mode, f"mode={mode}", f"{mode}.dir={file}"))
+    assert not (tmp_path / "nowhere").exists()
+
+
 @pytest.mark.parametrize("rebuild", [False, True])
 def test_a_cache_never_replaces_a_file_it_did_not_write(tmp_path, rebuild) -> None:
     """A manifest.json that is not a cache's, or a cache's file name with no cache manifest
@@ -70,6 +97,21 @@ def test_a_cache_never_replaces_a_file_it_did_not_write(tmp_path, rebuild) -> No
         with pytest.raises(FileExistsError, match=rf"cache\.dir: {folder} holds a {name}"):
             CacheWriter(folder, [], {"encoding": "raw"}, ["a"], rebuild)
         assert [p.read_text() for p in folder.iterdir()] == [USERS]
+
+
+def test_rebuild_removes_only_the_caches_own_files_also_through_a_link(reference_cfg, tmp_path):
+    cached, elsewhere = tmp_path / "cache", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cached.mkdir()
+    (cached / "train").symlink_to(elsewhere, target_is_directory=True)
+    (elsewhere / "notes.txt").write_text(USERS)
+    args = ("mode=cache", f"cache.dir={cached}", "cache.short_side=32")
+    cache(reference_cfg("a", *args))
+    first = (elsewhere / "pixels.u8").read_bytes()
+    cache(reference_cfg("b", *args, "cache.rebuild=true"))
+    assert (elsewhere / "notes.txt").read_text() == USERS
+    assert (elsewhere / "pixels.u8").read_bytes() == first
+    assert len(CachedImages(str(cached), "train")) == TRAIN_SAMPLES
 
 
 def test_rebuild_and_resume_still_replace_the_caches_own_files(tmp_path) -> None:
@@ -109,6 +151,25 @@ def test_shards_overwrite_replaces_their_own_set(reference_cfg, csv_data, tmp_pa
         shards(reference_cfg("b", *args))
     shards(reference_cfg("c", *args, "shards.overwrite=true"))
     assert sorted(p.name for p in out.iterdir()) == written
+
+
+def test_overwrite_replaces_only_the_shard_writers_own_files(reference_cfg, tmp_path) -> None:
+    """A folder of the user's files named like shards (and no shards) is written into; a
+    smaller set written over a larger one with shards.overwrite leaves none of the old shards
+    and every one of the user's files."""
+    out = tmp_path / "shards"
+    out.mkdir()
+    mine = ["train-notes.tar.txt", "val-backup.tar.bak", "train-1.tar", "notes.md"]
+    for name in mine:
+        (out / name).write_text(USERS)
+    args = ("mode=shards", f"shards.dir={out}")
+    shards(reference_cfg("a", *args, "shards.max_samples=16"))
+    assert sorted(p.name for p in out.glob("train-0*")) == [f"train-00000{i}.tar" for i in range(3)]
+    with pytest.raises(FileExistsError, match=r"already holds shards \(classes.txt|train-0"):
+        shards(reference_cfg("b", *args, "shards.max_samples=16"))
+    shards(reference_cfg("c", *args, "shards.overwrite=true", "shards.max_samples=100"))
+    assert all((out / name).read_text() == USERS for name in mine)
+    assert sorted(p.name for p in out.glob("train-0*")) == ["train-000000.tar"]
 
 
 def test_a_hugging_face_parquet_set_of_the_same_names_is_not_replaced(

@@ -2,7 +2,7 @@
 (a lock holder started here) or cut short by its kill -9 is refused by training and by a rerun
 without overwrite, a second cache build into a busy folder is refused, and a full disk (a
 train.py child whose files may not grow) names the file and leaves no mixed set (the in-process
-checks: tests/reliability/test_writers.py)."""
+checks: engine/tests/test_writers_own_files.py)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,23 @@ import pytest
 
 from engine.data.cache_store import StaleCacheError
 from engine.data.datasets.cache import CachedImages
+from engine.data.datasets.tar_shards import TarShardDataset
 from engine.modes.cache import cache
-from tests.reliability.test_writers import TRAIN_SAMPLES, VAL_SAMPLES, _read, _write_shards
+from engine.modes.shards import shards
 
 ROOT = Path(__file__).resolve().parents[2]
+SHARDS = ("mode=shards", "shards.max_samples=16")
+TRAIN_SAMPLES, VAL_SAMPLES = 48, 30  # the test demo set
+
+
+def _write_shards(make_cfg, out: Path, *overrides: str) -> dict[str, float]:
+    return shards(make_cfg(*SHARDS, f"shards.dir={out}", *overrides))
+
+
+def _read(out: Path, split: str = "val") -> TarShardDataset:
+    pattern = str(out / f"{split}-*.tar")
+    return TarShardDataset(split, train_shards=pattern, val_shards=pattern)
+
 
 # A process that holds the lock file argv[1] (and with argv[2] a shard file written under it, as
 # a mode=shards write in progress, its lock recording the files of the set it writes) until it

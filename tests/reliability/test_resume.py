@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
-import logging
 import signal
 from pathlib import Path
 
@@ -99,22 +97,6 @@ def test_results_do_not_depend_on_num_workers(make_cfg, tmp_path: Path) -> None:
     a, b = _weights(tmp_path / "a" / "run"), _weights(tmp_path / "b" / "run")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert zero["val/acc"] == two["val/acc"] and zero["train/loss"] == two["train/loss"]
-
-
-def test_resume_auto_ignores_runs_of_another_config(make_cfg, tmp_path: Path, caplog) -> None:
-    _run(make_cfg, tmp_path, "other", "optimizer.lr=0.01", "trainer.max_epochs=1")
-    fresh = make_cfg(
-        *RUN,
-        f"paths.log_dir={tmp_path}",
-        f"paths.output_dir={tmp_path / 'new'}",
-        "trainer.resume=auto",
-        "trainer.max_epochs=1",
-    )
-    with caplog.at_level(logging.INFO, logger="engine.runs.resume"):
-        train(fresh)
-    assert "no earlier run of this config" in caplog.text
-    metrics = json.loads((tmp_path / "new" / "metrics.json").read_text())
-    assert metrics["epochs"] == 1
 
 
 def test_stop_after_the_last_partial_batch_resumes_into_validation(make_cfg, tmp_path, monkeypatch):

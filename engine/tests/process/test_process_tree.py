@@ -1,6 +1,5 @@
 """What mode=benchmark reads of its process tree (ProcessTreeMonitor): the CPU time counts a
-child process that already exited, as a loader's workers have by the end of a pass (the rest
-of sweeps and benchmarks, in-process: tests/test_sweeps.py)."""
+child process that already exited, as a loader's workers have by the end of a pass."""
 
 from __future__ import annotations
 

@@ -64,11 +64,12 @@ def test_classes_come_from_classes_txt(demo_dir: Path) -> None:
     assert data.classes == (demo_dir / "shards" / "classes.txt").read_text().split()
 
 
-def test_workers_keep_every_sample_of_the_stream_with_drop_last(make_cfg, demo_dir: Path) -> None:
+def test_workers_keep_every_sample_of_the_stream_with_drop_last(reference_cfg, demo_dir) -> None:
     data = _shards(demo_dir)
     data.transform = v2.Resize((16, 16))  # batches need equal sizes
     order = partial(RandomOrder, seed=0)
-    settings = instantiate(make_cfg("loader.num_workers=2", "loader.drop_last=true").loader)
+    cfg = reference_cfg("run", "loader.num_workers=2", "loader.drop_last=true")
+    settings = instantiate(cfg.loader)
     settings = resolve_loader_settings(settings, data, order, cuda=False)
     train, _ = build_loaders(data, data, settings, order)
     assert not train.drop_last  # each worker's last partial batch is kept
