@@ -27,7 +27,7 @@ def share_train(dataset: Dataset, sampler: Sampler | None, rank: int, world_size
         raise ValueError(
             f"sampler: a {type(sampler).__name__} cannot be split across the {world_size} ranks "
             "of this job; use one of the sampler group's options (random, sequential, weighted, "
-            "fixed) or subclass engine.data.samplers.EpochSampler."
+            "fixed) or subclass engine.api.EpochSampler."
         )
 
 
@@ -54,7 +54,7 @@ def _share_stream(dataset: Dataset, rank: int, world_size: int, split: str) -> N
     if not isinstance(dataset, StreamDataset):
         raise ValueError(
             f"dataset: {type(dataset).__name__} streams its {split} samples but is not a "
-            "engine.data.datasets.base.StreamDataset, so it cannot split them across the "
+            "engine.api.StreamDataset, so it cannot split them across the "
             f"{world_size} ranks: subclass it and implement distribute(rank, world_size)."
         )
     dataset.distribute(rank, world_size)

@@ -43,7 +43,7 @@ class SampleLog:
         if batch.ids is None:
             raise ValueError(
                 f"trainer.record_samples=true: {type(self.dataset).__name__} yields samples "
-                "without their indices; a stream must yield engine.data.sample_ids.Tagged"
+                "without their indices; a stream must yield engine.api.Tagged"
                 "(sample, index) while its tags_samples is set (or set record_samples=false)."
             )
         self.pending.append((epoch, step, batch.ids.indices))

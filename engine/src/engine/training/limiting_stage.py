@@ -112,8 +112,8 @@ def _untimed_fixes(loader: DataLoader) -> list[str]:
         fixes.append("worker start-up: the first epoch pays it; judge a longer run")
     return [
         *fixes,
-        "a read the dataset does not time: mark its reader with engine.measure.stages."
-        "timed_stage('read') (a stream of your own times only its transforms)",
+        "a read the dataset does not time: mark its reader with engine.api.timed_stage('read') "
+        "(a stream of your own times only its transforms)",
         "the queue from the workers: fewer bytes a batch (uint8, images pre-resized)",
         "processes beside the training on the same cores (loader.num_workers plus "
         "trainer.num_threads past the usable cores)",

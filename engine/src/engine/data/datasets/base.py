@@ -32,7 +32,7 @@ Attributes:
     splits (tuple[str, ...]): the splits the class can build, ``("train", "val")`` by default;
         ``"test"`` when it reads a test split (mode=eval eval.split=test). Read by build_split.
     shuffle (bool): a stream shuffles itself (set by the loaders from the sampler group).
-    tags_samples (bool): a stream yields each sample as ``engine.data.sample_ids.Tagged(sample,
+    tags_samples (bool): a stream yields each sample as ``engine.api.Tagged(sample,
         index in the split)`` (set by the loaders when the run records its samples); map-style
         samples are tagged by the engine.
     drawn_split (bool): the train and val splits were drawn from one listing (imagefolder's
