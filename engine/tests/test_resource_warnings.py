@@ -111,15 +111,16 @@ def test_no_workers_no_checks(open_files, monkeypatch, caplog) -> None:
     assert caplog.text == ""
 
 
-def test_bad_strategy_is_a_config_error(make_cfg) -> None:
+def test_bad_strategy_is_a_config_error(reference_cfg) -> None:
     with pytest.raises(ConfigError, match=r"^loader\.sharing_strategy='shm': expected one of"):
-        validate_config(make_cfg("loader.sharing_strategy=shm"))
-    assert instantiate(make_cfg("loader.sharing_strategy=file_system").loader).sharing_strategy
+        validate_config(reference_cfg("run", "loader.sharing_strategy=shm"))
+    strategy = instantiate(reference_cfg("run", "loader.sharing_strategy=file_system").loader)
+    assert strategy.sharing_strategy == "file_system"
 
 
-def test_assemble_warns_before_the_loaders_exist(make_cfg, monkeypatch, caplog) -> None:
+def test_assemble_warns_before_the_loaders_exist(reference_cfg, monkeypatch, caplog) -> None:
     monkeypatch.setattr(limits, "shm_free_bytes", lambda: 1024)
-    cfg = make_cfg("loader.num_workers=1")
+    cfg = reference_cfg("run", "loader.num_workers=1")
     with caplog.at_level(logging.INFO):
         assemble(cfg)
     messages = [r.getMessage() for r in caplog.records]
