@@ -1,6 +1,7 @@
 """Shards streamed over HTTP (a real server on loopback) to a 2-rank torchrun job with 2 loader
 workers a rank: uneven shares end aligned, workers start by forkserver, each val sample is
-counted once in the job (the in-process streaming checks: tests/test_shard_streaming.py)."""
+counted once in the job (the in-process streaming checks: tests/test_shard_streaming.py and
+engine/tests/test_remote_shards.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from tests.process.test_distributed import single_process_eval, torchrun
 from tests.test_shard_streaming import TRAIN, VAL, _write_wds
 
 # `make test-slow`: ~50 s of 2 cores (a 2-rank x 2-worker torchrun job over HTTP); the
-# in-process HTTP checks run in `make test` (tests/test_shard_streaming.py)
+# in-process HTTP checks run in `make test` (tests/test_shard_streaming.py,
+# engine/tests/test_remote_shards.py)
 pytestmark = pytest.mark.slow
 
 
