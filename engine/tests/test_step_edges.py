@@ -272,28 +272,56 @@ def test_a_step_lacking_what_the_engine_calls_is_named_when_the_training_starts(
         train(reference_cfg("renamed"))
 
 
-@pytest.mark.parametrize("mode", ["train", "benchmark"])
-def test_a_step_class_breaking_the_step_protocol_is_refused_before_any_work(
-    demo_dir, tmp_path, monkeypatch, mode: str
+class NoCall:
+    """A step class without __call__ (the template's loop never calls step(batch))."""
+
+    def optimizer_step(self) -> None: ...
+
+
+class NoOptimizerStep:
+    def __call__(self, batch) -> None: ...
+
+
+@pytest.mark.parametrize(
+    ("cls", "args", "lacks", "where"),
+    [
+        (NoOptimizerStep, ["mode=train"], "optimizer_step", "mode=train"),
+        (
+            NoCall,
+            ["mode=benchmark", "benchmark.compute=model"],
+            "__call__",
+            "mode=benchmark with benchmark.compute=model",
+        ),
+    ],
+)
+def test_a_step_class_lacking_what_the_run_calls_is_refused_before_any_work(
+    demo_dir, tmp_path, monkeypatch, cls: type, args: list[str], lacks: str, where: str
 ) -> None:
-    """engine.app.run checks the step class train.py hands it against engine.api.Step (a
-    runtime_checkable protocol) before any work: one line naming the class, the missing
-    method and the fix; nothing is built or trained."""
+    """engine.app.run checks the step class train.py hands it for the method of engine.api.Step
+    this run calls, before any work: one line naming the class, the method and the fix."""
     import reference.step
 
-    class NoCall:
-        def optimizer_step(self) -> None: ...
-
-    monkeypatch.setattr(reference.step, "EmaStep", NoCall)
-    said = run_script(TRAIN, *reference_args(demo_dir, tmp_path, f"mode={mode}"), cwd=tmp_path)
+    monkeypatch.setattr(reference.step, "EmaStep", cls)
+    said = run_script(TRAIN, *reference_args(demo_dir, tmp_path, *args), cwd=tmp_path)
     assert said.returncode != 0
     assert (
-        f"mode={mode}: the step class {NoCall.__module__}.{NoCall.__qualname__} given to "
-        "engine.app.run(step=...) in train.py lacks __call__(): the engine calls "
-        "optimizer_step()" in said.stderr
-    ), said.stderr[-2000:]
-    assert "define __call__() as src/step.py's TrainStep does." in said.stderr
+        f"{where}: the step class {cls.__module__}.{cls.__qualname__} given to "
+        f"engine.app.run(step=...) in train.py lacks {lacks}(), which the engine calls"
+    ) in said.stderr, said.stderr[-2000:]
+    assert f"define {lacks}() as src/step.py's TrainStep does." in said.stderr
     assert not list(tmp_path.glob("runs/*/*/checkpoints"))  # refused before any work
+
+
+def test_a_step_class_lacking_only_what_the_run_never_calls_runs(
+    demo_dir, tmp_path, monkeypatch
+) -> None:
+    """mode=benchmark without the model (benchmark.compute=none) never calls the step."""
+    import reference.step
+
+    monkeypatch.setattr(reference.step, "EmaStep", NoCall)
+    args = ["mode=benchmark", "benchmark.compute=none", "benchmark.batches=2"]
+    said = run_script(TRAIN, *reference_args(demo_dir, tmp_path, *args), cwd=tmp_path)
+    assert said.returncode == 0, said.stderr[-2000:]
 
 
 def test_mode_benchmark_names_a_step_it_cannot_build_by_position() -> None:

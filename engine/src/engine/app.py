@@ -72,7 +72,7 @@ def run(cfg: DictConfig, train: Run, step: type) -> float:
         problem = direction_problem(cfg)
         if problem is not None:
             raise ConfigError(problem)
-        unfit = step_class_problem(step, cfg.mode) if cfg.mode in ("train", "benchmark") else None
+        unfit = step_class_problem(step, cfg.mode, cfg.get("benchmark", {}).get("compute"))
         if unfit is not None:  # before any work: the step contract, engine.api.Step
             raise TypeError(unfit)
         if cfg.mode != "train" and init_distributed().world_size > 1:

@@ -57,10 +57,11 @@ STEP_MEMBERS = ("optimizer", "scheduler", "precision", "steps", "optimizer_step"
 
 @runtime_checkable
 class Step(Protocol):
-    """The step class train.py hands to `engine.app.run(step=...)` (src/step.py's TrainStep),
-    checked before any work of mode=train or mode=benchmark: `optimizer_step()`, which
-    `Epoch.train_metrics()` calls for a last, partial accumulation group, and `__call__(batch)`,
-    one whole step, which mode=benchmark (benchmark.compute=model) times. Its instances are
+    """The step class train.py hands to `engine.app.run(step=...)` (src/step.py's TrainStep):
+    `optimizer_step()`, which `Epoch.train_metrics()` calls for a last, partial accumulation
+    group, and `__call__(batch)`, one whole step, which mode=benchmark with
+    benchmark.compute=model times. Before any work a run checks the method it will call
+    (`CALLED`); a step that lacks one the run never calls still runs. Its instances are
     StepStates (their attributes are set in `__init__`, so Fit checks them on the instance)."""
 
     def optimizer_step(self) -> None: ...
@@ -68,18 +69,29 @@ class Step(Protocol):
     def __call__(self, batch: Any) -> torch.Tensor: ...
 
 
-def step_class_problem(step: type, mode: str) -> str | None:
-    """Why the class `step` breaks the Step protocol, naming the methods it lacks, or None."""
-    if not isinstance(step, type) or issubclass(step, Step):
+# what of the Step protocol the engine itself calls in a run: mode=train, optimizer_step()
+# for an epoch's last, partial accumulation group; mode=benchmark with benchmark.compute=model,
+# step(batch) for one whole step; nothing in the other modes (the user's loop calls the rest)
+CALLED = {
+    ("train", None): ("optimizer_step", "for an epoch's last, partial accumulation group"),
+    ("benchmark", "model"): ("__call__", "(step(batch)) for one whole step it times"),
+}
+
+
+def step_class_problem(step: type, mode: str, compute: str | None = None) -> str | None:
+    """Why the class `step` lacks the method of the Step protocol that the engine calls in
+    this run (`mode`; mode=benchmark's `compute`: benchmark.compute), or None."""
+    called = CALLED.get((mode, compute if mode == "benchmark" else None))
+    if called is None or not isinstance(step, type) or issubclass(step, Step):
         return None  # a factory function is checked on what it makes (Fit, mode=benchmark)
-    defined = {name for base in step.__mro__ for name in vars(base)}  # not the metaclass's
-    missing = [f"{name}()" for name in ("optimizer_step", "__call__") if name not in defined]
+    name, why = called
+    if any(name in vars(base) for base in step.__mro__):  # not the metaclass's __call__
+        return None
+    where = "mode=benchmark with benchmark.compute=model" if mode == "benchmark" else "mode=train"
     return (
-        f"mode={mode}: the step class {step.__module__}.{step.__qualname__} given to "
-        f"engine.app.run(step=...) in train.py lacks {', '.join(missing)}: the engine calls "
-        "optimizer_step() for an epoch's last, partial accumulation group and mode=benchmark "
-        f"calls step(batch) for one whole step (engine.api.Step); define {', '.join(missing)} "
-        "as src/step.py's TrainStep does."
+        f"{where}: the step class {step.__module__}.{step.__qualname__} given to "
+        f"engine.app.run(step=...) in train.py lacks {name}(), which the engine calls {why} "
+        f"(engine.api.Step); define {name}() as src/step.py's TrainStep does."
     )
 
 
