@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import pickle
 
 import torch
-from torch.utils.data import Dataset, SequentialSampler
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, SequentialSampler, TensorDataset
 
 from engine.data.bad_samples import BadSample
 from engine.data.batch_stages import Loader, WorkerCollate
@@ -17,6 +19,10 @@ from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.sample_ids import SampleIds, Tagged
 from engine.measure.stages import SUMS, StageTimes
+from engine.training.batches import BatchMover
+from engine.training.device import Precision
+from engine.training.distributed import share_bad_samples
+from engine.training.evaluate import evaluate
 
 
 class Flaky(MapDataset):
@@ -96,3 +102,18 @@ def test_raise_has_no_stages_and_yields_the_plain_batches() -> None:
 def test_stages_run_alike_in_worker_processes() -> None:
     loader = _loader(Flaky(), workers=2)
     assert [len(b[1]) for b in loader] == [2, 2] and loader.dropped_batches == 1
+
+
+def test_a_plain_dataloader_is_evaluated_and_timed_as_one_pass() -> None:
+    """What reads the engine Loader's fields (evaluate's per-source passes, the epoch's
+    dropped batches, the limiting stage's decoder, DDP's ledgers) takes a plain DataLoader
+    of the user's as a loader without any: public evaluate() keeps working on one."""
+    data = TensorDataset(torch.randn(8, 4), torch.tensor([0, 1] * 4))
+    loader = DataLoader(data, batch_size=4)
+    cpu = torch.device("cpu")
+    move = BatchMover(cpu, lambda inputs, labels: inputs, False)
+    means = evaluate(
+        nn.Linear(4, 2), loader, move, Precision(cpu, None, None), nn.CrossEntropyLoss(), {}
+    )
+    assert means["val/samples"] == 8 and math.isfinite(means["val/loss"])
+    share_bad_samples(loader)  # no ledger: nothing to share

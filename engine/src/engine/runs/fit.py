@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from engine.core.progress import Cadence, LoggedBar
+from engine.data.batch_stages import Loader
 from engine.data.loaders import set_epoch
 from engine.measure.timing import BatchMeter
 from engine.metric_keys import is_count
@@ -253,7 +254,8 @@ class Epoch:
         if fit.step.steps % fit.s.log_every_n_steps == 0:
             self._log_window()
         # on_error=skip leaves entirely bad batches out: they count as done
-        self.done = self.index + 1 + loader.dropped_batches
+        dropped = loader.dropped_batches if isinstance(loader, Loader) else 0
+        self.done = self.index + 1 + dropped
         self.at_boundary = True
         last = self.index + 1 - self.start == self.total
         fit.saver.at_step_boundary(

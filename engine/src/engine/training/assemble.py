@@ -13,13 +13,12 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import nn
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 from engine.config.errors import ConfigError
 from engine.config.label_kinds import label_kind_problems
 from engine.core.cpus import cores_per_rank, main_threads
 from engine.core.seeding import seed_everything
-from engine.data.batch_stages import Loader
 from engine.data.folds import FoldView, write_fold_file
 from engine.data.holdout import write_split_file
 from engine.data.loaders import build_loaders
@@ -56,8 +55,8 @@ class Components:
     model: nn.Module
     criterion: nn.Module
     metrics: dict[str, AnyMetric]
-    train_loader: Loader
-    val_loader: Loader
+    train_loader: DataLoader  # the engine's Loader (engine/data/batch_stages.py), or yours
+    val_loader: DataLoader
     ema: WeightsEma | None = None  # trainer.ema.decay: the moving average of the weights
     mix: Callable[[Any, int], Any] | None = None  # batch_transforms: (batch, epoch) -> batch
 

@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
 
 from engine.core.launch import share_launch
 from engine.core.seeding import derive_seed
@@ -200,13 +201,13 @@ def gather_objects(obj: Any) -> list[Any]:
     return gathered
 
 
-def share_bad_samples(*loaders: Loader) -> None:
+def share_bad_samples(*loaders: DataLoader) -> None:
     """Under DDP with dataset.decode.on_error=skip: every rank's unreadable samples into every
     rank's ledger (rank 0 lists them in bad_samples.csv), then the split-wide limit check."""
     if not dist.is_initialized():
         return
     for loader in loaders:
-        ledger = loader.bad_samples
+        ledger = loader.bad_samples if isinstance(loader, Loader) else None
         if ledger is None:
             continue
         for records in gather_objects(list(ledger.seen.values())):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.utils.data import DataLoader
 
 from engine.data.batch_stages import Loader
 from engine.measure.timing import BatchMeter
@@ -22,7 +23,7 @@ from engine.training.totals import PassTotals
 @torch.no_grad()
 def evaluate(
     model: nn.Module,
-    loader: Loader,
+    loader: DataLoader,
     move: BatchMover,
     precision: Precision,
     criterion: nn.Module,
@@ -39,7 +40,8 @@ def evaluate(
     model.eval()
     totals = PassTotals(move.device, metrics)
     timer = BatchMeter()
-    passes = loader.per_source or {"": loader}
+    # a mix's val loader evaluates through its sources' (a plain DataLoader has none)
+    passes = (loader.per_source if isinstance(loader, Loader) else None) or {"": loader}
     means: dict[str, float] = {}
     for name, source_loader in passes.items():
         own = PassTotals(move.device, metrics) if name else None

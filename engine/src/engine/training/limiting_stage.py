@@ -120,10 +120,10 @@ def _untimed_fixes(loader: DataLoader) -> list[str]:
     ]
 
 
-def _batched_limit(loader: Loader, wait: float, idle: float) -> Limit | None:
+def _batched_limit(loader: DataLoader, wait: float, idle: float) -> Limit | None:
     """The main process's batched decode and crops (dataset.decode.device=main|cuda,
     engine/data/encoded.py) when they take most of the wait for a batch; None otherwise."""
-    decoder = loader.decoder
+    decoder = loader.decoder if isinstance(loader, Loader) else None
     if decoder is None:
         return None
     batches, seconds = decoder.take_seconds()
@@ -150,7 +150,7 @@ def _batched_limit(loader: Loader, wait: float, idle: float) -> Limit | None:
 
 
 def limiting_stage(
-    means: StageMeans, loader: Loader, overlapped: bool, uint8: bool
+    means: StageMeans, loader: DataLoader, overlapped: bool, uint8: bool
 ) -> Limit | None:
     """The stage that keeps the model from stepping, from an epoch's stage `means`; None
     without stage times. `overlapped`: the copy runs on a side stream beside the step
