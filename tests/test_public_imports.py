@@ -15,6 +15,7 @@ import engine_dev.api
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = {"engine": engine.api, "engine_dev": engine_dev.api}
 ALLOWED = {"engine", "engine.api", "engine_dev.api"}  # `import engine`: its __version__
+FROM_TOP = {"__version__"}  # what `from engine import ...` may take: no submodule
 
 
 def checked_files() -> list[Path]:
@@ -52,7 +53,12 @@ def internal_imports(path: Path, root: Path = ROOT) -> Iterator[str]:
     where = path.relative_to(root).as_posix()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            if node.module.split(".")[0] in PUBLIC and node.module not in ALLOWED:
+            if node.module in PUBLIC:  # from engine import training: a module, internal
+                for alias in node.names:
+                    if alias.name not in FROM_TOP and alias.name != "api":
+                        fix = f"use the names of {node.module}.api"
+                        yield f"{where}:{node.lineno}: from {node.module} import {alias.name}: {fix}"
+            elif node.module.split(".")[0] in PUBLIC and node.module not in ALLOWED:
                 for alias in node.names:
                     fix = public_name(node.module, alias.name)
                     yield f"{where}:{node.lineno}: from {node.module} import {alias.name}: {fix}"
@@ -71,8 +77,12 @@ def test_the_project_imports_only_public_engine_names() -> None:
 def test_an_internal_import_is_named_with_its_public_name(tmp_path: Path) -> None:
     """The check itself: a file importing Fit from its module is named, line and fix."""
     module = tmp_path / "loop.py"
-    module.write_text("import torch\nfrom engine.runs.fit import Fit\nfrom engine.api import run\n")
+    module.write_text(
+        "import torch\nfrom engine.runs.fit import Fit\nfrom engine.api import run\n"
+        "from engine import __version__, api, training as t\n"
+    )
     found = list(internal_imports(module, tmp_path))
     assert found == [
-        "loop.py:2: from engine.runs.fit import Fit: import it as `from engine.api import Fit`"
+        "loop.py:2: from engine.runs.fit import Fit: import it as `from engine.api import Fit`",
+        "loop.py:4: from engine import training: use the names of engine.api",
     ]
