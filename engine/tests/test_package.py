@@ -4,6 +4,7 @@ CHANGELOG; engine_dev, the demo data and test fixtures), its tests left out."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -37,3 +38,19 @@ def test_the_wheel_builds_alone_and_holds_every_module(tmp_path: Path) -> None:
     }
     assert packed == files
     assert not any(name.startswith("tests/") for name in packed)
+
+
+def test_the_manuals_links_lead_to_files_the_wheel_holds() -> None:
+    """An installed manual has no template repo around it: each relative link of a page
+    resolves inside the package (a page, an image, a module), so none leads nowhere there."""
+    manual = ENGINE / "src" / "engine" / "docs"
+    package = manual.parent.resolve()
+    dead = []
+    for page in sorted(manual.glob("*.md")):
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", page.read_text()):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            path = (page.parent / target).resolve()
+            if not path.is_relative_to(package) or not path.exists():
+                dead.append(f"{page.name}: {target}")
+    assert not dead, dead

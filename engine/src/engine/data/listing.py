@@ -192,7 +192,7 @@ def class_name(raw: str, where: Callable[[], str], fix: str) -> str:
     and with `e` and a combining accent (as macOS names files, and some exports write) print
     alike, and whoever wrote them meant one class. A refusal would send them to rewrite files or
     rename folders that their tools may write back decomposed; so both are one class, named in
-    NFC in the checkpoint and every report (docs/datasets.md). Only names change: a file or
+    NFC in the checkpoint and every report (engine/docs/datasets.md). Only names change: a file or
     folder is always opened as it is spelled."""
     if not raw.isprintable():  # the fast path: most names are printable
         for char in raw:

@@ -22,8 +22,9 @@ def _under_contract(dataset: object, cfg: DictConfig) -> None:
     if not isinstance(dataset, (MapDataset, StreamDataset)):
         raise TypeError(
             f"dataset._target_={cfg._target_} built a {type(dataset).__name__}, which does not "
-            "follow the dataset contract: subclass engine.data.datasets.base.MapDataset (indexed "
-            "samples) or StreamDataset (a stream); see docs/datasets.md."
+            "follow the dataset contract: subclass engine.api.MapDataset (indexed samples) or "
+            "engine.api.StreamDataset (a stream); see the engine manual's datasets.md (make docs "
+            "prints where)."
         )
 
 
