@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import shutil
 import signal
 from pathlib import Path
 
@@ -134,6 +135,39 @@ def test_several_unreadable_files_are_skipped_and_each_named(demo_dir, reference
     assert metrics["epochs"] == 1
     with open(tmp_path / "skip" / "bad_samples.csv", newline="") as f:
         assert {row["path"] for row in csv.DictReader(f)} == bad
+
+
+def test_a_run_resumed_past_left_out_batches_trains_as_the_uninterrupted_one(
+    demo_dir, reference_cfg, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under on_error=skip a batch whose every sample is unreadable is left out, and keeps its
+    place: resumed after it, the accumulation groups (trainer.grad_accum) and
+    trainer.limit_train_batches count as in the uninterrupted run, to the same weights."""
+    root = Path(shutil.copytree(demo_dir / "imagefolder", tmp_path / "tree"))
+    for folder in sorted(p for p in (root / "train").iterdir() if p.is_dir())[:3]:
+        for image in folder.iterdir():
+            image.write_bytes(b"")  # two thirds of the train split: many batches all bad
+    knobs = (
+        f"dataset.root={root}",
+        "dataset.decode.on_error=skip",
+        "dataset.decode.max_bad_fraction=0.8",
+        "loader.batch_size=2",
+        "trainer.grad_accum=2",
+        "trainer.limit_train_batches=14",
+        "trainer.max_epochs=1",
+        "trainer.checkpoint.every_n_steps=1",
+    )
+    train(reference_cfg("whole", *knobs))
+    _stop_at_step(monkeypatch, 3, signal.SIGTERM)
+    with pytest.raises(SystemExit):
+        train(reference_cfg("first", *knobs))
+    monkeypatch.undo()
+    stopped = _last(Path(reference_cfg("first").paths.output_dir))
+    assert stopped["batches_done"] > 2 * 3, "no batch was left out before the stop"
+    train(reference_cfg("first", *knobs, "trainer.resume=auto"))
+    a, b = (_last(Path(reference_cfg(name).paths.output_dir)) for name in ("whole", "first"))
+    assert a["step"] == b["step"]
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
 
 
 def test_the_first_unreadable_file_stops_the_run_naming_it(demo_dir, tmp_path):

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from typing import Any
 
@@ -141,13 +142,15 @@ class Epoch:
         limit = fit.s.limit_train_batches
         self.limit = None if limit is None else max(0, limit - self.start)
         # positioned first: a resumed epoch's sampler skips ahead, and the count is of the rest
-        self._batches = positioned(loader, resumed)
+        self._batches, self._replay = positioned(loader, resumed)
+        self._positions: deque[int] = deque()  # of the batches fetched, not yet trained on
         self.total = batches_per_epoch(loader, self.limit)  # the batches this pass yields
         self.bar = LoggedBar(self.total, f"epoch {number}/{fit.s.max_epochs}", fit.cadence)
         self.uneven = UnevenRanks(fit.parts.model, loader)  # DDP on a stream: Join, then align
         self.lockstep = not self.uneven.active  # all ranks at the same step: they can agree
         self.done, self.at_boundary = self.start, True  # after the last optimizer step
-        self.index = self.start - 1  # the batch being trained on
+        self.index = self.start - 1  # the position of the batch being trained on
+        self.yielded = 0  # batches of this pass trained on: a resumed one starts at a step
         self._stack = ExitStack()
         self._profiler: Any = None
 
@@ -190,7 +193,7 @@ class Epoch:
         """The pass over the train loader (or the rest of it, where a resumed checkpoint left
         off), each batch on the device, normalised, timed."""
         fit, pipeline = self.fit, self.pipeline
-        timed = self.timer.timed(self._batches, self.limit)
+        timed = self.timer.timed(self._numbered(self._batches))
         if pipeline is None:
             moved = device_batches(timed, fit.move, fit.side)
         else:  # the stage times taken off each batch, the copy and the step timed
@@ -198,14 +201,15 @@ class Epoch:
             moved = pipeline.stepping(
                 device_batches(arrived, pipeline.mover(fit.move), fit.side), self.start
             )
-        for i, batch in enumerate(moved, self.start):
+        for batch in moved:
+            i, self.yielded = self._positions.popleft(), self.yielded + 1
             self.index, self.at_boundary = i, False
             if fit.parts.mix is not None:  # batch_transforms: soft targets from here on
                 batch = fit.parts.mix(batch, self.number)
             if fit.compiling:  # before the step's clock starts (pipeline.step_began)
                 fit.compiling = False
                 self._compile(batch)
-            if self.number == 1 and i == 0:
+            if self.number == 1 and self.yielded == 1 and not self.start:
                 fit.run.show_batch("train/first_batch", batch)  # as the model sees it
             fit.slow.keep(batch)  # the run's first: a single-thread step is timed on it
             fit.run.record_samples(self.number, fit.step.steps + 1, batch)  # samples.csv
@@ -215,6 +219,27 @@ class Epoch:
             if self._profiler is not None:
                 self._profiler.step()
             self.bar.update(1, samples=len(batch.labels))
+
+    def _numbered(self, batches: Iterable[Any]) -> Iterator[Any]:
+        """The pass's batches, each one's position in the epoch's order recorded (read back
+        in `batches()`, past the device lookahead): under on_error=skip a batch left out
+        (every sample bad) keeps its place, so the position, the checkpoint's batches_done and
+        trainer.limit_train_batches count the loader's batches alike in an uninterrupted
+        and a resumed pass. A replayed order's first batches, up to the resumed position, go
+        by unused."""
+        loader, limit = self.fit.parts.train_loader, self.fit.s.limit_train_batches
+        base = self.start - self._replay  # the position of the loader's first batch
+        for n, batch in enumerate(batches):
+            dropped = loader.dropped_batches if isinstance(loader, Loader) else 0
+            position = base + n + dropped
+            if position < self.start:
+                continue  # replayed up to where the checkpoint left off
+            if limit is not None and position >= limit:
+                return
+            self._positions.append(position)
+            yield batch
+            if limit is not None and position + 1 >= limit:
+                return  # no fetch past the limit
 
     def _compile(self, batch: DeviceBatch) -> None:
         """trainer.compile: compile on `batch`, its time left out of the pass's."""
@@ -243,19 +268,17 @@ class Epoch:
 
     def accumulated(self) -> bool:
         """Whether this batch completes an accumulation group (trainer.grad_accum batches)."""
-        return (self.index + 1) % self.fit.s.grad_accum == 0
+        return self.yielded % self.fit.s.grad_accum == 0
 
     def stepped(self) -> None:
         """After an optimizer step: train/loss and train/lr when due, and a checkpoint when
         due (trainer.checkpoint.*) or when a stop signal came (then exit)."""
-        fit, loader = self.fit, self.fit.parts.train_loader
+        fit = self.fit
         if self.pipeline is not None:
             self.pipeline.step_ended()  # the step's time ends here, before logging and saving
         if fit.step.steps % fit.s.log_every_n_steps == 0:
             self._log_window()
-        # on_error=skip leaves entirely bad batches out: they count as done
-        dropped = loader.dropped_batches if isinstance(loader, Loader) else 0
-        self.done = self.index + 1 + dropped
+        self.done = self.index + 1  # a position: batches left out before it count as done
         self.at_boundary = True
         last = self.index + 1 - self.start == self.total
         fit.saver.at_step_boundary(
@@ -279,7 +302,7 @@ class Epoch:
         """The pass's train/* metrics over every rank's samples, after stepping the last,
         partial accumulation group and aligning uneven DDP ranks' step counts."""
         fit, step = self.fit, self.fit.step
-        if self.timer.batches % fit.s.grad_accum:
+        if self.yielded % fit.s.grad_accum:
             step.optimizer_step()  # the last, partial accumulation group
         step.steps = self.uneven.align(
             step.optimizer, step.scheduler, step.precision.scaler, step.steps, self.timer.batches

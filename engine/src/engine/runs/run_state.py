@@ -4,11 +4,10 @@ and running totals, so a resumed run draws the very batches and numbers it would
 
 from __future__ import annotations
 
-import itertools
 import logging
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -291,19 +290,20 @@ class Checkpointer:
             raise SystemExit(stop.exit_code if stop.signum else 128 + signal.SIGTERM)
 
 
-def positioned(loader: DataLoader, at: Progress | None) -> Iterable[Any]:
+def positioned(loader: DataLoader, at: Progress | None) -> tuple[DataLoader, int]:
     """The loader positioned where `at` (a resumed epoch's progress; None: its start) left
-    off: an EpochSampler skips the positions of its order the job used, a stream resumed on
-    another topology leaves out the samples `at.trained` (`resume_without`), other orders are
-    replayed and their first `at.batch` batches dropped (same batches, slower)."""
+    off, and how many of its first batches the caller replays unused: an EpochSampler skips
+    the positions of its order the job used, a stream resumed on another topology leaves out
+    the samples `at.trained` (`resume_without`); other orders are replayed (same batches,
+    slower): their first `at.batch` positions go by (engine/runs/fit.py Epoch._numbered)."""
     if at is None or not at.mid_epoch:
-        return loader
+        return loader, 0
     if at.trained is not None:
         loader.dataset.resume_without(at.epoch, at.trained)  # type: ignore[attr-defined]
         log.info("resuming mid-epoch: %d samples of it trained on are left out", at.trained.sum())
-        return loader
+        return loader, 0
     if isinstance(loader.sampler, EpochSampler) and at.samples is not None:
         loader.sampler.skip(at.samples)
-        return loader
+        return loader, 0
     log.info("resuming mid-epoch: replaying %d batches of this order", at.batch)
-    return itertools.islice(loader, at.batch, None)
+    return loader, at.batch
