@@ -6,6 +6,7 @@ run dir per job, its eval and stop/resume on its reference project."""
 from __future__ import annotations
 
 import csv
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -122,3 +123,31 @@ def test_a_nan_on_one_rank_is_skipped_by_all(faulty_job) -> None:
     """Without agreeing, rank 0 would enter the gradient all-reduce that rank 1 skips: a hang."""
     _, _, output = faulty_job
     assert "not finite on another rank" in output and "step skipped (1 of 1 allowed)" in output
+
+
+def test_a_batch_left_out_on_one_rank_stops_the_job_in_one_line(demo_dir: Path, tmp_path: Path):
+    """Every sample of some of rank 0's batches unreadable (on_error=skip leaves them out),
+    none of rank 1's: rank 0 would run out first and wait in an all-reduce rank 1 never
+    joins (a hang); the ranks compare what they left out and both stop naming the fix."""
+    root = Path(shutil.copytree(demo_dir / "imagefolder", tmp_path / "tree"))
+    first = sorted((root / "train" / "circle").iterdir())
+    for image in first[::2]:  # rank 0's share of a sequential order (every 2nd position)
+        image.write_bytes(b"")
+    result = torchrun(
+        f"paths.demo_dir={demo_dir}",
+        f"paths.log_dir={tmp_path / 'logs'}",
+        f"dataset.root={root}",
+        "dataset.decode.on_error=skip",
+        "dataset.decode.max_bad_fraction=0.5",
+        "sampler=sequential",
+        "loader.shuffle=false",
+        "loader.batch_size=2",
+        "loader.num_workers=0",
+        "trainer.max_epochs=1",
+        *tiny_model(demo_dir),
+        cwd=tmp_path,
+        deadline_s=240,
+    )
+    assert result.returncode != 0
+    said = "was unreadable and left out (dataset.decode.on_error=skip) on some ranks and not"
+    assert said in result.stderr, result.stderr[-3000:]

@@ -20,6 +20,7 @@ from contextlib import ExitStack
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from engine.core.progress import Cadence, LoggedBar
 from engine.data.batch_stages import Loader
@@ -34,7 +35,13 @@ from engine.training.batches import DeviceBatch, batches_per_epoch, mover_for
 from engine.training.clipping import clip_before_each_step
 from engine.training.compiled import warm_up
 from engine.training.device import gpu_stats
-from engine.training.distributed import broadcast_module, reduce_totals, share_bad_samples, unwrap
+from engine.training.distributed import (
+    broadcast_module,
+    ranks_differ,
+    reduce_totals,
+    share_bad_samples,
+    unwrap,
+)
 from engine.training.early_stopping import EarlyStopping
 from engine.training.ema import ema_keys
 from engine.training.evaluate import evaluate
@@ -226,20 +233,40 @@ class Epoch:
         (every sample bad) keeps its place, so the position, the checkpoint's batches_done and
         trainer.limit_train_batches count the loader's batches alike in an uninterrupted
         and a resumed pass. A replayed order's first batches, up to the resumed position, go
-        by unused."""
+        by unused. Under DDP in lockstep the ranks compare how many they left out at each
+        fetch and at the pass's end (one all-reduce): ranks that left out other batches stop
+        in one line where one would wait for another's gradients forever."""
         loader, limit = self.fit.parts.train_loader, self.fit.s.limit_train_batches
+        skipping = isinstance(loader, Loader) and loader.bad_samples is not None
+        agree = skipping and self.lockstep and dist.is_initialized()  # a stream: Join instead
+        device = self.fit.move.device
         base = self.start - self._replay  # the position of the loader's first batch
         for n, batch in enumerate(batches):
-            dropped = loader.dropped_batches if isinstance(loader, Loader) else 0
-            position = base + n + dropped
+            left_out = loader.dropped_batches if skipping else 0  # type: ignore[union-attr]
+            position = base + n + left_out
             if position < self.start:
                 continue  # replayed up to where the checkpoint left off
+            if agree and ranks_differ(left_out, device):
+                raise self._uneven()
             if limit is not None and position >= limit:
                 return
             self._positions.append(position)
             yield batch
             if limit is not None and position + 1 >= limit:
                 return  # no fetch past the limit
+        if agree and ranks_differ(loader.dropped_batches, device):  # type: ignore[union-attr]
+            raise self._uneven()  # the pass's last batches
+
+    def _uneven(self) -> RuntimeError:
+        return RuntimeError(
+            f"epoch {self.number}: every sample of a train batch was unreadable and left out "
+            f"(dataset.decode.on_error=skip) on some ranks and not on others (rank "
+            f"{dist.get_rank()} left out {self.fit.parts.train_loader.dropped_batches}), so "  # type: ignore[union-attr]
+            "their batches no longer line up, and one would wait for another's gradients "
+            "forever under torchrun; the job stops instead. Fix or remove the files named "
+            "above, or raise loader.batch_size or use a random order (sampler=random, "
+            "loader.shuffle=true) so that no batch is all unreadable."
+        )
 
     def _compile(self, batch: DeviceBatch) -> None:
         """trainer.compile: compile on `batch`, its time left out of the pass's."""

@@ -192,6 +192,15 @@ def any_rank(flags: list[bool], device: torch.device) -> list[bool]:
     return [bool(v) for v in packed.tolist()]
 
 
+def ranks_differ(count: int, device: torch.device) -> bool:
+    """Whether `count` differs between the ranks (one all-reduce; False outside a group)."""
+    if not dist.is_initialized():
+        return False
+    packed = torch.tensor([count, -count], device=device)
+    dist.all_reduce(packed, op=dist.ReduceOp.MAX)
+    return int(packed[0]) != -int(packed[1])
+
+
 def gather_objects(obj: Any) -> list[Any]:
     """`obj` from every rank, in rank order (a list of one outside a process group)."""
     if not dist.is_initialized():
