@@ -112,15 +112,3 @@ def make_cfg(demo_dir: Path, tmp_path: Path) -> Callable[..., DictConfig]:
         return compose_config(demo_dir, tmp_path / "run", *tiny, *overrides)
 
     return _compose
-
-
-@pytest.fixture
-def on_checkpoint(demo_dir: Path, tmp_path: Path, monkeypatch) -> Callable[..., DictConfig]:
-    """A config for a run on a checkpoint (mode=eval, predict); `*overrides` also stand for
-    the command line's, whose keys replace the checkpoint's."""
-
-    def _make(*overrides: str) -> DictConfig:
-        monkeypatch.setattr("engine.inference.session.task_overrides", lambda: list(overrides))
-        return compose_config(demo_dir, tmp_path / "out", *overrides)
-
-    return _make

@@ -21,8 +21,11 @@ from engine.inference.checkpoint import run_config
 from engine.modes.evaluation import evaluate_checkpoint
 from engine.modes.prediction import predict
 from src.loop import train
+from tests import checkpoint_configs
 from tests.cli import run_cli
 from tests.conftest import compose_config
+
+on_checkpoint = checkpoint_configs.on_checkpoint  # a fixture (mode=eval, predict configs)
 
 # Learns the 48 tiny-demo train images by heart (train/loss ~0.1), in ~50 optimizer steps
 TRAIN = (

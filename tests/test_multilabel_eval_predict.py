@@ -18,8 +18,11 @@ from engine.inference import load_model
 from engine.modes.evaluation import evaluate_checkpoint
 from engine.modes.prediction import predict
 from src.loop import train
+from tests import checkpoint_configs
 from tests.cli import run_cli
 from tests.conftest import compose_config
+
+on_checkpoint = checkpoint_configs.on_checkpoint  # a fixture (mode=eval, predict configs)
 
 CLASSES = ["a", "b", "c"]
 TRAIN = (

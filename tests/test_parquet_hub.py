@@ -23,6 +23,9 @@ from engine.modes.shards import shards
 from engine.runs.sample_log import uses_by_epoch
 from engine_dev.demo import CLASSES
 from src.loop import train
+from tests import checkpoint_configs
+
+on_checkpoint = checkpoint_configs.on_checkpoint  # a fixture (mode=eval, predict configs)
 
 
 def _listing(demo_dir: Path, split: str) -> list[dict[str, str]]:

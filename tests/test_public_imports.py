@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +17,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = {"engine": engine.api, "engine_dev": engine_dev.api}
 ALLOWED = {"engine", "engine.api", "engine_dev.api"}  # `import engine`: its __version__
 FROM_TOP = {"__version__"}  # what `from engine import ...` may take: no submodule
+# a dotted path into the engine's modules written as a string (a monkeypatch target, a logger
+# name); engine.conf (the config package, pkg://engine.conf) and engine_dev.fixtures (the
+# pytest plugin) are public, and an allowlist pattern (engine.data.datasets.*) is config
+INTERNAL_PATH = re.compile(r"engine(_dev)?\.(?!api\b|conf\b|fixtures\b)[a-z_]+(\.[A-Za-z_]+)*")
+FIX_PATH = "patch or listen to what engine.api exposes (a logger: 'engine', the parent of all)"
 
 
 def checked_files() -> list[Path]:
@@ -67,6 +73,20 @@ def internal_imports(path: Path, root: Path = ROOT) -> Iterator[str]:
                 if alias.name.split(".")[0] in PUBLIC and alias.name not in ALLOWED:
                     top = alias.name.split(".")[0]
                     yield f"{where}:{node.lineno}: import {alias.name}: use {top}.api's names"
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in PUBLIC
+            and node.attr not in {*FROM_TOP, "api"}
+        ):
+            fix = f"use the names of {node.value.id}.api"  # import engine; engine.runs...
+            yield f"{where}:{node.lineno}: {node.value.id}.{node.attr}: {fix}"
+        elif (  # a string: monkeypatch.setattr("engine.x.y", ...), a logger's name
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and INTERNAL_PATH.fullmatch(node.value)
+        ):
+            yield f"{where}:{node.lineno}: {node.value!r} names an internal module: {FIX_PATH}"
 
 
 def test_the_project_imports_only_public_engine_names() -> None:
@@ -80,9 +100,12 @@ def test_an_internal_import_is_named_with_its_public_name(tmp_path: Path) -> Non
     module.write_text(
         "import torch\nfrom engine.runs.fit import Fit\nfrom engine.api import run\n"
         "from engine import __version__, api, training as t\n"
+        "import engine\nengine.runs.fit.Fit\nLOGGER = 'engine.training.assemble'\n"
     )
-    found = list(internal_imports(module, tmp_path))
+    found = sorted(internal_imports(module, tmp_path))
     assert found == [
         "loop.py:2: from engine.runs.fit import Fit: import it as `from engine.api import Fit`",
         "loop.py:4: from engine import training: use the names of engine.api",
+        "loop.py:6: engine.runs: use the names of engine.api",
+        f"loop.py:7: 'engine.training.assemble' names an internal module: {FIX_PATH}",
     ]

@@ -60,7 +60,7 @@ def test_grey_gives_the_model_one_channel(make_cfg, caplog) -> None:
     pipelines = instantiate(cfg.transforms)
     image = _gradient()
     assert pipelines.train(image).shape == pipelines.val(image).shape == (1, 48, 48)
-    with caplog.at_level(logging.INFO, logger="engine.training.assemble"):
+    with caplog.at_level(logging.INFO, logger="engine"):  # its model summary
         train(cfg)  # the demo images decode to RGB and are trained on as one channel
     assert "| input (1, 48, 48) |" in caplog.text  # the model's input_shape, from the data
     run = Path(cfg.paths.output_dir)
