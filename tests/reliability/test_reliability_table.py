@@ -12,8 +12,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_cited_test_exists() -> None:
     page = (ROOT / "engine" / "src" / "engine" / "docs" / "reliability.md").read_text()
     section = page.split("| guarantee | proved by |", 1)[1].split("\n\n", 1)[0] + "\n"
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    cells = re.findall(r"\| (`(?:[\w/]+/)?test_[^|]+) \|\n", section)
+    assert len(cells) == len(rows), "a row's proof does not begin with the test that proves it"
     cited = 0
-    for cell in re.findall(r"\| (`(?:[\w/]+/)?test_[^|]+) \|\n", section):
+    for cell in cells:
         module = None
         for ref in re.findall(r"`([^`]+)`", cell):
             if ".py" not in ref and not ref.startswith("::"):

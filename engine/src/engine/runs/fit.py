@@ -151,7 +151,11 @@ class Epoch:
         # positioned first: a resumed epoch's sampler skips ahead, and the count is of the rest
         self._batches, self._replay = positioned(loader, resumed)
         self._positions: deque[int] = deque()  # of the batches fetched, not yet trained on
-        self.total = batches_per_epoch(loader, self.limit)  # the batches this pass yields
+        # the positions this pass goes through, its bar's total (a replayed order's first
+        # ones go by unused)
+        cap = None if self.limit is None else self.limit + self._replay
+        whole = batches_per_epoch(loader, cap)
+        self.total = None if whole is None else whole - self._replay
         self.bar = LoggedBar(self.total, f"epoch {number}/{fit.s.max_epochs}", fit.cadence)
         self.uneven = UnevenRanks(fit.parts.model, loader)  # DDP on a stream: Join, then align
         self.lockstep = not self.uneven.active  # all ranks at the same step: they can agree
@@ -210,6 +214,7 @@ class Epoch:
             )
         for batch in moved:
             i, self.yielded = self._positions.popleft(), self.yielded + 1
+            advance = i - self.index  # batches left out before this one count on the bar
             self.index, self.at_boundary = i, False
             if fit.parts.mix is not None:  # batch_transforms: soft targets from here on
                 batch = fit.parts.mix(batch, self.number)
@@ -225,7 +230,7 @@ class Epoch:
             yield batch
             if self._profiler is not None:
                 self._profiler.step()
-            self.bar.update(1, samples=len(batch.labels))
+            self.bar.update(advance, samples=len(batch.labels))
 
     def _numbered(self, batches: Iterable[Any]) -> Iterator[Any]:
         """The pass's batches, each one's position in the epoch's order recorded (read back
