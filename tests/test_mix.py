@@ -11,41 +11,25 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pytest
 from omegaconf import DictConfig
-from PIL import Image
 
 from engine.config.errors import ConfigError
 from engine.config.validate import validate_config
 from engine.data.datasets.mix import MixDataset
+from engine_dev.small_sets import colour_folder
 from src.loop import train
 from tests.cli import run_cli
 from tests.conftest import tiny_model
 
 FOLDER = "engine.data.datasets.imagefolder.ImageFolderDataset"
-COLOURS = {"circle": (200, 40, 40), "square": (40, 200, 40), "star": (40, 40, 200)}
-
-
-def _image_folder(root: Path, counts: dict[str, tuple[int, int]], seed: int) -> Path:
-    """root/{train,val}/<class>/*.png: noisy 12x12 images whose colour tells their class."""
-    rng = np.random.default_rng(seed)
-    for name, per_split in counts.items():
-        for split, n in zip(("train", "val"), per_split, strict=True):
-            folder = root / split / name
-            folder.mkdir(parents=True)
-            for i in range(n):
-                noise = rng.integers(-40, 40, (12, 12, 3))
-                pixels = np.clip(np.array(COLOURS[name]) + noise, 0, 255).astype(np.uint8)
-                Image.fromarray(pixels).save(folder / f"{name}_{i:03d}.png")
-    return root
 
 
 @pytest.fixture
 def folders(tmp_path: Path) -> tuple[Path, Path]:
     """A larger source (100 train: circle, square) and a smaller one (26: square, star)."""
-    big = _image_folder(tmp_path / "big", {"circle": (50, 6), "square": (50, 6)}, seed=1)
-    small = _image_folder(tmp_path / "small", {"square": (16, 4), "star": (10, 4)}, seed=2)
+    big = colour_folder(tmp_path / "big", {"circle": (50, 6), "square": (50, 6)}, seed=1)
+    small = colour_folder(tmp_path / "small", {"square": (16, 4), "star": (10, 4)}, seed=2)
     return big, small
 
 

@@ -9,14 +9,12 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
-from PIL import Image, ImageDraw
 from torchmetrics.functional.classification import (
     multilabel_average_precision,
     multilabel_exact_match,
@@ -27,44 +25,12 @@ from engine.config.errors import ConfigError
 from engine.data.datasets.base import MapDataset
 from engine.data.datasets.csv import CsvDataset
 from engine.training.totals import PassTotals, sum_states
+from engine_dev.small_sets import random_rows, write_listing
 from src.loop import train
 from src.losses.bce import BCE
 from src.metrics.multilabel import F1, MeanAveragePrecision, SubsetAccuracy
 from tests.cli import run_cli
 from tests.conftest import compose_config
-
-PATCHES = {  # label: where it is drawn and in which colour (learnable by a tiny model)
-    "red": ((2, 2, 14, 14), (230, 30, 30)),
-    "green": ((18, 18, 30, 30), (30, 220, 30)),
-    "blue": ((2, 18, 14, 30), (40, 40, 240)),
-}
-
-
-def write_listing(folder: Path, rows: list[tuple[str, str, str]], name: str = "l.csv") -> Path:
-    """`name` in `folder` with path,labels,split rows, and a 32 px PNG for each path that
-    shows the row's labels as coloured patches."""
-    (folder / "img").mkdir(parents=True, exist_ok=True)
-    for path, labels, _ in rows:
-        image = Image.new("RGB", (32, 32), (0, 0, 0))
-        draw = ImageDraw.Draw(image)
-        for label in filter(None, labels.split("|")):
-            box, colour = PATCHES.get(label, ((0, 0, 4, 4), (255, 255, 255)))
-            draw.rectangle(box, fill=colour)
-        image.save(folder / path)
-    listing = folder / name
-    with listing.open("w", newline="") as f:
-        csv.writer(f).writerows([("path", "labels", "split"), *rows])
-    return listing
-
-
-def random_rows(n: int, seed: int = 0, val_share: float = 0.3) -> list[tuple[str, str, str]]:
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        labels = [name for name in PATCHES if rng.random() < 0.5]
-        split = "val" if i < n * val_share else "train"
-        rows.append((f"img/{i}.png", "|".join(labels), split))
-    return rows
 
 
 def listed(folder: Path, rows: list[tuple[str, str, str]], **keys) -> CsvDataset:

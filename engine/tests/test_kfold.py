@@ -21,7 +21,7 @@ from engine.data.splits import build_split
 from engine.sweeps.folds import MEAN_STD, MISMATCH, fold_groups
 from engine.training.assemble import assemble
 from engine_dev.fixtures import Labels, MapDataset
-from tests.test_multilabel_csv import random_rows, write_listing
+from engine_dev.small_sets import random_rows, write_listing
 
 
 class MultiHot(MapDataset):

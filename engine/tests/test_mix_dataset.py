@@ -11,10 +11,8 @@ from collections import Counter
 from functools import partial
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -28,30 +26,16 @@ from engine.training.batches import BatchMover
 from engine.training.device import resolve_precision
 from engine.training.evaluate import evaluate
 from engine.training.metric import Metric
+from engine_dev.small_sets import colour_folder
 
 FOLDER = "engine.data.datasets.imagefolder.ImageFolderDataset"
-COLOURS = {"circle": (200, 40, 40), "square": (40, 200, 40), "star": (40, 40, 200)}
-
-
-def _image_folder(root: Path, counts: dict[str, tuple[int, int]], seed: int) -> Path:
-    """root/{train,val}/<class>/*.png: noisy 12x12 images whose colour tells their class."""
-    rng = np.random.default_rng(seed)
-    for name, per_split in counts.items():
-        for split, n in zip(("train", "val"), per_split, strict=True):
-            folder = root / split / name
-            folder.mkdir(parents=True)
-            for i in range(n):
-                noise = rng.integers(-40, 40, (12, 12, 3))
-                pixels = np.clip(np.array(COLOURS[name]) + noise, 0, 255).astype(np.uint8)
-                Image.fromarray(pixels).save(folder / f"{name}_{i:03d}.png")
-    return root
 
 
 @pytest.fixture
 def folders(tmp_path: Path) -> tuple[Path, Path]:
     """A larger source (100 train: circle, square) and a smaller one (26: square, star)."""
-    big = _image_folder(tmp_path / "big", {"circle": (50, 6), "square": (50, 6)}, seed=1)
-    small = _image_folder(tmp_path / "small", {"square": (16, 4), "star": (10, 4)}, seed=2)
+    big = colour_folder(tmp_path / "big", {"circle": (50, 6), "square": (50, 6)}, seed=1)
+    small = colour_folder(tmp_path / "small", {"square": (16, 4), "star": (10, 4)}, seed=2)
     return big, small
 
 

@@ -5,48 +5,13 @@ template keeps loss=bce, metrics=multilabel and training on such data (tests/tes
 
 from __future__ import annotations
 
-import csv
-import random
 from pathlib import Path
 
 import pytest
 import torch
-from PIL import Image, ImageDraw
 
 from engine.data.datasets.csv import CsvDataset
-
-PATCHES = {  # label: where it is drawn and in which colour (learnable by a tiny model)
-    "red": ((2, 2, 14, 14), (230, 30, 30)),
-    "green": ((18, 18, 30, 30), (30, 220, 30)),
-    "blue": ((2, 18, 14, 30), (40, 40, 240)),
-}
-
-
-def write_listing(folder: Path, rows: list[tuple[str, str, str]], name: str = "l.csv") -> Path:
-    """`name` in `folder` with path,labels,split rows, and a 32 px PNG for each path that
-    shows the row's labels as coloured patches."""
-    (folder / "img").mkdir(parents=True, exist_ok=True)
-    for path, labels, _ in rows:
-        image = Image.new("RGB", (32, 32), (0, 0, 0))
-        draw = ImageDraw.Draw(image)
-        for label in filter(None, labels.split("|")):
-            box, colour = PATCHES.get(label, ((0, 0, 4, 4), (255, 255, 255)))
-            draw.rectangle(box, fill=colour)
-        image.save(folder / path)
-    listing = folder / name
-    with listing.open("w", newline="") as f:
-        csv.writer(f).writerows([("path", "labels", "split"), *rows])
-    return listing
-
-
-def random_rows(n: int, seed: int = 0, val_share: float = 0.3) -> list[tuple[str, str, str]]:
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        labels = [name for name in PATCHES if rng.random() < 0.5]
-        split = "val" if i < n * val_share else "train"
-        rows.append((f"img/{i}.png", "|".join(labels), split))
-    return rows
+from engine_dev.small_sets import write_listing
 
 
 def listed(folder: Path, rows: list[tuple[str, str, str]], **keys) -> CsvDataset:

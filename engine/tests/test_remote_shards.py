@@ -28,28 +28,22 @@ from engine.data.loaders import make_loader
 from engine.data.shards import ShardError
 from engine.data.shards.manifest import main as write_manifest
 from engine.runs.resume import config_key
-from engine_dev.shard_server import Faults, serving, write_wds_shards
+from engine_dev.shard_server import (
+    DEMO_TRAIN,
+    DEMO_VAL,
+    Faults,
+    serving,
+    write_demo_shards,
+)
 
-TRAIN, VAL = "train-{000000..000002}.tar.gz", "val-{000000..000001}.tar.gz"
+TRAIN, VAL = DEMO_TRAIN, DEMO_VAL
 FAST = {"retries": 2, "backoff": 0.01, "read_timeout": 10.0}
-
-
-def _write_wds(demo_dir: Path, out: Path) -> Path:
-    """The demo images as gzip-compressed shards of 16 by webdataset's ShardWriter in `out`,
-    keys with a folder (`dir/sub_000123`), named by a brace pattern; train 48 + val 30
-    samples; with their manifest written beside them (what a server then serves)."""
-    for split in ("train", "val"):
-        images = demo_dir / "imagefolder" / split
-        names = write_wds_shards(images, out, split, "dir/sub_{i:06d}", compress=True)
-        assert names == [f"{split}-{i:06d}.tar.gz" for i in range(len(names))]
-    write_manifest([f"{out}/{TRAIN}", f"{out}/{VAL}", "--out", str(out / "shards.json")])
-    return out
 
 
 @pytest.fixture(scope="module")
 def wds_dir(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo set as webdataset shards (_write_wds), once for the module."""
-    return _write_wds(demo_dir, tmp_path_factory.mktemp("wds"))
+    """The demo set as webdataset shards (write_demo_shards), once for the module."""
+    return write_demo_shards(demo_dir, tmp_path_factory.mktemp("wds"))
 
 
 def _samples(data: TarShardDataset, workers: int = 0) -> list[tuple[bytes, int]]:

@@ -10,10 +10,11 @@ import json
 import pytest
 
 from engine.runs.checkpoint_files import load_checkpoint
-from engine_dev.shard_server import serving
+from engine_dev.shard_server import DEMO_TRAIN as TRAIN
+from engine_dev.shard_server import DEMO_VAL as VAL
+from engine_dev.shard_server import serving, write_demo_shards
 from tests.conftest import tiny_model
 from tests.process.test_distributed import single_process_eval, torchrun
-from tests.test_shard_streaming import TRAIN, VAL, _write_wds
 
 # `make test-slow`: ~50 s of 2 cores (a 2-rank x 2-worker torchrun job over HTTP); the
 # in-process HTTP checks run in `make test` (tests/test_shard_streaming.py,
@@ -26,7 +27,7 @@ def test_torchrun_over_http_validates_every_sample_once(demo_dir, tmp_path) -> N
     (4 vs 2 batches): Join, then align. The workers start by forkserver (forking a rank can
     hang: CPython gh-112275), said once. Val metrics equal a single-process evaluation of the
     checkpoint (each val sample counted once in the job)."""
-    wds_dir = _write_wds(demo_dir, tmp_path / "wds")
+    wds_dir = write_demo_shards(demo_dir, tmp_path / "wds")
     with serving(wds_dir) as url:
         shards = (f'dataset.train_shards="{url}/{TRAIN}"', f'dataset.val_shards="{url}/{VAL}"')
         run = (

@@ -126,3 +126,21 @@ def write_wds_shards(
             sample = {path.suffix[1:]: path.read_bytes(), "cls": classes.index(path.parent.name)}
             sink.write({"__key__": key.format(i=i, split=split)} | sample)
     return sorted(p.name for p in out.glob(f"{split}-*{suffix}"))
+
+
+DEMO_TRAIN, DEMO_VAL = "train-{000000..000002}.tar.gz", "val-{000000..000001}.tar.gz"
+
+
+def write_demo_shards(demo_dir: Path, out: Path) -> Path:
+    """The demo images as gzip-compressed shards of 16 by webdataset's ShardWriter in `out`,
+    keys with a folder (`dir/sub_000123`), named by a brace pattern (DEMO_TRAIN, DEMO_VAL);
+    train 48 + val 30 samples; with their manifest written beside them (what a server then
+    serves)."""
+    from engine.data.shards.manifest import main as write_manifest
+
+    for split in ("train", "val"):
+        images = demo_dir / "imagefolder" / split
+        names = write_wds_shards(images, out, split, "dir/sub_{i:06d}", compress=True)
+        assert names == [f"{split}-{i:06d}.tar.gz" for i in range(len(names))]
+    write_manifest([f"{out}/{DEMO_TRAIN}", f"{out}/{DEMO_VAL}", "--out", str(out / "shards.json")])
+    return out
