@@ -17,7 +17,6 @@ from omegaconf import DictConfig
 from engine.config.errors import ConfigError
 from engine.config.validate import validate_config
 from engine.data.datasets.mix import MixDataset
-from engine_dev.small_sets import colour_folder
 from src.loop import train
 from tests.cli import run_cli
 from tests.conftest import tiny_model
@@ -25,20 +24,12 @@ from tests.conftest import tiny_model
 FOLDER = "engine.data.datasets.imagefolder.ImageFolderDataset"
 
 
-@pytest.fixture
-def folders(tmp_path: Path) -> tuple[Path, Path]:
-    """A larger source (100 train: circle, square) and a smaller one (26: square, star)."""
-    big = colour_folder(tmp_path / "big", {"circle": (50, 6), "square": (50, 6)}, seed=1)
-    small = colour_folder(tmp_path / "small", {"square": (16, 4), "star": (10, 4)}, seed=2)
-    return big, small
-
-
 def test_train_mix_reaches_each_sources_own_accuracy(
-    make_cfg: Callable[..., DictConfig], folders: tuple[Path, Path], tmp_path: Path
+    make_cfg: Callable[..., DictConfig], mix_sources: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """A short training on the mix scores on each source's val split as training on that
     source alone does (colour-coded classes: both learn them)."""
-    big, small = folders
+    big, small = mix_sources
     common = ["trainer.max_epochs=8", "trainer.device=cpu", "logger=csv", "loader.batch_size=8"]
     mixed = train(  # with samples.csv: each epoch's shares, as trained on
         make_cfg(
@@ -115,20 +106,22 @@ dataset:
 """
 
 
-def _experiment(tmp_path: Path, folders: tuple[Path, Path], dropped: str) -> str:
+def _experiment(tmp_path: Path, mix_sources: tuple[Path, Path], dropped: str) -> str:
     """An experiment file naming its own mix sources `a` and `b`, on Hydra's search path."""
     (tmp_path / "conf" / "experiment").mkdir(parents=True)
-    text = EXPERIMENT.format(dropped=dropped, folder=FOLDER, big=folders[0], small=folders[1])
+    text = EXPERIMENT.format(
+        dropped=dropped, folder=FOLDER, big=mix_sources[0], small=mix_sources[1]
+    )
     (tmp_path / "conf" / "experiment" / "mine.yaml").write_text(text)
     return f"hydra.searchpath=[pkg://engine.conf,file://{tmp_path / 'conf'}]"
 
 
 def test_an_experiments_own_sources_do_not_train_beside_the_demos(
-    make_cfg: Callable[..., DictConfig], folders: tuple[Path, Path], tmp_path: Path
+    make_cfg: Callable[..., DictConfig], mix_sources: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """Hydra merges an experiment's `dataset.sources` into the demo's two: four sources where
     the user wrote two. Refused in one line; the experiment that drops them gets its two."""
-    cfg = make_cfg(_experiment(tmp_path, folders, ""), "experiment=mine")
+    cfg = make_cfg(_experiment(tmp_path, mix_sources, ""), "experiment=mine")
     with pytest.raises(ValueError) as refused:
         MixDataset(split="train", sources=cfg.dataset.sources)
     said = str(refused.value)
@@ -136,6 +129,6 @@ def test_an_experiments_own_sources_do_not_train_beside_the_demos(
     assert "beside yours ['a', 'b']" in said and "\n" not in said
     shutil.rmtree(tmp_path / "conf")
     dropped = "\n    folder: null\n    listed: null"
-    cfg = make_cfg(_experiment(tmp_path, folders, dropped), "experiment=mine")
+    cfg = make_cfg(_experiment(tmp_path, mix_sources, dropped), "experiment=mine")
     mix = MixDataset(split="train", sources=cfg.dataset.sources)
     assert [source.name for source in mix.sources] == ["a", "b"]

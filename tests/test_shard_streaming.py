@@ -23,19 +23,12 @@ from engine_dev.shard_server import (
     DEMO_VAL,
     Faults,
     serving,
-    write_demo_shards,
 )
 from src.loop import train
 from src.step import TrainStep
 
 TRAIN, VAL = DEMO_TRAIN, DEMO_VAL
 FAST = {"retries": 2, "backoff": 0.01, "read_timeout": 10.0}
-
-
-@pytest.fixture(scope="module")
-def wds_dir(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo set as webdataset shards (write_demo_shards), once for the module."""
-    return write_demo_shards(demo_dir, tmp_path_factory.mktemp("wds"))
 
 
 def _dataset(where: str, split: str = "train", **kwargs: object) -> TarShardDataset:

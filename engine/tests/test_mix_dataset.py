@@ -26,17 +26,8 @@ from engine.training.batches import BatchMover
 from engine.training.device import resolve_precision
 from engine.training.evaluate import evaluate
 from engine.training.metric import Metric
-from engine_dev.small_sets import colour_folder
 
 FOLDER = "engine.data.datasets.imagefolder.ImageFolderDataset"
-
-
-@pytest.fixture
-def folders(tmp_path: Path) -> tuple[Path, Path]:
-    """A larger source (100 train: circle, square) and a smaller one (26: square, star)."""
-    big = colour_folder(tmp_path / "big", {"circle": (50, 6), "square": (50, 6)}, seed=1)
-    small = colour_folder(tmp_path / "small", {"square": (16, 4), "star": (10, 4)}, seed=2)
-    return big, small
 
 
 def _sources(big: Path, small: Path, **weights: float) -> dict:
@@ -48,8 +39,8 @@ def _sources(big: Path, small: Path, **weights: float) -> dict:
     }
 
 
-def _mix(folders: tuple[Path, Path], split: str = "train", **keys: object) -> MixDataset:
-    return MixDataset(split=split, sources=_sources(*folders), **keys)  # type: ignore[arg-type]
+def _mix(mix_sources: tuple[Path, Path], split: str = "train", **keys: object) -> MixDataset:
+    return MixDataset(split=split, sources=_sources(*mix_sources), **keys)  # type: ignore[arg-type]
 
 
 def _epoch(sampler: RandomOrder | WeightedOrder | SequentialOrder, epoch: int) -> list[int]:
@@ -57,8 +48,8 @@ def _epoch(sampler: RandomOrder | WeightedOrder | SequentialOrder, epoch: int) -
     return list(sampler)
 
 
-def test_each_epoch_draws_the_weights_shares(folders: tuple[Path, Path]) -> None:
-    mix = _mix(folders)
+def test_each_epoch_draws_the_weights_shares(mix_sources: tuple[Path, Path]) -> None:
+    mix = _mix(mix_sources)
     assert mix.epoch_samples == len(mix) == 126  # null: the sum of the sources' sizes
     sampler = RandomOrder(mix, seed=3)
     for epoch in range(1, 5):
@@ -69,8 +60,8 @@ def test_each_epoch_draws_the_weights_shares(folders: tuple[Path, Path]) -> None
         assert abs(counts["small"] / 126 - 0.25) <= 0.03
 
 
-def test_smaller_source_repeats_only_after_all_its_samples(folders: tuple[Path, Path]) -> None:
-    mix = _mix(folders)
+def test_smaller_source_repeats_only_after_all_its_samples(mix_sources: tuple[Path, Path]) -> None:
+    mix = _mix(mix_sources)
     sampler = RandomOrder(mix, seed=3)
     for epoch in (1, 2):
         small = [i for i in _epoch(sampler, epoch) if mix.sample_source(i)[0] == "small"]
@@ -81,8 +72,8 @@ def test_smaller_source_repeats_only_after_all_its_samples(folders: tuple[Path, 
         assert not any(isinstance(i, Draw) for i in small[:26])
 
 
-def test_larger_source_is_subsampled_anew_each_epoch(folders: tuple[Path, Path]) -> None:
-    mix = _mix(folders)
+def test_larger_source_is_subsampled_anew_each_epoch(mix_sources: tuple[Path, Path]) -> None:
+    mix = _mix(mix_sources)
     sampler = RandomOrder(mix, seed=3)
     drawn = []
     for epoch in (1, 2):
@@ -92,21 +83,21 @@ def test_larger_source_is_subsampled_anew_each_epoch(folders: tuple[Path, Path])
     assert drawn[0] != drawn[1]
 
 
-def test_classes_are_the_sorted_union_by_name(folders: tuple[Path, Path]) -> None:
-    mix = _mix(folders)
+def test_classes_are_the_sorted_union_by_name(mix_sources: tuple[Path, Path]) -> None:
+    mix = _mix(mix_sources)
     assert mix.classes == ["circle", "square", "star"]
     for i in (0, 99, 100, 125):
         _, label = mix[i]
         folder = Path(mix.get_filename(i)).parent.name  # type: ignore[arg-type]
         assert mix.classes[label] == mix.classes[mix.targets[i]] == folder
     assert mix.sample_source(105) == ("small", 5)
-    val = _mix(folders, split="val", classes=mix.classes)
+    val = _mix(mix_sources, split="val", classes=mix.classes)
     assert [s.name for s in val.sources] == ["big", "small"] and val.epoch_samples is None
     assert sorted({mix.classes[t] for t in val.targets[12:]}) == ["square", "star"]
 
 
-def test_orders_are_seeded_and_resume_exactly(folders: tuple[Path, Path]) -> None:
-    mix = _mix(folders, epoch_samples=50)
+def test_orders_are_seeded_and_resume_exactly(mix_sources: tuple[Path, Path]) -> None:
+    mix = _mix(mix_sources, epoch_samples=50)
     first = _epoch(RandomOrder(mix, seed=3), 2)
     assert first == _epoch(RandomOrder(mix, seed=3), 2) and len(first) == 50
     assert first != _epoch(RandomOrder(mix, seed=4), 2)
@@ -116,17 +107,17 @@ def test_orders_are_seeded_and_resume_exactly(folders: tuple[Path, Path]) -> Non
     assert list(resumed) == first[20:]
 
 
-def test_sequential_order_keeps_each_source_in_its_order(folders: tuple[Path, Path]) -> None:
-    mix = _mix(folders)
+def test_sequential_order_keeps_each_source_in_its_order(mix_sources: tuple[Path, Path]) -> None:
+    mix = _mix(mix_sources)
     order = [int(i) for i in _epoch(SequentialOrder(mix), 1)]
     assert order[95:] == list(range(100, 126)) + sorted(order[121:])  # small: whole, then part
     assert order[:95] == sorted(order[:95])
 
 
 def test_weighted_keeps_source_weights_and_balances_classes_within(
-    folders: tuple[Path, Path],
+    mix_sources: tuple[Path, Path],
 ) -> None:
-    mix = _mix(folders, epoch_samples=1000)
+    mix = _mix(mix_sources, epoch_samples=1000)
     order = _epoch(WeightedOrder(mix, seed=5), 1)
     sources = Counter(mix.sample_source(i)[0] for i in order)
     assert sources == {"big": 750, "small": 250}
@@ -134,8 +125,8 @@ def test_weighted_keeps_source_weights_and_balances_classes_within(
     assert abs(small["star"] / 250 - 0.5) <= 0.1  # 10 of its 26 samples, drawn half the time
 
 
-def test_two_ranks_share_the_epoch_disjointly(folders: tuple[Path, Path]) -> None:
-    mix = _mix(folders)
+def test_two_ranks_share_the_epoch_disjointly(mix_sources: tuple[Path, Path]) -> None:
+    mix = _mix(mix_sources)
     whole = _epoch(RandomOrder(mix, seed=3), 1)
     shares = []
     for rank in (0, 1):
@@ -196,15 +187,15 @@ def _settings() -> LoaderSettings:
     )
 
 
-def _val_loader(folders: tuple[Path, Path], rank: int = 0, world_size: int = 1) -> DataLoader:
-    train_set = seeded(_mix(folders), 0)
-    val_set = seeded(_mix(folders, split="val", classes=train_set.classes), 0)
+def _val_loader(mix_sources: tuple[Path, Path], rank: int = 0, world_size: int = 1) -> DataLoader:
+    train_set = seeded(_mix(mix_sources), 0)
+    val_set = seeded(_mix(mix_sources, split="val", classes=train_set.classes), 0)
     order = partial(RandomOrder, seed=0)
     return build_loaders(train_set, val_set, _settings(), order, None, rank, world_size)[1]
 
 
-def test_val_sources_are_shared_disjointly_by_two_ranks(folders: tuple[Path, Path]) -> None:
-    shares = [_val_loader(folders, rank, 2).per_source for rank in (0, 1)]  # type: ignore[attr-defined]
+def test_val_sources_are_shared_disjointly_by_two_ranks(mix_sources: tuple[Path, Path]) -> None:
+    shares = [_val_loader(mix_sources, rank, 2).per_source for rank in (0, 1)]  # type: ignore[attr-defined]
     for name, size in (("big", 12), ("small", 8)):
         seen = [[int(i) for i in share[name].sampler] for share in shares]
         assert sorted(seen[0] + seen[1]) == list(range(size))
@@ -225,8 +216,8 @@ class Hits(Metric):
         return sums["correct"].item() / samples
 
 
-def test_val_reports_each_source_and_the_whole(folders: tuple[Path, Path]) -> None:
-    val_loader = _val_loader(folders)
+def test_val_reports_each_source_and_the_whole(mix_sources: tuple[Path, Path]) -> None:
+    val_loader = _val_loader(mix_sources)
     val_set, settings = val_loader.dataset, _settings()
     torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.LazyLinear(3))
@@ -244,10 +235,10 @@ def test_val_reports_each_source_and_the_whole(folders: tuple[Path, Path]) -> No
 
 
 def test_weights_near_the_float_limit_still_draw_the_whole_epoch(
-    folders: tuple[Path, Path],
+    mix_sources: tuple[Path, Path],
 ) -> None:
     """Two weights of 1.7e308 sum to inf: each epoch drew 2 samples instead of 36."""
-    sources = _sources(*folders)
+    sources = _sources(*mix_sources)
     for source in sources.values():
         source["weight"] = 1.7e308
     mix = MixDataset(split="train", sources=sources, epoch_samples=36)
@@ -255,17 +246,17 @@ def test_weights_near_the_float_limit_still_draw_the_whole_epoch(
     assert Counter(mix.sample_source(i)[0] for i in order) == {"big": 18, "small": 18}
 
 
-def test_an_epoch_past_the_limit_is_refused_by_the_dataset(folders: tuple[Path, Path]) -> None:
+def test_an_epoch_past_the_limit_is_refused_by_the_dataset(mix_sources: tuple[Path, Path]) -> None:
     with pytest.raises(ValueError, match=r"^dataset.epoch_samples=2147483647: expected 1 to 10,"):
-        _mix(folders, epoch_samples=2**31 - 1)
+        _mix(mix_sources, epoch_samples=2**31 - 1)
 
 
 def test_a_multi_label_source_is_refused_before_any_source_is_read(
-    folders: tuple[Path, Path], demo_dir: Path
+    mix_sources: tuple[Path, Path], demo_dir: Path
 ) -> None:
     listing = str(demo_dir / "multilabel" / "labels.csv")
     tagged = {"_target_": "engine.data.datasets.csv.CsvDataset", "csv": listing}
-    sources = _sources(*folders) | {
+    sources = _sources(*mix_sources) | {
         "tags": {"dataset": tagged | {"multi_label": True}, "weight": 1}
     }
     with pytest.raises(ValueError) as refused:
@@ -277,10 +268,10 @@ def test_a_multi_label_source_is_refused_before_any_source_is_read(
 
 @pytest.mark.parametrize("name", ["a/b", "a,b", "a b", "-a", "é", "x" * 65])
 def test_a_source_name_loggers_cannot_keep_is_refused(
-    folders: tuple[Path, Path], name: str
+    mix_sources: tuple[Path, Path], name: str
 ) -> None:
     """`a/b` lost its keys from metrics.json, `a,b` failed in MLflow after the first epoch."""
-    sources = {name: _sources(*folders)["big"]}
+    sources = {name: _sources(*mix_sources)["big"]}
     with pytest.raises(ValueError) as refused:
         MixDataset(split="train", sources=sources)
     said = str(refused.value)

@@ -33,17 +33,10 @@ from engine_dev.shard_server import (
     DEMO_VAL,
     Faults,
     serving,
-    write_demo_shards,
 )
 
 TRAIN, VAL = DEMO_TRAIN, DEMO_VAL
 FAST = {"retries": 2, "backoff": 0.01, "read_timeout": 10.0}
-
-
-@pytest.fixture(scope="module")
-def wds_dir(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo set as webdataset shards (write_demo_shards), once for the module."""
-    return write_demo_shards(demo_dir, tmp_path_factory.mktemp("wds"))
 
 
 def _samples(data: TarShardDataset, workers: int = 0) -> list[tuple[bytes, int]]:

@@ -15,6 +15,8 @@ import torch
 
 from engine.data.datasets.base import MapDataset
 from engine_dev.demo import make_demo_data
+from engine_dev.shard_server import write_demo_shards
+from engine_dev.small_sets import colour_folder
 
 
 def tree_fingerprint(root: Path) -> dict[str, tuple[int, int, int]]:
@@ -98,3 +100,18 @@ class Labels(MapDataset):
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
         return torch.tensor([i], dtype=torch.float32), int(self.targets[i])
+
+
+@pytest.fixture(scope="module")
+def wds_dir(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo set as webdataset shards (write_demo_shards), once per test module."""
+    return write_demo_shards(demo_dir, tmp_path_factory.mktemp("wds"))
+
+
+@pytest.fixture
+def mix_sources(tmp_path: Path) -> tuple[Path, Path]:
+    """Two image folders to mix: a larger source (100 train: circle, square) and a smaller
+    one (26: square, star), colour-coded (small_sets.colour_folder)."""
+    big = colour_folder(tmp_path / "big", {"circle": (50, 6), "square": (50, 6)}, seed=1)
+    small = colour_folder(tmp_path / "small", {"square": (16, 4), "star": (10, 4)}, seed=2)
+    return big, small
