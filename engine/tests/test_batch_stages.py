@@ -8,6 +8,7 @@ import logging
 import math
 import pickle
 
+import pytest
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, SequentialSampler, TensorDataset
@@ -117,3 +118,20 @@ def test_a_plain_dataloader_is_evaluated_and_timed_as_one_pass() -> None:
     )
     assert means["val/samples"] == 8 and math.isfinite(means["val/loss"])
     share_bad_samples(loader)  # no ledger: nothing to share
+
+
+def test_samples_the_collate_cannot_stack_are_named_with_their_shapes_and_the_fix() -> None:
+    """torch's own words (stack expects each tensor to be equal size; in a worker: trying to
+    resize storage) name no key; the loader's say the shapes and the keys that fix them."""
+    samples = [(torch.zeros(3, 8, 8), 0), (torch.zeros(3, 8, 9), 1)]
+    with pytest.raises(ValueError, match=r"^loader\.collate_fn: .*sample 0 is \(3, 8, 8\), its "):
+        WorkerCollate()(samples)
+    sequences = [(torch.zeros(47), 0), (torch.zeros(45), 1)]
+    with pytest.raises(ValueError, match=r"sample 1 \(45,\).*pad token sequences \(collate=pad\)"):
+        WorkerCollate()(sequences)
+
+    def broken(batch: list) -> None:
+        raise RuntimeError("a collate of the user's failed")
+
+    with pytest.raises(RuntimeError, match=r"^a collate of the user's failed$"):
+        WorkerCollate(broken)([(torch.zeros(2), 0), (torch.zeros(2), 1)])  # same shapes: as is

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+import torch
 from torch.utils.data import DataLoader, default_collate
 
 from engine.data.bad_samples import BadSample, Delivery
@@ -61,7 +62,10 @@ class WorkerCollate:
                 ids = SampleIds([s.index for s in samples])
                 samples = [s.sample for s in samples]
         start = time.perf_counter()
-        batch = self.collate(samples)
+        try:
+            batch = self.collate(samples)
+        except RuntimeError as err:  # torch.stack's own words name no key and no fix
+            raise _unstackable(samples, err) or err from err
         ended = time.perf_counter()
         if not isinstance(batch, tuple | list):
             return batch
@@ -69,6 +73,26 @@ class WorkerCollate:
             count = labelled_batch_size(batch) if len(batch) > 1 else len(samples)
             batch = (*batch, SUMS.take(count, ended - start, ended))
         return batch if ids is None else (*batch, ids)
+
+
+def _shape(sample: Any) -> tuple[int, ...] | None:
+    first = sample[0] if isinstance(sample, tuple | list) and sample else sample
+    return tuple(first.shape) if isinstance(first, torch.Tensor) else None
+
+
+def _unstackable(samples: Any, err: RuntimeError) -> ValueError | None:
+    """Samples of different shapes, which a stacking collate cannot batch, said with the
+    shapes and the keys that fix it; None for another error (it is raised as it is)."""
+    shapes = [_shape(s) for s in samples] if isinstance(samples, list) else []
+    differ = next((i for i, s in enumerate(shapes) if s is not None and s != shapes[0]), None)
+    if not shapes or shapes[0] is None or differ is None:
+        return None
+    return ValueError(
+        f"loader.collate_fn: the samples of a batch differ in shape (its sample 0 is "
+        f"{shapes[0]}, its sample {differ} {shapes[differ]}), and the collate stacks them "
+        f"({type(err).__name__}: {str(err).splitlines()[0]}): give every image one size in "
+        "transforms.* (e.g. transforms=default), or pad token sequences (collate=pad)."
+    )
 
 
 class Loader(DataLoader):
