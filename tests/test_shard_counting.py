@@ -5,11 +5,10 @@ and recounting is the engine's suite's (engine/tests/test_shard_counting.py)."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
-from engine_dev.shard_server import serving, write_wds_shards
+from engine_dev.shard_server import serving
 from src.loop import train
 
 TRAIN, VAL = "train-{000000..000002}.tar", "val-{000000..000001}.tar"
@@ -18,19 +17,9 @@ TRAIN, VAL = "train-{000000..000002}.tar", "val-{000000..000001}.tar"
 FAST = {"retries": 1, "backoff": 0.01, "read_timeout": 10.0}
 
 
-@pytest.fixture
-def bare(demo_dir: Path, tmp_path: Path) -> Path:
-    """The demo images as plain shards of 16 by webdataset's ShardWriter (train 48 samples in
-    3 shards, val 30 in 2), with no manifest beside them."""
-    out = tmp_path / "served"
-    for split in ("train", "val"):
-        write_wds_shards(demo_dir / "imagefolder" / split, out, split)
-    return out
-
-
-def test_training_from_uncounted_shards_equals_training_from_disk(make_cfg, bare, tmp_path):
+def test_training_from_uncounted_shards_equals_training_from_disk(make_cfg, bare_shards, tmp_path):
     local = tmp_path / "local"
-    shutil.copytree(bare, local)
+    shutil.copytree(bare_shards, local)
 
     def run(where: str, name: str) -> dict:
         shards = (f'dataset.train_shards="{where}/{TRAIN}"', f'dataset.val_shards="{where}/{VAL}"')
@@ -39,7 +28,7 @@ def test_training_from_uncounted_shards_equals_training_from_disk(make_cfg, bare
         return train(make_cfg("dataset=iterable", *shards, cache, out, "trainer.max_epochs=1"))
 
     from_disk = run(str(local), "local")
-    with serving(bare) as url:
+    with serving(bare_shards) as url:
         streamed = run(url, "remote")
     assert streamed["val/acc"] == from_disk["val/acc"]
     assert streamed["train/loss"] == pytest.approx(from_disk["train/loss"], abs=1e-6)

@@ -25,7 +25,7 @@ from engine.data.seeded import seeded
 from engine.training.batches import BatchMover
 from engine.training.device import resolve_precision
 from engine.training.evaluate import evaluate
-from engine.training.metric import Metric
+from tests.test_totals import Hits  # a project's top-1 accuracy
 
 FOLDER = "engine.data.datasets.imagefolder.ImageFolderDataset"
 
@@ -199,21 +199,6 @@ def test_val_sources_are_shared_disjointly_by_two_ranks(mix_sources: tuple[Path,
     for name, size in (("big", 12), ("small", 8)):
         seen = [[int(i) for i in share[name].sampler] for share in shares]
         assert sorted(seen[0] + seen[1]) == list(range(size))
-
-
-class Hits(Metric):
-    """The share whose label is the argmax (a project's top-1 accuracy)."""
-
-    def sums(self, device: torch.device) -> dict[str, torch.Tensor]:
-        return {"correct": torch.zeros((), dtype=torch.long, device=device)}
-
-    def update(
-        self, sums: dict[str, torch.Tensor], logits: torch.Tensor, labels: torch.Tensor
-    ) -> None:
-        sums["correct"] += (logits.argmax(1) == labels).sum()
-
-    def value(self, sums: dict[str, torch.Tensor], samples: int) -> float:
-        return sums["correct"].item() / samples
 
 
 def test_val_reports_each_source_and_the_whole(mix_sources: tuple[Path, Path]) -> None:

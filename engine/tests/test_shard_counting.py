@@ -17,22 +17,12 @@ from torch.utils.data import DataLoader
 from engine.data.datasets.tar_shards import TarShardDataset
 from engine.data.decode_policy import DecodePolicy
 from engine.data.shards import ShardError, tally
-from engine_dev.shard_server import Faults, serving, write_wds_shards
+from engine_dev.shard_server import Faults, serving
 
 TRAIN, VAL = "train-{000000..000002}.tar", "val-{000000..000001}.tar"
 
 
 FAST = {"retries": 1, "backoff": 0.01, "read_timeout": 10.0}
-
-
-@pytest.fixture
-def bare(demo_dir: Path, tmp_path: Path) -> Path:
-    """The demo images as plain shards of 16 by webdataset's ShardWriter (train 48 samples in
-    3 shards, val 30 in 2), with no manifest beside them."""
-    out = tmp_path / "served"
-    for split in ("train", "val"):
-        write_wds_shards(demo_dir / "imagefolder" / split, out, split)
-    return out
 
 
 def _dataset(where: str, cache: Path | None, split: str = "train", **kwargs) -> TarShardDataset:
@@ -48,11 +38,11 @@ def _shard_gets(faults: Faults) -> list[str]:
     return [path for path, _ in faults.requests if path.endswith(".tar")]
 
 
-def test_counted_once_cached_then_read_from_the_cache(bare, tmp_path, caplog) -> None:
+def test_counted_once_cached_then_read_from_the_cache(bare_shards, tmp_path, caplog) -> None:
     local = tmp_path / "local"  # a copy on disk, read at each start (no manifest_cache)
-    shutil.copytree(bare, local)
+    shutil.copytree(bare_shards, local)
     cache, faults = tmp_path / "cache", Faults()
-    with serving(bare, faults) as url, caplog.at_level(logging.INFO):
+    with serving(bare_shards, faults) as url, caplog.at_level(logging.INFO):
         first = _dataset(url, cache)
         assert sorted(_shard_gets(faults)) == [f"/train-00000{i}.tar" for i in range(3)]
         assert _samples(first) == _samples(_dataset(str(local), None))
@@ -68,13 +58,13 @@ def test_counted_once_cached_then_read_from_the_cache(bare, tmp_path, caplog) ->
     assert caplog.messages[-1].startswith(f"read the counts of 3 shards of {url}/ from {cached}")
 
 
-def test_a_shard_changed_on_the_server_is_counted_again_saying_why(bare, tmp_path, caplog):
+def test_a_shard_changed_on_the_server_is_counted_again_saying_why(bare_shards, tmp_path, caplog):
     cache, faults = tmp_path / "cache", Faults()
-    with serving(bare, faults) as url:
+    with serving(bare_shards, faults) as url:
         _dataset(url, cache)
-        shrunk = bare / "train-000001.tar"
+        shrunk = bare_shards / "train-000001.tar"
         size = shrunk.stat().st_size
-        shutil.copyfile(bare / "val-000001.tar", shrunk)  # 14 samples where 16 were
+        shutil.copyfile(bare_shards / "val-000001.tar", shrunk)  # 14 samples where 16 were
         del faults.requests[:]
         with caplog.at_level(logging.INFO):
             data = _dataset(url, cache)
@@ -86,9 +76,9 @@ def test_a_shard_changed_on_the_server_is_counted_again_saying_why(bare, tmp_pat
     )
 
 
-def test_a_new_etag_of_the_same_size_is_counted_again(bare, tmp_path, caplog) -> None:
+def test_a_new_etag_of_the_same_size_is_counted_again(bare_shards, tmp_path, caplog) -> None:
     cache, faults = tmp_path / "cache", Faults(etag='"v1"')
-    with serving(bare, faults) as url:
+    with serving(bare_shards, faults) as url:
         _dataset(url, cache)
         _dataset(url, cache)
         assert len(_shard_gets(faults)) == 3  # the second start read none
@@ -99,9 +89,9 @@ def test_a_new_etag_of_the_same_size_is_counted_again(bare, tmp_path, caplog) ->
     assert "its etag was '\"v1\"', now '\"v2\"'): counting them again" in caplog.text
 
 
-def test_a_server_that_refuses_head_is_asked_for_one_byte(bare, tmp_path) -> None:
+def test_a_server_that_refuses_head_is_asked_for_one_byte(bare_shards, tmp_path) -> None:
     cache, faults = tmp_path / "cache", Faults(head=False)
-    with serving(bare, faults) as url:
+    with serving(bare_shards, faults) as url:
         _dataset(url, cache)
         del faults.requests[:]
         assert _dataset(url, cache).shard_sizes == [16, 16, 16]
@@ -110,11 +100,11 @@ def test_a_server_that_refuses_head_is_asked_for_one_byte(bare, tmp_path) -> Non
 
 
 def test_without_a_cache_every_start_counts_and_progress_is_logged(
-    bare, tmp_path, caplog, monkeypatch
+    bare_shards, tmp_path, caplog, monkeypatch
 ) -> None:
     monkeypatch.setattr(tally, "PROGRESS_S", 0.0)  # a progress line at every wait
     faults = Faults()
-    with serving(bare, faults) as url, caplog.at_level(logging.INFO):
+    with serving(bare_shards, faults) as url, caplog.at_level(logging.INFO):
         _dataset(url, None)
         _dataset(url, None)
     assert len(_shard_gets(faults)) == 6
@@ -125,10 +115,10 @@ def test_without_a_cache_every_start_counts_and_progress_is_logged(
     assert re.search(progress, caplog.text)
 
 
-def test_a_truncated_shard_stops_the_count_naming_it(bare, tmp_path) -> None:
-    cut = bare / "train-000002.tar"
+def test_a_truncated_shard_stops_the_count_naming_it(bare_shards, tmp_path) -> None:
+    cut = bare_shards / "train-000002.tar"
     cut.write_bytes(cut.read_bytes()[:30_000])
-    with serving(bare) as url:
+    with serving(bare_shards) as url:
         with pytest.raises(ShardError, match=rf"^{url}/train-000002\.tar: not a readable tar"):
             _dataset(url, tmp_path / "cache")
         skipping = _dataset(
@@ -137,16 +127,16 @@ def test_a_truncated_shard_stops_the_count_naming_it(bare, tmp_path) -> None:
     assert skipping.shard_sizes[:2] == [16, 16] and skipping.shard_sizes[2] < 16
 
 
-def test_a_count_that_a_broken_connection_ended_is_not_cached(bare, tmp_path) -> None:
+def test_a_count_that_a_broken_connection_ended_is_not_cached(bare_shards, tmp_path) -> None:
     faults = Faults(cut=5000, drops=2)  # each shard's first two answers: 5,000 bytes, then cut
-    with serving(bare, faults) as url:
+    with serving(bare_shards, faults) as url:
         with pytest.raises(ShardError, match=r"network error at byte 10,000 after 1 retr"):
             _dataset(url, tmp_path / "cache")
         assert _dataset(url, tmp_path / "cache").shard_sizes == [16, 16, 16]
 
 
-def test_a_given_manifest_that_is_missing_is_still_refused(bare) -> None:
-    with serving(bare) as url, pytest.raises(ValueError) as caught:
+def test_a_given_manifest_that_is_missing_is_still_refused(bare_shards) -> None:
+    with serving(bare_shards) as url, pytest.raises(ValueError) as caught:
         _dataset(url, None, manifest=f"{url}/shards.json")
     assert re.search(r"^dataset\.manifest: .*/shards\.json: HTTP 404", str(caught.value))
     assert "python -m engine.data.shards.manifest" in str(caught.value)

@@ -15,7 +15,7 @@ import torch
 
 from engine.data.datasets.base import MapDataset
 from engine_dev.demo import make_demo_data
-from engine_dev.shard_server import write_demo_shards
+from engine_dev.shard_server import write_demo_shards, write_wds_shards
 from engine_dev.small_sets import colour_folder
 
 
@@ -115,3 +115,13 @@ def mix_sources(tmp_path: Path) -> tuple[Path, Path]:
     big = colour_folder(tmp_path / "big", {"circle": (50, 6), "square": (50, 6)}, seed=1)
     small = colour_folder(tmp_path / "small", {"square": (16, 4), "star": (10, 4)}, seed=2)
     return big, small
+
+
+@pytest.fixture
+def bare_shards(demo_dir: Path, tmp_path: Path) -> Path:
+    """The demo images as plain shards of 16 by webdataset's ShardWriter (train 48 samples in
+    3 shards, val 30 in 2), with no manifest beside them (what a web server often holds)."""
+    out = tmp_path / "served"
+    for split in ("train", "val"):
+        write_wds_shards(demo_dir / "imagefolder" / split, out, split)
+    return out
