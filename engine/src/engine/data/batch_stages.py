@@ -13,7 +13,7 @@ its batches pass as the workers made them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -97,7 +97,8 @@ def _unstackable(samples: Any, err: RuntimeError) -> ValueError | None:
 
 class Loader(DataLoader):
     """The engine's DataLoader: its collate_fn a `WorkerCollate`, its deliveries handed through
-    `stages` in order; yields the clean batches. A batch left empty (every sample bad) is left
+    `stages` in order (the batched decode, then the bad-sample ledger: what of them it has);
+    yields the clean batches. A batch left empty (every sample bad) is left
     out and counted in `dropped_batches`, so a checkpoint's position in the epoch stays exact;
     `len()` still counts the batches the sampler makes. Every consumer (the loop, evaluation,
     mode=benchmark, predict) iterates it alike."""
@@ -105,12 +106,12 @@ class Loader(DataLoader):
     def __init__(
         self,
         *args: Any,
-        stages: Iterable[BatchStage] = (),
         decoder: BatchDecoder | None = None,
         bad_samples: BadSampleLedger | None = None,
         **kwargs: Any,
     ) -> None:
-        self.stages = tuple(stages)
+        ordered = (decoder, bad_samples)  # what fails to decode joins the ledger's count
+        self.stages: tuple[BatchStage, ...] = tuple(s for s in ordered if s is not None)
         self.decoder = decoder  # the batched decode, for the epoch line's limiting stage
         self.bad_samples = bad_samples  # this split's ledger (on_error=skip), else None
         self.per_source: dict[str, Loader] = {}  # a mix's val loader: one per source

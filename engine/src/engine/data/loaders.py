@@ -238,7 +238,6 @@ def make_loader(
         start_forkserver(dataset)
     return Loader(
         dataset,
-        stages=[stage for stage in (decoder, bad_samples) if stage is not None],
         decoder=decoder,
         bad_samples=bad_samples,
         batch_size=settings.batch_size,

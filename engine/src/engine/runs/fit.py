@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
@@ -149,7 +149,7 @@ class Epoch:
         limit = fit.s.limit_train_batches
         self.limit = None if limit is None else max(0, limit - self.start)
         # positioned first: a resumed epoch's sampler skips ahead, and the count is of the rest
-        self._batches, self._replay = positioned(loader, resumed)
+        self._replay = positioned(loader, resumed)
         self._positions: deque[int] = deque()  # of the batches fetched, not yet trained on
         # the positions this pass goes through, its bar's total (a replayed order's first
         # ones go by unused)
@@ -204,7 +204,7 @@ class Epoch:
         """The pass over the train loader (or the rest of it, where a resumed checkpoint left
         off), each batch on the device, normalised, timed."""
         fit, pipeline = self.fit, self.pipeline
-        timed = self.timer.timed(self._numbered(self._batches))
+        timed = self.timer.timed(self._numbered())
         if pipeline is None:
             moved = device_batches(timed, fit.move, fit.side)
         else:  # the stage times taken off each batch, the copy and the step timed
@@ -232,21 +232,21 @@ class Epoch:
                 self._profiler.step()
             self.bar.update(advance, samples=len(batch.labels))
 
-    def _numbered(self, batches: Iterable[Any]) -> Iterator[Any]:
-        """The pass's batches, each one's position in the epoch's order recorded (read back
-        in `batches()`, past the device lookahead): under on_error=skip a batch left out
-        (every sample bad) keeps its place, so the position, the checkpoint's batches_done and
-        trainer.limit_train_batches count the loader's batches alike in an uninterrupted
-        and a resumed pass. A replayed order's first batches, up to the resumed position, go
-        by unused. Under DDP in lockstep the ranks compare how many they left out at each
-        fetch and at the pass's end (one all-reduce): ranks that left out other batches stop
-        in one line where one would wait for another's gradients forever."""
+    def _numbered(self) -> Iterator[Any]:
+        """The train loader's batches of this pass, each one's position in the epoch's order
+        recorded (read back in `batches()`, past the device lookahead): under on_error=skip a
+        batch left out (every sample bad) keeps its place, so the position, the checkpoint's
+        batches_done and trainer.limit_train_batches count the loader's batches alike in an
+        uninterrupted and a resumed pass. A replayed order's first batches, up to the resumed
+        position, go by unused. Under DDP in lockstep the ranks compare how many they left out
+        at each fetch and at the pass's end (one all-reduce): ranks that left out other batches
+        stop in one line where one would wait for another's gradients forever."""
         loader, limit = self.fit.parts.train_loader, self.fit.s.limit_train_batches
         skipping = isinstance(loader, Loader) and loader.bad_samples is not None
         agree = skipping and self.lockstep and dist.is_initialized()  # a stream: Join instead
         device = self.fit.move.device
         base = self.start - self._replay  # the position of the loader's first batch
-        for n, batch in enumerate(batches):
+        for n, batch in enumerate(loader):
             left_out = loader.dropped_batches if skipping else 0  # type: ignore[union-attr]
             position = base + n + left_out
             if position < self.start:

@@ -290,20 +290,20 @@ class Checkpointer:
             raise SystemExit(stop.exit_code if stop.signum else 128 + signal.SIGTERM)
 
 
-def positioned(loader: DataLoader, at: Progress | None) -> tuple[DataLoader, int]:
-    """The loader positioned where `at` (a resumed epoch's progress; None: its start) left
-    off, and how many of its first batches the caller replays unused: an EpochSampler skips
+def positioned(loader: DataLoader, at: Progress | None) -> int:
+    """Position `loader` where `at` (a resumed epoch's progress; None: its start) left off;
+    returns how many of its first batches the caller replays unused. An EpochSampler skips
     the positions of its order the job used, a stream resumed on another topology leaves out
     the samples `at.trained` (`resume_without`); other orders are replayed (same batches,
     slower): their first `at.batch` positions go by (engine/runs/fit.py Epoch._numbered)."""
     if at is None or not at.mid_epoch:
-        return loader, 0
+        return 0
     if at.trained is not None:
         loader.dataset.resume_without(at.epoch, at.trained)  # type: ignore[attr-defined]
         log.info("resuming mid-epoch: %d samples of it trained on are left out", at.trained.sum())
-        return loader, 0
+        return 0
     if isinstance(loader.sampler, EpochSampler) and at.samples is not None:
         loader.sampler.skip(at.samples)
-        return loader, 0
+        return 0
     log.info("resuming mid-epoch: replaying %d batches of this order", at.batch)
-    return loader, at.batch
+    return at.batch
