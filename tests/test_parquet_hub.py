@@ -64,7 +64,7 @@ def test_what_mode_shards_writes_loads_in_hugging_face_datasets(make_cfg, tmp_pa
         "shards.max_samples=16", "shards.row_group_rows=4",
     )  # fmt: skip
     metrics = shards(cfg)
-    assert sorted(p.name for p in out.iterdir())[0].startswith("train-00000-of-")
+    assert sorted(out.glob("[!.]*"))[0].name.startswith("train-00000-of-")  # beside .shards.lock
     files = ParquetDataset("train", str(out))
     loaded = load_dataset("parquet", data_dir=str(out))
     assert set(loaded) == {"train", "validation"}
@@ -135,7 +135,7 @@ def test_encoding_keep_on_parquet_is_refused_before_the_folder_is_touched(
     cfg = make_cfg("mode=shards", "dataset=parquet", f"shards.dir={out}", "shards.format=parquet")
     with pytest.raises(ValueError, match=r"shards.encoding=keep stores image files as they are"):
         shards(cfg)
-    assert not out.exists() or not any(out.iterdir())  # no shards.writing left behind
+    assert not out.exists() or not any(out.iterdir())  # no .shards.lock left behind
 
 
 NAMES = ["person", "car", "dog"]

@@ -55,3 +55,38 @@ def test_a_writer_replaces_only_the_files_its_mark_lists(tmp_path):
         assert json.loads((tmp_path / ".mark").read_text())["files"] == ["more.csv"]
     finally:
         folder_lock.release(tmp_path / ".mark")
+
+
+def test_a_writer_filling_only_its_names_sits_beside_others_and_refuses_its_names_taken(
+    tmp_path,
+):
+    """`beside` (mode=cache, mode=shards): an unmarked folder's other entries stay; one of the
+    writer's names there is someone else's unless an earlier engine's records say it is ours."""
+    (tmp_path / "raw").mkdir()
+    assert owner_problem(tmp_path, ".mark", "mode=x", FILES, beside=True) is None
+    (tmp_path / "report.csv").write_text("a user's\n")
+    assert owner_problem(tmp_path, ".mark", "mode=x", FILES, beside=True) == (
+        f"{tmp_path} holds report.csv, which no .mark there lists as written by mode=x (the "
+        "mark it leaves in its folders): it is someone else's, and mode=x replaces only files "
+        "it wrote itself"
+    )
+    ours = frozenset({"report.csv"})
+    assert owner_problem(tmp_path, ".mark", "mode=x", FILES, ours, beside=True) is None
+
+
+def test_a_folder_holding_another_writers_mark_is_refused_by_every_writer(tmp_path):
+    """A run dir given as cache.dir, a cache.dir given as shards.dir: the mark of the one that
+    owns it is named, whatever the writer and its rule for entries beside."""
+    (tmp_path / ".run.lock").write_text(json.dumps({"writer": "mode=train"}))
+    for mark in (".cache.lock", ".shards.lock"):
+        assert owner_problem(tmp_path, mark, "mode=y", FILES, beside=True) == (
+            f"{tmp_path} is the folder of mode=train (its .run.lock says so), and mode=y writes "
+            "only into a folder of its own"
+        )
+    (tmp_path / ".run.lock").unlink()
+    (tmp_path / ".cache.lock").write_text("")  # an old cache's lock: no record
+    assert owner_problem(tmp_path, ".shards.lock", "mode=shards", FILES, beside=True) == (
+        f"{tmp_path} is the folder of mode=cache (its .cache.lock says so), and mode=shards "
+        "writes only into a folder of its own"
+    )
+    assert owner_problem(tmp_path, ".cache.lock", "mode=cache", FILES, beside=True) is None

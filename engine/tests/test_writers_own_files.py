@@ -1,5 +1,6 @@
 """The writers (mode=cache, mode=shards in both formats) remove and replace only files they
-wrote themselves, as their own lock, manifest or mark records them, wherever the data came
+wrote themselves, as their folder's mark (engine/core/folder_mark.py) records them, or an
+earlier engine's own records (a manifest's or footer's `written_by`), wherever the data came
 from: a folder a CSV dataset reads from is refused as an output, and a user's files of the
 writers' names (manifest.json, classes.txt, train-000000.tar, a Hugging Face Parquet set) are
 never replaced, with or without cache.rebuild / shards.overwrite (nor through a linked folder);
@@ -7,6 +8,7 @@ an output folder that is a link to nothing or a file is one line naming the key.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -15,8 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
+from engine import __version__
 from engine.data.cache_store import CacheWriter
 from engine.data.datasets.cache import CachedImages
+from engine.data.shards.writer import unfinished_write
 from engine.modes.cache import cache
 from engine.modes.shards import shards
 
@@ -136,7 +140,10 @@ def test_shards_never_replace_a_file_no_shard_write_recorded(
     (out / taken).write_text(USERS)
     for extra in ((), ("shards.overwrite=true",)):
         cfg = reference_cfg("s", "mode=shards", *_csv(csv_data), f"shards.dir={out}", *extra)
-        with pytest.raises(FileExistsError, match=rf"{out} holds {taken}, which no mode=shards"):
+        with pytest.raises(
+            FileExistsError,
+            match=rf"{out} holds {taken}, which no \.shards\.lock there lists as written by mode=shards",
+        ):
             shards(cfg)
     assert [p.name for p in out.iterdir()] == [taken] and (out / taken).read_text() == USERS
 
@@ -182,7 +189,10 @@ def test_a_hugging_face_parquet_set_of_the_same_names_is_not_replaced(
     pq.write_table(pa.table({"image": [b"x"], "label": [0]}), out / name)
     held = (out / name).read_bytes()
     args = ("mode=shards", *_csv(csv_data), "shards.format=parquet", "shards.overwrite=true")
-    with pytest.raises(FileExistsError, match=rf"{out} holds {name}, which no mode=shards"):
+    with pytest.raises(
+        FileExistsError,
+        match=rf"{out} holds {name}, which no \.shards\.lock there lists as written by mode=shards",
+    ):
         shards(reference_cfg("b", *args, f"shards.dir={out}"))
     assert (out / name).read_bytes() == held
 
@@ -268,3 +278,86 @@ def test_a_folder_above_the_data_but_outside_what_the_writer_fills_is_allowed(
     cache(reference_cfg("c", "mode=cache", *args, f"cache.dir={tmp_path / 'data'}"))
     assert (tmp_path / "data" / "train" / "manifest.json").exists()
     assert (tmp_path / "data" / "raw" / "imgs").is_dir()
+
+
+@pytest.mark.parametrize("fmt", ["tar", "parquet", "cache"])
+def test_each_writer_marks_its_folder_with_writer_version_and_the_files_it_wrote(
+    reference_cfg, tmp_path, fmt
+) -> None:
+    out = tmp_path / "out"
+    if fmt == "cache":
+        cache(reference_cfg("a", "mode=cache", f"cache.dir={out}", "cache.short_side=8"))
+        written = {
+            f"{split}/{p.name}" for split in ("train", "val") for p in (out / split).iterdir()
+        }
+    else:
+        shards(reference_cfg("a", "mode=shards", f"shards.dir={out}", f"shards.format={fmt}"))
+        written = {p.name for p in out.glob("[!.]*")}
+    mark = json.loads((out / f".{'cache' if fmt == 'cache' else 'shards'}.lock").read_text())
+    assert mark["writer"] == f"mode={'cache' if fmt == 'cache' else 'shards'}"
+    assert mark["version"] == __version__ and written <= set(mark["files"])
+    assert mark.get("writing", False) is False  # mode=shards': the set is whole
+
+
+def _as_an_earlier_engine_left_it(out: Path, fmt: str) -> None:
+    """`out`'s set as an earlier engine wrote it: no .shards.lock, its own records in the
+    manifest (`written_by`) or in each Parquet file's footer."""
+    (out / ".shards.lock").unlink()
+    if fmt == "tar":
+        manifest = json.loads((out / "shards.json").read_text())
+        (out / "shards.json").write_text(json.dumps({**manifest, "written_by": "mode=shards"}))
+        return
+    for path in out.glob("*.parquet"):
+        table = pq.read_table(path)
+        metadata = {**(table.schema.metadata or {}), b"written_by": b"mode=shards"}
+        pq.write_table(table.replace_schema_metadata(metadata), path)
+
+
+@pytest.mark.parametrize("fmt", ["tar", "parquet"])
+def test_a_set_an_earlier_engine_wrote_is_still_the_writers_own(
+    reference_cfg, tmp_path, fmt
+) -> None:
+    """Sets written before shards.dir had a mark: their own records make them mode=shards',
+    so a rerun is told to overwrite, and overwrite replaces them (and marks the folder)."""
+    out = tmp_path / "out"
+    args = ("mode=shards", f"shards.dir={out}", f"shards.format={fmt}")
+    shards(reference_cfg("a", *args))
+    _as_an_earlier_engine_left_it(out, fmt)
+    with pytest.raises(FileExistsError, match=r"already holds shards .*shards\.overwrite=true"):
+        shards(reference_cfg("b", *args))
+    shards(reference_cfg("c", *args, "shards.overwrite=true"))
+    assert json.loads((out / ".shards.lock").read_text())["writer"] == "mode=shards"
+
+
+def test_a_write_an_earlier_engine_cut_short_is_unfinished_until_overwritten(
+    reference_cfg, tmp_path
+) -> None:
+    """An earlier engine's kill -9 left `shards.writing` (its lock, recording the planned
+    files) and no manifest: readers and a rerun say the set is unfinished; overwrite replaces
+    it and the old lock."""
+    out = tmp_path / "out"
+    args = ("mode=shards", f"shards.dir={out}", "shards.max_samples=16")
+    shards(reference_cfg("a", *args))
+    planned = sorted(p.name for p in out.glob("[!.]*"))
+    for name in (".shards.lock", "shards.json"):
+        (out / name).unlink()
+    (out / "shards.writing").write_text(json.dumps({"pid": 1, "writes": planned}))
+    assert "holds an unfinished set of shards" in unfinished_write(out)
+    with pytest.raises(FileExistsError, match=r"already holds an unfinished set of shards"):
+        shards(reference_cfg("b", *args))
+    shards(reference_cfg("c", *args, "shards.overwrite=true"))
+    assert not (out / "shards.writing").exists() and unfinished_write(out) is None
+
+
+def test_a_writer_refuses_a_folder_another_writer_marked(reference_cfg, tmp_path) -> None:
+    """shards.dir set to a cache.dir (and back): the folder's mark names its owner, and
+    neither writer's files land among the other's."""
+    cached, out = tmp_path / "cache", tmp_path / "shards"
+    cache(reference_cfg("a", "mode=cache", f"cache.dir={cached}", "cache.short_side=8"))
+    shards(reference_cfg("b", "mode=shards", f"shards.dir={out}"))
+    before = sorted(p.name for p in cached.iterdir())
+    with pytest.raises(FileExistsError, match=rf"shards.dir: {cached} is the folder of mode=cache"):
+        shards(reference_cfg("c", "mode=shards", f"shards.dir={cached}"))
+    with pytest.raises(FileExistsError, match=rf"cache.dir: {out} is the folder of mode=shards"):
+        cache(reference_cfg("d", "mode=cache", f"cache.dir={out}"))
+    assert sorted(p.name for p in cached.iterdir()) == before

@@ -6,6 +6,7 @@ checks: engine/tests/test_writers_own_files.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
@@ -36,7 +37,7 @@ def _read(out: Path, split: str = "val") -> TarShardDataset:
 
 
 # A process that holds the lock file argv[1] (and with argv[2] a shard file written under it, as
-# a mode=shards write in progress, its lock recording the files of the set it writes) until it
+# a mode=shards write in progress, its mark recording the files of the set it writes) until it
 # is killed.
 HOLDER = """
 import sys, time
@@ -44,7 +45,8 @@ from pathlib import Path
 from engine.core.folder_lock import hold
 lock = Path(sys.argv[1])
 writes = sorted({p.name for p in lock.parent.glob("*-*.tar")} | {Path(sys.argv[-1]).name})
-hold(lock, **({"writes": [*writes, "classes.txt", "shards.json"]} if len(sys.argv) > 2 else {}))
+files = [*writes, "classes.txt", "shards.json"]
+hold(lock, **({"writer": "mode=shards", "files": files, "writing": True} if len(sys.argv) > 2 else {}))
 if len(sys.argv) > 2:
     Path(sys.argv[2]).write_bytes(b"")
 print("held", flush=True)
@@ -99,7 +101,7 @@ def test_a_shard_write_in_progress_or_cut_short_is_refused(make_cfg, tmp_path) -
     _write_shards(make_cfg, out)  # a whole set, then a rerun that dies at a shard boundary:
     (out / "shards.json").unlink()
     (out / "val-000001.tar").unlink()
-    writer = _holder(out / "shards.writing", out / "val-000002.tar")
+    writer = _holder(out / ".shards.lock", out / "val-000002.tar")
     try:
         with pytest.raises(ValueError, match=rf"{out} is being written by mode=shards now \(pid"):
             _read(out)
@@ -112,7 +114,7 @@ def test_a_shard_write_in_progress_or_cut_short_is_refused(make_cfg, tmp_path) -
     with pytest.raises(FileExistsError, match=r"already holds an unfinished set of shards"):
         _write_shards(make_cfg, out)
     _write_shards(make_cfg, out, "shards.overwrite=true")
-    assert not (out / "shards.writing").exists()
+    assert json.loads((out / ".shards.lock").read_text())["writing"] is False
     assert len(_read(out)) == VAL_SAMPLES and len(_read(out, "train")) == TRAIN_SAMPLES
 
 

@@ -55,10 +55,11 @@ class Holder(TypedDict, total=False):
     command: str
     sweep: str | None  # a run dir's: the multirun its job is of (engine/runs/run_lock.py)
     job: Count | None
-    writes: list[str]  # a shard write's planned files (engine/data/shards/writer.py)
+    writes: list[str]  # an engine 3.0 shard write's planned files (its shards.writing)
     writer: str  # the mark's (engine/core/folder_mark.py): who owns the folder, e.g. mode=train
     version: str  # the engine version that wrote the mark
     files: list[str]  # the files the writer writes in the folder
+    writing: bool  # mode=shards': true from the first shard until the set is whole
 
 
 def read_holder(path: Path) -> Holder:
@@ -144,6 +145,16 @@ def hold(path: str | Path, **record: Any) -> dict[str, Any] | None:
     os.pwrite(fd, (json.dumps(now | record) + "\n").encode(), 0)
     _held[path] = fd
     return before
+
+
+def update(path: str | Path, **record: Any) -> None:
+    """Rewrite the record of lock file `path`, which this process holds, with `record`'s keys
+    changed (a writer that finished says so before it lets go)."""
+    path = Path(path).absolute()
+    fd = _held[path]
+    data = (json.dumps(read_holder(path) | record) + "\n").encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
 
 
 def release(path: str | Path, remove: bool = False) -> None:

@@ -5,19 +5,21 @@ The mark is the writer's lock file (engine/core/folder_lock.py), so the same fil
 holds the folder now and who owns it. The rules, the same for every writer:
 - a missing or empty folder is claimed;
 - a folder holding entries and no mark is someone else's (a dataset root, a checkout, a
-  user's results): refused, before anything is written there;
+  user's results): refused, before anything is written there; a writer that fills only the
+  names it lists (`beside`: mode=cache's train/ and val/, mode=shards' files) is refused only
+  where such a name is taken, and leaves the other entries be (cache.dir=/data with the
+  images in /data/raw/);
 - a folder marked by another writer (a training's run dir given to mode=eval) is refused;
 - in its own folder a writer replaces only the files its mark lists: an entry of the
   writer's names that the mark does not list was put there by someone else, and is refused.
-A mark naming no writer (an old run's `.run.lock`, or one unreadable: a hand edit) counts
-as the mark of the writer its caller infers from the folder (`unnamed`), listing the files it
-writes. A mark that is no regular file of the folder (a folder, a link: its record would be
-written wherever the link points) is refused.
+A mark naming no writer (an old run's `.run.lock`, an old cache's `.cache.lock`, or one
+unreadable: a hand edit) counts as the mark of the writer its caller infers from the folder
+(`unnamed`), listing the files it writes. A mark that is no regular file of the folder (a
+folder, a link: its record would be written wherever the link points) is refused.
 
-Run dirs and sweep dirs claim through it (engine/runs/run_lock.py). mode=cache and mode=shards
-keep their own marks for now (a cache's manifest.json, the shards' `shards.writing` and
-`written_by`): their output folder may hold the user's data beside it (cache.dir above the
-images), which the second rule would refuse."""
+The marks (MARKS): run dirs `.run.lock` and sweep dirs `.sweep.lock`
+(engine/runs/run_lock.py), cache.dir `.cache.lock` (engine/modes/cache.py), shards.dir
+`.shards.lock` (engine/data/shards/writer.py); a folder holding another's is refused."""
 
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ from typing import Any
 
 from engine import __version__
 from engine.core import folder_lock
+
+RUN, SWEEP, CACHE, SHARDS = ".run.lock", ".sweep.lock", ".cache.lock", ".shards.lock"
+MARKS = {RUN: "a run", SWEEP: "a multirun", CACHE: "mode=cache", SHARDS: "mode=shards"}
 
 
 def _kind(path: Path) -> str:
@@ -57,18 +62,27 @@ def owner_problem(
     files: frozenset[str],
     ours: frozenset[str] = frozenset(),
     unnamed: Callable[[Path], str] | None = None,
+    beside: bool = False,
 ) -> str | None:
     """Why `writer` may not write `files` into `folder` whose mark is file `mark`, or None.
-    `ours`: entries this writer's own framework wrote before it could claim (Hydra's .hydra/);
-    `unnamed`: the writer a mark naming none stands for (default: this one). Names are looked
-    up as the file system does (a case-insensitive disk finds METRICS.JSON), links to nothing
-    included."""
+    `ours`: entries this writer wrote before it could claim (Hydra's .hydra/; what an engine
+    older than its mark left, as that output's own record says); `unnamed`: the writer a mark
+    naming none stands for (default: this one); `beside`: an unmarked folder may hold other
+    entries than `files`. Names are looked up as the file system does (a case-insensitive
+    disk finds METRICS.JSON), links to nothing included."""
     if os.path.lexists(folder) and not folder.is_dir():
         return f"{folder} is {'a file' if folder.is_file() else _kind(folder)}, not a folder"
     path = folder / mark
     problem = mark_problem(path, writer)
     if problem is not None:
         return problem
+    other = next((name for name in MARKS if name != mark and os.path.lexists(folder / name)), None)
+    if other is not None:
+        owner = folder_lock.read_holder(folder / other).get("writer") or MARKS[other]
+        return (
+            f"{folder} is the folder of {owner} (its {other} says so), and {writer} writes "
+            "only into a folder of its own"
+        )
     if path.is_file():
         record = folder_lock.read_holder(path)
         named = record.get("writer")
@@ -90,6 +104,15 @@ def owner_problem(
     if not folder.is_dir():
         return None
     entries = sorted(set(os.listdir(folder)) - ours)
+    if beside:
+        taken = sorted(name for name in files - ours if os.path.lexists(folder / name))
+        if taken:
+            return (
+                f"{folder} holds {', '.join(taken)}, which no {mark} there lists as written by "
+                f"{writer} (the mark it leaves in its folders): it is someone else's, and "
+                f"{writer} replaces only files it wrote itself"
+            )
+        return None
     if entries:
         shown = ", ".join(entries[:4]) + (
             f" and {len(entries) - 4} more" if len(entries) > 4 else ""

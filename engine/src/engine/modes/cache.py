@@ -21,10 +21,10 @@ from torch.utils.data import DataLoader, Dataset
 from torchcodec.encoders import JpegEncoder
 from torchvision.transforms import v2
 
-from engine.core import folder_lock
+from engine.core import folder_lock, folder_mark
 from engine.core.io import output_folder, write_error, write_json
 from engine.core.progress import EVERY_S, counted
-from engine.data.cache_store import DATA_FILES, CacheWriter, is_jpeg_quality
+from engine.data.cache_store import DATA_FILES, OWN_FILES, CacheWriter, is_jpeg_quality
 from engine.data.decode import load_sample
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
@@ -39,7 +39,8 @@ from engine.runs.outputs import save_resolved_config
 log = logging.getLogger(__name__)
 
 READ_BATCH = 16  # images per worker task
-LOCK = ".cache.lock"  # in cache.dir, held while a run writes there
+LOCK = folder_mark.CACHE  # cache.dir's mark, held while a run writes there
+WRITER = "mode=cache"
 SPLITS = ("train", "val")  # the folders of cache.dir a build writes, one per split
 ELSEWHERE = "the cache elsewhere (another cache.dir); a rerun resumes from its last commit"
 # what a write of the cache's own files fails with when the disk, not the data, is the cause
@@ -121,10 +122,25 @@ class _Shrunk(Dataset):
 
 @contextmanager
 def writing(root: Path) -> Iterator[None]:
-    """cache.dir held by this run while it writes (`.cache.lock`): two builds at once would
-    append to the same files; the second is refused in one line."""
+    """cache.dir, mode=cache's own folder (engine/core/folder_mark.py), claimed by this run and
+    held while it writes: its mark `.cache.lock` lists the split files a build writes (an
+    earlier engine's cache, with no mark, lists them by its split's manifest.json). Another
+    writer's folder, or a cache's file name there no mark lists, is refused in one line; so is
+    a second build at once, which would append to the same files. Inside a split folder the
+    manifest.json also tells the cache's files from others' (engine/data/cache_store.py): the
+    folder may be a link to another disk that holds more."""
+    files = frozenset(f"{split}/{name}" for split in SPLITS for name in OWN_FILES)
+    ours = frozenset(
+        f"{split}/{name}"
+        for split in SPLITS
+        if (root / split / OWN_FILES[0]).is_file()
+        for name in OWN_FILES
+    )
+    problem = folder_mark.owner_problem(root, LOCK, WRITER, files, ours, beside=True)
+    if problem is not None:
+        raise FileExistsError(f"cache.dir: {problem}; set cache.dir to another folder.")
     try:
-        folder_lock.hold(root / LOCK)
+        folder_mark.claim(root, LOCK, WRITER, files)
     except folder_lock.FolderBusy as busy:
         raise FileExistsError(
             f"cache.dir: {root} is being written by another mode=cache run ({busy.holder}): "

@@ -38,7 +38,6 @@ from engine.data.samplers import SequentialOrder
 from engine.data.shards.manifest import NAME, Manifest
 from engine.data.shards.writer import (
     EXTRA,
-    WRITTEN_BY,
     SplitWriter,
     brace_pattern,
     shard_names,
@@ -224,7 +223,7 @@ def shards(cfg: DictConfig) -> dict[str, float]:
             entries |= write_split(files, split, folder, settings, workers, loader.timeout, every_s)
         if tar:
             classes = list(train.classes)  # type: ignore[attr-defined]
-            Manifest(str(folder / NAME), classes, entries, WRITTEN_BY).save()
+            Manifest(str(folder / NAME), classes, entries).save()
             atomic_write_bytes(folder / "classes.txt", "".join(f"{c}\n" for c in classes).encode())
     wall = time.perf_counter() - start
     samples = sum(entry["samples"] for entry in entries.values())

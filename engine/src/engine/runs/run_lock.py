@@ -35,8 +35,8 @@ from engine.core import folder_lock, folder_mark
 from engine.core.launch import launch_rank
 from engine.core.records import regular_file_bytes
 
-LOCK_NAME = ".run.lock"
-SWEEP_LOCK_NAME = ".sweep.lock"
+LOCK_NAME = folder_mark.RUN
+SWEEP_LOCK_NAME = folder_mark.SWEEP
 # What a run of any mode writes at the top of its run dir (its log file aside: appended to).
 # In a folder no run has held, one of these is the user's own: refused, never written over.
 RUN_FILES = frozenset(

@@ -4,9 +4,9 @@ shards.format=parquet): `train-00000-of-00004.parquet`, ..., `validation-...` (t
 the `huggingface` features that name the classes (engine/data/parquet/layout.py). So
 `datasets.load_dataset("parquet", data_dir=...)` reads them with their class names, and
 dataset=parquet trains on them. A file is written under a temporary name and renamed when
-complete: a reader never sees half a file. Each file's metadata marks it this writer's
-(`written_by`), so a later write replaces it, and never a set of the same names it did not
-write (engine/data/shards/writer.py `writing`)."""
+complete: a reader never sees half a file. shards.dir's mark lists the files as the writer's
+(engine/data/shards/writer.py `writing`), so a later write replaces them, and never a set of
+the same names it did not write (a download from the Hub)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from engine.data.parquet.layout import schema_for
 
 FILE_NAME = re.compile(r"\.?(train|validation)-\d{5}-of-\d{5}\.parquet(\.partial)?")  # ours
 SPLIT_NAMES = {"train": "train", "val": "validation"}
-MARK = (b"written_by", b"mode=shards")  # in each file's key-value metadata: the writer's own
+OLD_MARK = (b"written_by", b"mode=shards")  # an earlier engine's mark, in each file's footer
 ELSEWHERE = "the files elsewhere (another shards.dir)"
 
 
@@ -36,8 +36,8 @@ def file_names(split: str, count: int, max_rows: int) -> list[str]:
 
 
 def recorded_files(folder: Path) -> set[str]:
-    """The Parquet files in `folder` this writer wrote, as the mark in each one's metadata
-    records it: a Hugging Face set of the same names (downloaded, or someone else's) is not."""
+    """The Parquet files in unmarked `folder` an earlier engine's writer wrote, as the mark in
+    each one's footer records it: a Hugging Face set of the same names is not."""
     own = set()
     for path in folder.iterdir():
         if FILE_NAME.fullmatch(path.name) and path.suffix == ".parquet":
@@ -45,7 +45,7 @@ def recorded_files(folder: Path) -> set[str]:
                 metadata = pq.read_schema(path).metadata or {}
             except (OSError, pa.ArrowException):
                 continue
-            if metadata.get(MARK[0]) == MARK[1]:
+            if metadata.get(OLD_MARK[0]) == OLD_MARK[1]:
                 own.add(path.name)
     return own
 
@@ -67,8 +67,7 @@ class ParquetSplitWriter:
         self.folder, self.split = folder, SPLIT_NAMES[split]
         self.files = max(1, math.ceil(count / max_rows))
         self.max_rows, self.group_rows = max_rows, group_rows
-        schema = schema_for(classes, multi_label)
-        self.schema = schema.with_metadata({**(schema.metadata or {}), MARK[0]: MARK[1]})
+        self.schema = schema_for(classes, multi_label)
         self.entries: dict[str, dict] = {}
         self.writer: pq.ParquetWriter | None = None
         self.rows: list[dict] = []  # the open row group

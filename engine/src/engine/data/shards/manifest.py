@@ -15,8 +15,9 @@
          "size": 1290240, "mtime_ns": 1764514000000000000,  # local shards: file size, mtime
          "etag": "\"5f3-1290240\"", "last_modified": "..."}}}  # counted URLs: the server's
 
-A manifest `mode=shards` writes says so (`"written_by": "mode=shards"`): the files it lists,
-itself and classes.txt are that writer's own, the only ones a later write there may replace.
+An earlier engine's mode=shards wrote `"written_by": "mode=shards"` into its manifest, which
+still marks that set its own (engine/data/shards/writer.py); shards.dir's `.shards.lock` does
+that now.
 
 An entry of a local shard whose size or mtime differs from the file's now, or that does not
 hold under the member rules of this read (engine/data/shards/members.py `Rules.mismatch`), is
@@ -103,7 +104,7 @@ class Manifest:
     location: str
     classes: list[str] | None
     entries: dict[str, dict]
-    written_by: str | None = None  # "mode=shards" for the manifest that writer writes
+    written_by: str | None = None  # "mode=shards": an earlier engine's mode=shards wrote it
 
     @property
     def base(self) -> str:

@@ -2,32 +2,36 @@
 `{split}-NNNNNN.tar` (or `.tar.gz`) files of at most `max_samples` each, as
 `KEY.<image ext>`, `KEY.cls` and `KEY.json` members, with the manifest entry of each shard.
 
-A folder being written holds `shards.writing` from the first shard until the manifest is in
-place: a lock (one writer at a time), the record of the files the write makes, and a mark that
-the set is unfinished; the manifest says it is mode=shards' (`written_by`). A later write
-replaces only the files one of these records as its own. A write cut short
-(kill -9, a full disk) leaves it behind, so neither a training (engine/data/shards/counts.py)
-nor a rerun takes a half-written set for a whole one."""
+shards.dir is the writer's own folder (engine/core/folder_mark.py): its mark `.shards.lock`
+names mode=shards and lists the files the writes there made, before the first byte; a later
+write replaces only those. The mark is also the lock (one writer at a time), and its record
+says `writing: true` from before the first shard until the set is whole (the manifest in
+place), so a write cut short (kill -9, a full disk) leaves a set that neither a training
+(engine/data/shards/counts.py) nor a rerun takes for a whole one. A set an earlier engine
+wrote has no mark: its own records say it is mode=shards' (the manifest's `written_by`, each
+Parquet file's footer, the `shards.writing` a cut write left)."""
 
 from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import tarfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from engine.core import folder_lock
+from engine.core import folder_lock, folder_mark
 from engine.core.io import write_error
 from engine.data.shards.manifest import NAME, load
 from engine.data.shards.remote import Network
 
-WRITING = "shards.writing"
+MARK = folder_mark.SHARDS  # the writer's mark and lock in shards.dir
+WRITER = "mode=shards"
+OLD_MARK = "shards.writing"  # an earlier engine's lock, left by a write it cut short
 SHARD_NAME = re.compile(r"(train|val)-\d{6}\.tar(\.gz)?")  # the names SplitWriter writes
 EXTRA = (NAME, "classes.txt")  # what mode=shards writes beside the tar shards
-WRITTEN_BY = "mode=shards"  # the mark in the manifest mode=shards writes
 ELSEWHERE = "the shards elsewhere (another shards.dir)"
 
 
@@ -93,24 +97,27 @@ def shard_names(split: str, count: int, max_samples: int, compress: bool) -> lis
 
 
 def recorded_files(folder: Path) -> set[str]:
-    """The files a finished mode=shards write left in `folder`, as its manifest records them:
-    the shards it lists (of the names SplitWriter writes), the manifest and classes.txt. A
-    manifest another writer wrote (webdataset users', the CLI's) records none."""
+    """The files a finished write of an earlier engine left in unmarked `folder`, as its
+    manifest records them (`written_by: mode=shards`): the shards it lists (of the names
+    SplitWriter writes), the manifest and classes.txt. Another writer's manifest (webdataset
+    users', the CLI's) records none."""
     try:
         manifest = load(str(folder / NAME), Network())
     except ValueError:  # not a manifest of this project: someone else's file
         return set()
-    if manifest.written_by != WRITTEN_BY:
+    if manifest.written_by != WRITER:
         return set()
     return {name for name in manifest.entries if SHARD_NAME.fullmatch(name)} | set(EXTRA)
 
 
-def _recorded_writes(marker: Path, names: re.Pattern[str], extra: tuple[str, ...]) -> set[str]:
-    """The files the write whose lock file `marker` is had planned (a write cut short)."""
-    if not marker.exists():
-        return set()
-    writes = folder_lock.read_holder(marker).get("writes", [])
-    return {w for w in writes if names.fullmatch(w) or w in extra}
+def _earlier(folder: Path, recorded: Callable[[Path], set[str]]) -> frozenset[str]:
+    """What an earlier engine's write left in unmarked `folder` as its own: a finished set's
+    records (`recorded`), or the files a cut write's `shards.writing` planned."""
+    if os.path.lexists(folder / MARK):
+        return frozenset()
+    old = folder / OLD_MARK
+    planned = folder_lock.read_holder(old).get("writes", []) if old.is_file() else []
+    return frozenset({*recorded(folder), *planned, *([OLD_MARK] if old.is_file() else [])})
 
 
 @contextmanager
@@ -122,72 +129,75 @@ def writing(
     extra: tuple[str, ...] = EXTRA,
     recorded: Callable[[Path], set[str]] = recorded_files,
 ) -> Iterator[None]:
-    """Around a mode=shards write of the files `planned` into `folder`: lock it
-    (shards.writing, which records `planned`), refuse (or with shards.overwrite, remove) the
-    files an earlier write left there, finished or not; at the end remove the mark, or keep it
-    when the write failed (the set is unfinished). A writer's own files are those its lock
-    recorded, or a finished set's record (`recorded`: the manifest of tar shards, the mark in
-    each Parquet file) lists; another file of its names there (`names`: train-NNNNNN.tar;
-    `extra`: shards.json, classes.txt) is someone else's: refused, never replaced."""
-    marker = folder / WRITING
-    unfinished = marker.exists()
-    earlier = _recorded_writes(marker, names, extra)
-    ours = earlier | recorded(folder)
-    present = sorted(
-        path.name
-        for path in folder.iterdir()
-        if names.fullmatch(path.name) or path.name in (*extra, *planned)
-    )
-    foreign = [name for name in present if name not in ours]
-    if foreign:
+    """Around a mode=shards write of the files `planned` into `folder`, its own
+    (engine/core/folder_mark.py): refuse a folder whose files of the writer's names (`names`:
+    train-NNNNNN.tar; `extra`: shards.json, classes.txt) its mark does not list, or another
+    writer's; refuse (or with shards.overwrite, remove) what an earlier write left, finished or
+    not; claim the folder (`writing: true`) and, when the write ends whole, say so in the mark.
+    A failed write leaves `writing: true`: the set is unfinished."""
+    mark = folder / MARK
+    present = {p.name for p in folder.iterdir() if names.fullmatch(p.name) or p.name in extra}
+    ours = _earlier(folder, recorded)
+    files = frozenset({*planned, *present})
+    problem = folder_mark.owner_problem(folder, MARK, WRITER, files, ours, beside=True)
+    if problem is not None:
+        raise FileExistsError(f"shards.dir: {problem}; move it, or choose another shards.dir.")
+    record = folder_lock.read_holder(mark) if mark.is_file() else {}
+    listed = ({*record.get("files", []), *ours} & {*os.listdir(folder)}) - {MARK}
+    mine = sorted(listed | present)
+    if folder_lock.is_held(mark):
         raise FileExistsError(
-            f"shards.dir: {folder} holds {foreign[0]}, which no mode=shards run recorded as its "
-            f"own ({NAME}, {WRITING}): mode=shards replaces only files it wrote itself; move "
-            "it, or choose another shards.dir."
+            f"shards.dir: {folder} is being written by another mode=shards run "
+            f"({folder_lock.describe(record)}): wait for it to end, or set shards.dir to "
+            "another folder."
         )
-    try:
-        before = folder_lock.hold(marker, writes=sorted(earlier | set(planned)))
-    except folder_lock.FolderBusy as busy:
-        raise FileExistsError(
-            f"shards.dir: {folder} is being written by another mode=shards run ({busy.holder}): "
-            "wait for it to end, or set shards.dir to another folder."
-        ) from None
-    mine = [folder / name for name in present]
     if mine and not overwrite:
-        folder_lock.release(marker, remove=not unfinished)
+        cut = record if record.get("writing") else folder_lock.read_holder(folder / OLD_MARK)
         held = (
-            f"an unfinished set of shards (the write of {folder_lock.describe(before or {})} "
-            "was cut short)"
-            if unfinished
-            else f"shards ({mine[0].name}, ...)"
+            f"an unfinished set of shards (the write of {folder_lock.describe(cut)} was cut short)"
+            if record.get("writing") or OLD_MARK in mine
+            else f"shards ({', '.join(mine[:2])}, ...)"
         )
         raise FileExistsError(
             f"shards.dir: {folder} already holds {held}; set shards.overwrite=true to replace "
             "them, or choose another shards.dir."
         )
-    for path in mine:
-        path.unlink()
     try:
+        folder_mark.claim(folder, MARK, WRITER, files, writing=True)
+    except folder_lock.FolderBusy as busy:
+        raise FileExistsError(
+            f"shards.dir: {folder} is being written by another mode=shards run ({busy.holder}): "
+            "wait for it to end, or set shards.dir to another folder."
+        ) from None
+    try:
+        for name in mine:
+            (folder / name).unlink()
         yield
     except BaseException:
-        folder_lock.release(marker)  # the mark stays: the set is unfinished
+        folder_lock.release(mark)  # `writing` stays true: the set is unfinished
         raise
-    folder_lock.release(marker, remove=True)
+    folder_lock.update(mark, writing=False)
+    folder_lock.release(mark)
 
 
 def unfinished_write(folder: Path) -> str | None:
     """Why the shards in local `folder` must not be read yet, or None: a mode=shards write is
-    still going on there, or was cut short."""
-    marker = folder / WRITING
-    if not marker.exists():
-        return None
-    holder = folder_lock.describe(folder_lock.read_holder(marker))
-    if folder_lock.is_held(marker):
-        return f"{folder} is being written by mode=shards now ({holder}): wait for it to end"
-    return (
-        f"{folder} holds an unfinished set of shards: the mode=shards run that wrote them "
-        f"({holder}) was cut short; write them again with mode=shards shards.overwrite=true"
-    )
+    still going on there, or was cut short (its mark says `writing`, or an earlier engine's
+    `shards.writing` is there)."""
+    for marker in (folder / MARK, folder / OLD_MARK):
+        if not marker.is_file():
+            continue
+        record = folder_lock.read_holder(marker)
+        if marker.name == MARK and not record.get("writing"):
+            continue
+        holder = folder_lock.describe(record)
+        if folder_lock.is_held(marker):
+            return f"{folder} is being written by mode=shards now ({holder}): wait for it to end"
+        return (
+            f"{folder} holds an unfinished set of shards: the mode=shards run that wrote them "
+            f"({holder}) was cut short; write them again with mode=shards shards.overwrite=true"
+        )
+    return None
 
 
 def brace_pattern(folder: Path, split: str, entries: dict[str, dict]) -> str | None:
