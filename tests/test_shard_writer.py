@@ -34,6 +34,7 @@ def test_mode_shards_writes_what_webdataset_reads_and_training_uses(
     assert metrics["shards/samples"] == 78 and metrics["shards/shards"] == 5
     names = sorted(p.name for p in out.iterdir())
     assert names == [
+        ".shards.lock",  # the writer's mark: its files, and that the set is whole
         "classes.txt",
         "shards.json",
         *(f"train-{i:06d}.tar" for i in range(3)),

@@ -2,7 +2,7 @@
 (a lock holder started here) or cut short by its kill -9 is refused by training and by a rerun
 without overwrite, a second cache build into a busy folder is refused, and a full disk (a
 train.py child whose files may not grow) names the file and leaves no mixed set (the in-process
-checks: engine/tests/test_writers_own_files.py)."""
+checks: tests/test_writers_own_files.py)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ from engine.data.datasets.cache import CachedImages
 from engine.data.datasets.tar_shards import TarShardDataset
 from engine.modes.cache import cache
 from engine.modes.shards import shards
+from tests.conftest import TRAIN, reference_args
 
-ROOT = Path(__file__).resolve().parents[2]
 SHARDS = ("mode=shards", "shards.max_samples=16")
 TRAIN_SAMPLES, VAL_SAMPLES = 48, 30  # the test demo set
 
 
-def _write_shards(make_cfg, out: Path, *overrides: str) -> dict[str, float]:
-    return shards(make_cfg(*SHARDS, f"shards.dir={out}", *overrides))
+def _write_shards(reference_cfg, out: Path, *overrides: str) -> dict[str, float]:
+    return shards(reference_cfg("s", *SHARDS, f"shards.dir={out}", *overrides))
 
 
 def _read(out: Path, split: str = "val") -> TarShardDataset:
@@ -56,7 +56,10 @@ time.sleep(120)
 
 def _holder(*args: Path) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLDER, *map(str, args)],
+        cwd=TRAIN.parent,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert proc.stdout.readline().strip() == "held"  # type: ignore[union-attr]
     return proc
@@ -80,9 +83,8 @@ def _capped(limit: int):
 
 def _train_py(demo_dir: Path, tmp_path: Path, *args: str, limit: int | None = None):
     return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), f"paths.demo_dir={demo_dir}", *args,
-         f"hydra.run.dir={tmp_path / 'runs' / str(len(list(tmp_path.glob('runs/*'))))}",
-         f"paths.log_dir={tmp_path}"],
+        [sys.executable, str(TRAIN), *reference_args(demo_dir, tmp_path, *args),
+         f"hydra.run.dir={tmp_path / 'runs' / str(len(list(tmp_path.glob('runs/*'))))}"],
         cwd=tmp_path, capture_output=True, text=True, check=False,
         preexec_fn=None if limit is None else _capped(limit),
     )  # fmt: skip
@@ -93,12 +95,12 @@ def _error_line(stderr: str) -> str:
     return next(line for line in reversed(stderr.splitlines()) if "while writing" in line)
 
 
-def test_a_shard_write_in_progress_or_cut_short_is_refused(make_cfg, tmp_path) -> None:
+def test_a_shard_write_in_progress_or_cut_short_is_refused(reference_cfg, tmp_path) -> None:
     """Shards that mode=shards is still writing, or that its kill -9 left (no manifest, a
     whole set of shards for all a reader can tell), are neither trained on nor written over
     without shards.overwrite."""
     out = tmp_path / "shards"
-    _write_shards(make_cfg, out)  # a whole set, then a rerun that dies at a shard boundary:
+    _write_shards(reference_cfg, out)  # a whole set, then a rerun that dies at a shard boundary:
     (out / "shards.json").unlink()
     (out / "val-000001.tar").unlink()
     writer = _holder(out / ".shards.lock", out / "val-000002.tar")
@@ -106,20 +108,20 @@ def test_a_shard_write_in_progress_or_cut_short_is_refused(make_cfg, tmp_path) -
         with pytest.raises(ValueError, match=rf"{out} is being written by mode=shards now \(pid"):
             _read(out)
         with pytest.raises(FileExistsError, match=r"being written by another mode=shards run"):
-            _write_shards(make_cfg, out, "shards.overwrite=true")
+            _write_shards(reference_cfg, out, "shards.overwrite=true")
     finally:
         _kill(writer)
     with pytest.raises(ValueError, match=rf"{out} holds an unfinished set of shards: .*cut short"):
         _read(out)
     with pytest.raises(FileExistsError, match=r"already holds an unfinished set of shards"):
-        _write_shards(make_cfg, out)
-    _write_shards(make_cfg, out, "shards.overwrite=true")
+        _write_shards(reference_cfg, out)
+    _write_shards(reference_cfg, out, "shards.overwrite=true")
     assert json.loads((out / ".shards.lock").read_text())["writing"] is False
     assert len(_read(out)) == VAL_SAMPLES and len(_read(out, "train")) == TRAIN_SAMPLES
 
 
 def test_a_disk_that_fills_up_mid_write_names_the_file_and_leaves_no_mixed_set(
-    demo_dir, make_cfg, tmp_path
+    demo_dir, reference_cfg, tmp_path
 ) -> None:
     out, cached = tmp_path / "shards", tmp_path / "cache"
     args = ("mode=shards", f"shards.dir={out}", "shards.max_samples=200", "shards.encoding=png")
@@ -129,7 +131,7 @@ def test_a_disk_that_fills_up_mid_write_names_the_file_and_leaves_no_mixed_set(
     assert f"{out}/train-000000.tar" in last and "another shards.dir" in last
     with pytest.raises(ValueError, match="unfinished set of shards"):
         _read(out, "train")
-    _write_shards(make_cfg, out, "shards.overwrite=true")
+    _write_shards(reference_cfg, out, "shards.overwrite=true")
     assert len(_read(out, "train")) == TRAIN_SAMPLES
 
     args = ("mode=cache", f"cache.dir={cached}", "cache.short_side=40", "cache.commit_every=4")
@@ -139,19 +141,19 @@ def test_a_disk_that_fills_up_mid_write_names_the_file_and_leaves_no_mixed_set(
     assert "another cache.dir); a rerun resumes from its last commit" in last
     with pytest.raises(StaleCacheError, match="unfinished"):
         CachedImages(str(cached), "train")
-    cache(make_cfg(*args))  # resumes
+    cache(reference_cfg("c", *args))  # resumes
     whole = tmp_path / "whole"
-    cache(make_cfg(*args[:-1], f"cache.dir={whole}", "cache.commit_every=4"))
+    cache(reference_cfg("w", *args[:-1], f"cache.dir={whole}", "cache.commit_every=4"))
     for name in ("index.i64", "pixels.u8"):
         assert (cached / "train" / name).read_bytes() == (whole / "train" / name).read_bytes()
 
 
-def test_a_second_cache_build_into_a_busy_folder_is_refused(make_cfg, tmp_path) -> None:
+def test_a_second_cache_build_into_a_busy_folder_is_refused(reference_cfg, tmp_path) -> None:
     cached = tmp_path / "cache"
     writer = _holder(cached / ".cache.lock")
     try:
         with pytest.raises(FileExistsError, match=rf"cache.dir: {cached} is being written by"):
-            cache(make_cfg("mode=cache", f"cache.dir={cached}"))
+            cache(reference_cfg("c", "mode=cache", f"cache.dir={cached}"))
     finally:
         _kill(writer)
     assert sorted(os.listdir(cached)) == [".cache.lock"]
