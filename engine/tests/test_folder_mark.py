@@ -80,8 +80,8 @@ def test_a_folder_holding_another_writers_mark_is_refused_by_every_writer(tmp_pa
     (tmp_path / ".run.lock").write_text(json.dumps({"writer": "mode=train"}))
     for mark in (".cache.lock", ".shards.lock"):
         assert owner_problem(tmp_path, mark, "mode=y", FILES, beside=True) == (
-            f"{tmp_path} is the folder of mode=train (its .run.lock says so), and mode=y writes "
-            "only into a folder of its own"
+            f"{tmp_path} is the folder of a run of mode=train (its .run.lock says so), and "
+            "mode=y writes only into a folder of its own"
         )
     (tmp_path / ".run.lock").unlink()
     (tmp_path / ".cache.lock").write_text("")  # an old cache's lock: no record
@@ -90,3 +90,16 @@ def test_a_folder_holding_another_writers_mark_is_refused_by_every_writer(tmp_pa
         "writes only into a folder of its own"
     )
     assert owner_problem(tmp_path, ".cache.lock", "mode=cache", FILES, beside=True) is None
+
+
+def test_a_refusal_names_a_few_entries_and_counts_the_rest(tmp_path):
+    """500 foreign files of the writer's names: one short line, not all of them."""
+    names = frozenset(f"train-{i:06d}.tar" for i in range(500))
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    line = owner_problem(tmp_path, ".mark", "mode=x", names, beside=True)
+    assert (
+        "train-000000.tar, train-000001.tar, train-000002.tar, train-000003.tar and 496 more"
+        in line
+    )
+    assert len(line) < 400

@@ -8,6 +8,8 @@ an output folder that is a link to nothing or a file is one line naming the key.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import shutil
 from pathlib import Path
@@ -18,9 +20,10 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 
 from engine import __version__
+from engine.core.io import output_folder
 from engine.data.cache_store import CacheWriter
 from engine.data.datasets.cache import CachedImages
-from engine.data.shards.writer import unfinished_write
+from engine.data.shards.writer import unfinished_write, writing
 from engine.modes.cache import cache
 from engine.modes.shards import shards
 
@@ -296,7 +299,7 @@ def test_each_writer_marks_its_folder_with_writer_version_and_the_files_it_wrote
     mark = json.loads((out / f".{'cache' if fmt == 'cache' else 'shards'}.lock").read_text())
     assert mark["writer"] == f"mode={'cache' if fmt == 'cache' else 'shards'}"
     assert mark["version"] == __version__ and written <= set(mark["files"])
-    assert mark.get("writing", False) is False  # mode=shards': the set is whole
+    assert not (out / "shards.writing").exists()  # mode=shards': the set is whole
 
 
 def _as_an_earlier_engine_left_it(out: Path, fmt: str) -> None:
@@ -361,3 +364,84 @@ def test_a_writer_refuses_a_folder_another_writer_marked(reference_cfg, tmp_path
     with pytest.raises(FileExistsError, match=rf"cache.dir: {out} is the folder of mode=shards"):
         cache(reference_cfg("d", "mode=cache", f"cache.dir={out}"))
     assert sorted(p.name for p in cached.iterdir()) == before
+
+
+def test_the_mark_lists_the_last_sets_files_so_a_later_file_of_an_old_name_is_the_users(
+    reference_cfg, tmp_path
+) -> None:
+    """A smaller set written over a larger one: the mark lists the files there now, so a user's
+    file given a name the larger set had is refused, never taken for the writer's; a hand
+    edit listing a user's file of another name does not make the writer remove it."""
+    out = tmp_path / "out"
+    args = ("mode=shards", f"shards.dir={out}")
+    shards(reference_cfg("a", *args, "shards.max_samples=8"))
+    shards(reference_cfg("b", *args, "shards.max_samples=100", "shards.overwrite=true"))
+    (out / "train-000005.tar").write_text(USERS)
+    with pytest.raises(FileExistsError, match=r"holds train-000005.tar, which its mark"):
+        shards(reference_cfg("c", *args, "shards.max_samples=100", "shards.overwrite=true"))
+    (out / "train-000005.tar").unlink()
+    mark = json.loads((out / ".shards.lock").read_text())
+    (out / "notes.txt").write_text(USERS)
+    (out / ".shards.lock").write_text(json.dumps({**mark, "files": [*mark["files"], "notes.txt"]}))
+    shards(reference_cfg("d", *args, "shards.overwrite=true"))
+    assert (out / "notes.txt").read_text() == USERS
+
+
+def test_tar_and_parquet_sets_share_a_folder_and_each_replaces_only_its_own(
+    reference_cfg, tmp_path
+) -> None:
+    """The default shards.dir written in both formats (make shards, then format=parquet): the
+    second sits beside the first, also when the first is an earlier engine's set, and an
+    overwrite of one leaves the other."""
+    out = tmp_path / "out"
+    tar, parquet = ("mode=shards", f"shards.dir={out}"), ("shards.format=parquet",)
+    shards(reference_cfg("a", *tar))
+    _as_an_earlier_engine_left_it(out, "tar")
+    shards(reference_cfg("b", *tar, *parquet))
+    both = sorted(p.name for p in out.glob("[!.]*"))
+    assert any(n.endswith(".tar") for n in both) and any(n.endswith(".parquet") for n in both)
+    shards(reference_cfg("c", *tar, "shards.overwrite=true"))
+    shards(reference_cfg("d", *tar, *parquet, "shards.overwrite=true"))
+    assert sorted(p.name for p in out.glob("[!.]*")) == both
+
+
+def test_a_cut_write_stays_unfinished_in_a_copy_and_a_stray_flag_is_cleared_by_overwrite(
+    reference_cfg, tmp_path
+) -> None:
+    """A write that fails leaves `shards.writing`, a plain file a `cp dir/*` takes along; an
+    overwrite clears it, also one left beside a finished, marked set."""
+    out, copy = tmp_path / "out", tmp_path / "copy"
+    with (
+        pytest.raises(RuntimeError, match="cut"),
+        writing(output_folder(out, "shards.dir"), False, ["train-000000.tar"]),
+    ):
+        (out / "train-000000.tar").write_bytes(b"")
+        raise RuntimeError("cut")
+    copy.mkdir()
+    for path in out.glob("[!.]*"):
+        shutil.copy(path, copy / path.name)
+    assert "holds an unfinished set of shards" in unfinished_write(copy)
+    args = ("mode=shards", f"shards.dir={out}")
+    shards(reference_cfg("a", *args, "shards.overwrite=true"))
+    (out / "shards.writing").write_text("{}")
+    assert "unfinished" in unfinished_write(out)
+    shards(reference_cfg("b", *args, "shards.overwrite=true"))
+    assert unfinished_write(out) is None
+
+
+def test_shards_write_where_the_file_system_has_no_flock(reference_cfg, tmp_path, monkeypatch):
+    """A network mount without flock: the lock is not taken (a warning says so), and the mark
+    still names the writer and its files, and the set ends whole."""
+    real = fcntl.flock
+
+    def no_exclusive_lock(fd: int, op: int) -> None:
+        if op & fcntl.LOCK_EX:
+            raise OSError(errno.ENOLCK, "No locks available")
+        real(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", no_exclusive_lock)
+    out = tmp_path / "out"
+    shards(reference_cfg("a", "mode=shards", f"shards.dir={out}"))
+    mark = json.loads((out / ".shards.lock").read_text())
+    assert mark["writer"] == "mode=shards" and "shards.json" in mark["files"]
+    assert unfinished_write(out) is None

@@ -37,17 +37,18 @@ def _read(out: Path, split: str = "val") -> TarShardDataset:
 
 
 # A process that holds the lock file argv[1] (and with argv[2] a shard file written under it, as
-# a mode=shards write in progress, its mark recording the files of the set it writes) until it
-# is killed.
+# a mode=shards write in progress: its mark listing the files of the set, shards.writing there)
+# until it is killed.
 HOLDER = """
-import sys, time
+import json, sys, time
 from pathlib import Path
 from engine.core.folder_lock import hold
 lock = Path(sys.argv[1])
 writes = sorted({p.name for p in lock.parent.glob("*-*.tar")} | {Path(sys.argv[-1]).name})
-files = [*writes, "classes.txt", "shards.json"]
-hold(lock, **({"writer": "mode=shards", "files": files, "writing": True} if len(sys.argv) > 2 else {}))
+files = [*writes, "classes.txt", "shards.json", "shards.writing"]
+hold(lock, **({"writer": "mode=shards", "files": files} if len(sys.argv) > 2 else {}))
 if len(sys.argv) > 2:
+    (lock.parent / "shards.writing").write_text(json.dumps({"pid": 7}))
     Path(sys.argv[2]).write_bytes(b"")
 print("held", flush=True)
 time.sleep(120)
@@ -116,7 +117,8 @@ def test_a_shard_write_in_progress_or_cut_short_is_refused(reference_cfg, tmp_pa
     with pytest.raises(FileExistsError, match=r"already holds an unfinished set of shards"):
         _write_shards(reference_cfg, out)
     _write_shards(reference_cfg, out, "shards.overwrite=true")
-    assert json.loads((out / ".shards.lock").read_text())["writing"] is False
+    assert not (out / "shards.writing").exists()
+    assert "val-000002.tar" not in json.loads((out / ".shards.lock").read_text())["files"]
     assert len(_read(out)) == VAL_SAMPLES and len(_read(out, "train")) == TRAIN_SAMPLES
 
 

@@ -55,11 +55,10 @@ class Holder(TypedDict, total=False):
     command: str
     sweep: str | None  # a run dir's: the multirun its job is of (engine/runs/run_lock.py)
     job: Count | None
-    writes: list[str]  # an engine 3.0 shard write's planned files (its shards.writing)
+    writes: list[str]  # an earlier engine's cut shard write's files (its shards.writing)
     writer: str  # the mark's (engine/core/folder_mark.py): who owns the folder, e.g. mode=train
     version: str  # the engine version that wrote the mark
     files: list[str]  # the files the writer writes in the folder
-    writing: bool  # mode=shards': true from the first shard until the set is whole
 
 
 def read_holder(path: Path) -> Holder:
@@ -119,6 +118,7 @@ def hold(path: str | Path, **record: Any) -> dict[str, Any] | None:
             os.close(fd)
             raise FolderBusy(path, read_holder(path)) from None
         except OSError as err:  # a file system without flock (some network mounts)
+            _write(fd, this_process() | record)  # what it says of its writer still holds
             os.close(fd)
             log.warning(
                 "%s: cannot lock it (%s), so a second process using %s at the same time "
@@ -135,26 +135,40 @@ def hold(path: str | Path, **record: Any) -> dict[str, Any] | None:
             pass
         os.close(fd)
     before = read_holder(path)
-    now = {
+    _write(fd, this_process() | record)
+    _held[path] = fd
+    return before
+
+
+def this_process() -> dict[str, Any]:
+    """Who this process is, as a lock record says it (`describe` reads it back)."""
+    return {
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "started": datetime.now().isoformat(timespec="seconds"),
         "command": " ".join(sys.argv)[:500],
     }
+
+
+def _write(fd: int, record: dict[str, Any]) -> None:
     os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps(now | record) + "\n").encode(), 0)
-    _held[path] = fd
-    return before
+    os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
 
 
 def update(path: str | Path, **record: Any) -> None:
-    """Rewrite the record of lock file `path`, which this process holds, with `record`'s keys
-    changed (a writer that finished says so before it lets go)."""
+    """Rewrite the record of lock file `path`, which this process holds (or took where the
+    file system has no flock), with `record`'s keys changed: a writer's list of its files
+    once it knows them."""
     path = Path(path).absolute()
-    fd = _held[path]
-    data = (json.dumps(read_holder(path) | record) + "\n").encode()
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, data, 0)
+    changed = read_holder(path) | record
+    if path in _held:
+        _write(_held[path], changed)
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        _write(fd, changed)
+    finally:
+        os.close(fd)
 
 
 def release(path: str | Path, remove: bool = False) -> None:

@@ -32,7 +32,14 @@ from engine import __version__
 from engine.core import folder_lock
 
 RUN, SWEEP, CACHE, SHARDS = ".run.lock", ".sweep.lock", ".cache.lock", ".shards.lock"
+# each mark, and whose folder it marks (a run's names its mode too: a run of mode=eval)
 MARKS = {RUN: "a run", SWEEP: "a multirun", CACHE: "mode=cache", SHARDS: "mode=shards"}
+
+
+def _shown(names: list[str]) -> str:
+    """`a, b, c, d and 6 more`: the first few of `names`, for one line."""
+    more = f" and {len(names) - 4} more" if len(names) > 4 else ""
+    return ", ".join(names[:4]) + more
 
 
 def _kind(path: Path) -> str:
@@ -78,7 +85,8 @@ def owner_problem(
         return problem
     other = next((name for name in MARKS if name != mark and os.path.lexists(folder / name)), None)
     if other is not None:
-        owner = folder_lock.read_holder(folder / other).get("writer") or MARKS[other]
+        named = folder_lock.read_holder(folder / other).get("writer")
+        owner = MARKS[other] + (f" of {named}" if named and named != MARKS[other] else "")
         return (
             f"{folder} is the folder of {owner} (its {other} says so), and {writer} writes "
             "only into a folder of its own"
@@ -94,10 +102,10 @@ def owner_problem(
                 "that one's files"
             )
         listed = set(record.get("files", files))
-        theirs = sorted(name for name in files - listed if os.path.lexists(folder / name))
+        theirs = sorted(n for n in files - listed - ours if os.path.lexists(folder / n))
         if theirs:
             return (
-                f"{folder} holds {', '.join(theirs)}, which its mark ({mark}) does not list as "
+                f"{folder} holds {_shown(theirs)}, which its mark ({mark}) does not list as "
                 f"{writer}'s, and {writer} would write over them"
             )
         return None
@@ -108,29 +116,30 @@ def owner_problem(
         taken = sorted(name for name in files - ours if os.path.lexists(folder / name))
         if taken:
             return (
-                f"{folder} holds {', '.join(taken)}, which no {mark} there lists as written by "
+                f"{folder} holds {_shown(taken)}, which no {mark} there lists as written by "
                 f"{writer} (the mark it leaves in its folders): it is someone else's, and "
                 f"{writer} replaces only files it wrote itself"
             )
         return None
     if entries:
-        shown = ", ".join(entries[:4]) + (
-            f" and {len(entries) - 4} more" if len(entries) > 4 else ""
-        )
         return (
-            f"{folder} already holds {shown}, and no {mark} (the mark {writer} leaves in a "
+            f"{folder} already holds {_shown(entries)}, and no {mark} (the mark {writer} leaves in a "
             f"folder of its own): it is someone else's, and {writer} writes only into a new or "
             "empty folder, or one it marked"
         )
     return None
 
 
-def claim(folder: Path, mark: str, writer: str, files: frozenset[str], **record: Any) -> Any:
+def claim(
+    folder: Path, mark: str, writer: str, files: frozenset[str], add: bool = True, **record: Any
+) -> Any:
     """Hold `folder`'s mark for `writer` (its lock: engine/core/folder_lock.py `hold`), the
-    mark listing `files` besides what an earlier mark of this writer listed; returns the
-    earlier record. Check `owner_problem` first: this only writes the mark."""
+    mark listing `files`, and with `add` what an earlier mark of this writer listed besides (a
+    run dir: its names across engine versions; mode=shards, whose files change with each
+    write, lists its own); returns the earlier record. Check `owner_problem` first: this only
+    writes the mark."""
     path = folder / mark
-    listed = folder_lock.read_holder(path).get("files", []) if path.is_file() else []
+    listed = folder_lock.read_holder(path).get("files", []) if path.is_file() and add else []
     return folder_lock.hold(
         path, writer=writer, version=__version__, files=sorted({*listed, *files}), **record
     )

@@ -3,13 +3,14 @@
 `KEY.<image ext>`, `KEY.cls` and `KEY.json` members, with the manifest entry of each shard.
 
 shards.dir is the writer's own folder (engine/core/folder_mark.py): its mark `.shards.lock`
-names mode=shards and lists the files the writes there made, before the first byte; a later
-write replaces only those. The mark is also the lock (one writer at a time), and its record
-says `writing: true` from before the first shard until the set is whole (the manifest in
-place), so a write cut short (kill -9, a full disk) leaves a set that neither a training
-(engine/data/shards/counts.py) nor a rerun takes for a whole one. A set an earlier engine
-wrote has no mark: its own records say it is mode=shards' (the manifest's `written_by`, each
-Parquet file's footer, the `shards.writing` a cut write left)."""
+names mode=shards and lists the files of the set there, written before the first byte; a
+later write replaces only those. The mark is also the lock (one writer at a time). A write
+holds `shards.writing` in the folder from before the first shard until the set is whole (the
+manifest in place), so a write cut short (kill -9, a full disk) leaves a set that neither a
+training (engine/data/shards/counts.py) nor a rerun takes for a whole one; it is a plain file,
+so a copy of the folder (`cp dir/*`) takes it along. A set an earlier engine wrote has no
+mark: its own records say it is mode=shards' (the manifest's `written_by`, each Parquet
+file's footer, the files its cut write's `shards.writing` lists)."""
 
 from __future__ import annotations
 
@@ -23,13 +24,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from engine.core import folder_lock, folder_mark
-from engine.core.io import write_error
+from engine.core.io import write_error, write_json
 from engine.data.shards.manifest import NAME, load
 from engine.data.shards.remote import Network
 
 MARK = folder_mark.SHARDS  # the writer's mark and lock in shards.dir
 WRITER = "mode=shards"
-OLD_MARK = "shards.writing"  # an earlier engine's lock, left by a write it cut short
+WRITING = "shards.writing"  # there while a write goes on, and after one cut short
 SHARD_NAME = re.compile(r"(train|val)-\d{6}\.tar(\.gz)?")  # the names SplitWriter writes
 EXTRA = (NAME, "classes.txt")  # what mode=shards writes beside the tar shards
 ELSEWHERE = "the shards elsewhere (another shards.dir)"
@@ -111,13 +112,11 @@ def recorded_files(folder: Path) -> set[str]:
 
 
 def _earlier(folder: Path, recorded: Callable[[Path], set[str]]) -> frozenset[str]:
-    """What an earlier engine's write left in unmarked `folder` as its own: a finished set's
-    records (`recorded`), or the files a cut write's `shards.writing` planned."""
-    if os.path.lexists(folder / MARK):
-        return frozenset()
-    old = folder / OLD_MARK
-    planned = folder_lock.read_holder(old).get("writes", []) if old.is_file() else []
-    return frozenset({*recorded(folder), *planned, *([OLD_MARK] if old.is_file() else [])})
+    """What an earlier engine's write left in `folder` as its own, by its own records: a
+    finished set's (`recorded`), or the files a cut write's `shards.writing` lists."""
+    writing = folder / WRITING
+    planned = folder_lock.read_holder(writing).get("writes", []) if writing.is_file() else []
+    return frozenset({*recorded(folder), *planned, *([WRITING] if writing.is_file() else [])})
 
 
 @contextmanager
@@ -130,74 +129,76 @@ def writing(
     recorded: Callable[[Path], set[str]] = recorded_files,
 ) -> Iterator[None]:
     """Around a mode=shards write of the files `planned` into `folder`, its own
-    (engine/core/folder_mark.py): refuse a folder whose files of the writer's names (`names`:
-    train-NNNNNN.tar; `extra`: shards.json, classes.txt) its mark does not list, or another
-    writer's; refuse (or with shards.overwrite, remove) what an earlier write left, finished or
-    not; claim the folder (`writing: true`) and, when the write ends whole, say so in the mark.
-    A failed write leaves `writing: true`: the set is unfinished."""
-    mark = folder / MARK
-    present = {p.name for p in folder.iterdir() if names.fullmatch(p.name) or p.name in extra}
+    (engine/core/folder_mark.py): refuse another writer's folder, or one holding a file of the
+    writer's names (`names`: train-NNNNNN.tar; `extra`: shards.json, classes.txt) that no
+    mark lists; refuse (or with shards.overwrite, remove) what an earlier write of these names
+    left, finished or not. Files of the other format's names stay, listed. A failed write
+    leaves `shards.writing`: the set is unfinished."""
+    mark, flag = folder / MARK, folder / WRITING
+    entries = set(os.listdir(folder))
+    mine = sorted(n for n in entries if names.fullmatch(n) or n in (*extra, WRITING))
     ours = _earlier(folder, recorded)
-    files = frozenset({*planned, *present})
-    problem = folder_mark.owner_problem(folder, MARK, WRITER, files, ours, beside=True)
+    problem = folder_mark.owner_problem(
+        folder, MARK, WRITER, frozenset({*planned, *mine}), ours, beside=True
+    )
     if problem is not None:
-        raise FileExistsError(f"shards.dir: {problem}; move it, or choose another shards.dir.")
-    record = folder_lock.read_holder(mark) if mark.is_file() else {}
-    listed = ({*record.get("files", []), *ours} & {*os.listdir(folder)}) - {MARK}
-    mine = sorted(listed | present)
-    if folder_lock.is_held(mark):
+        raise FileExistsError(f"shards.dir: {problem}; choose another shards.dir.")
+    busy = next((lock for lock in (mark, flag) if folder_lock.is_held(lock)), None)
+    if busy is not None:
         raise FileExistsError(
             f"shards.dir: {folder} is being written by another mode=shards run "
-            f"({folder_lock.describe(record)}): wait for it to end, or set shards.dir to "
-            "another folder."
+            f"({folder_lock.describe(folder_lock.read_holder(busy))}): wait for it to end, or "
+            "set shards.dir to another folder."
         )
     if mine and not overwrite:
-        cut = record if record.get("writing") else folder_lock.read_holder(folder / OLD_MARK)
         held = (
-            f"an unfinished set of shards (the write of {folder_lock.describe(cut)} was cut short)"
-            if record.get("writing") or OLD_MARK in mine
+            f"an unfinished set of shards (the write of "
+            f"{folder_lock.describe(folder_lock.read_holder(flag))} was cut short)"
+            if WRITING in mine
             else f"shards ({', '.join(mine[:2])}, ...)"
         )
         raise FileExistsError(
             f"shards.dir: {folder} already holds {held}; set shards.overwrite=true to replace "
             "them, or choose another shards.dir."
         )
+    listed = folder_lock.read_holder(mark).get("files", []) if mark.is_file() else []
+    kept = {n for n in listed if n in entries and n not in mine}  # the other format's set
     try:
-        folder_mark.claim(folder, MARK, WRITER, files, writing=True)
-    except folder_lock.FolderBusy as busy:
+        folder_mark.claim(
+            folder, MARK, WRITER, frozenset({*planned, *mine, *kept, WRITING}), add=False
+        )
+    except folder_lock.FolderBusy as busy_now:
         raise FileExistsError(
-            f"shards.dir: {folder} is being written by another mode=shards run ({busy.holder}): "
-            "wait for it to end, or set shards.dir to another folder."
+            f"shards.dir: {folder} is being written by another mode=shards run "
+            f"({busy_now.holder}): wait for it to end, or set shards.dir to another folder."
         ) from None
     try:
+        write_json(flag, folder_lock.this_process())  # first: from here the set is unfinished
         for name in mine:
-            (folder / name).unlink()
+            if name != WRITING:
+                (folder / name).unlink()
         yield
     except BaseException:
-        folder_lock.release(mark)  # `writing` stays true: the set is unfinished
+        folder_lock.release(mark)  # shards.writing stays: the set is unfinished
         raise
-    folder_lock.update(mark, writing=False)
+    folder_lock.update(mark, files=sorted({*planned, *kept}))
+    flag.unlink()
     folder_lock.release(mark)
 
 
 def unfinished_write(folder: Path) -> str | None:
     """Why the shards in local `folder` must not be read yet, or None: a mode=shards write is
-    still going on there, or was cut short (its mark says `writing`, or an earlier engine's
-    `shards.writing` is there)."""
-    for marker in (folder / MARK, folder / OLD_MARK):
-        if not marker.is_file():
-            continue
-        record = folder_lock.read_holder(marker)
-        if marker.name == MARK and not record.get("writing"):
-            continue
-        holder = folder_lock.describe(record)
-        if folder_lock.is_held(marker):
-            return f"{folder} is being written by mode=shards now ({holder}): wait for it to end"
-        return (
-            f"{folder} holds an unfinished set of shards: the mode=shards run that wrote them "
-            f"({holder}) was cut short; write them again with mode=shards shards.overwrite=true"
-        )
-    return None
+    still going on there, or was cut short (its `shards.writing` is there)."""
+    flag = folder / WRITING
+    if not flag.is_file():
+        return None
+    holder = folder_lock.describe(folder_lock.read_holder(flag))
+    if folder_lock.is_held(folder / MARK) or folder_lock.is_held(flag):
+        return f"{folder} is being written by mode=shards now ({holder}): wait for it to end"
+    return (
+        f"{folder} holds an unfinished set of shards: the mode=shards run that wrote them "
+        f"({holder}) was cut short; write them again with mode=shards shards.overwrite=true"
+    )
 
 
 def brace_pattern(folder: Path, split: str, entries: dict[str, dict]) -> str | None:
