@@ -19,8 +19,12 @@ from engine.data.samplers import RandomOrder, WeightedOrder
 from engine_dev.fixtures import Labels
 
 
-def _rank_loaders(make_cfg, data: Dataset, sampler, world: int) -> list[tuple[DataLoader, ...]]:
-    settings = instantiate(make_cfg("loader.batch_size=4", "loader.drop_last=false").loader)
+def _rank_loaders(
+    reference_cfg, data: Dataset, sampler, world: int
+) -> list[tuple[DataLoader, ...]]:
+    settings = instantiate(
+        reference_cfg("r", "loader.batch_size=4", "loader.drop_last=false").loader
+    )
     settings = resolve_loader_settings(settings, data, sampler, cuda=False)
     return [
         build_loaders(data, data, settings, sampler, rank=rank, world_size=world)
@@ -32,9 +36,9 @@ def _indices(loader: DataLoader) -> list[int]:
     return [int(i) for batch, _ in loader for i in batch]
 
 
-def test_train_shares_are_disjoint_padded_and_new_every_epoch(make_cfg) -> None:
+def test_train_shares_are_disjoint_padded_and_new_every_epoch(reference_cfg) -> None:
     data = Labels([0, 1] * 11 + [0], 2)  # 23 samples: not a multiple of 2 ranks
-    ranks = _rank_loaders(make_cfg, data, partial(RandomOrder, seed=0), world=2)
+    ranks = _rank_loaders(reference_cfg, data, partial(RandomOrder, seed=0), world=2)
     orders = []
     for epoch in (1, 2):
         shares = []
@@ -49,10 +53,10 @@ def test_train_shares_are_disjoint_padded_and_new_every_epoch(make_cfg) -> None:
 
 
 def test_skip_counts_positions_of_the_whole_job_so_each_rank_goes_on_in_its_share(
-    make_cfg,
+    reference_cfg,
 ) -> None:
     data = Labels([0, 1] * 10, 2)
-    for train, _ in _rank_loaders(make_cfg, data, partial(RandomOrder, seed=0), world=2):
+    for train, _ in _rank_loaders(reference_cfg, data, partial(RandomOrder, seed=0), world=2):
         train.sampler.set_epoch(3)
         full = _indices(train)
         train.sampler.skip(8)  # 4 positions of each of the 2 ranks
@@ -62,18 +66,18 @@ def test_skip_counts_positions_of_the_whole_job_so_each_rank_goes_on_in_its_shar
 
 
 @pytest.mark.parametrize("world", [2, 3])
-def test_val_shares_count_every_sample_exactly_once(make_cfg, world: int) -> None:
+def test_val_shares_count_every_sample_exactly_once(reference_cfg, world: int) -> None:
     data = Labels([0, 1, 2] * 10 + [0], 3)  # 31 samples: uneven shares, no padding
-    loaders = _rank_loaders(make_cfg, data, partial(RandomOrder, seed=0), world)
+    loaders = _rank_loaders(reference_cfg, data, partial(RandomOrder, seed=0), world)
     shares = [_indices(val) for _, val in loaders]
     assert sorted(i for share in shares for i in share) == list(range(31))
     assert max(map(len, shares)) - min(map(len, shares)) <= 1
 
 
-def test_distributed_weighted_draws_keep_the_class_balance_on_every_rank(make_cfg) -> None:
+def test_distributed_weighted_draws_keep_the_class_balance_on_every_rank(reference_cfg) -> None:
     data = Labels([0] * 800 + [1] * 150 + [2] * 50, 3)  # 16:3:1 imbalance
     sampler = partial(WeightedOrder, seed=0, num_samples=6000)
-    ranks = _rank_loaders(make_cfg, data, sampler, world=2)
+    ranks = _rank_loaders(reference_cfg, data, sampler, world=2)
     draws = []
     for train, _ in ranks:
         train.sampler.set_epoch(1)
