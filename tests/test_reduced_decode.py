@@ -1,29 +1,27 @@
-"""transforms=imagenet as conf/ sets it up decodes its val JPEGs at reduced scale, and
-dataset.decode.reduced=false turns that off (the decode itself: the engine's suite,
-engine/tests/test_reduced_decode.py)."""
+"""transforms=imagenet as conf/ sets it up decodes its val JPEGs at reduced scale (its first
+step is Resize 256) and its train JPEGs in full (a random crop first), and
+dataset.decode.reduced=false turns that off (the decode itself: the engine's suite)."""
 
 from __future__ import annotations
 
 from hydra.utils import instantiate
+from omegaconf import DictConfig
 
-from engine.data.datasets.imagefolder import ImageFolderDataset
-from engine.data.decode_policy import DecodePolicy
-from engine.data.folds import without_fold_keys
-from engine.data.transforms import decode_min_side
+from engine.api import without_fold_keys
 
 
-def test_decode_min_side_reads_the_first_resize_of_the_imagenet_pipelines(make_cfg) -> None:
-    imagenet = instantiate(make_cfg("transforms=imagenet").transforms)
-    assert decode_min_side(imagenet.val) == 256  # Resize 256 first
-    assert decode_min_side(imagenet.train) is None  # a random crop needs every pixel
+def _dataset(cfg: DictConfig, split: str = "val"):
+    """The configured dataset kind's `split`, with its transforms.<split> pipeline."""
+    pipeline = getattr(instantiate(cfg.transforms), split)
+    return instantiate(without_fold_keys(cfg.dataset), split=split, transform=pipeline)
 
 
-def test_datasets_decode_reduced_only_when_enabled(demo_dir, make_cfg) -> None:
-    val = instantiate(make_cfg("transforms=imagenet").transforms).val
-    root = str(demo_dir / "imagefolder")
-    assert ImageFolderDataset(root, "val", transform=val).decode_min_side == 256
-    off = ImageFolderDataset(root, "val", transform=val, decode=DecodePolicy(reduced=False))
-    assert off.decode_min_side is None
+def test_imagenet_val_decodes_at_its_resize_and_train_in_full(make_cfg) -> None:
+    cfg = make_cfg("transforms=imagenet")
+    assert _dataset(cfg).decode_min_side == 256  # Resize 256 first
+    assert _dataset(cfg, "train").decode_min_side is None  # a random crop needs every pixel
+
+
+def test_dataset_decode_reduced_false_decodes_in_full(make_cfg) -> None:
     cfg = make_cfg("transforms=imagenet", "dataset.decode.reduced=false")
-    node = without_fold_keys(cfg.dataset)  # the kind's own keys
-    assert instantiate(node, split="val", transform=val).decode_min_side is None
+    assert _dataset(cfg).decode_min_side is None

@@ -37,7 +37,6 @@ LEFT_OUT = {
     "BENCHMARKS.md",
     "bench/",
     "tests/test_bench_report.py",
-    "tests/test_reduced_decode.py",  # imports bench
     "tests/test_gpu_check.py",  # imports bench
     "tests/test_bench_decode.py",  # imports bench
     "tests/test_docs.py",
