@@ -58,6 +58,8 @@ def test_metrics_equal_hand_computed_values() -> None:
     assert F1(0.5).value(logits, labels) == pytest.approx(0.5, abs=1e-6)
     assert SubsetAccuracy(0.5).value(logits, labels) == pytest.approx(0.25, abs=1e-6)
     assert SubsetAccuracy(0.95).value(logits, labels) == pytest.approx(0.25, abs=1e-6)
+    at_half = torch.tensor([[0.0, 1.0]])  # a score exactly at the threshold is not a label
+    assert SubsetAccuracy(0.5).value(at_half, torch.tensor([[1.0, 1.0]])) == 0.0  # as torchmetrics
 
 
 def test_metrics_over_a_pass_in_batches_match_torchmetrics_on_the_whole() -> None:
