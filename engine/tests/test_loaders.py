@@ -30,17 +30,17 @@ from engine_dev.fixtures import Labels
 shuffled = partial(RandomOrder, seed=0)
 
 
-def _settings(make_cfg, *overrides: str, data: Dataset | None = None) -> LoaderSettings:
+def _settings(reference_cfg, *overrides: str, data: Dataset | None = None) -> LoaderSettings:
     """The loader group as configured, resolved for `data` on a CPU."""
-    settings = instantiate(make_cfg(*overrides).loader)
+    settings = instantiate(reference_cfg("l", *overrides).loader)
     return resolve_loader_settings(settings, data or Labels([0, 1] * 20, 2), shuffled, cuda=False)
 
 
-def test_knobs_that_need_workers_are_unset_with_one_note(make_cfg, caplog) -> None:
+def test_knobs_that_need_workers_are_unset_with_one_note(reference_cfg, caplog) -> None:
     data = Labels([0, 1] * 20, 2)
     with caplog.at_level(logging.INFO, logger="engine.data.resolve_loader"):
         settings = _settings(
-            make_cfg,
+            reference_cfg,
             "loader.num_workers=0",
             "loader.prefetch_factor=4",
             "loader.persistent_workers=true",
@@ -57,9 +57,9 @@ def test_knobs_that_need_workers_are_unset_with_one_note(make_cfg, caplog) -> No
     assert sum(len(y) for _, y in val) == 40  # val keeps every sample, in order
 
 
-def test_val_loader_is_sequential_and_keeps_last_batch(make_cfg) -> None:
+def test_val_loader_is_sequential_and_keeps_last_batch(reference_cfg) -> None:
     data = Labels([0, 1, 2] * 11, 3)
-    train, val = build_loaders(data, data, _settings(make_cfg), shuffled)
+    train, val = build_loaders(data, data, _settings(reference_cfg), shuffled)
     assert isinstance(train.sampler, RandomOrder) and train.drop_last
     assert isinstance(val.sampler, SequentialSampler) and not val.drop_last
     assert torch.cat([x for x, _ in val]).flatten().tolist() == list(range(33))
@@ -74,9 +74,9 @@ def test_val_loader_is_sequential_and_keeps_last_batch(make_cfg) -> None:
         (partial(WeightedOrder, seed=0), True, WeightedOrder, "loader.shuffle=true unused"),
     ],
 )
-def test_sampler_and_shuffle_never_collide(make_cfg, caplog, factory, shuffle, expected, note):
+def test_sampler_and_shuffle_never_collide(reference_cfg, caplog, factory, shuffle, expected, note):
     data = Labels([0, 1] * 20, 2)
-    settings = _settings(make_cfg, f"loader.shuffle={str(shuffle).lower()}")
+    settings = _settings(reference_cfg, f"loader.shuffle={str(shuffle).lower()}")
     with caplog.at_level(logging.INFO, logger="engine.data.loaders"):
         train, _ = build_loaders(data, data, settings, factory)
     assert isinstance(train.sampler, expected)
@@ -106,20 +106,20 @@ def test_weighted_sampler_balances_an_imbalanced_set() -> None:
     assert drawn[2] > 20 * plain[2]  # the rare class: ~33x as often as an unweighted draw
 
 
-def test_invalid_knob_names_the_key(make_cfg) -> None:
+def test_invalid_knob_names_the_key(reference_cfg) -> None:
     with pytest.raises(InstantiationException, match=r"loader\.batch_size=0: expected int >= 1"):
-        instantiate(make_cfg("loader.batch_size=0").loader)
+        instantiate(reference_cfg("l", "loader.batch_size=0").loader)
 
 
-def test_batch_larger_than_train_set_is_explained(make_cfg) -> None:
+def test_batch_larger_than_train_set_is_explained(reference_cfg) -> None:
     data = Labels([0, 1] * 4, 2)
     with pytest.raises(ValueError, match=r"loader\.batch_size=16.*loader\.drop_last"):
-        build_loaders(data, data, _settings(make_cfg), shuffled)
+        build_loaders(data, data, _settings(reference_cfg), shuffled)
 
 
-def test_loader_runs_under_spawn(make_cfg, demo_dir: Path) -> None:
+def test_loader_runs_under_spawn(reference_cfg, demo_dir: Path) -> None:
     settings = replace(
-        _settings(make_cfg, "loader.num_workers=2", "loader.multiprocessing_context=spawn"),
+        _settings(reference_cfg, "loader.num_workers=2", "loader.multiprocessing_context=spawn"),
         batch_size=8,
     )
     data = TensorFileDataset(
@@ -146,11 +146,11 @@ class StrategyLabels(Labels):
     [(2, "null", "forkserver"), (2, "fork", "fork"), (1, "null", None)],
 )
 def test_torchrun_ranks_start_workers_by_forkserver(
-    make_cfg, caplog, world_size, given, started_by
+    reference_cfg, caplog, world_size, given, started_by
 ):
     # a rank runs threads, and forking it can hang in os.fork() (CPython gh-112275)
     settings = instantiate(
-        make_cfg("loader.num_workers=2", f"loader.multiprocessing_context={given}").loader
+        reference_cfg("l", "loader.num_workers=2", f"loader.multiprocessing_context={given}").loader
     )
     with caplog.at_level(logging.INFO, logger="engine.data.resolve_loader"):
         resolved = resolve_loader_settings(
@@ -161,10 +161,12 @@ def test_torchrun_ranks_start_workers_by_forkserver(
     assert said == (given == "null" and world_size > 1)
 
 
-def test_forkserver_workers_share_by_the_configured_strategy(make_cfg) -> None:
+def test_forkserver_workers_share_by_the_configured_strategy(reference_cfg) -> None:
     # a forked worker inherits loader.sharing_strategy; a forkserver one sets it itself
     settings = replace(
-        _settings(make_cfg, "loader.num_workers=1", "loader.multiprocessing_context=forkserver"),
+        _settings(
+            reference_cfg, "loader.num_workers=1", "loader.multiprocessing_context=forkserver"
+        ),
         batch_size=4,
     )
     data = StrategyLabels([0, 1] * 4, 2)
@@ -178,9 +180,10 @@ def test_forkserver_workers_share_by_the_configured_strategy(make_cfg) -> None:
     assert shared.tolist() == [True] * 8
 
 
-def test_collate_fn_from_config_is_used(make_cfg) -> None:
+def test_collate_fn_from_config_is_used(reference_cfg) -> None:
     settings = _settings(
-        make_cfg, "loader.collate_fn={_target_:engine.data.collate.already_batched,_partial_:true}"
+        reference_cfg,
+        "loader.collate_fn={_target_:engine.data.collate.already_batched,_partial_:true}",
     )
     data = Labels([0, 1] * 20, 2)
     train, _ = build_loaders(data, data, settings, SequentialOrder)
