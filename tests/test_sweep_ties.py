@@ -1,5 +1,6 @@
-"""Sweeps over repeated measurements: ranges, ties with the best job, and jobs that would run
-what an earlier job ran (listed as `same as job N`, not run again)."""
+"""A loader sweep over repeated measurements, run as a user runs it: ranges, ties with the best
+job, and jobs that would run what an earlier job ran (listed as `same as job N`, not run
+again). Ties and notes on hand-made rows: the engine's tests/test_sweep_ranking.py."""
 
 from __future__ import annotations
 
@@ -7,54 +8,10 @@ import csv
 import json
 from pathlib import Path
 
-from engine.sweeps.plot import plot_sweep
-from engine.sweeps.summary import notes
-from engine.sweeps.table import mark_tied, rank
 from tests.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 METRIC = "loader/samples_per_s"
-
-
-def _row(job: int, median: float, low: float, high: float, status: str = "ok") -> dict[str, str]:
-    values = [median, low, high] if status == "ok" else ["", "", ""]
-    keys = (METRIC, f"{METRIC}_min", f"{METRIC}_max")
-    return {
-        "job": str(job),
-        "status": status,
-        "overrides": f"loader.num_workers={job % 3} loader.batch_size={32 * (1 + job // 3)}",
-        **{k: str(v) for k, v in zip(keys, values, strict=True)},
-    }
-
-
-def test_jobs_whose_range_overlaps_the_best_are_tied() -> None:
-    rows = [
-        _row(0, 1000, 900, 1100),
-        _row(1, 3000, 2000, 3100),  # best median
-        _row(2, 2500, 2900, 2950),  # overlaps the best's 2000-3100
-        _row(3, 1900, 1800, 1999),  # just below the best's min
-        _row(4, 0, 0, 0, status="same as job 1"),
-    ]
-    ranked = mark_tied(rank(rows, METRIC), METRIC)
-    assert [(r["job"], r["tied"]) for r in ranked] == [
-        ("1", "yes"),
-        ("2", "yes"),
-        ("3", "no"),
-        ("0", "no"),
-        ("4", ""),
-    ]
-    said = notes(ranked, METRIC)
-    assert "cannot be told apart" in said[0] and "jobs 1, 2 overlap" in said[0]
-    assert said[1].startswith("1 job did not run") and "`same as job N`" in said[1]
-
-
-def test_a_clear_winner_is_said_and_the_plot_draws_ranges(tmp_path: Path) -> None:
-    ranked = mark_tied(rank([_row(0, 10, 9, 11), _row(1, 50, 45, 55)], METRIC), METRIC)
-    assert notes(ranked, METRIC) == [
-        f"Job 1 is ahead of every other job in every repeat ({METRIC})."
-    ]
-    plot_sweep(ranked, METRIC, tmp_path / "p.png")
-    assert (tmp_path / "p.png").stat().st_size > 0
 
 
 def test_jobs_that_normalise_to_an_earlier_job_are_listed_not_run(

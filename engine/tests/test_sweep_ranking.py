@@ -1,7 +1,7 @@
 """A training sweep over loader speed knobs only ranks its jobs by speed, and says why; any
 other sweep keeps summary.rank_by's metric (engine/sweeps/speed_knobs.py). What the sweep
 varies is read from its plan (multirun.yaml), keys the summary's overrides leave out included,
-and from its rows."""
+and from its rows. Over repeated measurements, jobs whose range overlaps the best's are tied."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from engine.sweeps.plot import plot_sweep
 from engine.sweeps.recommend import recommendation
 from engine.sweeps.speed_knobs import BASIC_SWEEPER, speed_only
 from engine.sweeps.summary import advice, is_stream, notes, table_metric
@@ -205,3 +206,47 @@ def test_a_sweep_over_seeds_recommends_none_and_says_why() -> None:
     )
     (line,) = advice(rows, [], "val/acc")
     assert line.startswith("None is recommended: the jobs differ by trainer.seed")
+
+
+SPEED = "loader/samples_per_s"
+
+
+def _timed_row(
+    job: int, median: float, low: float, high: float, status: str = "ok"
+) -> dict[str, str]:
+    values = [median, low, high] if status == "ok" else ["", "", ""]
+    keys = (SPEED, f"{SPEED}_min", f"{SPEED}_max")
+    return {
+        "job": str(job),
+        "status": status,
+        "overrides": f"loader.num_workers={job % 3} loader.batch_size={32 * (1 + job // 3)}",
+        **{k: str(v) for k, v in zip(keys, values, strict=True)},
+    }
+
+
+def test_jobs_whose_range_overlaps_the_best_are_tied() -> None:
+    rows = [
+        _timed_row(0, 1000, 900, 1100),
+        _timed_row(1, 3000, 2000, 3100),  # best median
+        _timed_row(2, 2500, 2900, 2950),  # overlaps the best's 2000-3100
+        _timed_row(3, 1900, 1800, 1999),  # just below the best's min
+        _timed_row(4, 0, 0, 0, status="same as job 1"),
+    ]
+    ranked = mark_tied(rank(rows, SPEED), SPEED)
+    assert [(r["job"], r["tied"]) for r in ranked] == [
+        ("1", "yes"),
+        ("2", "yes"),
+        ("3", "no"),
+        ("0", "no"),
+        ("4", ""),
+    ]
+    said = notes(ranked, SPEED)
+    assert "cannot be told apart" in said[0] and "jobs 1, 2 overlap" in said[0]
+    assert said[1].startswith("1 job did not run") and "`same as job N`" in said[1]
+
+
+def test_a_clear_winner_is_said_and_the_plot_draws_ranges(tmp_path: Path) -> None:
+    ranked = mark_tied(rank([_timed_row(0, 10, 9, 11), _timed_row(1, 50, 45, 55)], SPEED), SPEED)
+    assert notes(ranked, SPEED) == [f"Job 1 is ahead of every other job in every repeat ({SPEED})."]
+    plot_sweep(ranked, SPEED, tmp_path / "p.png")
+    assert (tmp_path / "p.png").stat().st_size > 0
