@@ -17,8 +17,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from engine.runs.run_lock import SWEEP_FILES, SWEEP_LOCK_NAME
 from engine.runs.tensorboard import board_tag
-from engine.sweeps.board import columns
-from engine.sweeps.plot import parse_overrides, swept_keys, title_counts
+from engine.sweeps.plot import parse_overrides, title_counts
 from engine.sweeps.recommend import recommendation, recommended
 from engine.sweeps.table import mark_tied, rank
 from tests.cli import run_cli
@@ -141,43 +140,6 @@ def test_the_summary_ends_with_the_recommended_setting(sweep: Sweep) -> None:
     assert line in (sweep.dir / "summary.md").read_text()
 
 
-def _row(job: int, workers: int, rss: float, tied: str) -> dict[str, str]:
-    return {
-        "job": str(job),
-        "status": "ok",
-        "overrides": f"loader.batch_size=32 loader.num_workers={workers}",
-        "loader/peak_rss_mb": str(rss),
-        "tied": tied,
-    }
-
-
-def test_the_recommendation_takes_fewest_workers_then_least_memory() -> None:
-    rows = [_row(0, 4, 100, "yes"), _row(1, 2, 900, "yes"), _row(2, 2, 300, "yes")]
-    rows.append(_row(3, 0, 50, "no"))  # fewer workers, but slower in every repeat
-    assert recommended(rows)["job"] == "2"
-    line = recommendation(rows, METRIC)
-    assert line == (
-        "Recommended: job 2: loader.num_workers=2 (2 workers, 300 MB peak RSS); of the 3 jobs "
-        f"tied with the best by {METRIC}, the fewest workers, then the least memory."
-    )
-    assert recommendation([{"status": "failed", "job": "0", "overrides": ""}], METRIC) is None
-
-
-def test_columns_put_the_swept_keys_first_and_leave_out_shared_values() -> None:
-    runs = [
-        {"dataset": "tensor", "data.input_shape": "[3, 8, 8]", "loader.batch_size": 8, "x": True},
-        {"dataset": "csv", "data.input_shape": "[3, 9, 9]", "loader.batch_size": 16, "x": True},
-    ]
-    infos = columns(runs, swept=["loader.batch_size", "dataset"])
-    assert [(i.name, i.differs) for i in infos] == [
-        ("loader.batch_size", True),
-        ("dataset", True),
-        ("data.input_shape", False),  # differs, but as a consequence: after the swept keys
-    ]  # x: the same in every job, left out
-    assert (infos[0].domain_interval.min_value, infos[0].domain_interval.max_value) == (8, 16)
-    assert sorted(infos[1].domain_discrete) == ["csv", "tensor"]
-
-
 def test_a_single_run_is_named_by_its_folder_and_overrides(demo_dir: Path, tmp_path: Path) -> None:
     run = tmp_path / "12-00-00_ab12cd"
     result = run_cli(
@@ -196,9 +158,3 @@ def test_a_single_run_is_named_by_its_folder_and_overrides(demo_dir: Path, tmp_p
         "12-00-00_ab12cd batches=1,warmup=0,repeats=1,batch_size=8"
     ]
     assert "loader.batch_size" in {h.name for h in experiment.hparam_infos}  # its own columns
-
-
-def test_a_key_only_some_jobs_override_is_swept() -> None:
-    rows = [{"overrides": "dataset.fold=0 model=mlp"}, {"overrides": "dataset.fold=0"}]
-    rows.append({"overrides": "+dataset.fold_seed=1 dataset.fold=0"})
-    assert swept_keys(rows) == ["model", "dataset.fold_seed"]  # dataset.fold: the same in all
