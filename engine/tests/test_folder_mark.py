@@ -81,13 +81,13 @@ def test_a_folder_holding_another_writers_mark_is_refused_by_every_writer(tmp_pa
     for mark in (".cache.lock", ".shards.lock"):
         assert owner_problem(tmp_path, mark, "mode=y", FILES, beside=True) == (
             f"{tmp_path} is the folder of a run of mode=train (its .run.lock says so), and "
-            "mode=y writes only into a folder of its own"
+            "mode=y writes only into a folder of its own (a new folder inside it is one)"
         )
     (tmp_path / ".run.lock").unlink()
     (tmp_path / ".cache.lock").write_text("")  # an old cache's lock: no record
     assert owner_problem(tmp_path, ".shards.lock", "mode=shards", FILES, beside=True) == (
         f"{tmp_path} is the folder of mode=cache (its .cache.lock says so), and mode=shards "
-        "writes only into a folder of its own"
+        "writes only into a folder of its own (a new folder inside it is one)"
     )
     assert owner_problem(tmp_path, ".cache.lock", "mode=cache", FILES, beside=True) is None
 
@@ -103,3 +103,26 @@ def test_a_refusal_names_a_few_entries_and_counts_the_rest(tmp_path):
         in line
     )
     assert len(line) < 400
+
+
+def test_the_runs_own_folder_is_named_as_such(tmp_path):
+    """shards.dir=${paths.output_dir}: the run holds that folder's .run.lock itself."""
+    folder_lock.hold(tmp_path / ".run.lock", writer="mode=shards")
+    try:
+        assert owner_problem(tmp_path, ".shards.lock", "mode=shards", FILES, beside=True) == (
+            f"{tmp_path} is this run's own folder (its .run.lock), and mode=shards writes only "
+            "into a folder of its own (a new folder inside it is one)"
+        )
+    finally:
+        folder_lock.release(tmp_path / ".run.lock")
+
+
+def test_a_mark_no_older_engine_wrote_lists_nothing_when_empty(tmp_path):
+    """An empty .shards.lock (a full disk as it was first written) is no licence: the files
+    of the writer's names there are not its own."""
+    (tmp_path / "report.csv").write_text("a user's\n")
+    (tmp_path / ".mark").write_text("")
+    assert owner_problem(tmp_path, ".mark", "mode=x", FILES, old_marks=False).startswith(
+        f"{tmp_path} holds report.csv, which its mark (.mark) does not list"
+    )
+    assert owner_problem(tmp_path, ".mark", "mode=x", FILES) is None  # an old run's empty lock

@@ -148,6 +148,22 @@ def _run(run_dir: Path) -> object:
     return OmegaConf.create({"hydra": {"run": {"dir": str(run_dir)}, "job": {"name": "train"}}})
 
 
+def test_a_writers_folder_given_as_run_dir_is_refused_naming_that_writer(tmp_path):
+    """hydra.run.dir=data/shards: the folder is mode=shards', and the fix is another folder,
+    not a .run.lock beside that writer's mark."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / ".shards.lock").write_text('{"writer": "mode=shards", "files": ["shards.json"]}')
+    (shards / "shards.json").write_text("{}")
+    with pytest.raises(SystemExit) as stopped:
+        MultirunDirs().on_run_start(_run(shards))
+    assert str(stopped.value) == (
+        f"hydra.run.dir: {shards} is the folder of mode=shards (its .shards.lock says so), and "
+        "a run of mode=train writes only into a folder of its own (a new folder inside it is "
+        "one); give this run another hydra.run.dir."
+    )
+
+
 @pytest.mark.parametrize("kind", ["a folder", "a link to nothing", "a link"])
 def test_a_lock_path_that_is_no_file_is_refused_naming_it(tmp_path, kind):
     """A link to a file elsewhere too: the lock record would be written over that file."""

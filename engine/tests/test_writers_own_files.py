@@ -445,3 +445,38 @@ def test_shards_write_where_the_file_system_has_no_flock(reference_cfg, tmp_path
     mark = json.loads((out / ".shards.lock").read_text())
     assert mark["writer"] == "mode=shards" and "shards.json" in mark["files"]
     assert unfinished_write(out) is None
+
+
+def test_an_empty_mark_a_full_disk_left_makes_no_users_file_the_writers(
+    reference_cfg, tmp_path
+) -> None:
+    """A Hub set (no mark of this writer) beside the empty .shards.lock of a claim cut short
+    by a full disk: refused, also with shards.overwrite, naming the files and the way out."""
+    out = tmp_path / "hub"
+    out.mkdir()
+    name = "train-00000-of-00001.parquet"
+    pq.write_table(pa.table({"image": [b"x"], "label": [0]}), out / name)
+    (out / ".shards.lock").write_text("")
+    held = (out / name).read_bytes()
+    args = ("mode=shards", "shards.format=parquet", "shards.overwrite=true")
+    with pytest.raises(FileExistsError, match=rf"holds {name}, which its mark .* remove those"):
+        shards(reference_cfg("a", *args, f"shards.dir={out}"))
+    assert (out / name).read_bytes() == held
+
+
+@pytest.mark.parametrize("cut, then", [("parquet", "tar"), ("tar", "parquet")])
+def test_an_overwrite_in_the_other_format_replaces_the_whole_unfinished_set(
+    reference_cfg, tmp_path, cut, then
+) -> None:
+    """A write cut short leaves files of its format and the flag; an overwrite in the other
+    format removes them too, so no reader takes the half set for a whole one."""
+    out = tmp_path / "out"
+    args = ("mode=shards", f"shards.dir={out}", "shards.max_samples=16")
+    shards(reference_cfg("a", *args, f"shards.format={cut}"))
+    first = sorted(p.name for p in out.glob("[!.]*"))
+    (out / "shards.writing").write_text("{}")  # as a kill -9 of that write leaves it
+    with pytest.raises(FileExistsError, match=r"already holds an unfinished set of shards"):
+        shards(reference_cfg("b", *args, f"shards.format={then}"))
+    shards(reference_cfg("c", *args, f"shards.format={then}", "shards.overwrite=true"))
+    assert not set(first) & {p.name for p in out.iterdir()} - {"classes.txt", "shards.json"}
+    assert unfinished_write(out) is None

@@ -36,6 +36,14 @@ RUN, SWEEP, CACHE, SHARDS = ".run.lock", ".sweep.lock", ".cache.lock", ".shards.
 MARKS = {RUN: "a run", SWEEP: "a multirun", CACHE: "mode=cache", SHARDS: "mode=shards"}
 
 
+def _who(mark: str, writer: str | None) -> str:
+    """Whose folder `mark` says it is: `mode=cache`, `a multirun`, `a run of mode=eval`."""
+    kind = MARKS.get(mark, "")
+    if mark == RUN and writer and writer != kind:
+        return f"{kind} of {writer}"
+    return writer or kind
+
+
 def _shown(names: list[str]) -> str:
     """`a, b, c, d and 6 more`: the first few of `names`, for one line."""
     more = f" and {len(names) - 4} more" if len(names) > 4 else ""
@@ -70,12 +78,15 @@ def owner_problem(
     ours: frozenset[str] = frozenset(),
     unnamed: Callable[[Path], str] | None = None,
     beside: bool = False,
+    old_marks: bool = True,
 ) -> str | None:
     """Why `writer` may not write `files` into `folder` whose mark is file `mark`, or None.
     `ours`: entries this writer wrote before it could claim (Hydra's .hydra/; what an engine
     older than its mark left, as that output's own record says); `unnamed`: the writer a mark
     naming none stands for (default: this one); `beside`: an unmarked folder may hold other
-    entries than `files`. Names are looked up as the file system does (a case-insensitive
+    entries than `files`; `old_marks`: a mark listing no files is an older engine's, which
+    listed none, and stands for all `files` (False where no older engine wrote `mark`: such a
+    mark, e.g. an empty one a full disk left, lists none). Names are looked up as the file system does (a case-insensitive
     disk finds METRICS.JSON), links to nothing included."""
     if os.path.lexists(folder) and not folder.is_dir():
         return f"{folder} is {'a file' if folder.is_file() else _kind(folder)}, not a folder"
@@ -85,11 +96,15 @@ def owner_problem(
         return problem
     other = next((name for name in MARKS if name != mark and os.path.lexists(folder / name)), None)
     if other is not None:
-        named = folder_lock.read_holder(folder / other).get("writer")
-        owner = MARKS[other] + (f" of {named}" if named and named != MARKS[other] else "")
+        owner = _who(other, folder_lock.read_holder(folder / other).get("writer"))
+        whose = (
+            f"this run's own folder (its {other})"
+            if folder_lock.held_here(folder / other)
+            else f"the folder of {owner} (its {other} says so)"
+        )
         return (
-            f"{folder} is the folder of {owner} (its {other} says so), and {writer} writes "
-            "only into a folder of its own"
+            f"{folder} is {whose}, and {_who(mark, writer)} writes only into a folder of its "
+            "own (a new folder inside it is one)"
         )
     if path.is_file():
         record = folder_lock.read_holder(path)
@@ -101,7 +116,7 @@ def owner_problem(
                 f"{folder} is the folder of {owner} ({how}), and {writer} would write over "
                 "that one's files"
             )
-        listed = set(record.get("files", files))
+        listed = set(record.get("files", files if old_marks else ()))
         theirs = sorted(n for n in files - listed - ours if os.path.lexists(folder / n))
         if theirs:
             return (

@@ -146,6 +146,8 @@ def writing(root: Path) -> Iterator[None]:
             f"cache.dir: {root} is being written by another mode=cache run ({busy.holder}): "
             "wait for it to end (a rerun then resumes), or set cache.dir to another folder."
         ) from None
+    except OSError as err:  # its record could not be written: a full disk
+        raise write_error(err, root / LOCK, ELSEWHERE) from err
     try:
         yield
     finally:

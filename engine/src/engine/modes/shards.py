@@ -16,6 +16,7 @@ Samples go in a seeded random order (shards.shuffle), so that every file mixes t
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ from engine.data.samplers import SequentialOrder
 from engine.data.shards.manifest import NAME, Manifest
 from engine.data.shards.writer import (
     EXTRA,
+    SHARD_NAME,
     SplitWriter,
     brace_pattern,
     shard_names,
@@ -52,6 +54,7 @@ from engine.modes.no_streams import refuse_a_stream
 from engine.runs.outputs import save_resolved_config
 
 log = logging.getLogger(__name__)
+EVERY = re.compile(f"{SHARD_NAME.pattern}|{FILE_NAME.pattern}")  # either format's files
 
 ENCODINGS = ("keep", "jpeg", "png")  # keep: the image files' own bytes
 FORMATS = ("tar", "parquet")
@@ -193,9 +196,9 @@ def _own_files(settings: ShardSettings, counts: dict[str, int]) -> tuple[list[st
     if settings.format == "tar":
         size, compress = settings.max_samples, settings.compress
         tars = [n for s, count in counts.items() for n in shard_names(s, count, size, compress)]
-        return [*EXTRA, *tars], {}
+        return [*EXTRA, *tars], {"every": EVERY}
     files = [n for s, count in counts.items() for n in file_names(s, count, settings.max_samples)]
-    return files, {"names": FILE_NAME, "extra": (), "recorded": recorded_files}
+    return files, {"names": FILE_NAME, "extra": (), "recorded": recorded_files, "every": EVERY}
 
 
 def shards(cfg: DictConfig) -> dict[str, float]:

@@ -120,7 +120,8 @@ def refuse_users_files(
     if problem is None:
         return
     mark, fix = folder / lock, f"give this {run} another {key}"
-    if folder.is_dir() and not os.path.lexists(mark):
+    marked = any(os.path.lexists(folder / name) for name in folder_mark.MARKS)
+    if folder.is_dir() and not marked:  # no writer's folder: perhaps a run's that lost its mark
         fix += (
             f", or move those entries out (a {run}'s folder whose {lock} was deleted: touch {mark})"
         )

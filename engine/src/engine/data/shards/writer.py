@@ -33,6 +33,7 @@ WRITER = "mode=shards"
 WRITING = "shards.writing"  # there while a write goes on, and after one cut short
 SHARD_NAME = re.compile(r"(train|val)-\d{6}\.tar(\.gz)?")  # the names SplitWriter writes
 EXTRA = (NAME, "classes.txt")  # what mode=shards writes beside the tar shards
+
 ELSEWHERE = "the shards elsewhere (another shards.dir)"
 
 
@@ -127,22 +128,35 @@ def writing(
     names: re.Pattern[str] = SHARD_NAME,
     extra: tuple[str, ...] = EXTRA,
     recorded: Callable[[Path], set[str]] = recorded_files,
+    every: re.Pattern[str] = SHARD_NAME,
 ) -> Iterator[None]:
     """Around a mode=shards write of the files `planned` into `folder`, its own
     (engine/core/folder_mark.py): refuse another writer's folder, or one holding a file of the
     writer's names (`names`: train-NNNNNN.tar; `extra`: shards.json, classes.txt) that no
     mark lists; refuse (or with shards.overwrite, remove) what an earlier write of these names
-    left, finished or not. Files of the other format's names stay, listed. A failed write
-    leaves `shards.writing`: the set is unfinished."""
+    left, finished or not. Files of the other format's names (`every`: either format's) stay,
+    listed, unless the folder's set is unfinished: then the whole of it is replaced. A failed
+    write leaves `shards.writing`: the set is unfinished."""
     mark, flag = folder / MARK, folder / WRITING
     entries = set(os.listdir(folder))
-    mine = sorted(n for n in entries if names.fullmatch(n) or n in (*extra, WRITING))
+    unfinished = WRITING in entries  # the whole set is replaced, of either format
     ours = _earlier(folder, recorded)
+    listed = {*(folder_lock.read_holder(mark).get("files", []) if mark.is_file() else []), *ours}
+    mine = sorted(
+        n
+        for n in entries
+        if names.fullmatch(n)
+        or n in (*extra, WRITING)
+        or (unfinished and n in listed and (every.fullmatch(n) or n in EXTRA))
+    )
     problem = folder_mark.owner_problem(
-        folder, MARK, WRITER, frozenset({*planned, *mine}), ours, beside=True
+        folder, MARK, WRITER, frozenset({*planned, *mine}), ours, beside=True, old_marks=False
     )
     if problem is not None:
-        raise FileExistsError(f"shards.dir: {problem}; choose another shards.dir.")
+        raise FileExistsError(
+            f"shards.dir: {problem}; choose another shards.dir (or, for a copy of a set "
+            f"mode=shards wrote elsewhere, which left its {MARK} there, remove those files)."
+        )
     busy = next((lock for lock in (mark, flag) if folder_lock.is_held(lock)), None)
     if busy is not None:
         raise FileExistsError(
@@ -154,14 +168,13 @@ def writing(
         held = (
             f"an unfinished set of shards (the write of "
             f"{folder_lock.describe(folder_lock.read_holder(flag))} was cut short)"
-            if WRITING in mine
+            if unfinished
             else f"shards ({', '.join(mine[:2])}, ...)"
         )
         raise FileExistsError(
             f"shards.dir: {folder} already holds {held}; set shards.overwrite=true to replace "
             "them, or choose another shards.dir."
         )
-    listed = folder_lock.read_holder(mark).get("files", []) if mark.is_file() else []
     kept = {n for n in listed if n in entries and n not in mine}  # the other format's set
     try:
         folder_mark.claim(
@@ -172,6 +185,8 @@ def writing(
             f"shards.dir: {folder} is being written by another mode=shards run "
             f"({busy_now.holder}): wait for it to end, or set shards.dir to another folder."
         ) from None
+    except OSError as err:  # its record could not be written: a full disk
+        raise write_error(err, mark, ELSEWHERE) from err
     try:
         write_json(flag, folder_lock.this_process())  # first: from here the set is unfinished
         for name in mine:
@@ -181,7 +196,8 @@ def writing(
     except BaseException:
         folder_lock.release(mark)  # shards.writing stays: the set is unfinished
         raise
-    folder_lock.update(mark, files=sorted({*planned, *kept}))
+    written = sorted(n for n in {*planned, *kept} if os.path.lexists(folder / n))
+    folder_lock.update(mark, files=written)
     flag.unlink()
     folder_lock.release(mark)
 
