@@ -1,5 +1,7 @@
-"""mode=shards writes WebDataset shards webdataset itself reads, sample for sample, from any
-map-style dataset; shards webdataset's ShardWriter wrote train here."""
+"""mode=shards writes WebDataset shards webdataset itself reads, sample for sample, and the
+project's dataset=iterable trains on, from the image folders or a pre-resized cache; shards
+webdataset's ShardWriter wrote train here too. The writer on its own (re-encoding, gzip, its
+settings, labels from a JSON field): the engine's tests/test_shard_writer.py."""
 
 from __future__ import annotations
 
@@ -12,10 +14,9 @@ import webdataset as wds
 
 from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.datasets.tar_shards import TarShardDataset
-from engine.data.shards.manifest import main as write_manifest
 from engine.metric_keys import METRICS_BY_MODE
 from engine.modes.cache import cache
-from engine.modes.shards import ShardSettings, shards
+from engine.modes.shards import shards
 from engine_dev.shard_server import write_wds_shards
 from src.loop import train
 
@@ -65,24 +66,6 @@ def test_mode_shards_writes_what_webdataset_reads_and_training_uses(
     assert TarShardDataset("val", "unused", f"{out}/val-*.tar").classes == files.classes
 
 
-def test_shrunk_jpeg_gzip_shards_from_a_csv_listing(make_cfg, tmp_path) -> None:
-    out = tmp_path / "shards"
-    _write(
-        make_cfg,
-        out,
-        "dataset=csv",
-        "shards.short_side=24",
-        "shards.encoding=jpeg",
-        "shards.compress=true",
-        "shards.shuffle=false",
-    )
-    read = wds.WebDataset(f"{out}/val-{{000000..000001}}.tar.gz", shardshuffle=False)
-    images = [s["jpg"] for s in read.decode("torchrgb8")]
-    assert len(images) == 30 and all(min(x.shape[1:]) <= 24 for x in images)
-    data = TarShardDataset("val", "unused", f"{out}/val-*.tar.gz", shuffle_buffer=1)
-    assert [int(y) for _, y in data] == sorted(int(y) for _, y in data)  # dataset order
-
-
 def test_png_shards_from_a_pre_resized_cache(make_cfg, tmp_path) -> None:
     cached = tmp_path / "cache"
     cache(make_cfg("mode=cache", f"cache.dir={cached}", "cache.short_side=32"))
@@ -95,41 +78,6 @@ def test_png_shards_from_a_pre_resized_cache(make_cfg, tmp_path) -> None:
     assert len(samples) == 48 and all(min(x.shape[1:]) <= 32 for x, _ in samples)
     with pytest.raises(ValueError, match=r"shards\.encoding=keep stores image files as they are"):
         _write(make_cfg, tmp_path / "keep", "dataset=cache", f"dataset.root={cached}")
-
-
-def test_earlier_shards_are_kept_unless_overwrite(make_cfg, tmp_path) -> None:
-    out = tmp_path / "shards"
-    _write(make_cfg, out, "shards.max_samples=100")
-    with pytest.raises(FileExistsError, match=r"shards\.dir: .* already holds shards"):
-        _write(make_cfg, out)
-    _write(make_cfg, out, "shards.overwrite=true")
-    assert len(list(out.glob("train-*.tar"))) == 3
-
-
-@pytest.mark.parametrize(
-    ("changes", "message"),
-    [
-        ({"encoding": "keep", "short_side": 64}, r"shards\.short_side needs shards\.encoding"),
-        ({"max_samples": 0}, r"shards\.max_samples=0: expected an int >= 1"),
-        ({"encoding": "webp"}, r"shards\.encoding='webp': expected one of"),
-        ({"format": "zip"}, r"shards\.format='zip': expected one of \('tar', 'parquet'\)"),
-        ({"format": "parquet", "row_group_rows": 0}, r"shards\.row_group_rows=0: expected an int"),
-    ],
-)
-def test_settings_name_the_key(changes: dict, message: str) -> None:
-    values = {
-        "dir": "x",
-        "max_samples": 10,
-        "short_side": None,
-        "encoding": "jpeg",
-        "jpeg_quality": 90,
-        "compress": False,
-        "shuffle": True,
-        "seed": 0,
-        "overwrite": False,
-    }
-    with pytest.raises(ValueError, match=message):
-        ShardSettings(**(values | changes))
 
 
 def test_shards_from_webdatasets_shardwriter_train_here(make_cfg, demo_dir, tmp_path) -> None:
@@ -145,21 +93,3 @@ def test_shards_from_webdatasets_shardwriter_train_here(make_cfg, demo_dir, tmp_
         )
     )
     assert 0.0 <= result["val/acc"] <= 1.0
-
-
-def test_labels_from_a_json_field_of_webdatasets_shards(demo_dir, tmp_path) -> None:
-    out = tmp_path / "json"
-    images = sorted((demo_dir / "imagefolder" / "val").glob("*/*"))
-    with wds.ShardWriter(f"{out}-%06d.tar", maxcount=100, verbose=0) as sink:
-        for i, path in enumerate(images):
-            meta = {"y": i % 5, "caption": path.name}
-            sink.write({"__key__": f"k{i:04d}", path.suffix[1:]: path.read_bytes(), "json": meta})
-    data = TarShardDataset("val", "unused", f"{out}-000000.tar", label_field="y")
-    assert sorted(int(y) for _, y in data) == sorted(i % 5 for i in range(len(images)))
-    write_manifest(
-        [f"{out}-000000.tar", "--out", str(tmp_path / "shards.json"), "--label-field", "y"]
-    )
-    with pytest.raises(
-        ValueError, match=r"does not hold for .*: labels from json:y were read, not cls"
-    ):
-        TarShardDataset("val", "unused", f"file://{out}-000000.tar")  # remote: not read again
