@@ -7,10 +7,10 @@ from __future__ import annotations
 import gc
 
 import torch
+from hydra.utils import instantiate
 
 from engine.data.datasets.base import MapDataset
 from engine.data.datasets.tensor import TensorFileDataset
-from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.seeded import SeededSamples
 
@@ -36,18 +36,9 @@ class _FrozenCount(MapDataset):
         return gc.get_freeze_count()
 
 
-def test_workers_freeze_what_they_inherit() -> None:
-    settings = LoaderSettings(
-        batch_size=2,
-        shuffle=False,
-        num_workers=1,
-        collate_fn=None,
-        pin_memory=False,
-        drop_last=False,
-        prefetch_factor=2,
-        persistent_workers=False,
-        timeout=0,
-        multiprocessing_context="fork",
-    )
+def test_workers_freeze_what_they_inherit(reference_cfg) -> None:
+    overrides = ("batch_size=2", "num_workers=1", "persistent_workers=false", "timeout=0")
+    cfg = reference_cfg("w", *(f"loader.{o}" for o in overrides), "loader.shuffle=false")
+    settings = instantiate(cfg.loader)
     counts = torch.cat(list(make_loader(_FrozenCount(), settings, None, drop_last=False)))
     assert bool((counts > 1000).all())  # the main process's objects, untouched by worker GC
