@@ -86,8 +86,8 @@ def owner_problem(
     naming none stands for (default: this one); `beside`: an unmarked folder may hold other
     entries than `files`; `old_marks`: a mark listing no files is an older engine's, which
     listed none, and stands for all `files` (False where no older engine wrote `mark`: such a
-    mark, e.g. an empty one a full disk left, lists none). Names are looked up as the file system does (a case-insensitive
-    disk finds METRICS.JSON), links to nothing included."""
+    mark, e.g. an empty one a full disk left, lists none). Names are looked up as the file
+    system does (a case-insensitive disk finds METRICS.JSON), links to nothing included."""
     if os.path.lexists(folder) and not folder.is_dir():
         return f"{folder} is {'a file' if folder.is_file() else _kind(folder)}, not a folder"
     path = folder / mark
@@ -138,9 +138,9 @@ def owner_problem(
         return None
     if entries:
         return (
-            f"{folder} already holds {_shown(entries)}, and no {mark} (the mark {writer} leaves in a "
-            f"folder of its own): it is someone else's, and {writer} writes only into a new or "
-            "empty folder, or one it marked"
+            f"{folder} already holds {_shown(entries)}, and no {mark} (the mark {writer} leaves "
+            f"in a folder of its own): it is someone else's, and {writer} writes only into a new "
+            "or empty folder, or one it marked"
         )
     return None
 

@@ -33,7 +33,6 @@ WRITER = "mode=shards"
 WRITING = "shards.writing"  # there while a write goes on, and after one cut short
 SHARD_NAME = re.compile(r"(train|val)-\d{6}\.tar(\.gz)?")  # the names SplitWriter writes
 EXTRA = (NAME, "classes.txt")  # what mode=shards writes beside the tar shards
-
 ELSEWHERE = "the shards elsewhere (another shards.dir)"
 
 
