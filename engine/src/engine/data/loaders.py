@@ -150,6 +150,30 @@ def exit_with(pid: int) -> None:
     threading.Thread(target=wait, name="exit-with-main-process", daemon=True).start()
 
 
+def scan_loader(
+    dataset: Dataset,
+    batch_size: int,
+    collate: Callable[[list], Any],
+    workers: int,
+    context: str | None = None,
+    timeout: float = 0.0,
+) -> DataLoader:
+    """A loader reading `dataset` once, in order, in `workers` processes started by `context`
+    (mode=cache, mode=shards, mode=validate): its workers start as a training's do
+    (`WorkerStart`), so they end with this process and a kill -9 of a writer leaves none."""
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        num_workers=workers,
+        collate_fn=collate,
+        multiprocessing_context=context if workers > 0 else None,
+        timeout=timeout if workers > 0 else 0,
+        worker_init_fn=WorkerStart(torch_mp.get_sharing_strategy(), os.getpid())
+        if workers
+        else None,
+    )
+
+
 def _source_loader(
     view: SourceView,
     val_loader: Loader,

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 from torchcodec.encoders import JpegEncoder
 from torchvision.transforms import v2
 
@@ -26,6 +26,7 @@ from engine.core.io import output_folder, write_error, write_json
 from engine.core.progress import EVERY_S, counted
 from engine.data.cache_store import DATA_FILES, OWN_FILES, CacheWriter, is_jpeg_quality
 from engine.data.decode import load_sample
+from engine.data.loaders import scan_loader
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
 from engine.data.splits import build_splits
@@ -173,13 +174,8 @@ def write_split(
     paths = [files.get_filename(i) for i in range(len(files))]  # type: ignore[arg-type]
     writer = CacheWriter(folder, paths, settings.key(), files.classes, settings.rebuild)  # type: ignore[attr-defined]
     start = writer.done
-    batches = DataLoader(
-        _Shrunk(files, settings, start),
-        batch_size=READ_BATCH,
-        num_workers=workers,
-        collate_fn=list,
-        multiprocessing_context=context if workers > 0 else None,
-        timeout=timeout if workers > 0 else 0,
+    batches = scan_loader(
+        _Shrunk(files, settings, start), READ_BATCH, list, workers, context, timeout
     )
     try:
         try:

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import Dataset
 from torchcodec.encoders import JpegEncoder, PngEncoder
 
 from engine.core.io import atomic_write_bytes, output_folder, write_json
@@ -33,6 +33,7 @@ from engine.core.progress import EVERY_S, counted
 from engine.data.cache_store import is_jpeg_quality
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode import load_sample
+from engine.data.loaders import scan_loader
 from engine.data.parquet.writer import FILE_NAME, ParquetSplitWriter, file_names, recorded_files
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
@@ -161,12 +162,8 @@ def write_split(
     count = len(files)  # type: ignore[arg-type]
     rng = np.random.default_rng(settings.seed)
     order = rng.permutation(count) if settings.shuffle else np.arange(count)
-    batches = DataLoader(
-        _Encoded(files, order, settings),
-        batch_size=READ_BATCH,
-        num_workers=workers,
-        collate_fn=list,
-        timeout=timeout if workers > 0 else 0,
+    batches = scan_loader(
+        _Encoded(files, order, settings), READ_BATCH, list, workers, None, timeout
     )
     classes = list(files.classes)  # type: ignore[attr-defined]
     if settings.format == "parquet":

@@ -12,12 +12,12 @@ from typing import Any
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from torch.utils.data import DataLoader
 
 from engine.core.io import write_json
 from engine.core.progress import EVERY_S, counted
 from engine.data.bad_samples import REPORT_NAME, BadSample, BadSampleLedger
 from engine.data.loader_settings import LoaderSettings
+from engine.data.loaders import scan_loader
 from engine.data.resolve_loader import resolve_loader_settings
 from engine.data.samplers import SequentialOrder
 from engine.data.seeded import SeededSamples
@@ -57,16 +57,8 @@ def scan(
         )
     ledger = BadSampleLedger(split, len(dataset), dataset.max_bad_fraction, report, note="")
     probe = SeededSamples(_Probe(dataset), seed=0)  # its workers mark the sample they read
-    loader = DataLoader(
-        probe,
-        batch_size=SCAN_BATCH,
-        num_workers=settings.num_workers,
-        collate_fn=_bad_only,
-        multiprocessing_context=settings.multiprocessing_context
-        if settings.num_workers > 0
-        else None,
-        timeout=settings.timeout if settings.num_workers > 0 else 0,
-    )
+    workers, context = settings.num_workers, settings.multiprocessing_context
+    loader = scan_loader(probe, SCAN_BATCH, _bad_only, workers, context, settings.timeout)
     with loader_failures_named(probe):
         for bad in counted(loader, len(dataset), f"validate {split}", SCAN_BATCH, every_s):
             ledger.record(bad)
