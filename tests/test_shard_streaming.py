@@ -15,24 +15,13 @@ import pytest
 import torch
 
 from engine.core.failures import one_line
-from engine.data.datasets.tar_shards import TarShardDataset
 from engine.data.shards import ShardError
 from engine.runs.checkpoint_files import load_checkpoint
-from engine_dev.shard_server import (
-    DEMO_TRAIN,
-    DEMO_VAL,
-    Faults,
-    serving,
-)
+from engine_dev.shard_server import DEMO_TRAIN, DEMO_VAL, Faults, demo_stream, serving
 from src.loop import train
 from src.step import TrainStep
 
 TRAIN, VAL = DEMO_TRAIN, DEMO_VAL
-FAST = {"retries": 2, "backoff": 0.01, "read_timeout": 10.0}
-
-
-def _dataset(where: str, split: str = "train", **kwargs: object) -> TarShardDataset:
-    return TarShardDataset(split, f"{where}/{TRAIN}", f"{where}/{VAL}", **(FAST | kwargs))
 
 
 def _cfg(make_cfg, where: str, out: Path, *overrides: str):
@@ -56,7 +45,7 @@ def test_training_over_http_through_broken_connections_equals_local(make_cfg, wd
 def test_a_server_that_stays_down_fails_naming_the_url_and_the_byte(make_cfg, wds_dir, tmp_path):
     with serving(wds_dir, Faults(cut=5000, down=True)) as url:
         with pytest.raises(ShardError) as caught:
-            list(_dataset(url, shuffle_buffer=1))
+            list(demo_stream(url, shuffle_buffer=1))
         assert re.fullmatch(
             rf"{url}/train-00000\d\.tar\.gz: network error at byte 5,000 after 2 retries "
             r"\(HTTPError: HTTP Error 503: .*\); check that the server is up.*dataset\.backoff\.",
@@ -68,7 +57,7 @@ def test_a_server_that_stays_down_fails_naming_the_url_and_the_byte(make_cfg, wd
     named = rf"ShardError: {url}/(train|val)-00000\d\.tar\.gz: network error at byte [\d,]+ after"
     assert re.match(named, line), line
     with pytest.raises(ValueError, match=rf"cannot read the manifest .*{url}/shards\.json"):
-        _dataset(url)  # the server is gone: connection refused, retried, then named
+        demo_stream(url)  # the server is gone: connection refused, retried, then named
 
 
 def test_resume_mid_epoch_over_http_equals_the_uninterrupted_run(

@@ -16,7 +16,6 @@ from torch.utils.data import DataLoader, Dataset, SequentialSampler, TensorDatas
 from engine.data.bad_samples import BadSample
 from engine.data.batch_stages import Loader, WorkerCollate
 from engine.data.datasets.base import MapDataset
-from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.sample_ids import SampleIds, Tagged
 from engine.measure.stages import SUMS, StageTimes
@@ -24,6 +23,7 @@ from engine.training.batches import BatchMover
 from engine.training.device import Precision
 from engine.training.distributed import share_bad_samples
 from engine.training.evaluate import evaluate
+from engine_dev.small_sets import loader_settings
 
 
 class Flaky(MapDataset):
@@ -41,7 +41,7 @@ class Flaky(MapDataset):
 
 
 def _loader(dataset: Dataset, workers: int = 0, **kwargs) -> Loader:
-    settings = LoaderSettings(2, False, workers, None, False, False, None, False, 0, None)
+    settings = loader_settings(2, workers)
     return make_loader(dataset, settings, SequentialSampler(dataset), False, **kwargs)
 
 

@@ -16,9 +16,9 @@ from engine.data.datasets.imagefolder import ImageFolderDataset
 from engine.data.decode import SampleError, decode_image_bytes, load_sample
 from engine.data.decode_policy import DecodePolicy
 from engine.data.image_header import MAX_JPEG_SCANS, TooManyScans, check_scans, jpeg_scans
-from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.seeded import SeededSamples
+from engine_dev.small_sets import loader_settings
 
 LIMIT = 89_478_485  # the default dataset.decode.max_image_pixels
 
@@ -110,7 +110,7 @@ def test_decode_device_main_refuses_a_bomb_in_the_worker_naming_the_key(tmp_path
         "val",
         decode=DecodePolicy(device="main", reduced=False, max_jpeg_scans=limit),
     )
-    settings = LoaderSettings(8, False, 0, None, False, False, None, False, 0, None)
+    settings = loader_settings(8)
     loader = make_loader(SeededSamples(data, 0), settings, None, False, "val")
     start = time.perf_counter()
     with pytest.raises(SampleError, match=rf"bomb\.jpg: it holds more than {limit} scans") as err:

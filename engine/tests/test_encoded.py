@@ -27,13 +27,14 @@ from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.samplers import RandomOrder, SequentialOrder
 from engine.data.seeded import SeededSamples
+from engine_dev.small_sets import loader_settings
 
 VAL = v2.Compose([v2.Resize(40, antialias=True), v2.CenterCrop(32)])
 TRAIN = v2.Compose([v2.RandomResizedCrop(32, antialias=True), v2.RandomHorizontalFlip()])
 
 
 def _settings(workers: int) -> LoaderSettings:
-    return LoaderSettings(8, False, workers, None, False, False, None, False, 0, None)
+    return loader_settings(8, workers)
 
 
 def _tree(demo_dir: Path, tmp_path: Path) -> Path:

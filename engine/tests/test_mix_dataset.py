@@ -18,13 +18,13 @@ from torch.utils.data import DataLoader
 
 from engine.data.datasets.base import MapDataset
 from engine.data.datasets.mix import MixDataset
-from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import build_loaders, make_loader
 from engine.data.samplers import Draw, RandomOrder, SequentialOrder, WeightedOrder
 from engine.data.seeded import seeded
 from engine.training.batches import BatchMover
 from engine.training.device import resolve_precision
 from engine.training.evaluate import evaluate
+from engine_dev.small_sets import loader_settings
 from tests.test_totals import Hits  # a project's top-1 accuracy
 
 FOLDER = "engine.data.datasets.imagefolder.ImageFolderDataset"
@@ -172,26 +172,13 @@ def test_bad_sources_are_refused_by_key(sources: dict, says: str) -> None:
     assert says in str(refused.value) and "\n" not in str(refused.value)
 
 
-def _settings() -> LoaderSettings:
-    return LoaderSettings(
-        batch_size=5,
-        shuffle=True,
-        num_workers=0,
-        collate_fn=None,
-        pin_memory=False,
-        drop_last=False,
-        prefetch_factor=None,
-        persistent_workers=False,
-        timeout=0,
-        multiprocessing_context=None,
-    )
-
-
 def _val_loader(mix_sources: tuple[Path, Path], rank: int = 0, world_size: int = 1) -> DataLoader:
     train_set = seeded(_mix(mix_sources), 0)
     val_set = seeded(_mix(mix_sources, split="val", classes=train_set.classes), 0)
     order = partial(RandomOrder, seed=0)
-    return build_loaders(train_set, val_set, _settings(), order, None, rank, world_size)[1]
+    return build_loaders(
+        train_set, val_set, loader_settings(5, shuffle=True), order, None, rank, world_size
+    )[1]
 
 
 def test_val_sources_are_shared_disjointly_by_two_ranks(mix_sources: tuple[Path, Path]) -> None:
@@ -203,7 +190,7 @@ def test_val_sources_are_shared_disjointly_by_two_ranks(mix_sources: tuple[Path,
 
 def test_val_reports_each_source_and_the_whole(mix_sources: tuple[Path, Path]) -> None:
     val_loader = _val_loader(mix_sources)
-    val_set, settings = val_loader.dataset, _settings()
+    val_set, settings = val_loader.dataset, loader_settings(5, shuffle=True)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.LazyLinear(3))
     move = BatchMover(torch.device("cpu"), lambda x, layout: x.float() / 255, False)

@@ -25,7 +25,6 @@ from torchvision.transforms import v2
 from engine.data.datasets.base import MapDataset
 from engine.data.datasets.image_files import LabelledImageFiles
 from engine.data.decode_policy import DecodePolicy
-from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.seeded import seeded
 from engine.data.transforms import TimedCompose
@@ -37,6 +36,7 @@ from engine.sweeps.plot import plot_stages
 from engine.training.limiting_stage import limiting_stage
 from engine.training.pipeline_timing import PipelineTimes
 from engine.training.starvation import limit_hint
+from engine_dev.small_sets import loader_settings
 from reference.loop import train
 from reference.step import EmaStep
 
@@ -80,7 +80,7 @@ def _slow_collate(samples: list[Any]) -> Any:
 
 
 def _loader(dataset: MapDataset, workers: int = 0, collate: Callable | None = None):
-    settings = LoaderSettings(4, False, workers, collate, False, False, None, False, 0, None)
+    settings = loader_settings(4, workers, collate_fn=collate)
     return make_loader(seeded(dataset, 0), settings, None, False, time_stages=True)
 
 

@@ -23,20 +23,14 @@ from torchvision.transforms import v2
 from engine.data.bad_samples import BadDataError
 from engine.data.datasets.tar_shards import TarShardDataset
 from engine.data.decode_policy import DecodePolicy
-from engine.data.loader_settings import LoaderSettings
 from engine.data.loaders import make_loader
 from engine.data.shards import ShardError
 from engine.data.shards.manifest import main as write_manifest
 from engine.runs.resume import config_key
-from engine_dev.shard_server import (
-    DEMO_TRAIN,
-    DEMO_VAL,
-    Faults,
-    serving,
-)
+from engine_dev.shard_server import DEMO_TRAIN, DEMO_VAL, FAST, Faults, demo_stream, serving
+from engine_dev.small_sets import loader_settings
 
 TRAIN, VAL = DEMO_TRAIN, DEMO_VAL
-FAST = {"retries": 2, "backoff": 0.01, "read_timeout": 10.0}
 
 
 def _samples(data: TarShardDataset, workers: int = 0) -> list[tuple[bytes, int]]:
@@ -44,37 +38,33 @@ def _samples(data: TarShardDataset, workers: int = 0) -> list[tuple[bytes, int]]
     return sorted((x.numpy().tobytes(), int(y)) for x, y in loader)
 
 
-def _dataset(where: str, split: str = "train", **kwargs: object) -> TarShardDataset:
-    return TarShardDataset(split, f"{where}/{TRAIN}", f"{where}/{VAL}", **(FAST | kwargs))
-
-
 def test_a_server_without_range_requests_is_read_again_up_to_the_break(wds_dir) -> None:
     with serving(wds_dir, Faults(cut=9000, ranges=False)) as url:
-        assert _samples(_dataset(url), workers=2) == _samples(_dataset(str(wds_dir)))
+        assert _samples(demo_stream(url), workers=2) == _samples(demo_stream(str(wds_dir)))
 
 
 def test_start_up_reads_only_the_manifest(wds_dir) -> None:
     faults = Faults()
     with serving(wds_dir, faults) as url:
-        data = _dataset(url, "val")
+        data = demo_stream(url, "val")
     assert [path for path, _ in faults.requests] == ["/shards.json"]
     assert len(data) == 30 and data.shard_sizes == [16, 14]
 
 
 def test_two_ranks_of_two_workers_read_each_remote_sample_once(wds_dir) -> None:
-    whole = _samples(_dataset(str(wds_dir)))
+    whole = _samples(demo_stream(str(wds_dir)))
     with serving(wds_dir) as url:
         read = []
         for rank in range(2):
-            data = _dataset(url)
+            data = demo_stream(url)
             data.distribute(rank, 2)
             read += _samples(data, workers=2)
     assert sorted(read) == whole
 
 
 def test_pipe_and_fsspec_sources_read_the_same_samples(wds_dir, tmp_path, capsys) -> None:
-    local = _samples(_dataset(str(wds_dir)))
-    assert _samples(_dataset(f"file://{wds_dir}")) == local  # fsspec, manifest beside
+    local = _samples(demo_stream(str(wds_dir)))
+    assert _samples(demo_stream(f"file://{wds_dir}")) == local  # fsspec, manifest beside
     pattern = f"pipe:cat {wds_dir}/{TRAIN}"
     manifest = tmp_path / "pipes.json"
     write_manifest([pattern, "--out", str(manifest)])
@@ -139,7 +129,7 @@ def _skipping(url: str, report: Path, fraction: float) -> DataLoader:
     shards = f"{url}/s-{{000000..000002}}.tar"
     data = TarShardDataset("train", shards, "unused", shuffle_buffer=1, **skip, **FAST)
     data.transform = v2.Resize((16, 16))  # batches need equal sizes
-    settings = LoaderSettings(4, False, 2, None, False, False, 2, False, 0.0, None)
+    settings = loader_settings(4, 2, prefetch_factor=2)
     return make_loader(data, settings, None, False, "train", report)
 
 

@@ -17,23 +17,12 @@ from engine.config.validate import validate_config
 from engine.data import limits
 from engine.data.datasets.base import MapDataset
 from engine.data.limits import sample_size, warn_host_limits
-from engine.data.loader_settings import LoaderSettings
 from engine.data.sharing import TORCH_DEFAULT_STRATEGY, apply_sharing_strategy
 from engine.training.assemble import assemble
+from engine_dev.small_sets import loader_settings
 
 MIB = 2**20
-SETTINGS = LoaderSettings(
-    batch_size=32,
-    shuffle=True,
-    num_workers=2,
-    collate_fn=None,
-    pin_memory=False,
-    drop_last=True,
-    prefetch_factor=2,
-    persistent_workers=False,
-    timeout=0,
-    multiprocessing_context=None,
-)
+SETTINGS = loader_settings(32, 2, shuffle=True, drop_last=True, prefetch_factor=2)
 
 
 class Images(MapDataset):

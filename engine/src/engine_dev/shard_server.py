@@ -14,6 +14,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from engine.data.datasets.tar_shards import TarShardDataset
 from engine.data.shards.serve import RangeHandler
 
 
@@ -129,6 +130,13 @@ def write_wds_shards(
 
 
 DEMO_TRAIN, DEMO_VAL = "train-{000000..000002}.tar.gz", "val-{000000..000001}.tar.gz"
+FAST = {"retries": 2, "backoff": 0.01, "read_timeout": 10.0}  # a network fault fails a test soon
+
+
+def demo_stream(where: str, split: str = "train", **kwargs: Any) -> TarShardDataset:
+    """`split` of the demo shards (`write_demo_shards`) at `where`, a folder or a URL, read as a
+    stream with FAST's network settings unless `kwargs` say otherwise."""
+    return TarShardDataset(split, f"{where}/{DEMO_TRAIN}", f"{where}/{DEMO_VAL}", **(FAST | kwargs))
 
 
 def write_demo_shards(demo_dir: Path, out: Path) -> Path:

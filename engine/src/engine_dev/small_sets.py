@@ -1,15 +1,18 @@
 """Tiny generated datasets for tests of both suites: a multi-label listing whose labels are
 drawn as coloured patches (learnable by a tiny model), and image folders whose colour tells
-the class."""
+the class; and the plain loader settings tests read them with."""
 
 from __future__ import annotations
 
 import csv
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
+
+from engine.data.loader_settings import LoaderSettings
 
 PATCHES = {  # label: where it is drawn and in which colour (learnable by a tiny model)
     "red": ((2, 2, 14, 14), (230, 30, 30)),
@@ -60,3 +63,15 @@ def colour_folder(root: Path, counts: dict[str, tuple[int, int]], seed: int) -> 
                 pixels = np.clip(np.array(COLOURS[name]) + noise, 0, 255).astype(np.uint8)
                 Image.fromarray(pixels).save(folder / f"{name}_{i:03d}.png")
     return root
+
+
+def loader_settings(batch_size: int, num_workers: int = 0, **changes: Any) -> LoaderSettings:
+    """Loader settings as a test states them: `batch_size` in order, `num_workers` forked
+    workers, torch's defaults for the rest (no shuffle, default collate, last batch kept, no
+    pinning, prefetch or timeout); `changes` sets any other field."""
+    plain = {
+        "shuffle": False, "collate_fn": None, "pin_memory": False, "drop_last": False,
+        "prefetch_factor": None, "persistent_workers": False, "timeout": 0,
+        "multiprocessing_context": None,
+    }  # fmt: skip
+    return LoaderSettings(batch_size=batch_size, num_workers=num_workers, **(plain | changes))
