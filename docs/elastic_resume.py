@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from engine.runs.sample_log import samples_by_step, uses_by_epoch
+from engine_dev.api import samples_by_step, uses_by_epoch
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable

@@ -11,20 +11,15 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_class, instantiate
 from torch import nn
 
-from engine.api import (
-    DeviceBatch,
-    GatheredMetric,
-    Logger,
-    MapDataset,
-    Metric,
-    StreamDataset,
+from engine.api import DeviceBatch, GatheredMetric, Logger, MapDataset, Metric, StreamDataset
+from engine_dev.api import (
+    Labels,
     build_metrics,
     build_model,
     build_optimizer,
     config_tree,
     without_fold_keys,
 )
-from engine_dev.api import Labels
 from tests.conftest import CONF_DIR, ENGINE_CONF_DIR, ROOT, group_options
 
 BLOCK_SCALAR = re.compile(r":\s*[|>][-+]?\s*(#.*)?$")  # `key: |`: the lines below are its text

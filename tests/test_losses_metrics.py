@@ -8,8 +8,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from engine.api import load_checkpoint
-from engine_dev.api import Labels
+from engine_dev.api import Labels, load_checkpoint
 from src.loop import train
 from src.losses.cross_entropy import CrossEntropy
 from src.metrics.accuracy import Accuracy

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from engine.api import without_fold_keys
+from engine_dev.api import without_fold_keys
 
 
 def _dataset(cfg: DictConfig, split: str = "val"):

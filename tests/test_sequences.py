@@ -10,8 +10,8 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 
-from engine.api import MapDataset, without_fold_keys
-from engine_dev.api import SEQUENCE_CLASSES
+from engine.api import MapDataset
+from engine_dev.api import SEQUENCE_CLASSES, without_fold_keys
 from src.loop import train
 
 

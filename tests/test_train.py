@@ -14,7 +14,8 @@ from omegaconf import DictConfig
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
-from engine.api import Precision, assemble, evaluate, load_checkpoint, mover_for
+from engine.api import Precision, assemble
+from engine_dev.api import evaluate, load_checkpoint, mover_for
 from src.loop import train
 from src.step import TrainStep
 from tests.cli import run_cli

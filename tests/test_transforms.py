@@ -12,7 +12,7 @@ import torch
 from hydra.utils import instantiate
 from torchvision.transforms import v2
 
-from engine.api import load_checkpoint
+from engine_dev.api import load_checkpoint
 from src.loop import train
 
 
