@@ -10,7 +10,7 @@ import torch
 from torchvision.datasets import cifar
 
 from engine.data.datasets.builtin import TorchvisionBuiltin
-from engine.runs.checkpoint_files import load_checkpoint
+from engine_dev.api import load_checkpoint
 from src.loop import train
 from tests.builtin_files import CIFAR_NAMES, write_cifar10, write_mnist
 

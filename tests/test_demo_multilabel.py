@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from hydra.utils import instantiate
 
-from engine.data.folds import without_fold_keys
 from engine.metric_keys import metric_names
+from engine_dev.api import without_fold_keys
 from engine_dev.demo_multilabel import LABELS
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.runs.checkpoint_files import load_checkpoint, save_checkpoint
-from engine.runs.sample_log import samples_by_step, uses_by_epoch
+from engine.runs.checkpoint_files import save_checkpoint
+from engine_dev.api import load_checkpoint, samples_by_step, uses_by_epoch
 from src.loop import train
 from tests.train_process import kill_at_step
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from engine.api import assemble
 from engine.core import cpus
-from engine.training.assemble import assemble
 from tests.cli import run_cli
 from tests.conftest import NARROW_MODEL
 

@@ -16,9 +16,9 @@ from omegaconf import OmegaConf
 
 from engine.data.datasets.cache import CachedImages
 from engine.data.datasets.imagefolder import ImageFolderDataset
-from engine.data.folds import without_fold_keys
 from engine.modes.cache import cache
 from engine.modes.cache_plan import side_from_transforms
+from engine_dev.api import without_fold_keys
 
 SIDE = 32  # demo images are 40-96 px: some JPEGs are >= 2x this (reduced decode), some not
 

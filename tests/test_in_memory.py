@@ -11,8 +11,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+from engine.api import assemble
 from engine.core.cpus import half_the_cores
-from engine.training.assemble import assemble
 from tests.conftest import CONF_DIR
 
 

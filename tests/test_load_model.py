@@ -13,9 +13,10 @@ import pytest
 import torch
 import yaml
 
-from engine.inference import load_model
+from engine.api import load_model
 from engine.inference.checkpoint import checkpoint_file
-from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
+from engine.runs.checkpoint_files import CheckpointError
+from engine_dev.api import load_checkpoint
 from src.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,8 +18,8 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from wandb.proto import wandb_internal_pb2
 
+from engine.api import Logger, RunContext
 from engine.runs.hparams import hparams_of
-from engine.runs.loggers.base import Logger, RunContext
 from src.loop import train
 from tests.cli import run_cli
 from tests.conftest import CONF_DIR, NARROW_MODEL

@@ -21,8 +21,8 @@ from torchmetrics.functional.classification import (
     multilabel_f1_score,
 )
 
+from engine.api import MapDataset
 from engine.config.errors import ConfigError
-from engine.data.datasets.base import MapDataset
 from engine.data.datasets.csv import CsvDataset
 from engine.training.totals import PassTotals, sum_states
 from engine_dev.small_sets import random_rows, write_listing

@@ -14,7 +14,7 @@ import pytest
 import torch
 from PIL import Image
 
-from engine.inference import load_model
+from engine.api import load_model
 from engine.modes.evaluation import evaluate_checkpoint
 from engine.modes.prediction import predict
 from src.loop import train

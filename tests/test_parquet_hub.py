@@ -21,7 +21,7 @@ from engine.data.datasets.parquet import ParquetDataset
 from engine.data.decode import decode_image_bytes
 from engine.modes.evaluation import evaluate_checkpoint
 from engine.modes.shards import shards
-from engine.runs.sample_log import uses_by_epoch
+from engine_dev.api import uses_by_epoch
 from engine_dev.demo import CLASSES
 from src.loop import train
 from tests import checkpoint_configs

@@ -16,7 +16,7 @@ import torch
 
 from engine.core.failures import one_line
 from engine.data.shards import ShardError
-from engine.runs.checkpoint_files import load_checkpoint
+from engine_dev.api import load_checkpoint
 from engine_dev.shard_server import DEMO_TRAIN, DEMO_VAL, Faults, demo_stream, serving
 from src.loop import train
 from src.step import TrainStep

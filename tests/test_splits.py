@@ -13,9 +13,9 @@ import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 
-from engine.data.folds import without_fold_keys
+from engine.api import assemble
 from engine.data.splits import build_split
-from engine.training.assemble import assemble
+from engine_dev.api import without_fold_keys
 
 CLASSES = ["circle", "cross", "square", "star", "triangle"]
 

@@ -14,7 +14,8 @@ import pytest
 from torch.utils.data import DataLoader
 
 from engine.data.datasets.tar_shards import TarShardDataset
-from engine.runs.checkpoint_files import load_checkpoint, save_checkpoint
+from engine.runs.checkpoint_files import save_checkpoint
+from engine_dev.api import load_checkpoint
 from src.loop import train
 from tests.test_elastic_resume import assert_each_once
 from tests.train_process import kill_at_step

@@ -12,11 +12,11 @@ import pytest
 from hydra.utils import instantiate
 
 from engine.data.autotune import measured_workers
-from engine.data.folds import without_fold_keys
 from engine.data.samplers import SequentialOrder
 from engine.metric_keys import METRICS_BY_MODE
 from engine.modes.benchmark import benchmark
 from engine.sweeps.plot import parse_overrides
+from engine_dev.api import without_fold_keys
 from src.loop import train
 from src.step import TrainStep
 from tests.cli import run_cli

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import torch
 
+from engine.api import MapDataset
 from engine.data.balance import balance_weights
-from engine.data.datasets.base import MapDataset
 from engine.data.samplers import SpreadSample, WeightedOrder
 from src.loop import train
 

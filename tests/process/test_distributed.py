@@ -15,13 +15,10 @@ import torch
 import torch.multiprocessing as mp
 from omegaconf import OmegaConf
 
-from engine.runs.checkpoint_files import load_checkpoint
-from engine.training.assemble import assemble
-from engine.training.batches import mover_for
-from engine.training.evaluate import evaluate
+from engine.api import assemble
 from engine.training.totals import PassTotals
+from engine_dev.api import evaluate, load_checkpoint, mover_for, run_child
 from engine_dev.hostile import corrupt_tree
-from engine_dev.processes import run_child
 from src.metrics.multilabel import F1, MeanAveragePrecision
 from tests import ddp_probe
 from tests.cli import outside_the_checkout

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.runs.sample_log import samples_by_step
+from engine_dev.api import samples_by_step
 from tests.cli import run_cli
 from tests.process.test_distributed import FAULTS, torchrun
 from tests.test_elastic_resume import assert_each_once

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import torch
 
-from engine.inference import load_model
-from engine.runs.checkpoint_files import load_checkpoint, save_checkpoint
+from engine.api import load_model
+from engine.runs.checkpoint_files import save_checkpoint
+from engine_dev.api import load_checkpoint
 from src.loop import train
 from tests.test_load_model import ONE_STEP
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from engine.runs.checkpoint_files import load_checkpoint
+from engine_dev.api import load_checkpoint
 from engine_dev.shard_server import DEMO_TRAIN as TRAIN
 from engine_dev.shard_server import DEMO_VAL as VAL
 from engine_dev.shard_server import serving, write_demo_shards

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.api import DecodePolicy
 from engine.data.bad_samples import REPORT_COLUMNS, BadDataError, BadSample, BadSampleLedger
 from engine.data.decode import SampleError
-from engine.data.decode_policy import DecodePolicy
 from engine_dev.hostile import corrupt_tree
 from src.loop import train
 from tests.cli import run_cli

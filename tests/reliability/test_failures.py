@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 
 from engine.data import resolve_loader
 from engine.data.samplers import SequentialOrder
-from engine_dev.fixtures import Labels
+from engine_dev.api import Labels
 from tests.cli import run_cli
 from tests.train_process import allowing
 

@@ -18,11 +18,12 @@ import torchvision
 from hydra.errors import InstantiationException
 from omegaconf import OmegaConf
 
+from engine.api import load_model
 from engine.data.decode import SampleError
-from engine.inference import load_model
 from engine.inference.checkpoint import run_config
 from engine.modes.evaluation import evaluate_checkpoint
-from engine.runs.checkpoint_files import CheckpointError, load_checkpoint, save_checkpoint
+from engine.runs.checkpoint_files import CheckpointError, save_checkpoint
+from engine_dev.api import load_checkpoint
 from src.loop import train
 from tests.conftest import NARROW_MODEL, compose_config
 

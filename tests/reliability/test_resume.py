@@ -10,9 +10,9 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from engine.runs.checkpoint_files import load_checkpoint
-from engine.runs.fit import Epoch
+from engine.api import Epoch
 from engine.runs.resume import config_key
+from engine_dev.api import load_checkpoint
 from src.loop import train
 from src.step import TrainStep
 

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from engine.core.io import atomic_write_bytes, remove_stale_temporaries, write_json
-from engine.runs.checkpoint_files import Checkpoints, load_checkpoint
+from engine.runs.checkpoint_files import Checkpoints
+from engine_dev.api import load_checkpoint
 from tests.cli import run_cli
 from tests.conftest import NARROW_MODEL
 from tests.train_process import FAULTY, allowing
