@@ -165,23 +165,16 @@ def _take(folder: Path, files: list[Path], board: Path) -> int:
 
 
 class TensorBoardLogger:
-    """A SummaryWriter with the few calls the training loop makes; with `enabled=False` (the
-    other ranks of a distributed job) the calls do nothing and no event file is written.
+    """A SummaryWriter with the few calls the engine makes (built on rank 0 only).
     `purge_step`: TensorBoard hides the events this folder's earlier files hold at that step
     or later (a resumed or restarted training; see the module docstring)."""
 
-    def __init__(
-        self, log_dir: str | Path, enabled: bool = True, purge_step: int | None = None
-    ) -> None:
+    def __init__(self, log_dir: str | Path, purge_step: int | None = None) -> None:
         self.log_dir = Path(log_dir)
-        self.writer = (
-            SummaryWriter(log_dir=str(log_dir), purge_step=purge_step) if enabled else None
-        )
+        self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
 
     def scalars(self, values: dict[str, float], step: int) -> None:
         """One point per metric key at `step`, under its board_tag."""
-        if self.writer is None:
-            return
         for key, value in values.items():
             tag = board_tag(key)
             if tag is not None:
@@ -189,24 +182,20 @@ class TensorBoardLogger:
 
     def image(self, tag: str, image: torch.Tensor, step: int = 0) -> None:
         """One image in [0, 1], shape (C, H, W), e.g. a labelled grid (engine/core/grid.py)."""
-        if self.writer is not None:
-            self.writer.add_image(tag, image.float().cpu(), step)
+        self.writer.add_image(tag, image.float().cpu(), step)
 
     def figure(self, tag: str, figure: Figure, step: int = 0) -> None:
         """A matplotlib figure as an image."""
-        if self.writer is not None:
-            self.writer.add_figure(tag, figure, step, close=False)
+        self.writer.add_figure(tag, figure, step, close=False)
 
     def flush(self) -> None:
         """Put everything written so far into the event file."""
-        if self.writer is not None:
-            self.writer.flush()
+        self.writer.flush()
 
     def text(self, tag: str, text: str, step: int = 0) -> None:
         """Preformatted text (indented, so TensorBoard's markdown keeps it verbatim)."""
-        if self.writer is not None:
-            indented = "\n".join("    " + line for line in text.splitlines())
-            self.writer.add_text(tag, indented, step)
+        indented = "\n".join("    " + line for line in text.splitlines())
+        self.writer.add_text(tag, indented, step)
 
     def hparams(
         self,
@@ -225,8 +214,6 @@ class TensorBoardLogger:
         `columns=False` without the table's column list (TensorBoard takes one run's list
         for all runs: a sweep writes its own, `experiment`).
         """
-        if self.writer is None:
-            return
         drawn = [tag for key in tags if (tag := board_tag(key)) is not None]  # as scalars drew them
         exp, ssi, sei = hparams(params, dict.fromkeys(drawn, 0.0))
         data = HParamsPluginData.FromString(ssi.value[0].metadata.plugin_data.content)
@@ -236,24 +223,21 @@ class TensorBoardLogger:
                 data.session_start_info.hparams[key].bool_value = value
         ssi.value[0].metadata.plugin_data.content = data.SerializeToString()
         for summary in (exp, ssi, sei) if columns else (ssi, sei):
-            self.writer.file_writer.add_summary(summary, step)  # type: ignore[union-attr]
+            self.writer.file_writer.add_summary(summary, step)
 
     def experiment(self, infos: list[HParamInfo], tags: list[str]) -> None:
         """The HParams table's columns for every run under the same --logdir: `infos` in
         their order (TensorBoard shows those marked `differs` first), then the scalar
         `tags` as metrics."""
-        if self.writer is None:
-            return
         metrics = [MetricInfo(name=MetricName(tag=tag)) for tag in tags]
         experiment = Experiment(hparam_infos=infos, metric_infos=metrics)
         meta = create_summary_metadata(HParamsPluginData(experiment=experiment))
         value = Summary.Value(tag=EXPERIMENT_TAG, metadata=meta)
-        self.writer.file_writer.add_summary(Summary(value=[value]))  # type: ignore[union-attr]
+        self.writer.file_writer.add_summary(Summary(value=[value]))
 
     def close(self) -> None:
         """Flush and close the event file."""
-        if self.writer is not None:
-            self.writer.close()
+        self.writer.close()
 
     def __enter__(self) -> TensorBoardLogger:
         return self

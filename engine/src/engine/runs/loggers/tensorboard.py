@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
 from omegaconf import OmegaConf
 
 from engine.runs.hparams import in_sweep, trial_name
@@ -18,35 +17,21 @@ from engine.runs.tensorboard_index import link_run
 FOLDER = "tensorboard"  # in the run dir
 
 
-class TensorBoard(Logger):
-    """TensorBoard in `<run dir>/tensorboard`, linked into the index `make tensorboard` serves.
-    What an interrupted training wrote at or past `run.start_step` is purged."""
+class TensorBoard(TensorBoardLogger, Logger):
+    """TensorBoard in `<run dir>/tensorboard`, linked into the index `make tensorboard` serves:
+    the writer's own scalars, image, text, flush and close. What an interrupted training wrote
+    at or past `run.start_step` is purged."""
 
     def __init__(self, run: RunContext) -> None:
-        self.board = TensorBoardLogger(run.out / FOLDER, purge_step=run.start_step)
+        super().__init__(run.out / FOLDER, purge_step=run.start_step)
         self.params = run.params
-        link_run(run.cfg, self.board.log_dir)
-        self.board.text("config", OmegaConf.to_yaml(run.config), run.start_step)
-
-    def scalars(self, values: dict[str, float], step: int) -> None:
-        self.board.scalars(values, step)
-
-    def image(self, tag: str, image: torch.Tensor, step: int = 0) -> None:
-        self.board.image(tag, image, step)
-
-    def text(self, tag: str, text: str, step: int) -> None:
-        self.board.text(tag, text, step)
-
-    def flush(self) -> None:
-        self.board.flush()
+        link_run(run.cfg, self.log_dir)
+        self.text("config", OmegaConf.to_yaml(run.config), run.start_step)
 
     def resumed(self, previous: Path) -> None:
-        take_over_events(previous / FOLDER, self.board.log_dir)
+        take_over_events(previous / FOLDER, self.log_dir)
 
     def finish(self, metrics: dict[str, float], step: int) -> None:
         """The HParams entry: the run's choices, summed up by the last points of its curves."""
         trial, columns = trial_name(), not in_sweep()  # a sweep writes its jobs' columns
-        self.board.hparams(self.params, board_tags(metrics), step, trial=trial, columns=columns)
-
-    def close(self) -> None:
-        self.board.close()
+        self.hparams(self.params, board_tags(metrics), step, trial=trial, columns=columns)
