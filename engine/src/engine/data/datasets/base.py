@@ -81,6 +81,7 @@ from torch.utils.data import Dataset, IterableDataset
 
 from engine.data.bad_samples import BadSample
 from engine.data.batched_geometry import Geometry
+from engine.data.decode import SampleError, describe_error
 from engine.data.mix import Stratum
 
 Transform = Callable[[torch.Tensor], torch.Tensor]  # a split's pipeline: uint8 image in, out
@@ -124,6 +125,51 @@ class DatasetHooks:
 
     def set_epoch(self, epoch: int) -> None:
         """Prepare the pass of `epoch` (nothing to do unless the dataset depends on it)."""
+
+
+class DecodedSamples(DatasetHooks):
+    """Samples decoded from files (or cache entries, or shard members), with one account of
+    ``dataset.decode.on_error``: an unreadable sample is a `SampleError` naming it, or with
+    ``on_error="skip"`` its `BadSample` record. `check_sample` decodes through `_decoded`."""
+
+    def label_name(self, index: int) -> str | None:
+        """The class name of sample `index`, for messages (None: no class)."""
+        return None
+
+    def _decoded(self, index: int) -> object:
+        """Sample `index` decoded without the transform; a `SampleError` if it cannot be."""
+        raise NotImplementedError(f"{type(self).__name__} has no files to check")
+
+    def check_sample(self, index: int) -> BadSample | None:
+        """Decode sample `index` (no transform): None if it reads, else its `BadSample`."""
+        try:
+            self._decoded(index)
+        except SampleError as err:
+            return self._bad(index, err)
+        return None
+
+    def _bad(
+        self,
+        index: int,
+        err: Exception,
+        path: str | None = None,
+        label: str | None = None,
+        reason: str | None = None,
+    ) -> BadSample:
+        """The record of unreadable sample `index`: by default its file, its class name ("" for
+        none) and the description of what caused `err`."""
+        return BadSample(
+            int(index),
+            (self.get_filename(index) or "") if path is None else path,
+            (self.label_name(index) if label is None else label) or "",
+            describe_error(err.__cause__ or err) if reason is None else reason,
+        )
+
+    def _skip_or_raise(self, index: int, err: Exception, *record: str | None) -> BadSample:
+        """`err` raised, or with ``on_error="skip"`` the record of sample `index` (`_bad`)."""
+        if self.on_error != "skip":
+            raise err
+        return self._bad(index, err, *record)
 
 
 class MapDataset(DatasetHooks, Dataset):

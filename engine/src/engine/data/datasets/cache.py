@@ -13,7 +13,7 @@ import torch
 
 from engine.data.bad_samples import BadSample
 from engine.data.cache_store import DATA_FILES, data_file, is_jpeg_quality, open_cache
-from engine.data.datasets.base import MapDataset, Transform
+from engine.data.datasets.base import DecodedSamples, MapDataset, Transform
 from engine.data.decode import SampleError, decode_jpeg_rgb, describe_error
 from engine.data.decode_policy import DecodePolicy
 from engine.data.image_header import (
@@ -48,7 +48,7 @@ def check_entry(data: np.ndarray, nbytes: int, height: int, width: int, jpeg: bo
         )
 
 
-class CachedImages(MapDataset):
+class CachedImages(DecodedSamples, MapDataset):
     """One split of a cache written by `make cache` (engine/modes/cache.py).
 
     Each sample of a raw cache is a (3, H, W) uint8 view of the mapped file (HWC in memory,
@@ -111,37 +111,41 @@ class CachedImages(MapDataset):
         """The source image that cache entry `index` was made from."""
         return os.fsdecode(self._paths[index])
 
+    def label_name(self, index: int) -> str:
+        return self.classes[int(self.targets[index])]
+
     def _entry(self, index: int) -> torch.Tensor:
-        """Entry `index` as a (3, H, W) uint8 image; `ValueError` or the decoder's error if its
-        bytes are damaged."""
-        if self._data is None:  # copy-on-write: writable, the file is never changed
-            self._data = np.memmap(self._data_file, dtype=np.uint8, mode="c")
-        offset, nbytes, height, width, _ = (int(v) for v in self.index[index])
-        data = self._data[offset : offset + nbytes]
-        check_entry(data, nbytes, height, width, self.encoding == "jpeg")
-        if self.encoding != "jpeg":
-            return torch.from_numpy(data).view(height, width, 3).permute(2, 0, 1)
-        check_pixels(width, height, self.max_image_pixels)
-        check_scans(bytes(data), self.max_jpeg_scans)
-        return decode_jpeg_rgb(torch.from_numpy(data))
+        """Entry `index` as a (3, H, W) uint8 image; a `SampleError` naming the entry, its source
+        and the fix if its bytes are damaged."""
+        try:
+            if self._data is None:  # copy-on-write: writable, the file is never changed
+                self._data = np.memmap(self._data_file, dtype=np.uint8, mode="c")
+            offset, nbytes, height, width, _ = (int(v) for v in self.index[index])
+            data = self._data[offset : offset + nbytes]
+            check_entry(data, nbytes, height, width, self.encoding == "jpeg")
+            if self.encoding != "jpeg":
+                return torch.from_numpy(data).view(height, width, 3).permute(2, 0, 1)
+            check_pixels(width, height, self.max_image_pixels)
+            check_scans(bytes(data), self.max_jpeg_scans)
+            return decode_jpeg_rgb(torch.from_numpy(data))
+        except Exception as err:  # re-raised naming the entry, its source and the fix
+            raise SampleError(
+                f"cannot decode cache entry {index} (class {self.label_name(index)!r}) of "
+                f"{self._data_file}, cached from {self.get_filename(index)}: "
+                f"{describe_error(err)}. Rebuild the cache: python train.py mode=cache "
+                f"cache.dir={self.folder.parent} cache.rebuild=true (with the dataset and cache "
+                "settings it was built from), or set dataset.decode.on_error=skip to leave "
+                "damaged entries out (listed in bad_samples.csv)."
+            ) from err
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int] | BadSample:
         label = int(self.targets[index])
         try:
             image = self._entry(index)
-        except Exception as err:  # re-raised naming the entry, its source and the fix
-            reason = describe_error(err)
-            if self.on_error == "skip":
-                where = f"cache entry {index} of {self._data_file}: {reason}"
-                return BadSample(index, self.get_filename(index), self.classes[label], where)
-            raise SampleError(
-                f"cannot decode cache entry {index} (class {self.classes[label]!r}) of "
-                f"{self._data_file}, cached from {self.get_filename(index)}: {reason}. Rebuild "
-                f"the cache: python train.py mode=cache cache.dir={self.folder.parent} "
-                "cache.rebuild=true (with the dataset and cache settings it was built from), or "
-                "set dataset.decode.on_error=skip to leave damaged entries out (listed in "
-                "bad_samples.csv)."
-            ) from err
+        except SampleError as err:
+            reason = describe_error(err.__cause__ or err)
+            where = f"cache entry {index} of {self._data_file}: {reason}"
+            return self._skip_or_raise(index, err, None, None, where)
         if self.transform is not None:
             image = self.transform(image)
         return image, label

@@ -9,8 +9,8 @@ import numpy as np
 import torch
 
 from engine.data.bad_samples import BadSample
-from engine.data.datasets.base import MapDataset, Transform
-from engine.data.decode import SampleError, describe_error, load_sample, sample_errors
+from engine.data.datasets.base import DecodedSamples, MapDataset, Transform
+from engine.data.decode import SampleError, load_sample, sample_errors
 from engine.data.decode_policy import DecodePolicy
 from engine.data.encoded import Encoded, encode_sample
 from engine.data.listing import unique_classes
@@ -19,7 +19,7 @@ from engine.data.targets import is_multi_hot, label_text
 from engine.data.transforms import decode_min_side
 
 
-class LabelledImageFiles(MapDataset):
+class LabelledImageFiles(DecodedSamples, MapDataset):
     """Images listed by path with integer targets, or multi-hot ones (multi-label).
 
     Paths live in one fixed-width bytes array (given as one, or as strings) and targets in one
@@ -81,10 +81,6 @@ class LabelledImageFiles(MapDataset):
             return torch.from_numpy(self.targets[index].astype(np.float32))
         return int(self.targets[index])
 
-    def _bad(self, index: int, err: SampleError) -> BadSample:
-        reason = describe_error(err.__cause__ or err)
-        return BadSample(int(index), self.get_filename(index), self.label_name(index) or "", reason)
-
     def _encoded(self, index: int) -> Encoded:
         """Sample `index`'s bytes for a decode in the main process, its declared size checked;
         a SampleError naming the file if it cannot be read."""
@@ -95,38 +91,19 @@ class LabelledImageFiles(MapDataset):
             limits = self.max_image_pixels, self.max_jpeg_scans
             return encode_sample(data, path, index, geometry, *limits)
 
-    def check_sample(self, index: int) -> BadSample | None:
-        """Decode sample `index` (no transform): None if it reads, else its `BadSample`."""
-        try:
-            label = self.label_name(index)
-            path = self.get_filename(index)
-            load_sample(path, index, label, None, self.max_image_pixels, self.max_jpeg_scans)
-        except SampleError as err:
-            return self._bad(index, err)
-        return None
+    def _decoded(self, index: int, min_side: int | None = None) -> torch.Tensor:
+        """Sample `index` decoded (no transform); a SampleError naming the file if it cannot be."""
+        path, limits = self.get_filename(index), (self.max_image_pixels, self.max_jpeg_scans)
+        return load_sample(path, index, self.label_name(index), min_side, *limits)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int | torch.Tensor] | BadSample:
         label = self.label(index)
-        if self.sends_encoded is not None:
-            try:
-                return self._encoded(index), label
-            except SampleError as err:
-                if self.on_error != "skip":
-                    raise
-                return self._bad(index, err)
         try:
-            image = load_sample(
-                self.get_filename(index),
-                index,
-                self.label_name(index),
-                self.decode_min_side,
-                self.max_image_pixels,
-                self.max_jpeg_scans,
-            )
+            if self.sends_encoded is not None:
+                return self._encoded(index), label
+            image = self._decoded(index, self.decode_min_side)
         except SampleError as err:
-            if self.on_error != "skip":
-                raise
-            return self._bad(index, err)
+            return self._skip_or_raise(index, err)
         if self.transform is not None:
             image = self.transform(image)
         return image, label

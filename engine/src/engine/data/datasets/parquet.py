@@ -30,7 +30,7 @@ import torch
 from engine.core.bounds import Bytes, Count, Positive, Seconds, Timeout
 from engine.core.text import shown
 from engine.data.bad_samples import BadSample
-from engine.data.datasets.base import MapDataset, Transform
+from engine.data.datasets.base import DecodedSamples, MapDataset, Transform
 from engine.data.decode import SampleError, decode_image_bytes, describe_error
 from engine.data.decode_policy import DecodePolicy
 from engine.data.encoded import Encoded, encode_sample
@@ -53,7 +53,7 @@ MAX_ROW_GROUP_BYTES = 2**30  # the default of dataset.max_row_group_bytes
 OPEN_FILES = 16  # files a worker keeps open (a split may have thousands)
 
 
-class ParquetDataset(MapDataset):
+class ParquetDataset(DecodedSamples, MapDataset):
     """One split of an image dataset stored in Parquet files (engine/data/parquet/)."""
 
     files_checkable = True
@@ -226,7 +226,7 @@ class ParquetDataset(MapDataset):
             )
         return read_regular_file(Path(parquet).parent / path, limit)
 
-    def _read(self, index: int, encoded: bool = False) -> torch.Tensor | Encoded:
+    def _decoded(self, index: int, encoded: bool = False) -> torch.Tensor | Encoded:
         """Sample `index` decoded (no transform), or (`encoded`) its bytes for a decode in the
         main process; a `SampleError` naming its file and row."""
         try:
@@ -253,26 +253,12 @@ class ParquetDataset(MapDataset):
             err = err.__cause__ or err.__context__
         return False
 
-    def _bad(self, index: int, err: SampleError) -> BadSample:
-        reason = describe_error(err.__cause__ or err)
-        return BadSample(int(index), self.get_filename(index), self.label_name(index), reason)
-
-    def check_sample(self, index: int) -> BadSample | None:
-        """Decode sample `index` (no transform): None if it reads, else its `BadSample`."""
-        try:
-            self._read(index)
-        except SampleError as err:
-            return self._bad(index, err)
-        return None
-
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int | torch.Tensor] | BadSample:
         label = self.label(index)
         try:
-            image = self._read(index, self.sends_encoded is not None)
+            image = self._decoded(index, self.sends_encoded is not None)
         except SampleError as err:
-            if self.on_error != "skip":
-                raise
-            return self._bad(index, err)
+            return self._skip_or_raise(index, err)
         if self.transform is not None and self.sends_encoded is None:
             image = self.transform(image)
         return image, label

@@ -27,7 +27,7 @@ from engine.core.bounds import Count, Seconds, Timeout
 from engine.core.seeding import derive_seed
 from engine.core.text import shown
 from engine.data.bad_samples import BadSample
-from engine.data.datasets.base import StreamDataset, Transform
+from engine.data.datasets.base import DecodedSamples, StreamDataset, Transform
 from engine.data.decode import SampleError, decode_image_bytes, describe_error
 from engine.data.decode_policy import DecodePolicy
 from engine.data.listing import unique_classes
@@ -60,7 +60,7 @@ def shuffle_buffer(samples: Iterator[Item], size: int, rng: random.Random) -> It
     yield from buffer
 
 
-class TarShardDataset(StreamDataset):
+class TarShardDataset(DecodedSamples, StreamDataset):
     """One split of tar shards, split across ranks (`distribute`), then across each rank's
     DataLoader workers, so each sample is read once per epoch in the whole job.
 
@@ -290,6 +290,19 @@ class TarShardDataset(StreamDataset):
             torch.default_generator.manual_seed(derive_seed(self.seed, epoch, index))
             return self.transform(image)
 
+    def _decode(self, name: str, data: bytes | None, label: int) -> torch.Tensor:
+        """Member `name`'s image; a `SampleError` naming it and the fix if it cannot be read."""
+        try:
+            with SUMS.timed("decode"):  # the pipeline's stages (engine/measure/stages.py)
+                limits = self.max_image_pixels, self.max_jpeg_scans
+                return decode_image_bytes(data, name, None, *limits)  # type: ignore[arg-type]
+        except Exception as err:
+            raise SampleError(
+                f"cannot decode {name} (class {self.classes[label]!r}) from "
+                f"dataset.{self.split}_shards: {describe_error(err)}. Fix or remove that member "
+                "and write the shard again, or set dataset.decode.on_error=skip to leave it out."
+            ) from err
+
     def _sample(
         self, index: int, record: Record, epoch: int
     ) -> tuple[torch.Tensor, int] | BadSample:
@@ -298,21 +311,13 @@ class TarShardDataset(StreamDataset):
         if error is None and not label < len(self.classes):
             error = f"{name}: label {label} is outside the {len(self.classes)} classes."
         if error is not None:
-            if self.on_error == "skip":
-                return BadSample(index, name, "", error.removeprefix(f"{name}: "))
-            raise ShardError(error)
+            return self._skip_or_raise(
+                index, ShardError(error), name, "", error.removeprefix(f"{name}: ")
+            )
         try:
-            with SUMS.timed("decode"):  # the pipeline's stages (engine/measure/stages.py)
-                limits = self.max_image_pixels, self.max_jpeg_scans
-                image = decode_image_bytes(data, name, None, *limits)  # type: ignore[arg-type]
-        except Exception as err:
-            if self.on_error == "skip":
-                return BadSample(index, name, self.classes[label], describe_error(err))
-            raise SampleError(
-                f"cannot decode {name} (class {self.classes[label]!r}) from "
-                f"dataset.{self.split}_shards: {describe_error(err)}. Fix or remove that member "
-                "and write the shard again, or set dataset.decode.on_error=skip to leave it out."
-            ) from err
+            image = self._decode(name, data, label)
+        except SampleError as err:
+            return self._skip_or_raise(index, err, name, self.classes[label])
         return self._transformed(image, index, epoch), label
 
 
