@@ -31,9 +31,8 @@ from engine.core.bounds import Bound, Count
 from engine.core.dataset_keys import FOLD_KEYS
 from engine.core.io import write_json
 from engine.core.records import RecordError, read_record
-from engine.data.bad_samples import BadSample
 from engine.data.targets import is_multi_hot, rarest_labels
-from engine.data.wrapper import DatasetWrapper
+from engine.data.wrapper import SubsetView
 
 log = logging.getLogger(__name__)
 
@@ -148,59 +147,9 @@ def fingerprint(indices: np.ndarray) -> str:
     return hashlib.sha256(np.sort(indices).astype("<i8").tobytes()).hexdigest()[:16]
 
 
-class FoldView(DatasetWrapper):
-    """Samples `indices` (into the train split `dataset`) as 0..len-1, with the contract
-    passed through and `targets` restricted to them; `record` is the job's fold."""
-
-    drawn_split = False  # split.csv would list folds, not the drawn split: fold.json does
-
-    def __init__(self, dataset: Dataset, indices: np.ndarray, record: FoldRecord) -> None:
-        super().__init__(dataset)
-        self.indices = indices
-        self.record = record
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def _at(self, index: int) -> int:
-        if not 0 <= index < len(self.indices):
-            raise IndexError(f"index {index} is outside this fold's {len(self.indices)} samples")
-        return int(self.indices[index])
-
-    def __getitem__(self, index: int) -> Any:
-        return self.dataset[self._at(index)]  # type: ignore[index]
-
-    def __getitems__(self, indices: list[int]) -> Any:
-        if not self.dataset.returns_batches:  # type: ignore[attr-defined]
-            return [self[i] for i in indices]
-        return self.dataset.__getitems__([self._at(i) for i in indices])  # type: ignore[attr-defined]
-
-    @property
-    def targets(self) -> np.ndarray | None:
-        targets = self.dataset.targets  # type: ignore[attr-defined]
-        return None if targets is None else np.asarray(targets)[self.indices]
-
-    @property
-    def blocks(self) -> np.ndarray | None:
-        """The split's blocks (dataset=parquet's row groups) as positions of this fold, whose
-        indices ascend; None when the split has none (the train order then reads at random)."""
-        blocks = getattr(self.dataset, "blocks", None)
-        if blocks is None or (np.diff(self.indices) < 0).any():
-            return None
-        return np.unique(np.searchsorted(self.indices, blocks))
-
-    def get_filename(self, index: int) -> str | None:
-        return self.dataset.get_filename(self._at(index))  # type: ignore[attr-defined]
-
-    def check_sample(self, index: int) -> BadSample | None:
-        return self.dataset.check_sample(self._at(index))  # type: ignore[attr-defined]
-
-    def sample_source(self, index: int) -> tuple[str, int]:
-        """The sample's index in the train split (what a fold's indices refer to)."""
-        return self.dataset.sample_source(self._at(index))  # type: ignore[attr-defined]
-
-
-def cut_folds(train: Dataset, train_as_val: Dataset, spec: FoldSpec) -> tuple[FoldView, FoldView]:
+def cut_folds(
+    train: Dataset, train_as_val: Dataset, spec: FoldSpec
+) -> tuple[SubsetView, SubsetView]:
     """(the other K-1 folds of `train`, fold `spec.fold` of `train_as_val`): the same samples
     of the train split, the second built with the val pipeline."""
     size = len(train)  # type: ignore[arg-type]
@@ -238,7 +187,8 @@ def cut_folds(train: Dataset, train_as_val: Dataset, spec: FoldSpec) -> tuple[Fo
         size - len(val_indices),
     )
     rest = np.flatnonzero(dealt != spec.fold)
-    return FoldView(train, rest, record), FoldView(train_as_val, val_indices, record)
+    train_folds = SubsetView(train, rest, record=record)
+    return train_folds, SubsetView(train_as_val, val_indices, record=record)
 
 
 def write_fold_file(record: FoldRecord, folder: Path) -> Path:

@@ -36,10 +36,11 @@ from engine.data.datasets.base import StreamDataset
 from engine.data.encoded import BatchDecoder, encoded_collate
 from engine.data.image_header import MAX_JPEG_SCANS
 from engine.data.loader_settings import LoaderSettings
+from engine.data.mix import Stratum
 from engine.data.sample_ids import tag_samples
 from engine.data.samplers import EpochSampler, RandomOrder, SequentialOrder
 from engine.data.sharding import share_train, val_order
-from engine.data.source_view import SourceView
+from engine.data.wrapper import SubsetView
 from engine.measure.stages import SUMS
 
 RANDOM_ORDERS = (RandomOrder, RandomSampler)
@@ -116,7 +117,7 @@ def build_loaders(
     val_loader = make_loader(val_set, settings, val_sampler, False, "val", report_dir)
     val_loader.per_source = {
         stratum.name: _source_loader(
-            SourceView(val_set, stratum), val_loader, settings, rank, world_size, val_limit
+            val_set, stratum, val_loader, settings, rank, world_size, val_limit
         )
         for stratum in getattr(val_set, "sources", ())
     }
@@ -175,7 +176,8 @@ def scan_loader(
 
 
 def _source_loader(
-    view: SourceView,
+    val_set: Dataset,
+    stratum: Stratum,
     val_loader: Loader,
     settings: LoaderSettings,
     rank: int,
@@ -185,7 +187,8 @@ def _source_loader(
     """A mix's val loader of one source, whole (or its share of `val_limit`), for evaluate's
     val/<source>/* metrics; in a distributed job this rank's disjoint share of it. Its
     unreadable samples go to `val_loader`'s ledger (their indices are the whole split's)."""
-    whole = len(view.dataset)  # type: ignore[arg-type]
+    view = SubsetView(val_set, range(stratum.start, stratum.stop), stratum.name)
+    whole = len(val_set)  # type: ignore[arg-type]
     limit = None if val_limit is None else max(1, math.ceil(val_limit * len(view) / whole))
     order = val_order(view, rank, world_size, limit)
     return make_loader(view, settings, order, False, "val", bad_samples=val_loader.bad_samples)

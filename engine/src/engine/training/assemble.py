@@ -19,7 +19,7 @@ from engine.config.errors import ConfigError
 from engine.config.label_kinds import label_kind_problems
 from engine.core.cpus import cores_per_rank, main_threads
 from engine.core.seeding import seed_everything
-from engine.data.folds import FoldView, write_fold_file
+from engine.data.folds import write_fold_file
 from engine.data.holdout import write_split_file
 from engine.data.loaders import build_loaders
 from engine.data.resolve_loader import resolve_loader_settings
@@ -27,6 +27,7 @@ from engine.data.seeded import seeded
 from engine.data.sharing import apply_sharing_strategy
 from engine.data.splits import build_splits, input_shape
 from engine.data.transforms import Pipelines
+from engine.data.wrapper import SubsetView
 from engine.metric_keys import metric_names
 from engine.training.compiled import compile_model, compile_threads
 from engine.training.device import Precision, resolve_device, resolve_precision
@@ -83,7 +84,7 @@ def assemble(cfg: DictConfig) -> Components:
     if train_set.drawn_split and ranks.is_main:
         listed = write_split_file(train_set, val_set, Path(cfg.paths.output_dir))
         log.info("train/val split drawn by dataset.val_fraction: listed in %s", listed)
-    if isinstance(val_set, FoldView) and ranks.is_main:
+    if isinstance(val_set, SubsetView) and val_set.record is not None and ranks.is_main:
         write_fold_file(val_set.record, Path(cfg.paths.output_dir))
     train_set, val_set = seeded(train_set, settings.seed), seeded(val_set, settings.seed)
     if settings.pipeline_timing is None:  # on, but where the samples are slices of memory
