@@ -36,7 +36,8 @@ def _ms(value: float) -> str:
     return f"{value:.2f}" if value < 1 else f"{value:.1f}" if value < 100 else f"{value:.0f}"
 
 
-def _workers_fixes(loader: DataLoader, cores: int) -> list[str]:
+def workers_fixes(loader: DataLoader, cores: int) -> list[str]:
+    """More loader workers, while there are fewer than `cores` (the data-wait hint's too)."""
     workers = loader.num_workers
     if workers >= cores:
         return []
@@ -58,10 +59,10 @@ def _fixes(stage: str, loader: DataLoader, steps: dict[str, float], per_sample: 
             "copy the data to a local disk (node-local SSD or /dev/shm) instead of a network "
             "or slow one",
             "pack it into shards read in sequence (make shards, then dataset=iterable)",
-            *_workers_fixes(loader, cores),
+            *workers_fixes(loader, cores),
         ]
     if stage == "decode":
-        return [*_workers_fixes(loader, cores), cache]
+        return [*workers_fixes(loader, cores), cache]
     if stage == "transform":
         fixes = []
         if steps:
@@ -71,11 +72,11 @@ def _fixes(stage: str, loader: DataLoader, steps: dict[str, float], per_sample: 
                 f"lighten or drop {name} ({_ms(ms)} ms/img, {share:.0f}% of a sample's time), "
                 "or apply it to the batch on the device"
             )
-        return [*fixes, *_workers_fixes(loader, cores), cache]
+        return [*fixes, *workers_fixes(loader, cores), cache]
     return [  # collate
         "a lighter loader.collate_fn (stack tensors; no Python work per sample), or a "
         "dataset that returns whole batches (returns_batches, as dataset=tensor)",
-        *_workers_fixes(loader, cores),
+        *workers_fixes(loader, cores),
     ]
 
 

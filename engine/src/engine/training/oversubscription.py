@@ -15,6 +15,7 @@ from torch.func import functional_call
 from engine.core.cpus import cores_per_rank
 from engine.training.batches import DeviceBatch, one_thread
 from engine.training.device import Precision
+from engine.training.starvation import EpochHint
 
 log = logging.getLogger(__name__)
 
@@ -63,19 +64,20 @@ def slow_compute_hint(
     )
 
 
-class SlowComputeHint:
+class SlowComputeHint(EpochHint):
     """Logs `slow_compute_hint` once, on the CPU, at the first epoch after the first (whose
     first steps are slow anyway) of at least MIN_BATCHES batches: `keep` the first batch,
     `check` each epoch."""
 
     def __init__(self, device: torch.device, workers: int) -> None:
-        self.active = device.type == "cpu"
+        super().__init__()
+        self.done = device.type != "cpu"
         self.workers = workers
         self.batch: DeviceBatch | None = None
 
     def keep(self, batch: DeviceBatch) -> None:
         """The batch the single-thread step is timed on (the first of the run)."""
-        if self.active and self.batch is None:
+        if not self.done and self.batch is None:
             self.batch = batch
 
     def check(
@@ -87,12 +89,12 @@ class SlowComputeHint:
         precision: Precision,
     ) -> None:
         """Judge `epoch` by its train pass's compute per sample (epoch time less data wait)."""
-        if not self.active or self.batch is None or epoch == 1:
+        if not self.due(epoch) or self.batch is None:
             return
         samples = metrics["train/samples"]
         if samples < MIN_BATCHES * len(self.batch.labels):
             return
-        self.active = False  # once per run
+        self.done = True  # judged once a run
         compute_s = metrics["train/epoch_s"] * (1 - metrics["train/data_wait_frac"])
         was_training = model.training
         model.train()  # the step as training runs it (dropout, batch statistics)

@@ -9,7 +9,7 @@ import logging
 from torch.utils.data import DataLoader
 
 from engine.core.cpus import available_cpus
-from engine.training.limiting_stage import Limit
+from engine.training.limiting_stage import Limit, workers_fixes
 
 log = logging.getLogger(__name__)
 
@@ -21,29 +21,36 @@ def starved(wait_frac: float, threshold: float, limit: Limit | None) -> bool:
     return max(wait_frac, limit.idle_frac if copying else 0.0) > threshold  # type: ignore[union-attr]
 
 
+def numbered(fixes: list[str]) -> str:
+    """`fixes` as one sentence: 1) ...; 2) ..."""
+    return "; ".join(f"{i}) {fix}" for i, fix in enumerate(fixes, 1))
+
+
 def limit_hint(limit: Limit, wait_frac: float, threshold: float) -> str:
     """The hint naming the limiting stage and, numbered, what would lift it."""
-    numbered = "; ".join(f"{i}) {fix}" for i, fix in enumerate(limit.fixes, 1))
     idle = max(wait_frac, limit.idle_frac if limit.stage == "h2d" else 0.0)
     return (
         f"the model was kept waiting {100 * idle:.0f}% of the epoch (trainer.starvation_"
         f"threshold={threshold}), and {limit.stage} limits it: {limit.line}. To lift it: "
-        f"{numbered}."
+        f"{numbered(limit.fixes)}."
     )
 
 
-def starvation_hint(wait_frac: float, threshold: float, loader: DataLoader) -> str | None:
-    """Concrete next steps, in the order that usually pays most, when `wait_frac` > threshold
-    (without stage times: trainer.pipeline_timing=false)."""
+def starvation_hint(
+    wait_frac: float, threshold: float, loader: DataLoader, limit: Limit | None = None
+) -> str | None:
+    """The hint when the model was kept from stepping more than `threshold` of the epoch:
+    `limit_hint` with stage times (`limit`), else concrete next steps, in the order that
+    usually pays most (trainer.pipeline_timing=false); None when it was not."""
+    if limit is not None:
+        return (
+            limit_hint(limit, wait_frac, threshold)
+            if starved(wait_frac, threshold, limit)
+            else None
+        )
     if wait_frac <= threshold:
         return None
-    cores = available_cpus()
-    steps = []
-    if loader.num_workers < cores:
-        steps.append(
-            f"raise loader.num_workers (now {loader.num_workers}) toward the {cores} "
-            "usable cores, or set loader.num_workers=auto to measure"
-        )
+    steps = workers_fixes(loader, available_cpus())
     if loader.num_workers > 0 and not loader.persistent_workers:
         steps.append("set loader.persistent_workers=true (no worker restart every epoch)")
     if loader.num_workers > 0:
@@ -52,34 +59,40 @@ def starvation_hint(wait_frac: float, threshold: float, loader: DataLoader) -> s
         "store the images pre-resized near the training size (decode cost grows "
         "with pixels): make cache, then dataset=cache"
     )
-    numbered = "; ".join(f"{i}) {step}" for i, step in enumerate(steps, 1))
     return (
         f"the model waited for data {100 * wait_frac:.0f}% of the epoch (trainer."
-        f"starvation_threshold={threshold}): the loader is the bottleneck. Next steps: {numbered}."
+        f"starvation_threshold={threshold}): the loader is the bottleneck. Next steps: "
+        f"{numbered(steps)}."
     )
 
 
-class StarvationHint:
+class EpochHint:
+    """The gate of the hints an epoch may end with (this one, oversubscription.py's): each
+    is given at most once a run (`done`, set by the hint), and epoch 1, slow with worker
+    start-up and the first steps, is judged only from `first` = 1."""
+
+    def __init__(self, first: int = 2) -> None:
+        self.first, self.done = first, False
+
+    def due(self, epoch: int) -> bool:
+        """Whether `epoch` is judged."""
+        return not self.done and epoch >= self.first
+
+
+class StarvationHint(EpochHint):
     """Logs `starvation_hint` the first time an epoch's data wait passes `threshold`. Epoch 1
     (worker start-up) is judged only in a run of one epoch."""
 
     def __init__(self, threshold: float, max_epochs: int, loader: DataLoader) -> None:
-        self.threshold, self.max_epochs, self.loader = threshold, max_epochs, loader
-        self.given = False
+        super().__init__(first=1 if max_epochs == 1 else 2)
+        self.threshold, self.loader = threshold, loader
 
     def check(self, epoch: int, wait_frac: float, limit: Limit | None = None) -> None:
         """Judge `epoch`, whose train pass waited `wait_frac` of its time for data and whose
         stage times name `limit` (None: no stage times)."""
-        if self.given or (epoch == 1 and self.max_epochs > 1):
+        if not self.due(epoch):
             return
-        if limit is not None:
-            hint = (
-                limit_hint(limit, wait_frac, self.threshold)
-                if starved(wait_frac, self.threshold, limit)
-                else None
-            )
-        else:
-            hint = starvation_hint(wait_frac, self.threshold, self.loader)
+        hint = starvation_hint(wait_frac, self.threshold, self.loader, limit)
         if hint is not None:
             log.warning("epoch %d: %s", epoch, hint)
-            self.given = True
+            self.done = True
