@@ -10,6 +10,7 @@ settings dataclasses' own checks (`__post_init__`) pass.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 from hydra._internal.utils import _locate  # what instantiate uses; get_object logs an ERROR
@@ -23,6 +24,7 @@ from engine.config.label_kinds import label_kind_problems
 from engine.config.schema import node_problems
 from engine.config.tree import FILLED_FROM_DATA, child_key, resolve_tree, target_nodes
 from engine.core.dataset_keys import FOLD_KEYS, is_dataset_node
+from engine.core.failures import innermost
 from engine.core.optimizer_keys import GROUP_KEYS, GROUP_TARGET, group_settings
 from engine.core.text import closest
 from engine.metric_keys import EMA_PREFIX, METRICS_BY_MODE, is_count, metric_names, train_keys
@@ -54,19 +56,9 @@ def validate_config(cfg: DictConfig) -> None:
     warn_if_widened(entries)
     _raise_if(disallowed_targets(tree, entries))
     targets = {}
-    for path, node in target_nodes(tree):
-        obj = _import(path, node["_target_"], problems)
-        if obj is None:
-            continue
-        where = after_import(child_key(path, "_target_"), node["_target_"], obj, entries)
-        if where is not None:
-            problems.append(where)
-        else:
-            targets[path] = obj
-            problems += node_problems(path, _kind_keys(path, node), node["_target_"], obj)
-            if path == "optimizer":  # the parameter groups' keys, the engine's own
-                groups = {k: v for k, v in node.items() if k in GROUP_KEYS}
-                problems += node_problems(path, groups, GROUP_TARGET, group_settings)
+    for path, node, obj in _admitted(tree, entries, problems):
+        targets[path] = obj
+        problems += key_problems(path, node, obj)
     _raise_if(problems)
     _raise_if(_label_kinds(tree, targets))
     _raise_if(monitor_problems(tree))
@@ -76,29 +68,51 @@ def validate_config(cfg: DictConfig) -> None:
     _raise_if(problems)
 
 
-def _kind_keys(path: str, node: dict[str, Any]) -> dict[str, Any]:
-    """The keys of `node` its `_target_` takes: a dataset node's fold keys and the optimizer's
-    parameter-group keys are the engine's."""
+def key_problems(path: str, node: dict[str, Any], obj: Any) -> list[str]:
+    """The keys of target node `node` (at `path`, its `_target_` imported as `obj`) that it
+    does not take, and the values that do not fit their type hints: a dataset node's fold
+    keys and the optimizer's parameter-group keys are the engine's (the groups' checked
+    against its own settings)."""
     if path == "optimizer":
-        return {k: v for k, v in node.items() if k not in GROUP_KEYS}
-    if not is_dataset_node(path):
-        return node
-    return {k: v for k, v in node.items() if k not in FOLD_KEYS}
+        own = {k: v for k, v in node.items() if k not in GROUP_KEYS}
+        groups = {k: v for k, v in node.items() if k in GROUP_KEYS}
+        return [
+            *node_problems(path, own, node["_target_"], obj),
+            *node_problems(path, groups, GROUP_TARGET, group_settings),
+        ]
+    keys = {k: v for k, v in node.items() if k not in FOLD_KEYS} if is_dataset_node(path) else node
+    return node_problems(path, keys, node["_target_"], obj)
 
 
-def check_targets(tree: dict[str, Any], entries: list[str]) -> None:
-    """Raise one ConfigError when a `_target_` in `tree` (a config that did not come from this
-    checkout's YAML, e.g. a checkpoint's) is refused by `entries`: by name before anything is
-    imported, then as imported (modules, values, re-exports, code runners)."""
-    _raise_if(disallowed_targets(tree, entries))
-    problems: list[str] = []
+def _admitted(
+    tree: dict[str, Any], entries: list[str], problems: list[str]
+) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    """Each target node of `tree` as (path, node, the object its `_target_` imports) where
+    `entries` admit it as imported; for each that does not import or is refused (a module, a
+    value, a re-export, a code runner), a line in `problems`, in the order of the nodes."""
     for path, node in target_nodes(tree):
         target = node["_target_"]
         obj = _import(path, target, problems)
-        if obj is not None:
-            where = after_import(child_key(path, "_target_"), target, obj, entries)
-            problems += [where] if where is not None else []
+        if obj is None:
+            continue
+        where = after_import(child_key(path, "_target_"), target, obj, entries)
+        if where is not None:
+            problems.append(where)
+        else:
+            yield path, node, obj
+
+
+def check_targets(
+    tree: dict[str, Any], entries: list[str]
+) -> list[tuple[str, dict[str, Any], Any]]:
+    """Raise one ConfigError when a `_target_` in `tree` (a config that did not come from this
+    checkout's YAML, e.g. a checkpoint's) is refused by `entries`: by name before anything is
+    imported, then as imported. Else each target node as (path, node, imported object)."""
+    _raise_if(disallowed_targets(tree, entries))
+    problems: list[str] = []
+    admitted = list(_admitted(tree, entries, problems))
     _raise_if(problems)
+    return admitted
 
 
 def mode_problems(tree: dict[str, Any]) -> list[str]:
@@ -194,9 +208,7 @@ def _settings_problem(path: str, node: dict[str, Any]) -> list[str]:
     try:
         instantiate(node)
     except InstantiationException as err:
-        cause: BaseException = err
-        while cause.__cause__ is not None:
-            cause = cause.__cause__
+        cause = innermost(err)
         message = str(cause).strip() or type(cause).__name__
         return [message if message.startswith(f"{path}.") else f"{path}: {message}"]
     return []

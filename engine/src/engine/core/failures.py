@@ -33,6 +33,13 @@ def root_cause(err: BaseException) -> BaseException:
     return err
 
 
+def innermost(err: BaseException) -> BaseException:
+    """The last error of `err`'s cause chain (under Hydra's wrapping and any other)."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return err
+
+
 def one_line(err: BaseException) -> str:
     """`Type: first line of the message` (the whole story is in the traceback above it); for
     an error torch re-raised from a loader worker, the worker's own last line (torch's first

@@ -16,9 +16,9 @@ from torch import nn
 
 from engine.config.allowlist import shipped_entries
 from engine.config.errors import ConfigError
-from engine.config.schema import node_problems
 from engine.config.tree import target_nodes
-from engine.config.validate import check_targets
+from engine.config.validate import check_targets, key_problems
+from engine.core.failures import innermost
 from engine.data.image_header import MAX_JPEG_SCANS, PILLOW_MAX_PIXELS
 from engine.inference.checkpoint import image_sides, read_checkpoint
 from engine.inference.labeller import Labeller
@@ -48,13 +48,6 @@ def _largest(node: Any, path: str) -> tuple[str, int] | None:
     return max(found, key=lambda pair: pair[1], default=None)
 
 
-def _cause(err: BaseException) -> BaseException:
-    """The error under Hydra's InstantiationException (and any other wrapping)."""
-    while err.__cause__ is not None:
-        err = err.__cause__
-    return err
-
-
 def build(node: dict[str, Any], key: str, file: Path) -> Any:
     """`node` (the `key` node of checkpoint `file`'s config, its targets admitted) built. A
     build that runs out of memory (a saved config asking for a huge model died in a raw
@@ -62,7 +55,7 @@ def build(node: dict[str, Any], key: str, file: Path) -> Any:
     try:
         return instantiate(node)
     except Exception as err:
-        cause = _cause(err)
+        cause = innermost(err)
         if not (isinstance(cause, MemoryError) or OUT_OF_MEMORY.search(str(cause))):
             raise
         largest = _largest(node, key)
@@ -91,27 +84,9 @@ def _on_meta(node: dict[str, Any]) -> nn.Module | None:
     return model if isinstance(model, nn.Module) else None
 
 
-def _targets(node: Any) -> list[str]:
-    """Every `_target_` under `node`."""
-    if isinstance(node, list):
-        return [found for item in node for found in _targets(item)]
-    if not isinstance(node, dict):
-        return []
-    own = [node["_target_"]] if isinstance(node.get("_target_"), str) else []
-    return own + [found for value in node.values() for found in _targets(value)]
-
-
-def _check_keys(tree: dict[str, Any]) -> None:
-    """Raise one ConfigError when a node of `tree` (targets admitted) has a key its `_target_`
-    does not take, or a value of the wrong type: as mode=eval's validate_config says it, not
-    Hydra's two-line TypeError from the build."""
-    problems = [
-        problem
-        for key, node in target_nodes(tree)
-        for problem in node_problems(key, node, node["_target_"], _locate(node["_target_"]))
-    ]
-    if problems:
-        raise ConfigError("; ".join(dict.fromkeys(problems)))
+def _targets(*nodes: Any) -> list[str]:
+    """Every `_target_` (a string) under `nodes`."""
+    return [n["_target_"] for _, n in target_nodes(list(nodes)) if isinstance(n["_target_"], str)]
 
 
 def rebuild_model(config: dict[str, Any], state: dict[str, Any], file: Path) -> nn.Module:
@@ -221,8 +196,12 @@ def _built(
     load_model makes."""
     built = {"model": config["model"], "transforms": config["transforms"]}
     try:
-        check_targets(built, allowed_targets)
-        _check_keys(built)
+        admitted = check_targets(built, allowed_targets)
+        # a key a target does not take, a value of the wrong type: as mode=eval's
+        # validate_config says it, not Hydra's two-line TypeError from the build
+        problems = [p for path, node, obj in admitted for p in key_problems(path, node, obj)]
+        if problems:
+            raise ConfigError("; ".join(dict.fromkeys(problems)))
     except ConfigError as err:
         raise CheckpointError(f"{file}: its saved config is refused: {err}") from None
     model = rebuild_model(config, state, file)
@@ -272,7 +251,7 @@ def load_model(
         if root is None:
             raise missing_project(file)
         allowed_targets = shipped_entries(root / PROJECT_CONFIG)
-    targets = _targets([config["model"], config["transforms"]])
+    targets = _targets(config["model"], config["transforms"])
     own_code = project_code(root, targets) if root is not None else nullcontext()
     with own_code:
         model, pipelines = _built(config, state, file, allowed_targets, max_image_pixels)

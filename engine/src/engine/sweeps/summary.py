@@ -25,6 +25,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from torch.utils.data import IterableDataset
 
+from engine.core.failures import innermost
 from engine.core.launch import launch_rank
 from engine.metric_keys import METRICS_BY_MODE, metric_names, train_keys
 from engine.runs.tensorboard_index import link_sweep
@@ -142,8 +143,7 @@ def headline(config: DictConfig, metrics: dict[str, Any]) -> Any:
 
 def error_line(error: BaseException) -> str:
     """`Type: first line` of the innermost cause (Hydra wraps errors from `_target_`s)."""
-    while error.__cause__ is not None:
-        error = error.__cause__
+    error = innermost(error)
     first = (str(error).strip().splitlines() or [""])[0]
     return f"{type(error).__name__}: {first}"
 
