@@ -1,10 +1,12 @@
-"""What one-line messages hold: file names that stay one line, and the closest spelling for a
-did-you-mean."""
+"""What one-line messages hold: file names that stay one line, the first few of a long list,
+and the closest spelling for a did-you-mean."""
 
 from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Callable, Sequence
+from typing import Any
 
 _SURROGATES = range(0xDC80, 0xDD00)  # how os.fsdecode keeps bytes that are not UTF-8
 
@@ -31,3 +33,13 @@ def closest(word: str, choices: list[str], cutoff: float = 0.6) -> str | None:
     """The choice `word` was most likely meant to be (difflib's ratio >= `cutoff`), else None."""
     found = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
     return found[0] if found else None
+
+
+def first_few(
+    items: Sequence[Any], most: int, show: Callable[[Any], str] = str, count: str = ""
+) -> str:
+    """`a, b, c, ... (N in all)`: the first `most` of `items` (each as `show` gives it), then
+    how many there are (formatted with the spec `count`: "," groups thousands), so a list of
+    100,000 does not make a line of megabytes."""
+    more = f", ... ({len(items):{count}} in all)" if len(items) > most else ""
+    return ", ".join(map(show, items[:most])) + more

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from engine.core.csv_cells import ESCAPED, unescape_cell
+from engine.core.text import first_few
 from engine.data.targets import LABEL_SEPARATOR
 
 INTEGER = re.compile(r"-?[0-9]+")  # ASCII digits only: '²'.isdigit() is True, int('²') fails
@@ -178,8 +179,7 @@ def read_csv_rows(
 def listed(names: Sequence[str]) -> str:
     """`names` for a message: the first SHOWN_CLASSES, then the count (a list of 100,000 classes
     would make a line of megabytes)."""
-    more = f", ... ({len(names):,} in all)" if len(names) > SHOWN_CLASSES else ""
-    return "[" + ", ".join(map(repr, names[:SHOWN_CLASSES])) + more + "]"
+    return f"[{first_few(names, SHOWN_CLASSES, repr, ',')}]"
 
 
 def class_name(raw: str, where: Callable[[], str], fix: str) -> str:

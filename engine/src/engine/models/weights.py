@@ -31,6 +31,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from torch import nn
 
+from engine.core.text import first_few
 from engine.runs.checkpoint_checks import bad_weight
 from engine.runs.checkpoint_files import CheckpointError, load_checkpoint
 from engine.runs.checkpoint_weights import picked_weights
@@ -45,11 +46,6 @@ SHOWN = 6  # names shown in a list before "... (N in all)"
 
 class WeightsError(CheckpointError):
     """Pretrained weights that cannot be used: one line naming the key, the source and why."""
-
-
-def _listed(names: list[str]) -> str:
-    more = f", ... ({len(names)} in all)" if len(names) > SHOWN else ""
-    return ", ".join(names[:SHOWN]) + more
 
 
 def _shape(tensor: torch.Tensor) -> str:
@@ -71,9 +67,10 @@ class Loaded:
         """The one log line: what was loaded, what is new, from where."""
         total = len(self.loaded) + len(self.new)
         text = f"pretrained weights from {self.source}: {len(self.loaded)} of {total} loaded"
-        text += f"; new: {_listed(self.new)}" if self.new else "; nothing new"
+        text += f"; new: {first_few(self.new, SHOWN)}" if self.new else "; nothing new"
         if self.unused:
-            text += f"; {len(self.unused)} of the source's unused ({_listed(self.unused)})"
+            unused = first_few(self.unused, SHOWN)
+            text += f"; {len(self.unused)} of the source's unused ({unused})"
         return text
 
 
@@ -142,8 +139,8 @@ def _tensors(found: Any, where: str) -> tuple[OrderedDict[str, torch.Tensor], st
     others = [str(k) for k, v in found.items() if not isinstance(v, torch.Tensor)]
     if others:
         raise WeightsError(
-            f"{where} mixes other values with its weights ({_listed(others)}): give a state "
-            "dict of tensors (torch.save(model.state_dict(), path)) or a .safetensors file."
+            f"{where} mixes other values with its weights ({first_few(others, SHOWN)}): give a "
+            "state dict of tensors (torch.save(model.state_dict(), path)) or a .safetensors file."
         )
     return _renamed(found, _stripped), which
 
@@ -225,8 +222,8 @@ def load_matching(
     if not any(k in parameters and k not in head for k in fits):
         raise WeightsError(
             f"{key}: no weight of {source} outside the head fits this model (the source's: "
-            f"{_listed(list(weights))}; the model's: {_listed(list(ours))}): it was saved from "
-            "another architecture; choose the model it was saved from (model.name)."
+            f"{first_few(list(weights), SHOWN)}; the model's: {first_few(list(ours), SHOWN)}): it "
+            "was saved from another architecture; choose the model it was saved from (model.name)."
         )
     model.load_state_dict(fits, strict=False)
     new = [k for k in ours if k not in fits]

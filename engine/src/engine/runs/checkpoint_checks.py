@@ -14,6 +14,7 @@ from torch.optim import Optimizer
 
 from engine.core.bounds import Finite
 from engine.core.records import Open, problem
+from engine.core.text import first_few
 from engine.runs.checkpoint_weights import EMA_KEY
 from engine.runs.run_records import RECORDS, AtLeastOne, Counted, position_problem
 
@@ -160,11 +161,6 @@ def _shape(value: Any) -> tuple[int, ...] | None:
     return tuple(value.shape) if isinstance(value, torch.Tensor) else None
 
 
-def _listed(items: list[Any], most: int = 8) -> str:
-    more = f", ... ({len(items)} in all)" if len(items) > most else ""
-    return "[" + ", ".join(map(repr, items[:most])) + more + "]"
-
-
 def weights_problem(saved: dict[str, Any], model: dict[str, Any]) -> str | None:
     """Why weights `saved` do not fit a model of state dict `model` (names and shapes; a
     model on the meta device will do), or None."""
@@ -254,9 +250,9 @@ def _fit_problem(state: dict[str, Any], run: RunShape, problem: str | None) -> s
         problem = _optimizer_problem(state["optimizer"], run.params)
     if problem is None and run.classes is not None and state.get("classes") != run.classes:
         theirs = state.get("classes")
+        shown = f"[{first_few(theirs, 8, repr)}]" if isinstance(theirs, list) else repr(theirs)
         problem = (
-            f"its classes {_listed(theirs) if isinstance(theirs, list) else repr(theirs)} are "
-            f"not the data's {_listed(run.classes)}: it was trained on other data (point "
-            "dataset.* at that data, or start fresh)"
+            f"its classes {shown} are not the data's [{first_few(run.classes, 8, repr)}]: it "
+            "was trained on other data (point dataset.* at that data, or start fresh)"
         )
     return problem
