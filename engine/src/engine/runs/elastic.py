@@ -18,7 +18,7 @@ out).
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader
 
 from engine.data.fingerprint import listing_change, listing_fingerprint
 from engine.data.samplers import EpochSampler
-from engine.runs.run_records import topology_problem
+from engine.runs.run_records import Topology, topology_problem
 
 log = logging.getLogger(__name__)
 
@@ -35,30 +35,6 @@ FORGED = (
     "a training never writes that (the file was edited or comes from elsewhere): resume from "
     "an earlier step*.pt of the run, or start fresh (trainer.resume=null)."
 )
-
-
-@dataclass(frozen=True)
-class Topology:
-    """How a job splits its optimizer steps: ranks, loader workers, per-rank batch, accumulation."""
-
-    world_size: int
-    num_workers: int
-    batch_size: int | None
-    grad_accum: int
-
-    @property
-    def global_batch(self) -> int | None:
-        """Samples per optimizer step in the whole job."""
-        if self.batch_size is None:
-            return None
-        return self.batch_size * self.world_size * self.grad_accum
-
-    def described(self) -> str:
-        """The global batch and the keys that make it, for a refusal or a warning."""
-        return (
-            f"{self.global_batch} (loader.batch_size {self.batch_size} x {self.world_size} "
-            f"rank(s) x trainer.grad_accum {self.grad_accum})"
-        )
 
 
 def _sampler(loader: DataLoader) -> dict[str, Any]:

@@ -7,6 +7,7 @@ field, never a raw TypeError deep in a resume."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, TypedDict
 
 import torch
@@ -22,13 +23,29 @@ AtLeastOne = Annotated[int, Bound(1, MAX_COUNT)]  # an epoch number, a world siz
 STREAM_TRAINED = "stream_trained"  # a stream's trained samples (engine/runs/stream_resume.py)
 
 
-class Topology(TypedDict):
-    """The job's shape when the checkpoint was written."""
+@dataclass(frozen=True)
+class Topology:
+    """How a job splits its optimizer steps: ranks, loader workers, per-rank batch,
+    accumulation. A checkpoint records it (engine/runs/elastic.py), and this is its schema."""
 
     world_size: AtLeastOne
     num_workers: Counted
     batch_size: AtLeastOne | None
     grad_accum: AtLeastOne
+
+    @property
+    def global_batch(self) -> int | None:
+        """Samples per optimizer step in the whole job."""
+        if self.batch_size is None:
+            return None
+        return self.batch_size * self.world_size * self.grad_accum
+
+    def described(self) -> str:
+        """The global batch and the keys that make it, for a refusal or a warning."""
+        return (
+            f"{self.global_batch} (loader.batch_size {self.batch_size} x {self.world_size} "
+            f"rank(s) x trainer.grad_accum {self.grad_accum})"
+        )
 
 
 class _Drawn(TypedDict):

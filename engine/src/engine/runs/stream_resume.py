@@ -22,8 +22,8 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset
 
 from engine.data.sample_ids import SampleIds
-from engine.runs.elastic import Topology, saved_topology
-from engine.runs.run_records import STREAM_TRAINED
+from engine.runs.elastic import saved_topology
+from engine.runs.run_records import STREAM_TRAINED, Topology
 from engine.training.distributed import gather_objects
 
 log = logging.getLogger(__name__)

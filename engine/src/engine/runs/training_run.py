@@ -19,7 +19,7 @@ from engine.data.sample_ids import tag_samples
 from engine.data.samplers import EpochSampler
 from engine.runs.checkpoint_checks import RunShape, problem_with
 from engine.runs.checkpoint_files import CheckpointError, Checkpoints, load_checkpoint
-from engine.runs.elastic import Topology, check_resume, resumed_position, run_record
+from engine.runs.elastic import check_resume, resumed_position, run_record
 from engine.runs.history_file import write_history
 from engine.runs.hparams import hparams_of, run_choices
 from engine.runs.loggers.base import RunContext
@@ -32,6 +32,7 @@ from engine.runs.outputs import (
 )
 from engine.runs.resume import KEY_FILE, config_key, find_resume_state
 from engine.runs.run_dir import claim_run_dir
+from engine.runs.run_records import Topology
 from engine.runs.run_state import Checkpointer, Progress, StepState
 from engine.runs.sample_log import SampleLog
 from engine.runs.step_rows import start_with_rows_before
