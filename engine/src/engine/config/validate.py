@@ -69,10 +69,9 @@ def validate_config(cfg: DictConfig) -> None:
 
 
 def key_problems(path: str, node: dict[str, Any], obj: Any) -> list[str]:
-    """The keys of target node `node` (at `path`, its `_target_` imported as `obj`) that it
-    does not take, and the values that do not fit their type hints: a dataset node's fold
-    keys and the optimizer's parameter-group keys are the engine's (the groups' checked
-    against its own settings)."""
+    """The keys of target node `node` (at `path`, its target imported as `obj`) it does not
+    take, and values that do not fit their type hints; a dataset node's fold keys and the
+    optimizer's parameter-group keys are the engine's."""
     if path == "optimizer":
         own = {k: v for k, v in node.items() if k not in GROUP_KEYS}
         groups = {k: v for k, v in node.items() if k in GROUP_KEYS}

@@ -70,7 +70,6 @@ class SlowComputeHint(EpochHint):
     `check` each epoch."""
 
     def __init__(self, device: torch.device, workers: int) -> None:
-        super().__init__()
         self.done = device.type != "cpu"
         self.workers = workers
         self.batch: DeviceBatch | None = None

@@ -21,18 +21,14 @@ def starved(wait_frac: float, threshold: float, limit: Limit | None) -> bool:
     return max(wait_frac, limit.idle_frac if copying else 0.0) > threshold  # type: ignore[union-attr]
 
 
-def numbered(fixes: list[str]) -> str:
-    """`fixes` as one sentence: 1) ...; 2) ..."""
-    return "; ".join(f"{i}) {fix}" for i, fix in enumerate(fixes, 1))
-
-
 def limit_hint(limit: Limit, wait_frac: float, threshold: float) -> str:
     """The hint naming the limiting stage and, numbered, what would lift it."""
+    numbered = "; ".join(f"{i}) {fix}" for i, fix in enumerate(limit.fixes, 1))
     idle = max(wait_frac, limit.idle_frac if limit.stage == "h2d" else 0.0)
     return (
         f"the model was kept waiting {100 * idle:.0f}% of the epoch (trainer.starvation_"
         f"threshold={threshold}), and {limit.stage} limits it: {limit.line}. To lift it: "
-        f"{numbered(limit.fixes)}."
+        f"{numbered}."
     )
 
 
@@ -59,23 +55,21 @@ def starvation_hint(
         "store the images pre-resized near the training size (decode cost grows "
         "with pixels): make cache, then dataset=cache"
     )
+    numbered = "; ".join(f"{i}) {step}" for i, step in enumerate(steps, 1))
     return (
         f"the model waited for data {100 * wait_frac:.0f}% of the epoch (trainer."
         f"starvation_threshold={threshold}): the loader is the bottleneck. Next steps: "
-        f"{numbered(steps)}."
+        f"{numbered}."
     )
 
 
 class EpochHint:
-    """The gate of the hints an epoch may end with (this one, oversubscription.py's): each
-    is given at most once a run (`done`, set by the hint), and epoch 1, slow with worker
-    start-up and the first steps, is judged only from `first` = 1."""
+    """The gate of an epoch's hints (this one, oversubscription.py's): at most once a run
+    (`done`), and epoch 1 (worker start-up, the first steps) judged only from `first` = 1."""
 
-    def __init__(self, first: int = 2) -> None:
-        self.first, self.done = first, False
+    first, done = 2, False
 
     def due(self, epoch: int) -> bool:
-        """Whether `epoch` is judged."""
         return not self.done and epoch >= self.first
 
 
@@ -84,8 +78,8 @@ class StarvationHint(EpochHint):
     (worker start-up) is judged only in a run of one epoch."""
 
     def __init__(self, threshold: float, max_epochs: int, loader: DataLoader) -> None:
-        super().__init__(first=1 if max_epochs == 1 else 2)
         self.threshold, self.loader = threshold, loader
+        self.first = 1 if max_epochs == 1 else 2
 
     def check(self, epoch: int, wait_frac: float, limit: Limit | None = None) -> None:
         """Judge `epoch`, whose train pass waited `wait_frac` of its time for data and whose
