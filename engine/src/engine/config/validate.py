@@ -86,9 +86,8 @@ def key_problems(path: str, node: dict[str, Any], obj: Any) -> list[str]:
 def _admitted(
     tree: dict[str, Any], entries: list[str], problems: list[str]
 ) -> Iterator[tuple[str, dict[str, Any], Any]]:
-    """Each target node of `tree` as (path, node, the object its `_target_` imports) where
-    `entries` admit it as imported; for each that does not import or is refused (a module, a
-    value, a re-export, a code runner), a line in `problems`, in the order of the nodes."""
+    """Each target node of `tree` as (path, node, its imported target) that `entries` admit;
+    a line in `problems`, in order, for each that does not import or is refused."""
     for path, node in target_nodes(tree):
         target = node["_target_"]
         obj = _import(path, target, problems)
@@ -106,7 +105,7 @@ def check_targets(
 ) -> list[tuple[str, dict[str, Any], Any]]:
     """Raise one ConfigError when a `_target_` in `tree` (a config that did not come from this
     checkout's YAML, e.g. a checkpoint's) is refused by `entries`: by name before anything is
-    imported, then as imported. Else each target node as (path, node, imported object)."""
+    imported, then as imported (modules, values, re-exports, code runners). Else `_admitted`."""
     _raise_if(disallowed_targets(tree, entries))
     problems: list[str] = []
     admitted = list(_admitted(tree, entries, problems))
