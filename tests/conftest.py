@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from engine_dev.api import register_resolvers
+from engine.api import register_resolvers
 
 pytest_plugins = ("engine_dev.fixtures",)  # the demo_dir fixture
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ working; anything else in `engine` is internal and may change in any release. Th
 conf/ names as `_target_`s are public by that path (engine/docs/engine.md lists them).
 tests/test_public_imports.py checks that a project imports nothing else."""
 
-from engine.app import launch, run
+from engine.app import launch, register_resolvers, run
 from engine.core.bounds import Count, Fraction, Positive, Share
 from engine.core.csv_cells import unescape_cell
 from engine.data.datasets.base import DatasetHooks, MapDataset, StreamDataset
@@ -33,6 +33,7 @@ __all__ = [  # noqa: RUF022 (grouped as engine/docs/engine.md lists them)
     # train.py and the loop (src/loop.py), the step (src/step.py)
     "run",
     "launch",
+    "register_resolvers",
     "assemble",
     "build_optimization",
     "TrainingRun",

@@ -3,7 +3,6 @@ the engine's major version: the demo data and its fixture (`pytest_plugins =
 ("engine_dev.fixtures",)` registers `demo_dir`), `train.py` in-process or as a child, and the
 engine's pieces a test builds a part or reads a run with."""
 
-from engine.app import register_resolvers
 from engine.config.choices import config_tree
 from engine.data.folds import without_fold_keys
 from engine.runs.checkpoint_files import load_checkpoint
@@ -29,7 +28,6 @@ __all__ = [  # noqa: RUF022 (grouped as engine/docs/engine.md lists them)
     "Child",
     "run_child",
     # a part built from the composed config, a run read back
-    "register_resolvers",
     "config_tree",
     "without_fold_keys",
     "build_model",
