@@ -25,6 +25,7 @@ def _settings(monitor: str | None, mode: str | None) -> TrainerSettings:
         (None, None, [], ("val/loss", "min")),  # no metrics: the loss, lower is better
         ("val/loss", None, ["acc"], ("val/loss", "min")),
         ("train/loss", None, ["acc"], ("train/loss", "min")),
+        ("val/ema_loss", None, ["acc"], ("val/ema_loss", "min")),  # the EMA's loss: a loss
         ("val/f1", None, ["map", "f1"], ("val/f1", "max")),
         ("val/acc", "min", ["acc"], ("val/acc", "min")),  # set by hand: kept
         (None, "min", ["acc"], ("val/acc", "min")),

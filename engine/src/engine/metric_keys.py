@@ -18,6 +18,29 @@ PIPELINE_KEYS = tuple(f"pipeline/{stage}_ms" for stage in WORKER_STAGES + MAIN_S
 EMA_PREFIX = "val/ema_"
 
 
+# Better smaller besides a loss (lower_is_better): a time, a share of time spent waiting, memory,
+# warnings; every other key is better larger (an accuracy, a throughput)
+LOWER_IS_BETTER = frozenset(
+    {
+        "train/data_wait_frac",
+        "train/first_batch_s",
+        "wall_s",
+        "loader/first_batch_s",
+        "loader/data_wait_frac",
+        "loader/cpu_ms_per_sample",
+        "loader/peak_rss_mb",
+        "inspect/warnings",
+    }
+)
+
+
+def lower_is_better(key: str) -> bool:
+    """Whether a smaller `key` is better: a loss (any split's, the EMA's val/ema_loss) or one of
+    LOWER_IS_BETTER. The one rule for a sweep's ranking, its search's direction and a null
+    trainer.checkpoint.mode."""
+    return key.rsplit("/", 1)[-1] in ("loss", "ema_loss") or key in LOWER_IS_BETTER
+
+
 def is_count(key: str) -> bool:
     """Whether `key` counts samples (train/samples, val/samples, val/ema_samples): a size, not
     a measurement: no curve, no epoch-line figure, nothing to rank by."""

@@ -6,13 +6,13 @@ from __future__ import annotations
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from engine.metric_keys import lower_is_better
 from engine.sweeps.summary import rank_metric
-from engine.sweeps.table import LOWER_IS_BETTER
 
 
 def direction_of(config: DictConfig) -> str:
     """`minimize` when the ranking metric is better lower (a loss, a time), else `maximize`."""
-    return "minimize" if rank_metric(config) in LOWER_IS_BETTER else "maximize"
+    return "minimize" if lower_is_better(rank_metric(config)) else "maximize"
 
 
 def direction_problem(config: DictConfig) -> str | None:

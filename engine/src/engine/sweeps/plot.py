@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.measure.stages import COLOURS
-from engine.metric_keys import MAIN_STAGES, PIPELINE_KEYS, WORKER_STAGES
-from engine.sweeps.table import LOWER_IS_BETTER, spread_of
+from engine.metric_keys import MAIN_STAGES, PIPELINE_KEYS, WORKER_STAGES, lower_is_better
+from engine.sweeps.table import spread_of
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -127,7 +127,7 @@ def plot_sweep(rows: list[dict[str, str]], metric: str, path: Path) -> None:
         for row, given in zip(ok, swept, strict=True):
             series = f"batch_size={given[SERIES_KEY]}" if SERIES_KEY in given else "all"
             lines[series][given[X_KEY]].append(row)
-        best = min if metric in LOWER_IS_BETTER else max
+        best = min if lower_is_better(metric) else max
         for series, points in sorted(lines.items()):
             present = [x for x in xs if x in points]
             # several jobs share a point when other keys were swept too: plot their best

@@ -27,7 +27,7 @@ from torch.utils.data import IterableDataset
 
 from engine.core.failures import innermost
 from engine.core.launch import launch_rank
-from engine.metric_keys import METRICS_BY_MODE, metric_names, train_keys
+from engine.metric_keys import METRICS_BY_MODE, lower_is_better, metric_names, train_keys
 from engine.runs.tensorboard_index import link_sweep
 from engine.sweeps.board import write_sweep_board
 from engine.sweeps.folds import (
@@ -43,7 +43,6 @@ from engine.sweeps.reuse import SUMMARY_CSV, kept_overrides, read_metrics, runs_
 from engine.sweeps.speed_knobs import SPEED_METRIC, speed_note, speed_only
 from engine.sweeps.table import (
     BASE_COLUMNS,
-    LOWER_IS_BETTER,
     TIED,
     append_row,
     is_proportion,
@@ -129,9 +128,7 @@ def headline(config: DictConfig, metrics: dict[str, Any]) -> Any:
     same_way = [
         k
         for k in mode_metrics(config)
-        if k in metrics
-        and k.startswith(split)
-        and (k in LOWER_IS_BETTER) == (metric in LOWER_IS_BETTER)
+        if k in metrics and k.startswith(split) and lower_is_better(k) == lower_is_better(metric)
     ]
     if not same_way:
         raise ValueError(

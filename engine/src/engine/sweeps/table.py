@@ -18,6 +18,7 @@ from engine.core.csv_cells import own_rows
 from engine.core.io import atomic_write_bytes, csv_text
 from engine.core.records import RecordError, regular_file_bytes
 from engine.measure.timing import Spread
+from engine.metric_keys import lower_is_better
 
 # job_s: wall time incl. set-up; dir: the job's output directory; runs_as: the overrides with
 # loader knobs that cannot apply unset (engine/sweeps/reuse.py)
@@ -25,20 +26,6 @@ MAX_SUMMARY_BYTES = 2**28  # a summary.csv of ~a million jobs
 BASE_COLUMNS = ("job", "status", "job_s", "overrides", "error", "dir", "runs_as")
 TIED = "tied"  # yes: the job's range of the ranking metric overlaps the best job's
 Z95 = 1.96  # the normal quantile of a two-sided 95% interval
-# Metrics where smaller is better; every other metric ranks largest first.
-LOWER_IS_BETTER = {
-    "val/loss",
-    "test/loss",
-    "train/loss",
-    "train/data_wait_frac",
-    "train/first_batch_s",
-    "wall_s",
-    "loader/first_batch_s",
-    "loader/data_wait_frac",
-    "loader/cpu_ms_per_sample",
-    "loader/peak_rss_mb",
-    "inspect/warnings",
-}
 
 
 def append_row(path: Path, columns: Sequence[str], row: dict[str, object]) -> None:
@@ -86,7 +73,7 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 def rank(rows: list[dict[str, str]], metric: str) -> list[dict[str, str]]:
     """Finished jobs best first by `metric`, then failed jobs in job order."""
     ok = [r for r in rows if r["status"] == "ok" and r.get(metric)]
-    ok.sort(key=lambda r: float(r[metric]), reverse=metric not in LOWER_IS_BETTER)
+    ok.sort(key=lambda r: float(r[metric]), reverse=not lower_is_better(metric))
     return ok + [r for r in rows if r not in ok]
 
 

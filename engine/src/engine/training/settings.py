@@ -9,6 +9,7 @@ from typing import Annotated
 import torch
 
 from engine.core.bounds import Bound, Count, Fraction, Positive, Seconds, Seed
+from engine.metric_keys import lower_is_better
 from engine.training.device import PRECISIONS
 
 
@@ -136,14 +137,15 @@ def resolve_monitor(settings: TrainerSettings, metric_names: Sequence[str]) -> T
     """`settings` with trainer.checkpoint.monitor and mode decided, here only, so that best.pt,
     early stopping, the saved config and the log agree. A null monitor is the metrics group's
     first metric on the val split (`val/<name>`; `val/loss` for a group without metrics), so
-    choosing the metrics group chooses what is monitored. A null mode is min for a loss and
-    max otherwise: metrics carry no direction and are better higher (val/best_<name> is the
-    highest, a sweep ranks them highest first). A value set by hand is kept as it is."""
+    choosing the metrics group chooses what is monitored. A null mode is min for a loss
+    (val/ema_loss too: engine.metric_keys.lower_is_better) and max otherwise: metrics carry no
+    direction and are better higher (val/best_<name> is the highest, a sweep ranks them
+    highest first). A value set by hand is kept as it is."""
     every = settings.checkpoint
     monitor = every.monitor
     if monitor is None:
         monitor = f"val/{metric_names[0]}" if metric_names else "val/loss"
     mode = every.mode
     if mode is None:
-        mode = "min" if monitor.endswith("/loss") else "max"
+        mode = "min" if lower_is_better(monitor) else "max"
     return replace(settings, checkpoint=replace(every, monitor=monitor, mode=mode))
