@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hydra._internal.utils import _locate  # what instantiate uses; get_object logs an ERROR
 from hydra.core.hydra_config import HydraConfig
@@ -227,6 +227,18 @@ def advice(rows: list[dict[str, str]], groups: list[dict[str, str]], metric: str
     return [line] if line else []
 
 
+class Standing(NamedTuple):
+    """What summary.csv says now (SweepSummary._standing)."""
+
+    written: list[dict[str, str]]  # its rows as read: the jobs', then the k-fold groups'
+    unmarked: list[dict[str, str]]  # the jobs' rows with `tied` as read (copies)
+    metric: str  # the table's ranking metric (table_metric)
+    groups: list[dict[str, str]]  # the k-fold groups' rows, recomputed from the jobs'
+    fold_lines: list[str]  # what the groups' rows do not say (fold_groups)
+    rows: list[dict[str, str]]  # the jobs' rows of `written`, ranked, `tied` set
+    said: list[str]  # the notes and advice under the table
+
+
 class SweepSummary(Callback):
     """Writes summary.csv / summary.md / summary.png into the sweep dir (multirun only)."""
 
@@ -284,14 +296,10 @@ class SweepSummary(Callback):
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
-        written = read_rows(sweep_dir / SUMMARY_CSV)
-        knobs = speed_only(job_rows(written), sweep_dir, is_stream(config))
-        metric = table_metric(config, knobs)
-        rows = mark_tied(rank(job_rows(written), metric), metric)  # sets `tied` in the rows read
-        if rows and tie_columns(config):
-            write_rows(sweep_dir / SUMMARY_CSV, list(written[0]), written)  # in their order
-        groups, fold_lines = fold_groups(job_rows(written), mode_metrics(config), folds_of(config))
-        self._say(fold_lines)
+        now = self._standing(config, sweep_dir)
+        rows, metric, groups = now.rows, now.metric, now.groups
+        if rows and tie_columns(config):  # `tied` now set in the rows read, in their order
+            write_rows(sweep_dir / SUMMARY_CSV, list(now.written[0]), now.written)
         # the ranking metric's own range columns, and `tied` where the table's metric marks it
         # (a speed-knob sweep ranks by train/samples_per_s, which has no interval)
         shown = [c for c in tie_columns(config) if c != TIED or any(r.get(TIED) for r in rows)]
@@ -301,13 +309,7 @@ class SweepSummary(Callback):
             metric,
             sweep_dir / SUMMARY_MD,
             to_markdown(rows[: config.summary.top], columns),
-            "".join(
-                f"{line}\n"
-                for line in [
-                    *notes(rows, metric, knobs, bool(groups)),
-                    *advice(rows, groups, metric),
-                ]
-            ),
+            "".join(f"{line}\n" for line in now.said),
         )
         if groups:
             log.info(
@@ -331,24 +333,34 @@ class SweepSummary(Callback):
                 (log.error if "MISMATCH" in line else log.warning)("sweep summary: %s", line)
                 self._said.add(line)
 
-    def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
-        jobs = job_rows(read_rows(sweep_dir / SUMMARY_CSV))
+    def _standing(self, config: DictConfig, sweep_dir: Path) -> Standing:
+        """summary.csv read once for what each job's end and the sweep's end report: the
+        k-fold groups recomputed from its jobs (their new lines logged), the jobs ranked by
+        the table's metric and tie-marked, and the notes and advice under the table."""
+        written = read_rows(sweep_dir / SUMMARY_CSV)
+        jobs = job_rows(written)
         knobs = speed_only(jobs, sweep_dir, is_stream(config))
         metric = table_metric(config, knobs)
         groups, fold_lines = fold_groups(jobs, mode_metrics(config), folds_of(config))
         self._say(fold_lines)
-        if groups:  # the groups' rows follow the jobs', recomputed as each job ends
-            write_rows(sweep_dir / SUMMARY_CSV, csv_columns(config), jobs + groups)
+        unmarked = [dict(row) for row in jobs]  # mark_tied sets `tied` in the rows read
         rows = mark_tied(rank(jobs, metric), metric)
+        said = [*notes(rows, metric, knobs, bool(groups)), *advice(rows, groups, metric)]
+        return Standing(written, unmarked, metric, groups, fold_lines, rows, said)
+
+    def _rewrite_reports(self, config: DictConfig, sweep_dir: Path) -> None:
+        now = self._standing(config, sweep_dir)
+        rows, metric, groups = now.rows, now.metric, now.groups
+        if groups:  # the groups' rows follow the jobs', recomputed as each job ends
+            write_rows(sweep_dir / SUMMARY_CSV, csv_columns(config), now.unmarked + groups)
         tied = [TIED] if tie_columns(config) and any(r.get(TIED) for r in rows) else []
         columns = [*BASE_COLUMNS[:3], *mode_metrics(config), *tied, "overrides", "error"]
         header = (
             f"# Sweep summary\n\nRanked by `{metric}`, then the jobs that did not run (same "
             "as an earlier job) or failed, in job order.\n\n"
         )
-        said = [*notes(rows, metric, knobs, bool(groups)), *advice(rows, groups, metric)]
-        lines = "".join(f"{line}\n\n" for line in said)
-        folds = fold_markdown(groups, fold_lines, mode_metrics(config)) if groups else ""
+        lines = "".join(f"{line}\n\n" for line in now.said)
+        folds = fold_markdown(groups, now.fold_lines, mode_metrics(config)) if groups else ""
         text = header + lines + to_markdown(rows, columns) + (f"\n{folds}" if folds else "")
         (sweep_dir / SUMMARY_MD).write_text(text)
         if groups:
