@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from omegaconf import OmegaConf
 
-from engine.runs.loggers import reachable
+from engine.core import probe
 from engine.runs.loggers.build import logger_problems
 
 MLFLOW = "engine.runs.loggers.mlflow_logger.MLflowLogger"
@@ -77,7 +77,7 @@ def test_a_closed_port_is_one_line_naming_the_key_at_once() -> None:
 
 
 def test_a_server_that_never_answers_is_refused_after_the_probe(silent_port, monkeypatch) -> None:
-    monkeypatch.setattr(reachable, "PROBE_S", 0.5)
+    monkeypatch.setattr(probe, "PROBE_S", 0.5)
     started = time.monotonic()
     (line,) = _problems(f"http://127.0.0.1:{silent_port}/")
     assert time.monotonic() - started < 3 and "timed out" in line

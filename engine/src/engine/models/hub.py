@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import urllib.error
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -31,24 +30,17 @@ import huggingface_hub.errors
 import torch
 from huggingface_hub import constants as hf
 
+from engine.core.probe import no_answer
 from engine.models.weights import WeightsError, read_weights
 
-PROBE_TIMEOUT_S = 5.0  # seconds to wait for the hub's first answer before calling it unreachable
 HF_NAMES = ("model.safetensors", "pytorch_model.bin")  # what timm looks for in a Hub repo, in order
 
 
 def unreachable(url: str) -> str | None:
     """Why `url` cannot be fetched now (None: it answers): a HEAD request with a short
-    timeout, through the environment's proxies as urllib's download would go."""
-    try:
-        request = urllib.request.Request(url, method="HEAD")  # a malformed URL raises here
-        with urllib.request.urlopen(request, timeout=PROBE_TIMEOUT_S):
-            return None
-    except urllib.error.HTTPError as err:  # an answer: the hub is there (a redirect, 403, ...)
-        return None if err.code < 500 else f"it answered HTTP {err.code}"
-    except (urllib.error.URLError, OSError, ValueError) as err:
-        reason = getattr(err, "reason", err)
-        return f"{type(reason).__name__}: {reason}"
+    timeout (engine/core/probe.py), through the environment's proxies as urllib's download
+    would go; a server error (HTTP 500 on) counts as down."""
+    return no_answer(url, method="HEAD", down_from=500, named=True)
 
 
 def offline_error(key: str, what: str, cached: Path, why: str) -> WeightsError:

@@ -16,10 +16,11 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from omegaconf import DictConfig
 
-from engine.runs.loggers import reachable
+from engine.core import probe
 from engine.runs.loggers.base import Logger, RunContext
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ def not_mlflow(uri: str) -> str | None:
     """What the server at `uri` answered to API_PROBE when no MLflow tracking server could have
     (`HTTP 404 text/html`); None when it answered as one, or asks for a token (401, 403)."""
     try:
-        with urllib.request.urlopen(uri.rstrip("/") + API_PROBE, timeout=reachable.PROBE_S) as got:
+        with urllib.request.urlopen(uri.rstrip("/") + API_PROBE, timeout=probe.PROBE_S) as got:
             status, kind, body = got.status, got.headers.get_content_type(), got.read(4096)
     except urllib.error.HTTPError as err:
         status, kind, body = err.code, err.headers.get_content_type(), err.read(4096)
@@ -65,12 +66,13 @@ class MLflowLogger(Logger):
 
     @classmethod
     def start_problem(cls, key: str, node: DictConfig) -> str | None:
-        """An http(s) tracking server that does not answer (engine/runs/loggers/reachable.py),
-        or a server there that is no MLflow tracking server (a web page, another service):
-        MLflow's client would fail on it only once the data and model were built."""
+        """An http(s) tracking server that does not answer (engine/core/probe.py: any HTTP
+        status is an answer; a folder, sqlite: or databricks: has nothing to reach), or a
+        server there that is no MLflow tracking server (a web page, another service): MLflow's
+        client would fail on it only once the data and model were built."""
         uri = str(node.get("tracking_uri"))
         folder = f"log to a folder ({key}.tracking_uri=${{paths.log_dir}}/mlruns)"
-        why = reachable.no_answer(uri)
+        why = probe.no_answer(uri) if urlsplit(uri).scheme in ("http", "https") else None
         if why is not None:
             return (
                 f"{key}.tracking_uri={uri}: the tracking server does not answer ({why}); start "
