@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from engine.training.early_stopping import epochs_since_best
 from src.loop import train
 from src.step import TrainStep
 
@@ -28,12 +27,6 @@ FLAT = (
 def _history(run: Path) -> list[dict[str, str]]:
     with open(run / "history.csv", newline="") as f:
         return list(csv.DictReader(f))
-
-
-def test_epochs_since_best() -> None:
-    history = [{"m": v} for v in (0.5, 0.7, 0.7, 0.6)]
-    assert epochs_since_best(history, "m", "max") == (2, 2)  # the first 0.7 is the best
-    assert epochs_since_best(history, "m", "min") == (3, 1)
 
 
 def test_training_stops_when_the_monitor_stalls(make_cfg, caplog) -> None:

@@ -1,5 +1,5 @@
 """trainer.checkpoint.monitor and mode left null follow the metrics group (resolve_monitor);
-values set by hand are kept."""
+values set by hand are kept; early stopping counts the epochs since the monitor's best."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from engine.training.early_stopping import epochs_since_best
 from engine.training.settings import CheckpointSettings, TrainerSettings, resolve_monitor
 from tests.conftest import REFERENCE
 
@@ -42,3 +43,9 @@ def test_a_null_monitor_and_mode_follow_the_metrics_group(
 def test_a_mode_that_is_neither_max_nor_min_is_refused_naming_the_key() -> None:
     with pytest.raises(ValueError, match=r"^trainer\.checkpoint\.mode='best': expected max or min"):
         CheckpointSettings(3, None, "best", every_n_steps=0, every_minutes=0)
+
+
+def test_epochs_since_best() -> None:
+    history = [{"m": v} for v in (0.5, 0.7, 0.7, 0.6)]
+    assert epochs_since_best(history, "m", "max") == (2, 2)  # the first 0.7 is the best
+    assert epochs_since_best(history, "m", "min") == (3, 1)
