@@ -7,6 +7,8 @@ A sweep dir alike, by its .sweep.lock (what a multirun leaves there: tests/test_
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import shutil
 from pathlib import Path
@@ -14,7 +16,14 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from engine.runs.run_lock import LOCK_NAME, RUN_FILES, SWEEP_LOCK_NAME, MultirunDirs
+from engine.runs.run_lock import (
+    LOCK_NAME,
+    RUN_FILES,
+    SWEEP_LOCK_NAME,
+    MultirunDirs,
+    RunDirInUse,
+    claim,
+)
 from engine_dev.cli import run_script
 from engine_dev.fixtures import tree_fingerprint
 from tests.conftest import TRAIN, reference_args
@@ -267,3 +276,18 @@ def test_a_sweep_dir_of_the_users_files_is_refused_before_the_first_job(tmp_path
     (mine / SWEEP_LOCK_NAME).touch()  # a sweep's own folder, rerun into (summary.skip_completed)
     MultirunDirs().on_multirun_start(_multirun(mine))
     MultirunDirs().on_multirun_end(_multirun(mine))
+
+
+def test_a_busy_lock_naming_its_multirun_but_not_its_job_is_one_line(tmp_path: Path) -> None:
+    """The lock's record is hostile input (a hand edit): one naming a multirun without its job
+    number stopped the refusal of a busy run dir with KeyError: 'job'."""
+    run = tmp_path / "run"
+    run.mkdir()
+    record = {"pid": 12, "host": "h", "started": "t", "sweep": "/s", "writer": "mode=train"}
+    (run / LOCK_NAME).write_text(json.dumps(record))
+    with open(run / LOCK_NAME, "rb") as held:  # another open file: flock refuses this process
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(
+            RunDirInUse, match=r"in use by another run \(job \? of multirun /s, pid 12 "
+        ):
+            claim(run)

@@ -149,7 +149,9 @@ def claim(
     except folder_lock.FolderBusy as busy:
         record = busy.record
         job_of = (
-            f"job {record['job']} of multirun {record['sweep']}, " if record.get("sweep") else ""
+            f"job {record.get('job', '?')} of multirun {record['sweep']}, "
+            if record.get("sweep")
+            else ""
         )
         raise RunDirInUse(
             f"{lock.parent} is in use by another run ({job_of}{busy.holder}): two runs there "
