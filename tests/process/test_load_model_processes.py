@@ -1,7 +1,7 @@
 """load_model in a fresh interpreter (a child process, as a notebook or a service would start):
 each shipped model kind rebuilt from its checkpoint file alone, and its code taken from the
 project pointed at from any working directory, never from one the checkpoint names (the
-in-process checks: tests/test_load_model.py, tests/reliability/test_hostile_checkpoints.py)."""
+in-process checks: tests/test_load_model.py, engine/tests/test_hostile_checkpoints.py)."""
 
 from __future__ import annotations
 
