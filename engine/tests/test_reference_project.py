@@ -1,9 +1,11 @@
 """The engine's guarantees end to end, on its reference project alone (reference_project/):
 a run trains and its checkpoint evaluates from the command line; a run stopped mid-epoch
-resumes to exactly the uninterrupted run's weights and the step's own state (an EMA), also past
-another config's and a malformed newest step in its own folder, which it skips; a folder
-with several unreadable files trains under on_error=skip and names each, or stops at the first
-naming it; a NaN loss is skipped when allowed and stops the run naming the key when not."""
+(random or weighted order, 0 or 2 workers) resumes to exactly the uninterrupted run's weights,
+metrics and the step's own state (an EMA), also past another config's and a malformed newest
+step in its own folder, which it skips; a folder with several unreadable files trains under
+on_error=skip and names each, or stops at the first naming it; a NaN loss is skipped when
+allowed and stops the run naming the key when not. (More of stopping and resuming:
+test_resume.py.)"""
 
 from __future__ import annotations
 
@@ -54,12 +56,18 @@ def test_the_reference_project_trains_then_evaluates_its_checkpoint(demo_dir, tm
     assert "val/loss" in evaluated.stdout + evaluated.stderr
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize(
+    ("sampler", "workers"), [("random", 0), ("random", 2), ("weighted", 0), ("weighted", 2)]
+)
 def test_a_stopped_run_resumes_to_the_uninterrupted_weights_and_ema(
-    reference_cfg, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, workers: int
+    reference_cfg,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    sampler: str,
+    workers: int,
 ) -> None:
     # 48 train images / batch 16: 3 steps an epoch, 9 in all; stopped after step 4 (epoch 2)
-    knobs = (f"loader.num_workers={workers}",)
+    knobs = (f"sampler={sampler}", f"loader.num_workers={workers}")
     whole = train(reference_cfg("whole", *knobs))
     _stop_at_step(monkeypatch, 4, signal.SIGTERM)
     with pytest.raises(SystemExit) as stopped:
@@ -69,6 +77,7 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_weights_and_ema(
     first = reference_cfg("first").paths.output_dir
     saved = _last(Path(first))
     assert (saved["epoch"], saved["batches_done"], saved["step"]) == (2, 1, 4)
+    assert not (Path(first) / "metrics.json").exists()
     monkeypatch.undo()
     with caplog.at_level(logging.INFO, logger="engine"):
         resumed = train(reference_cfg("second", *knobs, "trainer.resume=auto"))
@@ -83,7 +92,8 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_weights_and_ema(
     ema_a, ema_b = a["train_step"]["ema"], b["train_step"]["ema"]
     assert int(ema_b["n_averaged"]) == 9
     assert all(torch.equal(ema_a[k], ema_b[k]) for k in ema_a), "EMA weights differ"
-    assert resumed["val/loss"] == whole["val/loss"]
+    for key in ("val/loss", "train/loss", "epochs"):
+        assert resumed[key] == whole[key], key
 
 
 def test_resume_auto_in_its_own_folder_skips_another_configs_and_malformed_steps(
