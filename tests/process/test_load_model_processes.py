@@ -1,7 +1,7 @@
 """load_model in a fresh interpreter (a child process, as a notebook or a service would start):
 each shipped model kind rebuilt from its checkpoint file alone, and its code taken from the
 project pointed at from any working directory, never from one the checkpoint names (the
-in-process checks: tests/test_load_model.py, engine/tests/test_hostile_checkpoints.py)."""
+in-process checks: engine/tests/test_load_model.py, engine/tests/test_hostile_checkpoints.py)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from engine.api import load_model
 from engine.runs.checkpoint_files import save_checkpoint
 from engine_dev.api import load_checkpoint
 from src.loop import train
-from tests.test_load_model import ONE_STEP
 
 ROOT = Path(__file__).resolve().parents[2]
+ONE_STEP = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1")
 KINDS = {
     "small_cnn": (),
     "resnet18": ("model=resnet18",),
