@@ -1,8 +1,9 @@
-"""The engine's process-level guarantees on its reference project alone: kill -9 mid-epoch
-and a requeue into the same run dir end with the uninterrupted run's weights and EMA; a
-SIGTERM from outside checkpoints and exits 143; a 2-rank torchrun job with uneven val shares
-writes one run dir whose metrics equal one process's evaluation, and a job stopped mid-epoch
-and resumed under torchrun ends with the uninterrupted job's weights."""
+"""The engine's process-level guarantees on its reference project alone: kill -9 mid-epoch,
+then trainer.resume=auto from a new run dir or a requeue into the same one, ends with the
+uninterrupted run's weights, EMA and metrics (the in-process checks of a fixed run dir:
+test_run_dirs.py); a SIGTERM from outside checkpoints and exits 143; a 2-rank torchrun job
+with uneven val shares writes one run dir whose metrics equal one process's evaluation, and a
+job stopped mid-epoch and resumed under torchrun ends with the uninterrupted job's weights."""
 
 from __future__ import annotations
 
@@ -40,27 +41,54 @@ def _same(a: dict, b: dict) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_kill_9_mid_epoch_then_a_requeue_ends_as_the_uninterrupted_run(demo_dir, tmp_path):
-    # 3 steps an epoch, a checkpoint every 2 steps (at 2 and 4); killed after step 5, in the
-    # frozen epochs (the head alone until epoch 3), with the engine's EMA beside the step's own
-    def args(run: str, *more: str) -> list[str]:
-        fixed = ("trainer.max_epochs=3", "trainer.checkpoint.every_n_steps=2")
-        fixed += ("trainer.freeze_epochs=2", "trainer.ema.decay=0.5")
-        return reference_args(demo_dir, tmp_path, *fixed, f"hydra.run.dir={tmp_path / run}", *more)
-
-    whole = run_child(TRAIN, *args("whole"), cwd=tmp_path)
-    assert whole.returncode == 0, whole.stderr[-3000:]
-    killed = run_child(FAULTS, *args("job"), cwd=tmp_path, KILL_AT_STEP="5")
-    assert killed.returncode == -signal.SIGKILL
-    assert _last(tmp_path / "job")["step"] == 4
-    requeued = run_child(TRAIN, *args("job", "trainer.resume=auto"), cwd=tmp_path)
-    assert requeued.returncode == 0, requeued.stderr[-3000:]
-    assert _resumed_from(requeued, tmp_path / "job", epoch=2, batch=1)
-    a, b = _last(tmp_path / "whole"), _last(tmp_path / "job")
+def _assert_same_result(run: Path, whole: Path) -> None:
+    """`run` ended with the uninterrupted run `whole`'s weights, EMA and metrics."""
+    a, b = _last(whole), _last(run)
     assert _same(a["model"], b["model"])
     assert _same(a["train_step"]["ema"], b["train_step"]["ema"]), "EMA weights differ"
     assert _same(a["ema"]["weights"], b["ema"]["weights"]), "trainer.ema's weights differ"
     assert a["ema"]["updates"] == b["ema"]["updates"] == 9
+    expected = json.loads((whole / "metrics.json").read_text())
+    got = json.loads((run / "metrics.json").read_text())
+    for key in ("val/loss", "train/loss", "epochs"):
+        assert got[key] == pytest.approx(expected[key], abs=1e-6), key
+
+
+def test_kill_9_mid_epoch_then_a_requeue_ends_as_the_uninterrupted_run(
+    demo_dir: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """kill -9 mid-epoch, then trainer.resume=auto from a new run dir (it finds the killed run)
+    and the same command in the killed run's own folder (a SLURM requeue): both end as the
+    uninterrupted run, weights, EMA and metrics, and the requeued folder keeps its newest
+    checkpoints."""
+
+    # 3 steps an epoch, a checkpoint every 2 steps (at 2 and 4); killed after step 5, in the
+    # frozen epochs (the head alone until epoch 3), with the engine's EMA beside the step's own
+    def args(run: Path, *more: str) -> list[str]:
+        fixed = ("trainer.max_epochs=3", "trainer.checkpoint.every_n_steps=2")
+        fixed += ("trainer.freeze_epochs=2", "trainer.ema.decay=0.5")
+        return reference_args(demo_dir, run.parent, *fixed, f"hydra.run.dir={run}", *more)
+
+    # outside tmp_path (the others' paths.log_dir), where trainer.resume=auto would find it
+    whole = tmp_path_factory.mktemp("whole") / "whole"
+    done = run_child(TRAIN, *args(whole), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    job = tmp_path / "job"
+    killed = run_child(FAULTS, *args(job), cwd=tmp_path, KILL_AT_STEP="5")
+    assert killed.returncode == -signal.SIGKILL
+    assert _last(job)["step"] == 4 and not (job / "metrics.json").exists()
+    elsewhere = run_child(TRAIN, *args(tmp_path / "elsewhere", "trainer.resume=auto"), cwd=tmp_path)
+    assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
+    assert _resumed_from(elsewhere, job, epoch=2, batch=1)
+    _assert_same_result(tmp_path / "elsewhere", whole)
+    requeued = run_child(TRAIN, *args(job, "trainer.resume=auto"), cwd=tmp_path)
+    assert requeued.returncode == 0, requeued.stderr[-3000:]
+    assert _resumed_from(requeued, job, epoch=2, batch=1)
+    assert "starting fresh" not in requeued.stdout + requeued.stderr
+    _assert_same_result(job, whole)
+    # the newest trainer.checkpoint.keep_last (3) of its steps, the killed run's gone
+    steps = sorted(p.name for p in (job / "checkpoints").glob("step*.pt"))
+    assert steps == ["step00000006.pt", "step00000008.pt", "step00000009.pt"]
 
 
 def test_sigterm_from_outside_checkpoints_and_exits_143(demo_dir, tmp_path):

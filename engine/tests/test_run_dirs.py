@@ -1,85 +1,30 @@
-"""A run in a fixed hydra.run.dir (a requeued SLURM job): leftovers of a kill -9 are cleaned,
-files follow the umask and a full disk names the file. A real kill -9 and the requeue after it:
-tests/process/test_run_dir_processes.py. Which checkpoints resume=auto continues, skips or
-refuses: engine/tests/test_checkpoints.py and engine/tests/test_reference_project.py."""
+"""A run in a fixed hydra.run.dir (a requeued SLURM job), on the reference project: leftovers
+of a kill -9 are cleaned, files follow the umask and a full disk names the file. A real kill -9
+and the requeue after it: process/test_reference_processes.py. Which checkpoints resume=auto
+continues, skips or refuses: test_checkpoints.py and test_reference_project.py."""
 
 from __future__ import annotations
 
 import errno
-import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
 from engine.core.io import atomic_write_bytes, remove_stale_temporaries, write_json
 from engine.runs.checkpoint_files import Checkpoints
 from engine_dev.api import load_checkpoint
-from tests.cli import run_cli
-from tests.conftest import NARROW_MODEL
-from tests.train_process import FAULTY, allowing
-
-SLOW = (
-    f"dataset._target_={FAULTY}",
-    "+dataset.fault=slow",
-    "+dataset.delay_s=0.01",
-    allowing(FAULTY),
-)
-# 48 train images / batch 16 = 3 steps an epoch, 9 in all; a checkpoint after each step
-RUN = (
-    "loader.batch_size=16",
-    "loader.num_workers=1",
-    "trainer.max_epochs=3",
-    "trainer.checkpoint.every_n_steps=1",
-    NARROW_MODEL,
-    *SLOW,
-)
-COMPARED = ("val/acc", "val/loss", "train/loss", "val/best_acc", "epochs")
-
-
-def _args(demo_dir: Path, run: Path, *extra: str) -> list[str]:
-    return [
-        f"paths.demo_dir={demo_dir}",
-        f"paths.log_dir={run.parent}",
-        f"hydra.run.dir={run}",
-        *RUN,
-        *extra,
-    ]
-
-
-def _train(demo_dir: Path, run: Path, *extra: str) -> subprocess.CompletedProcess:
-    return run_cli(*_args(demo_dir, run, *extra), cwd=run.parent)
-
-
-def _uninterrupted(demo_dir: Path, run: Path) -> Path:
-    """The run in `run`, uninterrupted: what continued runs are compared with."""
-    done = _train(demo_dir, run)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return run
-
-
-def _assert_same_result(run: Path, whole: Path) -> None:
-    a = load_checkpoint(whole / "checkpoints" / "last.pt")["model"]
-    b = load_checkpoint(run / "checkpoints" / "last.pt")["model"]
-    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
-    expected = json.loads((whole / "metrics.json").read_text())
-    got = json.loads((run / "metrics.json").read_text())
-    for key in COMPARED:
-        assert got[key] == pytest.approx(expected[key], abs=1e-6), key
-
-
-def _steps(run: Path) -> list[str]:
-    return sorted(p.name for p in (run / "checkpoints").glob("step*.pt"))
+from engine_dev.cli import run_script
+from tests.conftest import TRAIN, reference_args
 
 
 def _one_epoch(demo_dir: Path, run: Path) -> subprocess.CompletedProcess:
-    """One epoch (3 steps) in the fixed run dir `run`, a checkpoint after each step."""
-    return run_cli(
-        f"paths.demo_dir={demo_dir}",
-        f"paths.log_dir={run.parent}",
-        f"hydra.run.dir={run}",
+    """One epoch (48 train images / batch 16: 3 steps) in the fixed run dir `run`, a checkpoint
+    after each step."""
+    return run_script(
+        TRAIN,
+        *reference_args(demo_dir, run.parent, f"hydra.run.dir={run}"),
         "loader.batch_size=16",
         "loader.num_workers=0",
         "trainer.max_epochs=1",
@@ -97,8 +42,8 @@ def test_written_files_follow_the_umask(tmp_path: Path, umask: int) -> None:
             pass
         atomic_write_bytes(tmp_path / "bytes", b"x")
         write_json(tmp_path / "metrics.json", {"a": 1})
-        ckpt = Checkpoints(tmp_path / "checkpoints", 1, "val/acc", "max")
-        ckpt.save({"step": 1}, {"val/acc": 1.0})
+        ckpt = Checkpoints(tmp_path / "checkpoints", 1, "val/loss", "min")
+        ckpt.save({"step": 1}, {"val/loss": 1.0})
     finally:
         os.umask(old)
     expected = (tmp_path / "plain").stat().st_mode & 0o777
@@ -155,7 +100,7 @@ def test_a_run_cleans_its_own_leftovers_and_shares_its_files(demo_dir: Path, tmp
     )
 
 
-# 4. a full disk ----------------------------------------------------------------------------------
+# a full disk ------------------------------------------------------------------------------------
 def test_a_failed_write_names_the_file_and_the_fix(tmp_path: Path, monkeypatch) -> None:
     path = tmp_path / "checkpoints" / "step00000002.pt"
     atomic_write_bytes(path, b"old")
