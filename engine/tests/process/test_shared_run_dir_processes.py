@@ -2,7 +2,7 @@
 that holds the lock: a second run in a busy fixed hydra.run.dir, or a second multirun in a busy
 sweep dir, is refused in one line before it writes anything; a killed run's lock is gone with
 it, forked workers and all (multiruns whose jobs would share a folder, in-process:
-tests/reliability/test_shared_run_dirs.py)."""
+test_shared_run_dirs.py)."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 from engine.runs.run_lock import claim, release
-from tests.cli import run_cli
-from tests.reliability.test_shared_run_dirs import TINY
+from engine_dev.cli import run_script
+from tests.conftest import TRAIN, reference_args
+from tests.test_shared_run_dirs import TINY
 
-ROOT = Path(__file__).resolve().parents[2]
 # A process that holds the lock file argv[1], then (argv[2] == "fork") forks a child that
 # outlives it, prints its pid(s) and waits to be killed. The pids are printed once the child
 # says, through a pipe, that its fork has returned (its at-fork hooks have run): on a busy
@@ -41,7 +41,7 @@ time.sleep(600)
 def _holder(lock: Path, fork: bool = False) -> tuple[subprocess.Popen, list[int]]:
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(lock), "fork" if fork else "-"],
-        cwd=ROOT,
+        cwd=lock.parent.parent,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -56,16 +56,16 @@ def _kill(proc: subprocess.Popen) -> None:
 def test_a_second_run_in_a_busy_run_dir_is_refused_having_written_nothing(demo_dir, tmp_path):
     run = tmp_path / "run"
     proc, (pid, _) = _holder(run / ".run.lock")
-    args = (f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}", f"hydra.run.dir={run}")
+    args = reference_args(demo_dir, tmp_path, f"hydra.run.dir={run}", *TINY)
     try:
-        done = run_cli(*args, *TINY, cwd=tmp_path)
+        done = run_script(TRAIN, *args, cwd=tmp_path)
     finally:
         _kill(proc)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1 and len(lines) == 1, done.stderr
     assert f"{run} is in use by another run (pid {pid} " in lines[0] and "hydra.run.dir" in lines[0]
     assert sorted(os.listdir(run)) == [".run.lock"]  # no .hydra/, no log, no checkpoint
-    done = run_cli(*args, *TINY, cwd=tmp_path)  # the holder was killed: its lock went with it
+    done = run_script(TRAIN, *args, cwd=tmp_path)  # the holder was killed: its lock went with it
     assert done.returncode == 0, done.stderr[-2000:]
     assert (run / "metrics.json").is_file()
 
@@ -84,7 +84,10 @@ def test_a_second_multirun_in_a_busy_sweep_dir_is_refused_before_its_first_job(t
     sweep = tmp_path / "sweep"
     proc, (pid, _) = _holder(sweep / ".sweep.lock")
     try:
-        done = run_cli("-m", "trainer.seed=1,2", f"hydra.sweep.dir={sweep}", *TINY, cwd=tmp_path)
+        done = run_script(
+            TRAIN, "-m", "trainer.seed=1,2", f"paths.log_dir={tmp_path}",
+            f"hydra.sweep.dir={sweep}", *TINY, cwd=tmp_path,
+        )  # fmt: skip
     finally:
         _kill(proc)
     lines = done.stderr.strip().splitlines()
