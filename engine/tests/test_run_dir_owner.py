@@ -3,7 +3,7 @@ hydra.run.dir that no run has marked (no .run.lock) and that holds anything (a u
 metrics.json, a dataset root, a checkout), or that another mode marked, is refused in one line
 before anything is written; following its advice lets the run go on. Every entry a run
 leaves at the top of its dir is a name that rule protects (engine.runs.run_lock.RUN_FILES).
-A sweep dir alike, by its .sweep.lock (what a multirun leaves there: tests/test_sweep_reports.py)."""
+A sweep dir alike, by its .sweep.lock (what a multirun leaves there: test_sweep_reports.py)."""
 
 from __future__ import annotations
 

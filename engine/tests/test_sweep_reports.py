@@ -1,7 +1,9 @@
-"""What one loader sweep (`python train.py -m loader.num_workers=0,2 loader.batch_size=...
-loader.persistent_workers=true,false`, mode=benchmark) leaves for the scripts and people that
-read it: a metrics.json in every job dir, the HParams table TensorBoard shows, the plot's title
-and the recommended setting, and nothing beside them that a user's folder is not kept from."""
+"""What one loader sweep of the reference project (`python train.py -m mode=benchmark
+loader.num_workers=0,2 loader.batch_size=... loader.persistent_workers=true,false`) leaves for
+the scripts and people that read it: a metrics.json in every job dir, the HParams table
+TensorBoard shows, the plot's title and the recommended setting, and nothing beside them that a
+user's folder is not kept from (the parts on hand-made rows: test_sweep_parts.py,
+test_sweep_ranking.py)."""
 
 from __future__ import annotations
 
@@ -20,10 +22,10 @@ from engine.runs.tensorboard import board_tag
 from engine.sweeps.plot import parse_overrides, title_counts
 from engine.sweeps.recommend import recommendation, recommended
 from engine.sweeps.table import mark_tied, rank
-from tests.cli import run_cli
+from engine_dev.cli import run_script
+from tests.conftest import TRAIN, reference_args
 from tests.hparams_table import hparams_table
 
-ROOT = Path(__file__).resolve().parents[1]
 METRIC = "loader/samples_per_s"
 SWEPT = {"loader.num_workers", "loader.batch_size", "loader.persistent_workers"}
 
@@ -40,18 +42,17 @@ class Sweep:
 @pytest.fixture(scope="module")
 def sweep(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Sweep:
     log_dir = tmp_path_factory.mktemp("outputs")
-    result = run_cli(
+    result = run_script(
+        TRAIN,
         "-m",
-        "mode=benchmark",
+        *reference_args(demo_dir, log_dir, "mode=benchmark"),
         "benchmark.batches=2",
         "benchmark.warmup=0",
         "benchmark.repeats=2",
-        f"paths.demo_dir={demo_dir}",
-        f"paths.log_dir={log_dir}",
         "loader.num_workers=0,2",
         "loader.batch_size=8,16",
         "loader.persistent_workers=true,false",
-        cwd=ROOT,
+        cwd=log_dir,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     (sweep_dir,) = log_dir.glob("multiruns/*/*")
@@ -142,15 +143,16 @@ def test_the_summary_ends_with_the_recommended_setting(sweep: Sweep) -> None:
 
 def test_a_single_run_is_named_by_its_folder_and_overrides(demo_dir: Path, tmp_path: Path) -> None:
     run = tmp_path / "12-00-00_ab12cd"
-    result = run_cli(
+    result = run_script(
+        TRAIN,
         "mode=benchmark",
         "benchmark.batches=1",
         "benchmark.warmup=0",
         "benchmark.repeats=1",
         "loader.batch_size=8",
-        f"paths.demo_dir={demo_dir}",
+        *reference_args(demo_dir, tmp_path),
         f"hydra.run.dir={run}",
-        cwd=ROOT,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     experiment, groups = hparams_table(run)
