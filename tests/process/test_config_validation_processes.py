@@ -1,6 +1,6 @@
 """A bad config on the console of train.py run as a user runs it, in a child process: the one
 short message naming the key, no traceback, and no work done (the in-process checks:
-tests/reliability/test_config_validation.py)."""
+engine/tests/test_config_checks.py, tests/reliability/test_config_validation.py)."""
 
 from __future__ import annotations
 
