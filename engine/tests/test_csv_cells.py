@@ -100,6 +100,9 @@ def test_bad_samples_csv_is_escaped_and_a_resumed_ledger_lists_a_file_once(tmp_p
     cells = _cells(report)
     assert not _live(cells) and "'=x.jpg\udcff" in cells
     assert len(cells) == 2 * 5  # the header and one row: the path read back as it was
+    BadSampleLedger("val", 100, 1.0, report).record([bad])  # another split: its own row
+    rows = [tuple(_cells(report)[i : i + 2]) for i in range(5, 3 * 5, 5)]  # (split, index)
+    assert rows == [("train", "3"), ("val", "3")] and len(_cells(report)) == 3 * 5
 
 
 def test_a_sweep_table_reads_back_exactly_through_appends_and_rewrites(tmp_path: Path) -> None:

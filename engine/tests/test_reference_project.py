@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import re
 import shutil
 import signal
 from pathlib import Path
@@ -24,6 +25,8 @@ from engine_dev.hostile import corrupt_tree
 from reference.loop import train
 from reference.step import EmaStep
 from tests.conftest import TRAIN, reference_args
+
+NAMED = r"cannot decode sample (\d+) \(class '(circle|cross|square)'\) from (\S+):"
 
 
 def _stop_at_step(monkeypatch: pytest.MonkeyPatch, step: int, signum: int) -> None:
@@ -135,16 +138,28 @@ def test_resume_auto_in_its_own_folder_skips_another_configs_and_malformed_steps
     assert load_checkpoint(run / aside[0])["config_key"] == "0123456789abcdef"
 
 
-def test_several_unreadable_files_are_skipped_and_each_named(demo_dir, reference_cfg, tmp_path):
+def test_several_unreadable_files_are_skipped_and_each_named(
+    demo_dir, reference_cfg, tmp_path, caplog
+):
+    """on_error=skip trains to the end; bad_samples.csv lists each bad file once across the
+    epochs, with its split and error, and the log warns once per file."""
     root, bad = corrupt_tree(demo_dir, tmp_path / "tree")
-    metrics = train(
-        reference_cfg(
-            "skip", f"dataset.root={root}", "dataset.decode.on_error=skip", "trainer.max_epochs=1"
-        )
+    cfg = reference_cfg(
+        "skip",
+        f"dataset.root={root}",
+        "dataset.decode.on_error=skip",
+        "dataset.decode.max_bad_fraction=0.1",
+        "trainer.max_epochs=2",
     )
-    assert metrics["epochs"] == 1
+    with caplog.at_level(logging.WARNING, logger="engine.data.bad_samples"):
+        metrics = train(cfg)
+    assert metrics["epochs"] == 2
     with open(tmp_path / "skip" / "bad_samples.csv", newline="") as f:
-        assert {row["path"] for row in csv.DictReader(f)} == bad
+        rows = list(csv.DictReader(f))
+    assert sorted(r["path"] for r in rows) == sorted(bad)  # each once, across both epochs
+    assert {r["split"] for r in rows} == {"train"} and all(r["error"] for r in rows)
+    warned = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(warned) == 3 and all(any(p in w for p in bad) for w in warned)
 
 
 def test_a_run_resumed_past_left_out_batches_trains_as_the_uninterrupted_one(
@@ -187,7 +202,9 @@ def test_the_first_unreadable_file_stops_the_run_naming_it(demo_dir, tmp_path):
     assert result.returncode == 1
     said = result.stdout + result.stderr
     assert "Traceback" not in said
-    assert any(path in said for path in bad), said[-2000:]
+    named = re.search(NAMED, said)  # the file, its index and class
+    assert named and named.group(3) in bad, said[-2000:]
+    assert re.search(r"truncated|empty \(0 bytes\)|Unsupported image file", said)  # the error
     assert "dataset.decode.on_error=skip" in said
 
 
