@@ -1,23 +1,24 @@
-"""A real-looking folder with several unreadable files at once, run as a user runs it (the
-command line, tests/cli.py): skip mode trains every epoch and lists exactly the bad files;
-raise mode stops naming the first; validate lists all. (A crash by signal is the fuzz pass's
-to catch: it reads every hostile file in a child, engine/tests/test_fuzz.py.)"""
+"""A real-looking folder with several unreadable files at once (engine_dev.hostile.real_folder),
+run as a user runs the reference project (its train.py, in this process): skip mode trains
+every epoch and lists exactly the bad files; raise mode stops naming the first; validate lists
+all. (A crash by signal is the fuzz pass's to catch: it reads every hostile file in a child,
+test_fuzz.py.)"""
 
 from __future__ import annotations
 
 import csv
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
 
 from engine.core.text import shown
 from engine.data.bad_samples import REPORT_TEXT
-from engine_dev.hostile import lying_images, short_png
-from tests.cli import run_cli
-from tests.conftest import NARROW_MODEL
-from tests.reliability.real_folder import real_folder
+from engine_dev.cli import run_script
+from engine_dev.hostile import lying_images, real_folder, short_png
+from tests.conftest import TRAIN, reference_args
 
 
 def _listed(run: Path) -> dict[str, str]:
@@ -30,15 +31,19 @@ def _listed(run: Path) -> dict[str, str]:
 def test_skip_trains_every_epoch_and_lists_exactly_the_bad_files(demo_dir, tmp_path, workers):
     root, bad = real_folder(demo_dir, tmp_path / "real")
     run = tmp_path / "run"
-    result = run_cli(
-        f"dataset.root={root}",
-        "dataset.decode.on_error=skip",
-        "dataset.decode.max_bad_fraction=0.05",
-        f"loader.num_workers={workers}",
-        "loader.batch_size=8",  # batches of every size from 1 to 8 meet in the normaliser
-        "trainer.max_epochs=2",
-        NARROW_MODEL,
-        f"hydra.run.dir={run}",
+    result = run_script(
+        TRAIN,
+        *reference_args(
+            demo_dir,
+            tmp_path,
+            f"dataset.root={root}",
+            "dataset.decode.on_error=skip",
+            "dataset.decode.max_bad_fraction=0.05",
+            f"loader.num_workers={workers}",
+            "loader.batch_size=8",  # batches of every size from 1 to 8 meet in the normaliser
+            "trainer.max_epochs=2",
+            f"hydra.run.dir={run}",
+        ),
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -56,7 +61,7 @@ def test_skip_trains_every_epoch_and_lists_exactly_the_bad_files(demo_dir, tmp_p
         ("short.png", short_png(40, 40), "decode_png failed: Not enough image data"),
         (
             "bomb.jpg",
-            lying_images(__import__("random").Random(0))["lying.jpg"],
+            lying_images(random.Random(0))["lying.jpg"],
             "dataset.decode.max_image_pixels=89,478,485",
         ),
         ("pipe.jpg", None, "a FIFO (named pipe), not an image file"),
@@ -71,8 +76,16 @@ def test_raise_stops_at_a_hostile_first_val_image_naming_it(demo_dir, tmp_path, 
     else:
         first.write_bytes(data)
     run = tmp_path / "run"
-    result = run_cli(
-        f"dataset.root={root}", "loader.num_workers=0", f"hydra.run.dir={run}", cwd=tmp_path
+    result = run_script(
+        TRAIN,
+        *reference_args(
+            demo_dir,
+            tmp_path,
+            f"dataset.root={root}",
+            "loader.num_workers=0",
+            f"hydra.run.dir={run}",
+        ),
+        cwd=tmp_path,
     )
     assert result.returncode == 1, (result.returncode, result.stderr[-2000:])
     message = f"from {first}: "
@@ -84,12 +97,17 @@ def test_raise_stops_at_a_hostile_first_val_image_naming_it(demo_dir, tmp_path, 
 def test_validate_lists_every_bad_file_without_hanging(demo_dir, tmp_path) -> None:
     root, bad = real_folder(demo_dir, tmp_path / "real")
     run = tmp_path / "run"
-    result = run_cli(
-        "mode=validate",
-        f"dataset.root={root}",
-        "dataset.decode.max_bad_fraction=0.05",
-        "loader.num_workers=1000",  # capped at 4 per core, with a line saying so
-        f"hydra.run.dir={run}",
+    result = run_script(
+        TRAIN,
+        *reference_args(
+            demo_dir,
+            tmp_path,
+            "mode=validate",
+            f"dataset.root={root}",
+            "dataset.decode.max_bad_fraction=0.05",
+            "loader.num_workers=1000",  # capped at 4 per core, with a line saying so
+            f"hydra.run.dir={run}",
+        ),
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
