@@ -1,4 +1,5 @@
-"""A run that fails says why in one line naming the file or the key, and its log ends with it."""
+"""A run of the reference project that fails says why in one line naming the file or the key,
+and its log ends with it; a worker count far above the cores is capped with one warning."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from hydra.utils import instantiate
 from engine.data import resolve_loader
 from engine.data.samplers import SequentialOrder
 from engine_dev.api import Labels
-from tests.cli import run_cli
-from tests.train_process import allowing
+from engine_dev.cli import run_script
+from tests.conftest import TRAIN, reference_args
 
 USER_DATASET = """
 class Broken:
@@ -28,16 +29,21 @@ def _last_log_line(run: Path) -> str:
     return error
 
 
-def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
+def test_a_user_dataset_error_keeps_its_file_name(demo_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "mydata").mkdir()
     (tmp_path / "mydata" / "__init__.py").write_text("")
     (tmp_path / "mydata" / "broken.py").write_text(USER_DATASET)
     run = tmp_path / "run"
-    result = run_cli(
-        "~dataset",  # the dataset group left out: this node alone
-        "+dataset._target_=mydata.broken.Broken",
-        allowing("mydata.*"),
-        f"hydra.run.dir={run}",
+    result = run_script(
+        TRAIN,
+        *reference_args(
+            demo_dir,
+            tmp_path,
+            "~dataset",  # the dataset group left out: this node alone
+            "+dataset._target_=mydata.broken.Broken",
+            "allowed_targets_extra=[mydata.*]",
+            f"hydra.run.dir={run}",
+        ),
         cwd=tmp_path,
         env={"PYTHONPATH": str(tmp_path)},
     )
@@ -49,16 +55,17 @@ def test_a_user_dataset_error_keeps_its_file_name(tmp_path: Path) -> None:
     assert _last_log_line(run).endswith(f"run failed: {named} {raised}")  # the one line
 
 
-def test_a_config_error_is_the_last_line_of_the_log(tmp_path: Path) -> None:
+def test_a_config_error_is_the_last_line_of_the_log(demo_dir: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    result = run_cli("optimizer.lr=fast", f"hydra.run.dir={run}", cwd=tmp_path)
+    args = reference_args(demo_dir, tmp_path, "optimizer.lr=fast", f"hydra.run.dir={run}")
+    result = run_script(TRAIN, *args, cwd=tmp_path)
     assert result.returncode == 1 and "optimizer.lr='fast'" in result.stderr
     assert "run failed: ConfigError: optimizer.lr='fast'" in _last_log_line(run)
 
 
-def test_worker_counts_far_above_the_cores_are_capped(make_cfg, monkeypatch, caplog) -> None:
+def test_worker_counts_far_above_the_cores_are_capped(reference_cfg, monkeypatch, caplog) -> None:
     monkeypatch.setattr(resolve_loader, "available_cpus", lambda: 2)
-    settings, data = instantiate(make_cfg().loader), Labels([0, 1] * 8, 2)
+    settings, data = instantiate(reference_cfg("run").loader), Labels([0, 1] * 8, 2)
 
     def workers(count: int) -> int:
         chosen = replace(settings, num_workers=count)
