@@ -1,10 +1,11 @@
-"""Elastic resume across world sizes (torchrun, gloo on CPU): a 2-rank job killed with -9
-mid-epoch goes on as one process with twice the batch and other loader workers, and a single
-process goes on as 2 ranks; either way every remaining optimizer step trains on the samples an
-uninterrupted job of the same global batch does (samples.csv), each train sample once an epoch,
-and the final val/loss is the uninterrupted job's up to float rounding. The uninterrupted job
-runs as one process: which samples make up a step does not depend on the ranks that share it
-(engine.data.samplers.EpochSampler), and one process costs the suite no torchrun."""
+"""Elastic resume across world sizes (torchrun, gloo on CPU), on the reference project: a
+2-rank job killed with -9 mid-epoch goes on as one process with twice the batch and other
+loader workers, and a single process goes on as 2 ranks; either way every remaining optimizer
+step trains on the samples an uninterrupted job of the same global batch does (samples.csv),
+each train sample once an epoch, and the final val/loss is the uninterrupted job's up to float
+rounding. The uninterrupted job runs as one process: which samples make up a step does not
+depend on the ranks that share it (engine.data.samplers.EpochSampler), and one process costs
+the suite no torchrun. (One process, another split: test_elastic_resume.py.)"""
 
 from __future__ import annotations
 
@@ -14,18 +15,16 @@ from pathlib import Path
 import pytest
 
 from engine_dev.api import samples_by_step
-from tests.cli import run_cli
-from tests.process.test_distributed import FAULTS, torchrun
-from tests.test_elastic_resume import assert_each_once
-from tests.train_process import kill_at_step
+from engine_dev.cli import run_script
+from engine_dev.processes import run_child
+from tests.conftest import TRAIN, reference_args
+from tests.process.test_reference_processes import FAULTS
+from tests.test_elastic_resume import assert_each_once, kill_at_step
 
 # 48 demo train images, 16 per optimizer step (8 x 2 ranks, or 16 x 1): 3 steps an epoch;
-# no dropout and no BatchNorm, whose statistics are per rank
+# TinyNet has no dropout and no BatchNorm, whose statistics are per rank
 RUN = (
     "trainer.max_epochs=2",
-    "model=mlp",
-    "model.hidden=[16]",
-    "model.dropout=0",
     "trainer.record_samples=true",
     "trainer.checkpoint.every_n_steps=1",
     "loader.drop_last=false",
@@ -36,8 +35,8 @@ WORKER_A_RANK = "loader.num_workers=1"  # the killed 2-rank job's: one worker pe
 KILLED_AT = 5  # epoch 2, batch 2: the last checkpoint is step 4's, mid-epoch 2
 
 
-def _job(demo_dir: Path, run_dir: Path, *overrides: str) -> tuple[str, ...]:
-    return (f"paths.demo_dir={demo_dir}", f"hydra.run.dir={run_dir}", *RUN, *overrides)
+def _job(demo_dir: Path, run_dir: Path, *overrides: str) -> list[str]:
+    return reference_args(demo_dir, run_dir.parent, f"hydra.run.dir={run_dir}", *RUN, *overrides)
 
 
 def _val_loss(run_dir: Path) -> float:
@@ -48,7 +47,7 @@ def _val_loss(run_dir: Path) -> float:
 def whole(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The uninterrupted job: one process, batches of 16 (= 8 x 2 ranks)."""
     run_dir = tmp_path_factory.mktemp("elastic") / "whole"
-    result = run_cli(*_job(demo_dir, run_dir, *ONE_PROCESS), cwd=run_dir.parent)
+    result = run_script(TRAIN, *_job(demo_dir, run_dir, *ONE_PROCESS), cwd=run_dir.parent)
     assert result.returncode == 0, result.stderr[-3000:]
     return run_dir
 
@@ -61,16 +60,19 @@ def _same_as_whole(run_dir: Path, whole: Path) -> None:
 
 def test_two_ranks_killed_mid_epoch_go_on_as_one_process(demo_dir, tmp_path, whole) -> None:
     run_dir = tmp_path / "run"
-    killed = torchrun(
+    killed = run_child(
+        FAULTS,
         *_job(demo_dir, run_dir, *TWO_RANKS, WORKER_A_RANK),
         cwd=tmp_path,
-        script=FAULTS,
+        nproc=2,
         KILL_AT_STEP=str(KILLED_AT),
     )
     # returned at all: no loader worker or forkserver of the killed ranks holds the job's
     # output pipes open (engine.data.loaders.exit_with)
     assert killed.returncode != 0 and max(samples_by_step(run_dir)) == KILLED_AT - 1
-    resumed = run_cli(*_job(demo_dir, run_dir, *ONE_PROCESS, "trainer.resume=auto"), cwd=tmp_path)
+    resumed = run_script(
+        TRAIN, *_job(demo_dir, run_dir, *ONE_PROCESS, "trainer.resume=auto"), cwd=tmp_path
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     _same_as_whole(run_dir, whole)
     ranks = {int(line.split(",")[2]) for line in (run_dir / "samples.csv").read_text().split()[1:]}
@@ -80,9 +82,11 @@ def test_two_ranks_killed_mid_epoch_go_on_as_one_process(demo_dir, tmp_path, who
 def test_one_process_goes_on_as_two_ranks(demo_dir, tmp_path, whole, monkeypatch) -> None:
     run_dir = tmp_path / "run"
     kill_at_step(monkeypatch, KILLED_AT)
-    assert run_cli(*_job(demo_dir, run_dir, *ONE_PROCESS), cwd=tmp_path).returncode == 1
+    assert run_script(TRAIN, *_job(demo_dir, run_dir, *ONE_PROCESS), cwd=tmp_path).returncode == 1
     monkeypatch.undo()
-    resumed = torchrun(*_job(demo_dir, run_dir, *TWO_RANKS, "trainer.resume=auto"), cwd=tmp_path)
+    resumed = run_child(
+        TRAIN, *_job(demo_dir, run_dir, *TWO_RANKS, "trainer.resume=auto"), cwd=tmp_path, nproc=2
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout + resumed.stderr
     _same_as_whole(run_dir, whole)
