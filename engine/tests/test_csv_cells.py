@@ -29,8 +29,8 @@ from engine.runs.sample_log import samples_by_step
 from engine.sweeps.table import append_row, read_rows, write_rows
 from engine_dev.cli import run_script
 from reference.loop import train
-from reference.step import EmaStep
 from tests.conftest import TRAIN, reference_args
+from tests.interrupts import kill_at_step
 
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 # text a spreadsheet would run, and text that only looks escaped already
@@ -249,19 +249,6 @@ def test_a_run_writes_no_csv_cell_a_spreadsheet_would_run(
     assert build_split(users.dataset, "train", None, ["'=quoted"]).classes == ["'=quoted"]
 
 
-def _kill_at_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
-    """Die right after optimizer step `step` (before its loss point and checkpoint), like
-    kill -9 some steps after the last checkpoint."""
-    original = EmaStep.optimizer_step
-
-    def stepping(self: EmaStep) -> None:
-        original(self)
-        if self.steps == step:
-            raise RuntimeError("killed")
-
-    monkeypatch.setattr(EmaStep, "optimizer_step", stepping)
-
-
 # the 48 demo train images and the junk one, batch 8: killed in epoch 2, resumed mid-epoch
 # from the step-8 checkpoint
 RESUMED = (
@@ -282,7 +269,7 @@ def test_a_mid_epoch_resume_reads_back_its_escaped_csvs_exactly(
     _tree(demo_dir, tmp_path, flat=False)
     whole, out = tmp_path / "whole", tmp_path / "run"
     train(reference_cfg("whole", *RESUMED))
-    _kill_at_step(monkeypatch, 9)
+    kill_at_step(monkeypatch, 9)
     with pytest.raises(RuntimeError, match="killed"):
         train(reference_cfg("run", *RESUMED))
     monkeypatch.undo()

@@ -18,7 +18,7 @@ import torch
 from engine.runs.checkpoint_files import save_checkpoint
 from engine_dev.api import load_checkpoint, samples_by_step, uses_by_epoch
 from reference.loop import train
-from reference.step import EmaStep
+from tests.interrupts import kill_at_step
 
 # 48 demo train images, batch 8: 6 steps an epoch, 12 in 2 epochs; TinyNet has no dropout and
 # no BatchNorm, so a different split of a step's samples gives the same numbers up to rounding
@@ -28,19 +28,6 @@ RUN = (
     "trainer.checkpoint.every_n_steps=2",
 )
 KILLED_AT = 9  # epoch 2, batch 3: the last checkpoint is step 8's, mid-epoch 2
-
-
-def kill_at_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
-    """Die right after optimizer step `step` (before its loss point and checkpoint), like
-    kill -9 some steps after the last checkpoint."""
-    original = EmaStep.optimizer_step
-
-    def stepping(self: EmaStep) -> None:
-        original(self)
-        if self.steps == step:
-            raise RuntimeError("killed")
-
-    monkeypatch.setattr(EmaStep, "optimizer_step", stepping)
 
 
 def assert_each_once(run: Path, size: int = 48) -> None:

@@ -26,20 +26,9 @@ from engine_dev.hostile import corrupt_tree
 from reference.loop import train
 from reference.step import EmaStep
 from tests.conftest import TRAIN, reference_args
+from tests.interrupts import stop_at_step
 
 NAMED = r"cannot decode sample (\d+) \(class '(circle|cross|square)'\) from (\S+):"
-
-
-def _stop_at_step(monkeypatch: pytest.MonkeyPatch, step: int, signum: int) -> None:
-    """`signum` to this process right after optimizer step `step` (a pre-emption)."""
-    original = EmaStep.optimizer_step
-
-    def stepping(self: EmaStep) -> None:
-        original(self)
-        if self.steps == step:
-            signal.raise_signal(signum)
-
-    monkeypatch.setattr(EmaStep, "optimizer_step", stepping)
 
 
 def _last(run: Path) -> dict:
@@ -73,7 +62,7 @@ def test_a_stopped_run_resumes_to_the_uninterrupted_weights_and_ema(
     # 48 train images / batch 16: 3 steps an epoch, 9 in all; stopped after step 4 (epoch 2)
     knobs = (f"sampler={sampler}", f"loader.num_workers={workers}")
     whole = train(reference_cfg("whole", *knobs))
-    _stop_at_step(monkeypatch, 4, signal.SIGTERM)
+    stop_at_step(monkeypatch, 4, signal.SIGTERM)
     with pytest.raises(SystemExit) as stopped:
         train(reference_cfg("first", *knobs))
     assert stopped.value.code == 128 + signal.SIGTERM
@@ -109,7 +98,7 @@ def test_resume_auto_in_its_own_folder_skips_another_configs_and_malformed_steps
     when the run writes its own steps of those numbers."""
     every = ("trainer.checkpoint.every_n_steps=1",)
     whole = train(reference_cfg("whole", *every))
-    _stop_at_step(monkeypatch, 3, signal.SIGTERM)
+    stop_at_step(monkeypatch, 3, signal.SIGTERM)
     with pytest.raises(SystemExit):
         train(reference_cfg("run", *every))
     monkeypatch.undo()
@@ -184,7 +173,7 @@ def test_a_run_resumed_past_left_out_batches_trains_as_the_uninterrupted_one(
         "trainer.checkpoint.every_n_steps=1",
     )
     train(reference_cfg("whole", *knobs))
-    _stop_at_step(monkeypatch, 3, signal.SIGTERM)
+    stop_at_step(monkeypatch, 3, signal.SIGTERM)
     with pytest.raises(SystemExit):
         train(reference_cfg("first", *knobs))
     monkeypatch.undo()

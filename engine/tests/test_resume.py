@@ -19,7 +19,7 @@ from engine.api import Epoch
 from engine.runs.checkpoint_files import load_checkpoint
 from engine.runs.resume import config_key
 from reference.loop import train
-from tests.test_reference_project import _stop_at_step
+from tests.interrupts import stop_at_step
 
 # 48 train images / batch 16 = 3 batches per epoch (drop_last), 3 epochs = 9 optimizer steps
 # (the reference trainer's max_epochs and log_every_n_steps)
@@ -34,7 +34,7 @@ def _weights(reference_cfg, name: str) -> dict[str, torch.Tensor]:
 
 
 def test_resume_between_epochs_and_after_ctrl_c(reference_cfg, monkeypatch) -> None:
-    _stop_at_step(monkeypatch, 3, signal.SIGINT)  # the last step of epoch 1
+    stop_at_step(monkeypatch, 3, signal.SIGINT)  # the last step of epoch 1
     with pytest.raises(SystemExit) as stopped:
         train(reference_cfg("first"))
     assert stopped.value.code == 128 + signal.SIGINT
@@ -62,7 +62,7 @@ def test_results_do_not_depend_on_num_workers(reference_cfg) -> None:
 
 def test_stop_after_the_last_partial_batch_resumes_into_validation(reference_cfg, monkeypatch):
     knobs = ("loader.drop_last=false", "loader.batch_size=20")  # 48 = 20 + 20 + 8: 3 steps
-    _stop_at_step(monkeypatch, 3, signal.SIGTERM)  # after epoch 1's last batch, before val
+    stop_at_step(monkeypatch, 3, signal.SIGTERM)  # after epoch 1's last batch, before val
     with pytest.raises(SystemExit):
         train(reference_cfg("first", *knobs))
     assert _last(reference_cfg, "first")["batches_done"] == 3
@@ -74,7 +74,7 @@ def test_stop_after_the_last_partial_batch_resumes_into_validation(reference_cfg
 
 
 def test_a_resumed_run_folder_has_the_best_checkpoint(reference_cfg, monkeypatch) -> None:
-    _stop_at_step(monkeypatch, 4, signal.SIGTERM)
+    stop_at_step(monkeypatch, 4, signal.SIGTERM)
     with pytest.raises(SystemExit):
         train(reference_cfg("first", "optimizer.lr=0.0"))  # epoch 1 stays the best
     monkeypatch.undo()
@@ -88,7 +88,7 @@ def test_a_resumed_epochs_last_step_is_not_saved_mid_epoch(reference_cfg, monkey
     waits for the epoch-end one, so a run killed in that epoch's evaluation resumes before
     the last step, never into an evaluation (and its logging) a second time."""
     every = ("trainer.checkpoint.every_n_steps=1", "trainer.checkpoint.keep_last=20")
-    _stop_at_step(monkeypatch, 4, signal.SIGTERM)  # epoch 2, after its first of 3 batches
+    stop_at_step(monkeypatch, 4, signal.SIGTERM)  # epoch 2, after its first of 3 batches
     with pytest.raises(SystemExit):
         train(reference_cfg("first", *every))
     monkeypatch.undo()

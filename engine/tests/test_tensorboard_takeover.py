@@ -24,7 +24,7 @@ from tensorboard.util.tensor_util import make_ndarray
 from engine.runs.run_state import Checkpointer
 from engine.runs.tensorboard import NOTE, event_files, take_over_events
 from reference.loop import train
-from reference.step import EmaStep
+from tests.interrupts import kill_at_step
 
 
 def _earlier_run(tmp_path: Path) -> Path:
@@ -162,19 +162,6 @@ def _assert_one_series(board: dict[str, dict[str, list[tuple[int, object]]]]) ->
     assert len(board["hparams"]["_hparams_/session_start_info"]) == 1
 
 
-def _kill_at_step(monkeypatch: pytest.MonkeyPatch, step: int) -> None:
-    """Die right after optimizer step `step` (before its loss point and checkpoint), like
-    kill -9 some steps after the last checkpoint."""
-    original = EmaStep.optimizer_step
-
-    def stepping(self: EmaStep) -> None:
-        original(self)
-        if self.steps == step:
-            raise RuntimeError("killed")
-
-    monkeypatch.setattr(EmaStep, "optimizer_step", stepping)
-
-
 def _next_second() -> None:
     """Wait for the clock's next second. TensorBoard reads a folder's event files in name
     order, and a name starts with the second its writer opened: runs of one training are
@@ -187,7 +174,7 @@ def _next_second() -> None:
 def test_a_resumed_training_is_one_tensorboard_run(
     reference_cfg, tmp_path, monkeypatch, resumed_in
 ) -> None:
-    _kill_at_step(monkeypatch, 6)  # checkpoints at steps 2, 3, 4; step 5 is the killed tail
+    kill_at_step(monkeypatch, 6)  # checkpoints at steps 2, 3, 4; step 5 is the killed tail
     with pytest.raises(RuntimeError, match="killed"):
         train(reference_cfg("first", *RUN))
     killed = _board(tmp_path / "first" / "tensorboard")["scalars"]["train/loss"]
