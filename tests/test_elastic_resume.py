@@ -4,7 +4,7 @@ global batch and train the very same samples; another dataset=mix draw is refuse
 its weights scaled alike are the same draw. The engine's guarantees (another split trains the
 same samples, the refusals, sample granularity, samples.csv) are engine/tests/
 test_elastic_resume.py's, on its reference project; other world sizes:
-engine/tests/process/test_elastic_ranks.py. assert_each_once serves the streams' tests too."""
+engine/tests/process/test_elastic_ranks.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine_dev.api import samples_by_step, uses_by_epoch
+from engine_dev.api import samples_by_step
 from src.loop import train
 from tests.train_process import kill_at_step
 
@@ -27,12 +27,6 @@ RUN = (
     "trainer.checkpoint.every_n_steps=2",
 )
 KILLED_AT = 9  # epoch 2, batch 3: the last checkpoint is step 8's, mid-epoch 2
-
-
-def assert_each_once(run: Path, size: int = 48) -> None:
-    """Every epoch of `run`'s samples.csv trained on each of the `size` samples exactly once."""
-    for epoch, counts in uses_by_epoch(run).items():
-        assert sorted(counts) == list(range(size)) and set(counts.values()) == {1}, epoch
 
 
 def _killed(make_cfg, monkeypatch, out: Path, *overrides: str) -> None:

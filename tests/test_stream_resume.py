@@ -16,8 +16,8 @@ from torch.utils.data import DataLoader
 from engine.data.datasets.tar_shards import TarShardDataset
 from engine.runs.checkpoint_files import save_checkpoint
 from engine_dev.api import load_checkpoint
+from engine_dev.fixtures import assert_each_once
 from src.loop import train
-from tests.test_elastic_resume import assert_each_once
 from tests.train_process import kill_at_step
 
 # the demo's 3 train shards of 16: with 2 workers one reads 2 shards, the other 1; batches of

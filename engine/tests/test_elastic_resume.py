@@ -17,6 +17,7 @@ import torch
 
 from engine.runs.checkpoint_files import save_checkpoint
 from engine_dev.api import load_checkpoint, samples_by_step, uses_by_epoch
+from engine_dev.fixtures import assert_each_once
 from reference.loop import train
 from tests.interrupts import kill_at_step
 
@@ -28,12 +29,6 @@ RUN = (
     "trainer.checkpoint.every_n_steps=2",
 )
 KILLED_AT = 9  # epoch 2, batch 3: the last checkpoint is step 8's, mid-epoch 2
-
-
-def assert_each_once(run: Path, size: int = 48) -> None:
-    """Every epoch of `run`'s samples.csv trained on each of the `size` samples exactly once."""
-    for epoch, counts in uses_by_epoch(run).items():
-        assert sorted(counts) == list(range(size)) and set(counts.values()) == {1}, epoch
 
 
 @pytest.fixture

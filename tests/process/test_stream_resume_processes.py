@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
+from engine_dev.fixtures import assert_each_once
 from tests.conftest import tiny_model
 from tests.process.test_distributed import torchrun
-from tests.test_elastic_resume import assert_each_once
 from tests.test_stream_resume import RUN, _killed_with_2_workers
 
 # `make test-slow`: ~35 s of 2 cores (a killed run, then a 2-rank torchrun job); other worker

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from engine.data.datasets.base import MapDataset
+from engine.runs.sample_log import uses_by_epoch
 from engine_dev.demo import make_demo_data
 from engine_dev.shard_server import write_demo_shards, write_wds_shards
 from engine_dev.small_sets import colour_folder
@@ -29,6 +30,13 @@ def tree_fingerprint(root: Path) -> dict[str, tuple[int, int, int]]:
             stat = path.lstat()
             found[str(path.relative_to(root))] = (stat.st_mode, stat.st_size, stat.st_mtime_ns)
     return found
+
+
+def assert_each_once(run: Path, size: int = 48) -> None:
+    """Every epoch of `run`'s samples.csv trained on each of the `size` samples exactly once
+    (a resume on any topology, a stream's shares across ranks and workers)."""
+    for epoch, counts in uses_by_epoch(run).items():
+        assert sorted(counts) == list(range(size)) and set(counts.values()) == {1}, epoch
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -16,11 +16,11 @@ import pytest
 
 from engine_dev.api import samples_by_step
 from engine_dev.cli import run_script
+from engine_dev.fixtures import assert_each_once
 from engine_dev.processes import run_child
 from tests.conftest import TRAIN, reference_args
 from tests.interrupts import kill_at_step
 from tests.process.test_reference_processes import FAULTS
-from tests.test_elastic_resume import assert_each_once
 
 # 48 demo train images, 16 per optimizer step (8 x 2 ranks, or 16 x 1): 3 steps an epoch;
 # TinyNet has no dropout and no BatchNorm, whose statistics are per rank
