@@ -1,15 +1,19 @@
 """dataset=imagefolder with dataset.val_fraction: a root of class folders split per class, from
-a seed, and the layouts that do not fit refused with the fix."""
+a seed, the draw listed in split.csv (which dataset=csv reads back), and the layouts that do
+not fit refused with the fix."""
 
 from __future__ import annotations
 
+import csv
 import shutil
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from engine.api import assemble
 from engine.data.datasets.imagefolder import ImageFolderDataset
+from engine.data.splits import build_split
 from engine_dev.demo import CLASSES
 
 
@@ -57,3 +61,35 @@ def test_a_root_of_class_folders_without_a_fraction_names_the_key(flat: Path) ->
 def test_a_drawn_split_has_no_test_split(flat: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"no test split: evaluate eval\.split=val"):
         ImageFolderDataset(str(flat), "test", val_fraction=0.2)
+
+
+def test_imagefolder_val_fraction_lists_its_draw_in_split_csv(
+    reference_cfg, demo_dir, tmp_path
+) -> None:
+    flat = shutil.copytree(demo_dir / "imagefolder" / "train", tmp_path / "flat")  # root/<class>/*
+    cfg = reference_cfg(
+        "run", f"dataset.root={flat}", "dataset.val_fraction=0.25", "dataset.split_seed=3"
+    )
+    parts = assemble(cfg)
+    assert len(parts.train_set) + len(parts.val_set) == 48 and len(parts.val_set) >= 10
+    listing = Path(cfg.paths.output_dir) / "split.csv"
+    with open(listing, newline="") as f:
+        rows = list(csv.DictReader(f))
+    drawn = {
+        split: {files.get_filename(i) for i in range(len(files))}
+        for split, files in (("train", parts.train_set), ("val", parts.val_set))
+    }
+    assert {split: {r["path"] for r in rows if r["split"] == split} for split in drawn} == drawn
+    assert all(Path(r["path"]).parent.name == r["label"] for r in rows)
+    # dataset=csv reads the listing back as the same two splits
+    again = reference_cfg(
+        "again",
+        "dataset=csv",
+        "dataset.train_csv=null",
+        "dataset.val_csv=null",
+        f"dataset.csv={listing}",
+        f"dataset.root={flat}",
+    )
+    for split, files in drawn.items():
+        read = build_split(again.dataset, split, None, parts.classes)
+        assert {read.get_filename(i) for i in range(len(read))} == files
