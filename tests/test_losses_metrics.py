@@ -1,7 +1,9 @@
-"""The loss and metrics groups: class weights, label smoothing, top-k accuracy."""
+"""The loss and metrics groups: class weights, label smoothing, top-k accuracy; mode=eval
+reports the metrics group's values of the training's best checkpoint."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from engine_dev.api import Labels, load_checkpoint
 from src.loop import train
 from src.losses.cross_entropy import CrossEntropy
 from src.metrics.accuracy import Accuracy
+from tests.cli import run_cli
 
 LOGITS = torch.tensor([[2.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, 2.0], [2.0, 0.0, 1.0]])
 LABELS = torch.tensor([0, 2, 1, 2])
@@ -73,3 +76,24 @@ def test_balanced_weights_need_labels() -> None:
     unlabelled.targets = None
     with pytest.raises(ValueError, match="class_weights=balanced needs per-sample labels"):
         CrossEntropy(unlabelled, class_weights="balanced")
+
+
+def test_eval_reports_the_metrics_of_the_trainings_best_checkpoint(demo_dir, tmp_path) -> None:
+    """mode=eval rebuilds this project's metrics from the checkpoint alone: its val/acc and
+    val/top2 are the best epoch's as training measured them (the engine suite proves the loss
+    and the reports on its own reference project)."""
+    top2 = "+metrics.top2={_target_:src.metrics.accuracy.Accuracy,k:2}"
+    data = (f"paths.demo_dir={demo_dir}", f"paths.log_dir={tmp_path}", top2)
+    trained = run_cli(
+        *data, "trainer.max_epochs=2", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path
+    )
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    at_best = load_checkpoint(tmp_path / "run" / "checkpoints" / "best.pt")["history"][-1]
+    assert at_best["val/acc"] == metrics["val/best_acc"]  # best.pt: saved at its epoch's end
+    run = ("mode=eval", f"eval.checkpoint={tmp_path / 'run'}", f"hydra.run.dir={tmp_path / 'eval'}")
+    evaluated = run_cli(*data, *run, cwd=tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    written = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert written["val/acc"] == metrics["val/best_acc"]
+    assert written["val/top2"] == at_best["val/top2"]

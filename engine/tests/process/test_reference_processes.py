@@ -28,9 +28,13 @@ def _last(run: Path) -> dict:
     return load_checkpoint(run / "checkpoints" / "last.pt")
 
 
-def _resumed_from(run: subprocess.CompletedProcess, run_dir: Path, epoch: int, batch: int) -> bool:
-    """Whether `run` logged its resume from a checkpoint of `run_dir` at (epoch, batch)."""
+def _resumed_from(
+    run: subprocess.CompletedProcess, run_dir: Path, epoch: int, batch: int, step: int | None = None
+) -> bool:
+    """Whether `run` logged its resume from a checkpoint of `run_dir` (that of optimizer step
+    `step`, when given) at (epoch, batch)."""
     said = f"resumed from {run_dir / 'checkpoints'}"
+    said += f"/step{step:08d}.pt" if step is not None else ""
     return any(
         said in line and line.endswith(f"epoch {epoch}, batch {batch}")
         for line in (run.stdout + run.stderr).splitlines()
@@ -74,16 +78,17 @@ def test_kill_9_mid_epoch_then_a_requeue_ends_as_the_uninterrupted_run(
     done = run_child(TRAIN, *args(whole), cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     job = tmp_path / "job"
-    killed = run_child(FAULTS, *args(job), cwd=tmp_path, KILL_AT_STEP="5")
+    # killed with a loader worker alive (it ends with the run)
+    killed = run_child(FAULTS, *args(job, "loader.num_workers=1"), cwd=tmp_path, KILL_AT_STEP="5")
     assert killed.returncode == -signal.SIGKILL
     assert _last(job)["step"] == 4 and not (job / "metrics.json").exists()
     elsewhere = run_child(TRAIN, *args(tmp_path / "elsewhere", "trainer.resume=auto"), cwd=tmp_path)
     assert elsewhere.returncode == 0, elsewhere.stderr[-3000:]
-    assert _resumed_from(elsewhere, job, epoch=2, batch=1)
+    assert _resumed_from(elsewhere, job, epoch=2, batch=1, step=4)
     _assert_same_result(tmp_path / "elsewhere", whole)
     requeued = run_child(TRAIN, *args(job, "trainer.resume=auto"), cwd=tmp_path)
     assert requeued.returncode == 0, requeued.stderr[-3000:]
-    assert _resumed_from(requeued, job, epoch=2, batch=1)
+    assert _resumed_from(requeued, job, epoch=2, batch=1, step=4)
     assert "starting fresh" not in requeued.stdout + requeued.stderr
     _assert_same_result(job, whole)
     # the newest trainer.checkpoint.keep_last (3) of its steps, the killed run's gone
