@@ -35,19 +35,25 @@ def reference_args(demo_dir: Path, log_dir: Path, *overrides: str) -> list[str]:
     return [f"paths.demo_dir={demo_dir}", f"paths.log_dir={log_dir}", *overrides]
 
 
+def compose_reference(demo_dir: Path, log_dir: Path, run_dir: Path, *overrides: str) -> DictConfig:
+    """The reference project's config with `overrides`, on `demo_dir`, writing to `run_dir`
+    (paths.log_dir is `log_dir`): what a module-scoped fixture trains once."""
+    with initialize_config_dir(config_dir=str(REFERENCE / "conf"), version_base="1.3"):
+        return compose(
+            config_name="config",
+            overrides=[
+                *reference_args(demo_dir, log_dir, *overrides),
+                f"paths.output_dir={run_dir}",
+            ],
+        )
+
+
 @pytest.fixture
 def reference_cfg(demo_dir: Path, tmp_path: Path) -> Callable[..., DictConfig]:
     """The reference project's config with `overrides`, on the demo set, writing under
     tmp_path/`name` (the run dir; paths.log_dir is tmp_path)."""
 
     def _compose(name: str, *overrides: str) -> DictConfig:
-        with initialize_config_dir(config_dir=str(REFERENCE / "conf"), version_base="1.3"):
-            return compose(
-                config_name="config",
-                overrides=[
-                    *reference_args(demo_dir, tmp_path, *overrides),
-                    f"paths.output_dir={tmp_path / name}",
-                ],
-            )
+        return compose_reference(demo_dir, tmp_path, tmp_path / name, *overrides)
 
     return _compose

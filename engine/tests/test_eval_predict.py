@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.errors import InstantiationException
 from omegaconf import DictConfig, OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -25,7 +24,7 @@ from engine.modes.evaluation import evaluate_checkpoint
 from engine.modes.prediction import predict
 from engine_dev.cli import run_script
 from reference.loop import train
-from tests.conftest import REFERENCE, TRAIN, reference_args
+from tests.conftest import TRAIN, compose_reference, reference_args
 
 # Learns the 48 tiny-demo train images well enough that a circle filed as a square is the
 # hardest of them (its loss ~11 against ~4 next, at seeds 0, 1 and 2), in ~2 s
@@ -41,16 +40,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
 @pytest.fixture(scope="module")
 def trained(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """A run dir the reference project's loop trained on the tiny demo set, and its final
-    metrics (composed as reference_cfg composes, once for the module)."""
+    metrics (once for the module)."""
     log_dir = tmp_path_factory.mktemp("trained")
-    with initialize_config_dir(config_dir=str(REFERENCE / "conf"), version_base="1.3"):
-        cfg = compose(
-            config_name="config",
-            overrides=[
-                *reference_args(demo_dir, log_dir, *LEARN),
-                f"paths.output_dir={log_dir}/run",
-            ],
-        )
+    cfg = compose_reference(demo_dir, log_dir, log_dir / "run", *LEARN)
     return log_dir / "run", train(cfg)
 
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import torch
 import torchvision
-from hydra import compose, initialize_config_dir
 from hydra.errors import InstantiationException
 from omegaconf import OmegaConf
 
@@ -26,7 +25,7 @@ from engine.inference.checkpoint import run_config
 from engine.modes.evaluation import evaluate_checkpoint
 from engine.runs.checkpoint_files import CheckpointError, load_checkpoint, save_checkpoint
 from reference.loop import train
-from tests.conftest import REFERENCE, reference_args
+from tests.conftest import REFERENCE, compose_reference
 
 ONE_STEP = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.limit_val_batches=1")
 
@@ -34,16 +33,9 @@ ONE_STEP = ("trainer.max_epochs=1", "trainer.limit_train_batches=1", "trainer.li
 @pytest.fixture(scope="module")
 def checkpoint(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """The state of a checkpoint the reference project's loop wrote (one step on the demo set;
-    composed as reference_cfg composes, once for the module)."""
+    once for the module)."""
     log_dir = tmp_path_factory.mktemp("trained")
-    with initialize_config_dir(config_dir=str(REFERENCE / "conf"), version_base="1.3"):
-        cfg = compose(
-            config_name="config",
-            overrides=[
-                *reference_args(demo_dir, log_dir, *ONE_STEP),
-                f"paths.output_dir={log_dir}/run",
-            ],
-        )
+    cfg = compose_reference(demo_dir, log_dir, log_dir / "run", *ONE_STEP)
     train(cfg)
     return load_checkpoint(log_dir / "run" / "checkpoints" / "last.pt")
 
