@@ -223,5 +223,7 @@ def test_a_nan_loss_is_skipped_when_allowed(reference_cfg, monkeypatch, caplog) 
 
 def test_a_nan_loss_stops_the_run_naming_the_key(reference_cfg, monkeypatch) -> None:
     _nan_at_step(monkeypatch, 2)
-    with pytest.raises(FloatingPointError, match=r"epoch 1, batch 2 .*max_nonfinite_steps=0\)"):
+    with pytest.raises(
+        FloatingPointError, match=r"epoch 1, batch 2 .*trainer\.max_nonfinite_steps=0\)"
+    ):
         train(reference_cfg("nan"))  # where, and the key
