@@ -152,6 +152,7 @@ class DecodedSamples(DatasetHooks):
         self,
         index: int,
         err: Exception,
+        *,
         path: str | None = None,
         label: str | None = None,
         reason: str | None = None,
@@ -165,11 +166,12 @@ class DecodedSamples(DatasetHooks):
             describe_error(err.__cause__ or err) if reason is None else reason,
         )
 
-    def _skip_or_raise(self, index: int, err: Exception, *record: str | None) -> BadSample:
-        """`err` raised, or with ``on_error="skip"`` the record of sample `index` (`_bad`)."""
+    def _skip_or_raise(self, index: int, err: Exception, **record: str) -> BadSample:
+        """`err` raised, or with ``on_error="skip"`` the record of sample `index` (`_bad`, its
+        `path`, `label` or `reason` as given)."""
         if self.on_error != "skip":
             raise err
-        return self._bad(index, err, *record)
+        return self._bad(index, err, **record)
 
 
 class MapDataset(DatasetHooks, Dataset):

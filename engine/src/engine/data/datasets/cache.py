@@ -145,7 +145,7 @@ class CachedImages(DecodedSamples, MapDataset):
         except SampleError as err:
             reason = describe_error(err.__cause__ or err)
             where = f"cache entry {index} of {self._data_file}: {reason}"
-            return self._skip_or_raise(index, err, None, None, where)
+            return self._skip_or_raise(index, err, reason=where)
         if self.transform is not None:
             image = self.transform(image)
         return image, label

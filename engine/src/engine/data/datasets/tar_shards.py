@@ -311,13 +311,12 @@ class TarShardDataset(DecodedSamples, StreamDataset):
         if error is None and not label < len(self.classes):
             error = f"{name}: label {label} is outside the {len(self.classes)} classes."
         if error is not None:
-            return self._skip_or_raise(
-                index, ShardError(error), name, "", error.removeprefix(f"{name}: ")
-            )
+            reason = error.removeprefix(f"{name}: ")
+            return self._skip_or_raise(index, ShardError(error), path=name, label="", reason=reason)
         try:
             image = self._decode(name, data, label)
         except SampleError as err:
-            return self._skip_or_raise(index, err, name, self.classes[label])
+            return self._skip_or_raise(index, err, path=name, label=self.classes[label])
         return self._transformed(image, index, epoch), label
 
 
