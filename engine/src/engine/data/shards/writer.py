@@ -119,6 +119,14 @@ def _earlier(folder: Path, recorded: Callable[[Path], set[str]]) -> frozenset[st
     return frozenset({*recorded(folder), *planned, *([WRITING] if writing.is_file() else [])})
 
 
+def _busy(folder: Path, holder: str) -> FileExistsError:
+    """The refusal of a folder another mode=shards run (`holder`) is writing now."""
+    return FileExistsError(
+        f"shards.dir: {folder} is being written by another mode=shards run ({holder}): wait "
+        "for it to end, or set shards.dir to another folder."
+    )
+
+
 @contextmanager
 def writing(
     folder: Path,
@@ -158,11 +166,7 @@ def writing(
         )
     busy = next((lock for lock in (mark, flag) if folder_lock.is_held(lock)), None)
     if busy is not None:
-        raise FileExistsError(
-            f"shards.dir: {folder} is being written by another mode=shards run "
-            f"({folder_lock.describe(folder_lock.read_holder(busy))}): wait for it to end, or "
-            "set shards.dir to another folder."
-        )
+        raise _busy(folder, folder_lock.describe(folder_lock.read_holder(busy)))
     if mine and not overwrite:
         held = (
             f"an unfinished set of shards (the write of "
@@ -180,10 +184,7 @@ def writing(
             folder, MARK, WRITER, frozenset({*planned, *mine, *kept, WRITING}), add=False
         )
     except folder_lock.FolderBusy as busy_now:
-        raise FileExistsError(
-            f"shards.dir: {folder} is being written by another mode=shards run "
-            f"({busy_now.holder}): wait for it to end, or set shards.dir to another folder."
-        ) from None
+        raise _busy(folder, busy_now.holder) from None
     except OSError as err:  # its record could not be written: a full disk
         raise write_error(err, mark, ELSEWHERE) from err
     try:
